@@ -1,0 +1,57 @@
+# The two commands: `make demo` and `make test`. Everything else here is what they need.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8888
+TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+JS_SOURCES := $(wildcard js/*.js js/*.css)
+BUNDLE := src/attnscope/static/widget.js
+
+.PHONY: demo test test-python test-js install js chromium bench clean
+
+demo: install
+	@echo
+	@echo "attnscope demo: open http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)"
+	@echo
+	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb --no-browser --ip=127.0.0.1 --port=$(PORT) \
+		--IdentityProvider.token=$(TOKEN) --allow-root
+
+test: install chromium
+	$(MAKE) test-js
+	$(MAKE) test-python
+
+test-python:
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-js: node_modules/.package-lock.json
+	npm test
+
+bench: install
+	$(PY) benchmarks/run.py
+
+install: $(VENV)/.installed
+
+# torch first, pinned to the local CPU wheel: pyproject's range (torch>=2.2) is then already
+# satisfied, so pip does not pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml $(BUNDLE)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test,demo]"
+	touch $@
+
+js: $(BUNDLE)
+
+$(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
+	npm run build
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+# Debian's chromium for the browser tests (playwright never downloads a browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+
+clean:
+	rm -rf $(VENV) node_modules src/attnscope/static

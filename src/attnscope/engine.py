@@ -1,0 +1,355 @@
+"""The attention engine: one forward pass that returns every layer's attention, queries and keys.
+
+Queries and keys are captured with forward hooks on the model's own projection modules (no
+patched copies of model code): the hooks see the projections' outputs, which are split into heads
+here. All math stays on the model's device; tensors move to the CPU only for the browser.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from .errors import InputError, NoAttentionError
+from .models import LoadedModel, load_model
+
+
+@dataclass(frozen=True)
+class ProjectionLayout:
+    """Where an attention module keeps its query and key projections."""
+
+    query: str | None = None
+    key: str | None = None
+    # GPT-2 style: one projection whose output is [q | k | v] along the last dimension.
+    fused_qkv: str | None = None
+
+    def matches(self, module: torch.nn.Module) -> bool:
+        names = [self.fused_qkv] if self.fused_qkv else [self.query, self.key]
+        return all(isinstance(getattr(module, n, None), torch.nn.Module) for n in names)
+
+
+BERT_LIKE = ProjectionLayout(query="query", key="key")
+DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin")
+GPT2 = ProjectionLayout(fused_qkv="c_attn")
+PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj")
+
+# Families tested against their own returned attention (tests/test_engine.py); other model types
+# are tried with every layout, first match wins.
+LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
+    "bert": BERT_LIKE,
+    "roberta": BERT_LIKE,
+    "xlm-roberta": BERT_LIKE,
+    "camembert": BERT_LIKE,
+    "electra": BERT_LIKE,
+    "albert": BERT_LIKE,
+    "distilbert": DISTILBERT,
+    "gpt2": GPT2,
+}
+ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED)
+CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
+
+
+@dataclass
+class AttentionResult:
+    """What one run returns. Tensors live on the model's device.
+
+    attention: layers × heads × T × T (float32), row i = how query token i attends to each key.
+    queries, keys: layers × heads × T × head_dim (float32), or None if they could not be captured.
+    """
+
+    tokens: list[str]
+    sentence_b_start: int | None
+    attention: torch.Tensor
+    queries: torch.Tensor | None
+    keys: torch.Tensor | None
+    scaling: list[float]
+    causal: bool
+    model_name: str
+    text: str
+    text_b: str | None
+    truncated_from: int | None = None
+    input_ids: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.attention.shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.attention.shape[1])
+
+    def scores(self) -> torch.Tensor:
+        """q·kᵀ scaled as the model scales it, plus the model's mask: layers × heads × T × T."""
+        if self.queries is None or self.keys is None:
+            raise NoAttentionError("Queries and keys were not captured for this model.")
+        scale = torch.tensor(self.scaling, device=self.queries.device, dtype=self.queries.dtype)
+        scores = torch.matmul(self.queries, self.keys.transpose(-1, -2)) * scale.view(-1, 1, 1, 1)
+        if self.causal:
+            t = scores.shape[-1]
+            future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        return scores
+
+    def attention_from_qk(self) -> torch.Tensor:
+        """softmax(q·kᵀ·scale + mask): reproduces `attention` (the engine's invariant)."""
+        return torch.softmax(self.scores(), dim=-1)
+
+
+@dataclass
+class _Capture:
+    """Projection outputs recorded by the hooks, in call order (= layer order)."""
+
+    queries: list[torch.Tensor] = field(default_factory=list)
+    keys: list[torch.Tensor] = field(default_factory=list)
+    scaling: list[float | None] = field(default_factory=list)
+
+
+def find_attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], ProjectionLayout | None]:
+    """The self-attention modules of `model` (each once, even when shared across layers as in ALBERT)."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    candidates = [LAYOUTS_BY_MODEL_TYPE[model_type]] if model_type in LAYOUTS_BY_MODEL_TYPE else list(ALL_LAYOUTS)
+    for layout in candidates:
+        found = [
+            m
+            for m in model.modules()
+            if layout.matches(m)
+            and not getattr(m, "is_cross_attention", False)
+            and "Cross" not in type(m).__name__
+        ]
+        if found:
+            return found, layout
+    return [], None
+
+
+def _module_scaling(module: torch.nn.Module) -> float | None:
+    """The scale the module applies to q·kᵀ, when it records one (GPT-2's varies by layer)."""
+    scaling = getattr(module, "scaling", None)
+    return float(scaling) if isinstance(scaling, (int, float)) else None
+
+
+@contextmanager
+def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[_Capture]:
+    """Hook the q/k projections of `modules` for the duration of the block."""
+    capture = _Capture()
+    handles = []
+
+    def on_query(attention_module: torch.nn.Module):
+        def hook(_module, _inputs, output):
+            if layout.fused_qkv:
+                width = output.shape[-1] // 3
+                capture.queries.append(output[..., :width].detach())
+                capture.keys.append(output[..., width : 2 * width].detach())
+            else:
+                capture.queries.append(output.detach())
+            capture.scaling.append(_module_scaling(attention_module))
+
+        return hook
+
+    def on_key(_module, _inputs, output):
+        capture.keys.append(output.detach())
+
+    try:
+        for module in modules:
+            if layout.fused_qkv:
+                handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
+            else:
+                handles.append(getattr(module, layout.query).register_forward_hook(on_query(module)))
+                handles.append(getattr(module, layout.key).register_forward_hook(on_key))
+        yield capture
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(1, T, heads·d) → (heads, T, d)."""
+    _, t, width = projection.shape
+    return projection[0].view(t, n_heads, width // n_heads).transpose(0, 1)
+
+
+def _single_text(value: Any, what: str) -> str | None:
+    """Accept one string (or a batch of exactly one); refuse batches with a clear message."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1 and isinstance(value[0], str):
+            return value[0]
+        raise InputError(
+            f"attnscope shows one input at a time, but {what} is a batch of {len(value)}. "
+            "Run the texts one by one (e.g. in a loop)."
+        )
+    raise InputError(f"{what} must be a string, got {type(value).__name__}.")
+
+
+def max_positions(model: Any, tokenizer: Any) -> int | None:
+    """The longest input the model accepts, from its config (or the tokenizer's limit)."""
+    config = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    limit = getattr(tokenizer, "model_max_length", None)
+    return limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
+
+
+class AttentionModel:
+    """A loaded model that turns text into an AttentionResult. Made by `attnscope.load`."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.attention_modules, self.layout = find_attention_modules(loaded.model)
+        self._forward_inputs = _accepted_inputs(loaded.model)
+
+    @property
+    def model(self) -> Any:
+        return self.loaded.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.loaded.tokenizer
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+    @property
+    def device(self) -> torch.device:
+        return self.loaded.device
+
+    @property
+    def causal(self) -> bool:
+        config = getattr(self.model, "config", None)
+        if getattr(config, "model_type", None) in CAUSAL_MODEL_TYPES:
+            return True
+        return any(getattr(m, "is_causal", False) for m in self.attention_modules)
+
+    def __repr__(self) -> str:
+        return f"AttentionModel({self.name!r}, device={self.device})"
+
+    def _encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int]:
+        """Tokenize, truncating to max_length; also return the untruncated length."""
+        full = self.tokenizer(text, text_b, add_special_tokens=True, truncation=False, verbose=False)
+        encoded = self.tokenizer(
+            text, text_b, add_special_tokens=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        return encoded, len(full["input_ids"])
+
+    def run(self, text: str, text_b: str | None = None, max_length: int | None = None) -> AttentionResult:
+        """Run the model on `text` (and `text_b` as a sentence pair) and return all attention."""
+        text = _single_text(text, "text")
+        text_b = _single_text(text_b, "text_b")
+        if text is None or not text.strip():
+            raise InputError("The text is empty: type a sentence to see its attention.")
+        if text_b is not None and not text_b.strip():
+            raise InputError("text_b is empty: give a second sentence, or leave text_b out.")
+        limit = max_positions(self.model, self.tokenizer)
+        reason = f"max_length={max_length}"
+        if max_length is None:
+            max_length, reason = limit or 512, "the model's maximum"
+        elif limit is not None and max_length > limit:
+            raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
+
+        encoded, full_length = self._encode(text, text_b, max_length)
+        input_ids = encoded["input_ids"]
+        truncated_from = full_length if full_length > input_ids.shape[1] else None
+        if truncated_from is not None:
+            warnings.warn(
+                f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).",
+                stacklevel=2,
+            )
+        sentence_b_start = self._sentence_b_start(encoded, text_b)
+        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+
+        was_training = self.model.training
+        self.model.eval()  # dropout off: attention must be deterministic; restored below
+        capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else _no_capture()
+        try:
+            with torch.inference_mode(), capturing as capture:
+                outputs = self.model(**inputs, output_attentions=True)
+        finally:
+            self.model.train(was_training)
+
+        attentions = getattr(outputs, "attentions", None)
+        if not attentions or any(a is None for a in attentions):
+            raise NoAttentionError(
+                f"Model {self.name} returned no attention weights, so there is nothing to show. "
+                "attnscope needs a transformer whose attention layers support output_attentions."
+            )
+        attention = torch.stack([a[0] for a in attentions]).float()
+        n_layers, n_heads, _, _ = attention.shape
+        queries, keys, scaling = self._queries_keys(capture, n_layers, n_heads)
+
+        tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+        return AttentionResult(
+            tokens=list(tokens),
+            sentence_b_start=sentence_b_start,
+            attention=attention,
+            queries=queries,
+            keys=keys,
+            scaling=scaling,
+            causal=self.causal,
+            model_name=self.name,
+            text=text,
+            text_b=text_b,
+            truncated_from=truncated_from,
+            input_ids=input_ids,
+        )
+
+    def _queries_keys(
+        self, capture: _Capture | None, n_layers: int, n_heads: int
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, list[float]]:
+        if capture is None or len(capture.queries) != n_layers or len(capture.keys) != n_layers:
+            warnings.warn(
+                f"Could not capture queries and keys of {self.name}; attention is shown without them.",
+                stacklevel=3,
+            )
+            return None, None, [1.0] * n_layers
+        queries = torch.stack([_split_heads(q, n_heads) for q in capture.queries]).float()
+        keys = torch.stack([_split_heads(k, n_heads) for k in capture.keys]).float()
+        head_dim = queries.shape[-1]
+        scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
+        return queries, keys, scaling
+
+    def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
+        if text_b is None:
+            return None
+        sequence_ids = encoded.sequence_ids(0) if hasattr(encoded, "sequence_ids") else None
+        if sequence_ids is not None and 1 in sequence_ids:
+            return sequence_ids.index(1)
+        token_types = encoded.get("token_type_ids")
+        if token_types is not None and bool((token_types[0] == 1).any()):
+            return int((token_types[0] == 1).nonzero()[0, 0])
+        return None
+
+
+def _accepted_inputs(model: Any) -> set[str]:
+    """Which tokenizer outputs the model's forward takes (DistilBERT and GPT-2 have no token types)."""
+    wanted = {"input_ids", "attention_mask", "token_type_ids"}
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return wanted
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return {name for name in wanted if name in params} | {"input_ids", "attention_mask"}
+    return {name for name in wanted if name in params}
+
+
+@contextmanager
+def _no_capture() -> Iterator[None]:
+    yield None
+
+
+def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> AttentionModel:
+    """Load a model for attention visualisation.
+
+    model: None for the embedded all-MiniLM-L6-v2 (6 layers × 12 heads, offline), a Hugging Face
+    name or local path ("bert-base-uncased"), or a ready PreTrainedModel (pass its tokenizer too).
+    device: None picks "cuda" when available, else "cpu".
+    """
+    return AttentionModel(load_model(model, tokenizer, device))

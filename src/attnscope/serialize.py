@@ -1,0 +1,45 @@
+"""Tensors → binary buffers for the browser: {data: bytes, dtype, shape[, scale]}, never JSON lists.
+
+anywidget hands `bytes` to JavaScript as a DataView (js/codec.js decodes it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+UINT8_SCALE = 1.0 / 255.0
+
+# GPT-2 / RoBERTa byte-level BPE marks a leading space with "Ġ" and SentencePiece with "▁";
+# show them as the spaces they stand for (BertViz's prettify_tokens does the same).
+_SPACE_MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\\n"}
+
+
+def quantize_uint8(values: torch.Tensor) -> dict:
+    """Probabilities in [0, 1] → one byte each (value ≈ byte · scale), a quarter of float32."""
+    cpu = values.detach().to("cpu", torch.float32)
+    data = torch.round(cpu.clamp(0.0, 1.0) * 255.0).to(torch.uint8).contiguous()
+    return {"data": data.numpy().tobytes(), "dtype": "uint8", "shape": list(cpu.shape), "scale": UINT8_SCALE}
+
+
+def encode_float16(values: torch.Tensor) -> dict:
+    """Signed values (queries, keys, scores) → float16, little-endian."""
+    data = values.detach().to("cpu", torch.float16).contiguous()
+    return {"data": data.numpy().tobytes(), "dtype": "float16", "shape": list(values.shape)}
+
+
+def decode(payload: dict) -> torch.Tensor:
+    """The inverse of the encoders above (used by tests and exports)."""
+    dtypes = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}
+    flat = torch.frombuffer(bytearray(payload["data"]), dtype=dtypes[payload["dtype"]])
+    values = flat.view(payload["shape"]).to(torch.float32)
+    return values * payload["scale"] if "scale" in payload else values
+
+
+def display_token(token: str) -> str:
+    for marker, shown in _SPACE_MARKERS.items():
+        token = token.replace(marker, shown)
+    return token
+
+
+def display_tokens(tokens: list[str]) -> list[str]:
+    return [display_token(t) for t in tokens]

@@ -1,0 +1,58 @@
+import os
+
+import pytest
+
+# No test may download weights: make any hub access fail fast and locally.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# Several heavy libraries import torch; keep the 2-core machine responsive.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    import attnscope
+
+    return attnscope.load(device="cpu")
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer(default_model):
+    """The embedded model's WordPiece tokenizer, reused for small random models of every family."""
+    return default_model.tokenizer
+
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """Debian's headless chromium through playwright (which never downloads a browser here)."""
+    import shutil
+
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("Debian chromium is not installed (make test installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # Lets fixtures see whether the test failed (browser tests save a screenshot then).
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

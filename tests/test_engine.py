@@ -1,0 +1,168 @@
+"""The engine's invariant and its handling of bad input, for every supported family."""
+
+import warnings
+
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope import InputError, ModelNotFoundError, NoAttentionError
+
+VOCAB = 30522  # the embedded BERT tokenizer's vocabulary, reused by every small model below
+SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+
+
+def small_models():
+    return {
+        "bert": lambda: transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL)),
+        "roberta": lambda: transformers.RobertaModel(transformers.RobertaConfig(vocab_size=VOCAB, **SMALL)),
+        "electra": lambda: transformers.ElectraModel(
+            transformers.ElectraConfig(vocab_size=VOCAB, embedding_size=16, **SMALL)
+        ),
+        "albert": lambda: transformers.AlbertModel(
+            transformers.AlbertConfig(vocab_size=VOCAB, embedding_size=16, **SMALL)
+        ),
+        "distilbert": lambda: transformers.DistilBertModel(
+            transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=3, n_heads=4, hidden_dim=37, max_position_embeddings=64)
+        ),
+        "gpt2": lambda: transformers.GPT2Model(
+            transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64)
+        ),
+        "gpt2-layer-scaled": lambda: transformers.GPT2Model(
+            transformers.GPT2Config(
+                vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64, scale_attn_by_inverse_layer_idx=True
+            )
+        ),
+    }
+
+
+@pytest.mark.parametrize("family", list(small_models()))
+def test_softmax_of_captured_qk_reproduces_model_attention(family, bert_tokenizer):
+    torch.manual_seed(0)
+    model = small_models()[family]()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    result = engine.run("The quick brown fox jumps over the lazy dog.", "It was not amused.")
+
+    n_tokens = len(result.tokens)
+    assert result.attention.shape == (3, 4, n_tokens, n_tokens)
+    assert result.attention.dtype == torch.float32
+    assert result.queries.shape == result.keys.shape == (3, 4, n_tokens, 8)
+    error = (result.attention_from_qk() - result.attention).abs().max().item()
+    assert error <= 1e-5, f"{family}: max abs error {error}"
+    # The check must be able to fail: a wrong scale breaks it.
+    result.scaling = [s * 2 for s in result.scaling]
+    assert (result.attention_from_qk() - result.attention).abs().max().item() > 1e-3
+
+
+def test_causal_models_are_masked(bert_tokenizer):
+    model = small_models()["gpt2"]()
+    result = attnscope.load(model, bert_tokenizer, device="cpu").run("one two three four")
+    assert result.causal
+    future = torch.ones_like(result.attention[0, 0], dtype=torch.bool).triu(1)
+    assert result.attention[:, :, future].abs().max().item() == 0.0
+
+
+def test_albert_shared_layer_is_captured_once_per_layer(bert_tokenizer):
+    model = small_models()["albert"]()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    assert len(engine.attention_modules) == 1  # one shared module, called for each of the 3 layers
+    result = engine.run("shared weights")
+    assert result.queries.shape[0] == 3
+    assert not torch.equal(result.queries[0], result.queries[1])
+
+
+def test_default_model_is_the_embedded_minilm(default_model):
+    result = default_model.run("The cat sat on the mat.", "It was happy.")
+    assert result.tokens[:3] == ["[CLS]", "the", "cat"]
+    assert result.attention.shape[:2] == (6, 12)
+    assert result.sentence_b_start == result.tokens.index("[SEP]") + 1
+    assert result.text_b == "It was happy."
+    assert default_model.model.config._attn_implementation == "eager"
+    assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5
+    rows = result.attention.sum(-1)
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
+
+
+def test_model_in_training_mode_is_restored(bert_tokenizer):
+    model = small_models()["bert"]()
+    model.train()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    first = engine.run("dropout must be off").attention
+    second = engine.run("dropout must be off").attention
+    assert torch.equal(first, second)
+    assert model.training
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_text_is_refused(default_model, text):
+    with pytest.raises(InputError, match="empty"):
+        default_model.run(text)
+
+
+def test_batch_is_refused_with_its_size(default_model):
+    with pytest.raises(InputError, match="batch of 3"):
+        default_model.run(["a", "b", "c"])
+    # A batch of one is just one text.
+    assert default_model.run(["a"]).tokens == ["[CLS]", "a", "[SEP]"]
+
+
+def test_long_text_is_truncated_and_says_so(default_model):
+    text = " ".join(["word"] * 40)
+    with pytest.warns(UserWarning, match="truncated from 42 to 10"):
+        result = default_model.run(text, max_length=10)
+    assert len(result.tokens) == 10
+    assert result.tokens[-1] == "[SEP]"
+    assert result.truncated_from == 42
+
+
+def test_text_beyond_model_positions_is_truncated_to_them(default_model):
+    with pytest.warns(UserWarning, match="truncated"):
+        result = default_model.run(" ".join(["word"] * 600))
+    assert len(result.tokens) == 512
+    assert result.attention.shape[-1] == 512
+
+
+def test_max_length_over_model_limit_is_refused(default_model):
+    with pytest.raises(InputError, match="512 positions"):
+        default_model.run("hi", max_length=4096)
+
+
+def test_unknown_model_offline_names_it():
+    with pytest.raises(ModelNotFoundError, match="no-such-org/no-such-model.*not cached locally"):
+        attnscope.load("no-such-org/no-such-model", device="cpu")
+
+
+def test_model_without_attention_is_a_clear_error(bert_tokenizer):
+    class NoAttentionConfig(transformers.PretrainedConfig):
+        model_type = "no-attention-test"
+
+    class NoAttentionModel(transformers.PreTrainedModel):
+        config_class = NoAttentionConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = torch.nn.Embedding(VOCAB, 8)
+
+        def forward(self, input_ids=None, **kwargs):
+            return transformers.modeling_outputs.BaseModelOutput(last_hidden_state=self.embed(input_ids))
+
+    engine = attnscope.load(NoAttentionModel(NoAttentionConfig()), bert_tokenizer, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NoAttentionError, match="no attention weights"):
+            engine.run("hello")
+
+
+def test_model_needs_a_tokenizer_or_a_name():
+    model = small_models()["bert"]()
+    with pytest.raises(attnscope.AttnscopeError, match="tokenizer"):
+        attnscope.load(model, device="cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU on this machine")
+def test_default_device_is_cuda_when_present(bert_tokenizer):
+    engine = attnscope.load(small_models()["bert"](), bert_tokenizer)
+    result = engine.run("on the gpu")
+    assert result.attention.device.type == "cuda"
+    assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5

@@ -1,0 +1,118 @@
+"""End to end: JupyterLab runs notebooks/quickstart.ipynb and the head view renders, offline.
+
+The server is started on 127.0.0.1 with a token, from this interpreter by absolute path, in a
+temporary root holding a copy of the notebook (so autosave never touches the repository), and
+stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / "src" / "attnscope" / "static" / "widget.js"
+ARTIFACTS = ROOT / "tests" / "browser" / "artifacts"
+TOKEN = "attnscope-test-token"
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter-config")}
+    log = open(root / "server.log", "w")
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+            f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield base
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+@pytest.fixture
+def lab_page(chromium_browser, jupyterlab, request):
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{jupyterlab}/lab/tree/quickstart.ipynb?token={TOKEN}")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    yield page, errors
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    page.close()
+
+
+def run_all_cells(page) -> None:
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+
+
+def line_count(canvas) -> int:
+    return int(canvas.get_attribute("data-line-count") or 0)
+
+
+def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
+    page, errors = lab_page
+    run_all_cells(page)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=120_000)
+    canvas = widget.locator("canvas").first
+    page.wait_for_function(
+        "c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle(), timeout=60_000
+    )
+    assert line_count(canvas) > 0
+    assert widget.get_by_text("[CLS]").first.is_visible()
+
+    # Another layer redraws with that layer's data.
+    widget.locator("select").first.select_option("5")
+    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle())
+
+    # Editing the sentence recomputes in the kernel: the new words appear as tokens.
+    editor = widget.locator("input[type=text], textarea").first
+    editor.fill("Penguins swim quickly.")
+    editor.press("Enter")
+    widget.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
+    assert not errors, errors

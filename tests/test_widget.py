@@ -1,0 +1,111 @@
+"""The widget's traits: what the browser receives, and how edits and bad input are handled."""
+
+import pytest
+import torch
+import traitlets
+
+import attnscope
+from attnscope import AttentionWidget, InputError
+from attnscope.serialize import decode
+
+
+@pytest.fixture
+def widget(default_model):
+    return AttentionWidget("The cat sat on the mat.", "It was happy.", model=default_model, layer=2)
+
+
+def test_traits_describe_the_run(widget):
+    result = widget.result
+    assert widget.tokens == result.tokens
+    assert widget.sentence_b_start == result.sentence_b_start
+    assert (widget.n_layers, widget.n_heads) == (6, 12)
+    assert widget.heads == list(range(12))
+    assert widget.model_name == result.model_name
+    assert widget.text == "The cat sat on the mat." and widget.text_b == "It was happy."
+
+
+def test_attention_is_one_layer_of_uint8_bytes(widget):
+    payload = widget.attention
+    n = len(widget.tokens)
+    assert payload["layer"] == 2
+    assert payload["dtype"] == "uint8" and isinstance(payload["data"], bytes)
+    assert payload["shape"] == [12, n, n] and len(payload["data"]) == 12 * n * n
+    assert torch.allclose(decode(payload), widget.result.attention[2].cpu(), atol=0.5 / 255 + 1e-6)
+
+
+def test_layer_change_sends_that_layer(widget):
+    widget.layer = 5
+    assert widget.attention["layer"] == 5
+    assert torch.allclose(decode(widget.attention), widget.result.attention[5].cpu(), atol=0.5 / 255 + 1e-6)
+    with pytest.raises(traitlets.TraitError, match="out of range"):
+        widget.layer = 6
+
+
+def test_browser_edit_recomputes_and_answers_its_id(widget):
+    widget.heads = [0, 3]
+    widget.request = {"id": 7, "text": "Dogs bark loudly.", "text_b": None}
+    assert widget.result_id == 7
+    assert widget.tokens == ["[CLS]", "dogs", "bark", "loudly", ".", "[SEP]"]
+    assert widget.sentence_b_start is None and widget.sentence_filter == "all"
+    assert widget.attention["shape"] == [12, 6, 6]
+    assert widget.attention["layer"] == 2  # the user's layer and heads survive the edit
+    assert widget.heads == [0, 3]
+    assert widget.error == ""
+
+
+def test_rapid_edits_leave_the_latest(widget):
+    for i, text in enumerate(["A", "A b", "A b c"], start=1):
+        widget.request = {"id": i, "text": text, "text_b": None}
+    assert widget.result_id == 3
+    assert widget.tokens == ["[CLS]", "a", "b", "c", "[SEP]"]
+
+
+def test_bad_browser_edit_shows_error_and_keeps_the_view(widget):
+    before = (list(widget.tokens), widget.attention["data"])
+    widget.request = {"id": 4, "text": "   ", "text_b": None}
+    assert "empty" in widget.error
+    assert widget.result_id == 4  # the browser stops waiting
+    assert (widget.tokens, widget.attention["data"]) == before
+    widget.request = {"id": 5, "text": "Fixed.", "text_b": None}
+    assert widget.error == "" and widget.tokens[1] == "fixed"
+
+
+def test_long_edit_is_truncated_with_a_notice(default_model):
+    widget = AttentionWidget("short", model=default_model, max_length=8)
+    assert widget.notice == ""
+    widget.request = {"id": 1, "text": " ".join(["word"] * 20), "text_b": None}
+    assert len(widget.tokens) == 8
+    assert "truncated: 22 tokens → 8" in widget.notice
+
+
+def test_python_text_assignment_recomputes(widget):
+    widget.text = "New words here."
+    assert widget.tokens[1:4] == ["new", "words", "here"]
+    with pytest.raises(InputError):
+        widget.text = ""
+    assert widget.text == "New words here."  # the failed change did not stick
+
+
+def test_constructor_refuses_bad_input(default_model):
+    with pytest.raises(InputError, match="empty"):
+        AttentionWidget("", model=default_model)
+    with pytest.raises(InputError, match="batch of 2"):
+        AttentionWidget(["a", "b"], model=default_model)
+    with pytest.raises(attnscope.AttnscopeError, match="layer=9"):
+        AttentionWidget("hi", model=default_model, layer=9)
+    with pytest.raises(attnscope.AttnscopeError, match="heads \\[12\\]"):
+        AttentionWidget("hi", model=default_model, heads=[0, 12])
+
+
+def test_show_is_the_one_liner(default_model):
+    widget = attnscope.show("Hello world", model=default_model)
+    assert isinstance(widget, AttentionWidget) and widget.view == "head"
+    with pytest.raises(ValueError, match="Unknown view 'graph'"):
+        attnscope.show("Hello", model=default_model, view="graph")
+
+
+def test_byte_level_tokens_are_prettified():
+    from attnscope.serialize import display_tokens
+
+    assert display_tokens(["Hello", "Ġworld", "▁again"]) == ["Hello", " world", " again"]
+
