@@ -319,7 +319,10 @@ class AttentionModel:
     def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
         if text_b is None:
             return None
-        sequence_ids = encoded.sequence_ids(0) if hasattr(encoded, "sequence_ids") else None
+        try:
+            sequence_ids = encoded.sequence_ids(0)
+        except (AttributeError, ValueError):  # slow (Python) tokenizers have no sequence ids
+            sequence_ids = None
         if sequence_ids is not None and 1 in sequence_ids:
             return sequence_ids.index(1)
         token_types = encoded.get("token_type_ids")

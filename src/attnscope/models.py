@@ -93,7 +93,13 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
     """Resolve `model` (None, a name/path, or a ready PreTrainedModel) into a LoadedModel."""
     from transformers import AutoModel, AutoTokenizer
 
-    target = torch.device(device) if device is not None else default_device()
+    if device is not None:
+        target = torch.device(device)
+    elif isinstance(model, torch.nn.Module):
+        # A ready model stays where the user put it unless a device is asked for.
+        target = next(model.parameters(), torch.empty(0)).device
+    else:
+        target = default_device()
     if model is None:
         path = str(default_model_path())
         hf_model = AutoModel.from_pretrained(path, attn_implementation="eager")
