@@ -105,6 +105,8 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     )
     assert line_count(canvas) > 0
     assert widget.get_by_text("[CLS]").first.is_visible()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_head_view.png"))  # for a person to look at
 
     # Another layer redraws with that layer's data.
     widget.locator("select").first.select_option("5")

@@ -1,0 +1,43 @@
+// Binary payloads from the kernel: {data, dtype, shape[, scale]} → Float32Array.
+// anywidget hands Python bytes over as a DataView that may start at a non-zero byteOffset of a
+// larger buffer, so typed arrays are always built from (buffer, byteOffset, byteLength).
+
+function bytesOf(data) {
+  if (data instanceof DataView) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw new TypeError(`attnscope: expected binary data, got ${data === null ? "null" : typeof data}`);
+}
+
+// IEEE 754 half → float (no Float16Array in older browsers).
+function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exponent = (h >> 10) & 0x1f;
+  const fraction = h & 0x3ff;
+  if (exponent === 0) return sign * 2 ** -14 * (fraction / 1024);
+  if (exponent === 0x1f) return fraction ? NaN : sign * Infinity;
+  return sign * 2 ** (exponent - 15) * (1 + fraction / 1024);
+}
+
+export function decodeArray({ data, dtype, shape, scale }) {
+  const bytes = bytesOf(data);
+  const count = shape.reduce((a, b) => a * b, 1);
+  const width = { uint8: 1, float16: 2, float32: 4 }[dtype];
+  if (!width) throw new Error(`attnscope: unsupported dtype "${dtype}"`);
+  if (bytes.byteLength !== count * width) {
+    throw new Error(
+      `attnscope: ${dtype} data of ${bytes.byteLength} bytes does not match shape [${shape.join(", ")}]`,
+    );
+  }
+  const values = new Float32Array(count);
+  if (dtype === "uint8") {
+    const s = scale ?? 1 / 255;
+    for (let i = 0; i < count; i++) values[i] = bytes[i] * s;
+  } else {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (dtype === "float16") for (let i = 0; i < count; i++) values[i] = halfToFloat(view.getUint16(2 * i, true));
+    else for (let i = 0; i < count; i++) values[i] = view.getFloat32(4 * i, true);
+    if (scale !== undefined) for (let i = 0; i < count; i++) values[i] *= scale;
+  }
+  return { values, shape: [...shape] };
+}

@@ -1,0 +1,220 @@
+// The head view: tokens in two columns (attention FROM on the left, TO on the right) joined by
+// one line per visible head, coloured by head, as opaque as the attention weight.
+// It takes data and callbacks, never the widget model, so a plain page can test it.
+import { headColors } from "./colors.js";
+
+const ROW_HEIGHT = 20;
+const LINES_WIDTH = 220;
+// Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
+export const DEFAULT_MIN_WEIGHT = 0.005;
+const ALPHA_LEVELS = 32;
+
+/** Which token ranges [start, end) each column shows for a sentence filter. */
+export function tokenRanges(nTokens, sentenceBStart, filter) {
+  const b = sentenceBStart ?? nTokens;
+  const A = [0, b];
+  const B = [b, nTokens];
+  const all = [0, nTokens];
+  if (sentenceBStart === null || sentenceBStart === undefined) return { from: all, to: all };
+  switch (filter) {
+    case "aa": return { from: A, to: A };
+    case "bb": return { from: B, to: B };
+    case "ab": return { from: A, to: B };
+    case "ba": return { from: B, to: A };
+    default: return { from: all, to: all };
+  }
+}
+
+/** The lines the head view draws: [{head, from, to, weight}] for attention {values, shape:[H,T,T]}. */
+export function computeLines(attention, options = {}) {
+  const [nHeads, nTokens] = attention.shape;
+  const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null,
+    hover = null, minWeight = DEFAULT_MIN_WEIGHT } = options;
+  const ranges = tokenRanges(nTokens, sentenceBStart, sentenceFilter);
+  let [fromLo, fromHi] = ranges.from;
+  let [toLo, toHi] = ranges.to;
+  if (hover && hover.side === "left") [fromLo, fromHi] = [hover.index, hover.index + 1];
+  if (hover && hover.side === "right") [toLo, toHi] = [hover.index, hover.index + 1];
+  const values = attention.values;
+  const lines = [];
+  for (const head of [...visibleHeads].sort((a, b) => a - b)) {
+    if (head < 0 || head >= nHeads) continue;
+    const base = head * nTokens * nTokens;
+    for (let from = fromLo; from < fromHi; from++) {
+      const row = base + from * nTokens;
+      for (let to = toLo; to < toHi; to++) {
+        const weight = values[row + to];
+        if (weight >= minWeight) lines.push({ head, from, to, weight });
+      }
+    }
+  }
+  return lines;
+}
+
+function el(tag, className, parent) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+/**
+ * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), destroy()}
+ * state: {tokens, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
+ */
+export function createHeadView(container, callbacks = {}) {
+  const root = el("div", "attnscope-head-view", container);
+  const swatchRow = el("div", "attnscope-heads", root);
+  const plot = el("div", "attnscope-plot", root);
+  const left = el("div", "attnscope-tokens attnscope-left", plot);
+  const canvas = el("canvas", "attnscope-lines", plot);
+  const right = el("div", "attnscope-tokens attnscope-right", plot);
+  canvas.dataset.lineCount = "0";
+
+  let state = null;
+  let hover = null;
+  let lines = [];
+  let swatchHeads = -1;
+
+  function drawSwatches() {
+    const n = state.attention.shape[0];
+    const colors = headColors(n);
+    const visible = new Set(state.visibleHeads);
+    if (swatchHeads !== n) {
+      swatchRow.replaceChildren();
+      for (let h = 0; h < n; h++) {
+        const swatch = el("button", "attnscope-swatch", swatchRow);
+        swatch.type = "button";
+        swatch.dataset.head = String(h);
+        swatch.textContent = String(h);
+        swatch.style.setProperty("--head-color", colors[h]);
+        swatch.title = `Head ${h}: click to toggle, double-click to show it alone`;
+        // A double-click also fires two clicks; wait briefly so it does not toggle twice first.
+        let clickTimer = null;
+        swatch.addEventListener("click", () => {
+          clearTimeout(clickTimer);
+          clickTimer = setTimeout(() => callbacks.onToggleHead?.(h), 220);
+        });
+        swatch.addEventListener("dblclick", () => {
+          clearTimeout(clickTimer);
+          callbacks.onSoloHead?.(h);
+        });
+      }
+      swatchHeads = n;
+    }
+    for (const swatch of swatchRow.children) {
+      const on = visible.has(Number(swatch.dataset.head));
+      swatch.classList.toggle("attnscope-off", !on);
+      swatch.setAttribute("aria-pressed", String(on));
+    }
+  }
+
+  function fillColumn(column, side, [lo, hi]) {
+    column.replaceChildren();
+    for (let i = lo; i < hi; i++) {
+      const row = el("div", "attnscope-token", column);
+      row.dataset.index = String(i);
+      const text = el("span", "attnscope-token-text", row);
+      text.textContent = state.tokens[i]; // token text is data: never HTML
+      el("span", "attnscope-weights", row);
+      row.addEventListener("mouseenter", () => { hover = { side, index: i }; paint(); });
+      row.addEventListener("mouseleave", () => { hover = null; paint(); });
+    }
+  }
+
+  function showWeights() {
+    for (const column of [left, right]) {
+      for (const row of column.children) {
+        row.classList.toggle("attnscope-hovered", false);
+        row.lastChild.replaceChildren();
+        row.title = "";
+      }
+    }
+    if (!hover) return;
+    const own = hover.side === "left" ? left : right;
+    const other = hover.side === "left" ? right : left;
+    const colors = headColors(state.attention.shape[0]);
+    for (const row of own.children) if (Number(row.dataset.index) === hover.index) row.classList.add("attnscope-hovered");
+    const byToken = new Map();
+    for (const line of lines) {
+      const j = hover.side === "left" ? line.to : line.from;
+      if (!byToken.has(j)) byToken.set(j, []);
+      byToken.get(j).push(line);
+    }
+    for (const row of other.children) {
+      const found = byToken.get(Number(row.dataset.index)) ?? [];
+      const box = row.lastChild;
+      for (const line of found) {
+        const bar = el("span", "attnscope-weight-bar", box);
+        bar.style.background = colors[line.head];
+        bar.style.width = `${Math.max(1, Math.round(line.weight * 40))}px`;
+      }
+      if (found.length) {
+        const label = el("span", "attnscope-weight-value", box);
+        label.textContent = Math.max(...found.map((l) => l.weight)).toFixed(2);
+        row.title = found.map((l) => `head ${l.head}: ${l.weight.toFixed(3)}`).join("\n");
+      }
+    }
+  }
+
+  function paint() {
+    if (!state) return;
+    const { attention, visibleHeads, sentenceFilter, sentenceBStart } = state;
+    lines = computeLines(attention, { visibleHeads, sentenceFilter, sentenceBStart, hover });
+    const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
+    const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
+    const height = Math.max(rows, 1) * ROW_HEIGHT;
+    const ratio = globalThis.devicePixelRatio || 1;
+    canvas.width = Math.round(LINES_WIDTH * ratio);
+    canvas.height = Math.round(height * ratio);
+    canvas.style.width = `${LINES_WIDTH}px`;
+    canvas.style.height = `${height}px`;
+    canvas.dataset.lineCount = String(lines.length);
+    const ctx = canvas.getContext?.("2d");
+    if (ctx) {
+      ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+      ctx.clearRect(0, 0, LINES_WIDTH, height);
+      ctx.lineWidth = hover ? 2 : 1.5;
+      const colors = headColors(attention.shape[0]);
+      // One path per (head, opacity level): thousands of lines in a few strokes.
+      const groups = new Map();
+      for (const line of lines) {
+        const level = Math.min(ALPHA_LEVELS, Math.ceil(line.weight * ALPHA_LEVELS));
+        const key = line.head * (ALPHA_LEVELS + 1) + level;
+        if (!groups.has(key)) groups.set(key, []);
+        groups.get(key).push(line);
+      }
+      for (const [key, group] of groups) {
+        const head = Math.floor(key / (ALPHA_LEVELS + 1));
+        ctx.globalAlpha = (key % (ALPHA_LEVELS + 1)) / ALPHA_LEVELS;
+        ctx.strokeStyle = colors[head];
+        ctx.beginPath();
+        for (const { from, to } of group) {
+          ctx.moveTo(0, (from - ranges.from[0] + 0.5) * ROW_HEIGHT);
+          ctx.lineTo(LINES_WIDTH, (to - ranges.to[0] + 0.5) * ROW_HEIGHT);
+        }
+        ctx.stroke();
+      }
+      ctx.globalAlpha = 1;
+    }
+    showWeights();
+  }
+
+  return {
+    update(next) {
+      const layoutChanged = !state || state.tokens !== next.tokens || state.sentenceFilter !== next.sentenceFilter
+        || state.sentenceBStart !== next.sentenceBStart;
+      state = next;
+      if (layoutChanged) {
+        hover = null;
+        const ranges = tokenRanges(next.tokens.length, next.sentenceBStart, next.sentenceFilter);
+        fillColumn(left, "left", ranges.from);
+        fillColumn(right, "right", ranges.to);
+      }
+      drawSwatches();
+      paint();
+    },
+    lastLines: () => lines,
+    destroy() { root.remove(); },
+  };
+}

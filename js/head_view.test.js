@@ -1,0 +1,101 @@
+// @vitest-environment jsdom
+import { describe, expect, it, vi } from "vitest";
+import { computeLines, createHeadView, tokenRanges } from "./head_view.js";
+
+// jsdom has no canvas: the view must still lay out tokens and count lines without painting.
+HTMLCanvasElement.prototype.getContext = () => null;
+
+// Two heads over three tokens; head 1 attends only to token 0 (its other weights are 0).
+const attention = {
+  shape: [2, 3, 3],
+  values: new Float32Array([
+    0.5, 0.3, 0.2, /**/ 0.1, 0.8, 0.1, /**/ 0.0, 0.6, 0.4,
+    1.0, 0.0, 0.0, /**/ 1.0, 0.0, 0.0, /**/ 1.0, 0.0, 0.0,
+  ]),
+};
+const key = (lines) => lines.map((l) => `${l.head}:${l.from}>${l.to}=${l.weight.toFixed(1)}`);
+
+describe("computeLines", () => {
+  it("draws every non-negligible weight of every visible head", () => {
+    expect(key(computeLines(attention))).toEqual([
+      "0:0>0=0.5", "0:0>1=0.3", "0:0>2=0.2", "0:1>0=0.1", "0:1>1=0.8", "0:1>2=0.1", "0:2>1=0.6", "0:2>2=0.4",
+      "1:0>0=1.0", "1:1>0=1.0", "1:2>0=1.0",
+    ]);
+  });
+
+  it("drops hidden heads", () => {
+    expect(computeLines(attention, { visibleHeads: [1] }).every((l) => l.head === 1)).toBe(true);
+    expect(computeLines(attention, { visibleHeads: [] })).toEqual([]);
+  });
+
+  it("keeps only the hovered token's lines", () => {
+    expect(key(computeLines(attention, { hover: { side: "left", index: 2 } }))).toEqual(["0:2>1=0.6", "0:2>2=0.4", "1:2>0=1.0"]);
+    expect(key(computeLines(attention, { hover: { side: "right", index: 0 } }))).toEqual(["0:0>0=0.5", "0:1>0=0.1", "1:0>0=1.0", "1:1>0=1.0", "1:2>0=1.0"]);
+  });
+
+  it("applies the sentence filter", () => {
+    const opts = { sentenceBStart: 2, visibleHeads: [0] };
+    expect(key(computeLines(attention, { ...opts, sentenceFilter: "aa" }))).toEqual(["0:0>0=0.5", "0:0>1=0.3", "0:1>0=0.1", "0:1>1=0.8"]);
+    expect(key(computeLines(attention, { ...opts, sentenceFilter: "bb" }))).toEqual(["0:2>2=0.4"]);
+    expect(key(computeLines(attention, { ...opts, sentenceFilter: "ab" }))).toEqual(["0:0>2=0.2", "0:1>2=0.1"]);
+    expect(key(computeLines(attention, { ...opts, sentenceFilter: "ba" }))).toEqual(["0:2>1=0.6"]);
+    expect(computeLines(attention, { ...opts, sentenceFilter: "all" })).toHaveLength(8);
+  });
+
+  it("ignores the filter for a single sentence", () => {
+    expect(tokenRanges(3, null, "ab")).toEqual({ from: [0, 3], to: [0, 3] });
+  });
+});
+
+describe("createHeadView", () => {
+  const state = (over = {}) => ({
+    tokens: ["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"],
+    sentenceBStart: null,
+    attention,
+    visibleHeads: [0, 1],
+    sentenceFilter: "all",
+    ...over,
+  });
+
+  it("shows tokens as text, never as HTML", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update(state());
+    expect(container.querySelector("img")).toBeNull();
+    const texts = [...container.querySelectorAll(".attnscope-left .attnscope-token-text")].map((n) => n.textContent);
+    expect(texts).toEqual(["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"]);
+    expect(container.querySelector("canvas").dataset.lineCount).toBe("11");
+  });
+
+  it("toggles and solos heads through its callbacks", () => {
+    vi.useFakeTimers();
+    const onToggleHead = vi.fn();
+    const onSoloHead = vi.fn();
+    const container = document.createElement("div");
+    const view = createHeadView(container, { onToggleHead, onSoloHead });
+    view.update(state({ visibleHeads: [1] }));
+    const swatches = container.querySelectorAll(".attnscope-swatch");
+    expect(swatches).toHaveLength(2);
+    expect(swatches[0].classList.contains("attnscope-off")).toBe(true);
+    swatches[0].click();
+    vi.advanceTimersByTime(300);
+    expect(onToggleHead).toHaveBeenCalledWith(0);
+    swatches[1].dispatchEvent(new MouseEvent("dblclick"));
+    expect(onSoloHead).toHaveBeenCalledWith(1);
+    expect(container.querySelector("canvas").dataset.lineCount).toBe("3");
+    vi.useRealTimers();
+  });
+
+  it("shows the hovered token's weights on the other side", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update(state({ visibleHeads: [0] }));
+    container.querySelector('.attnscope-left .attnscope-token[data-index="1"]').dispatchEvent(new MouseEvent("mouseenter"));
+    expect(container.querySelector("canvas").dataset.lineCount).toBe("3");
+    const weights = [...container.querySelectorAll(".attnscope-right .attnscope-weight-value")].map((n) => n.textContent);
+    expect(weights).toEqual(["0.10", "0.80", "0.10"]);
+    container.querySelector('.attnscope-left .attnscope-token[data-index="1"]').dispatchEvent(new MouseEvent("mouseleave"));
+    expect(container.querySelector("canvas").dataset.lineCount).toBe("8");
+    expect(container.querySelectorAll(".attnscope-weight-value")).toHaveLength(0);
+  });
+});

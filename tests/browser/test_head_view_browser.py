@@ -1,0 +1,184 @@
+"""The built bundle in headless Debian chromium, driven through a fake anywidget model.
+
+tests/browser/harness.html imports src/attnscope/static/widget.js, so this tests what ships.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE = ROOT / "src" / "attnscope" / "static" / "widget.js"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+TOKENS = ["[CLS]", "the", "<img src=x onerror=window.pwned=1>", "[SEP]"]
+# Two heads × 4 × 4, rows sum to 1. Head 0: 10 weights ≥ 0.005; head 1: 4 (a diagonal).
+HEAD0 = [
+    0.70, 0.20, 0.10, 0.00,
+    0.25, 0.25, 0.25, 0.25,
+    0.00, 0.90, 0.10, 0.00,
+    0.50, 0.00, 0.00, 0.50,
+]
+HEAD1 = [
+    1.0, 0.0, 0.0, 0.0,
+    0.0, 1.0, 0.0, 0.0,
+    0.0, 0.0, 1.0, 0.0,
+    0.0, 0.0, 0.0, 1.0,
+]
+HEAD0_LINES = sum(w >= 0.005 for w in HEAD0)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(QuietHandler, directory=str(ROOT))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture
+def page(chromium_browser, server, request):
+    page = chromium_browser.new_page(viewport={"width": 900, "height": 700})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.goto(f"{server}/tests/browser/harness.html")
+    page.wait_for_function("window.harnessReady === true")
+    page.problems = problems
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    page.close()
+
+
+def start(page, **over) -> None:
+    state = {
+        "tokens": TOKENS, "sentence_b_start": None, "n_layers": 2, "n_heads": 2, "model_name": "fake model",
+        "layer": 0, "heads": [0, 1], "sentence_filter": "all", "theme": "light", "text": "the <img>",
+        "text_b": None, "result_id": 0, "request": {}, "notice": "", "error": "", **over,
+    }
+    assert page.evaluate(
+        """state => { const h = window.attnscopeHarness;
+            return h.start({...state, attention: h.attentionPayload(0, 2, state.weights)}); }""",
+        {**state, "weights": HEAD0 + HEAD1},
+    ) == "function"
+    page.wait_for_function("document.querySelector('canvas.attnscope-lines')?.dataset.lineCount > 0")
+
+
+def line_count(page) -> int:
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    return int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount"))
+
+
+def saved(page, name):
+    return page.evaluate(f"window.attnscopeHarness.model.saved.at(-1)?.{name}")
+
+
+def test_draws_the_lines_of_a_known_matrix_and_paints_them(page):
+    start(page)
+    assert line_count(page) == HEAD0_LINES + 4
+    # The canvas really has ink on it (not just a count).
+    painted = page.eval_on_selector(
+        "canvas.attnscope-lines",
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }",
+    )
+    assert painted > 100
+    assert not page.problems, page.problems
+
+
+def test_head_toggle_hides_that_heads_lines(page):
+    start(page)
+    page.click(".attnscope-swatch[data-head='1']")
+    page.wait_for_function("window.attnscopeHarness.model.saved.length > 0")
+    assert saved(page, "heads") == [0]
+    # The kernel echoes the change back (as the real model does); the drawing follows.
+    page.evaluate("window.attnscopeHarness.model.emit({heads: [0]})")
+    assert line_count(page) == HEAD0_LINES
+    page.dblclick(".attnscope-swatch[data-head='1']")
+    page.wait_for_function("window.attnscopeHarness.model.saved.at(-1).heads.length === 1 "
+                           "&& window.attnscopeHarness.model.saved.at(-1).heads[0] === 1")
+    page.evaluate("window.attnscopeHarness.model.emit({heads: [1]})")
+    assert line_count(page) == 4
+    assert not page.problems, page.problems
+
+
+def test_hover_shows_only_that_tokens_lines_with_weights(page):
+    start(page, heads=[0])
+    page.hover(".attnscope-left .attnscope-token[data-index='1']")
+    assert line_count(page) == 4
+    weights = page.eval_on_selector_all(".attnscope-right .attnscope-weight-value", "ns => ns.map(n => n.textContent)")
+    assert weights == ["0.25"] * 4
+    page.mouse.move(5, 650)
+    assert line_count(page) == HEAD0_LINES
+
+
+def test_sentence_filter(page):
+    start(page, sentence_b_start=2, heads=[0])
+    page.select_option("select.attnscope-filter", "ab")
+    assert saved(page, "sentence_filter") == "ab"
+    page.evaluate("window.attnscopeHarness.model.emit({sentence_filter: 'ab'})")
+    # A→B: rows 0-1 to columns 2-3 of head 0 with weight ≥ 0.005: 0.10, 0.25, 0.25.
+    assert line_count(page) == 3
+    assert page.eval_on_selector_all(".attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)") == TOKENS[2:]
+
+
+def test_hostile_token_is_text_and_cleanup_empties_the_host(page):
+    start(page)
+    assert page.evaluate("document.querySelectorAll('#host img').length") == 0
+    assert page.evaluate("window.pwned") is None
+    assert TOKENS[2] in page.eval_on_selector_all(".attnscope-token-text", "ns => ns.map(n => n.textContent)")
+    page.evaluate("window.attnscopeHarness.cleanup()")
+    assert page.evaluate("document.getElementById('host').children.length") == 0
+    assert page.evaluate("window.attnscopeHarness.model.listenerCount()") == 0
+
+
+def test_layer_switch_waits_for_that_layers_data(page):
+    start(page)
+    page.select_option("select.attnscope-layer", "1")
+    assert saved(page, "layer") == 1
+    assert page.text_content(".attnscope-status") == "loading layer…"
+    page.evaluate(
+        "(w) => { const h = window.attnscopeHarness; h.model.emit({attention: h.attentionPayload(1, 2, w)}); }",
+        HEAD1 + HEAD1,
+    )
+    assert line_count(page) == 8
+    assert page.text_content(".attnscope-status") == ""
+
+
+def test_edit_sends_a_request_and_ignores_stale_results(page):
+    start(page)
+    page.fill("input.attnscope-text", "new text")
+    page.press("input.attnscope-text", "Enter")
+    request = saved(page, "request")
+    assert request["text"] == "new text" and request["id"] >= 1
+    assert page.text_content(".attnscope-status") == "computing…"
+    # An error answer for that request: shown, and the previous drawing stays.
+    page.evaluate(f"window.attnscopeHarness.model.emit({{error: 'The text is empty', result_id: {request['id']}}})")
+    page.wait_for_function("document.querySelector('.attnscope-error').textContent === 'The text is empty'")
+    assert page.is_visible(".attnscope-error")
+    assert line_count(page) == HEAD0_LINES + 4
+
+
+def test_dark_theme_and_notice_are_visible(page):
+    start(page, theme="dark", notice="Input truncated: 600 tokens → 512.")
+    assert page.eval_on_selector(".attnscope-root", "r => r.classList.contains('attnscope-dark')")
+    assert page.is_visible(".attnscope-notice")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "head_view_dark.png"))
