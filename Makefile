@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8888
-TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
+# `:=` so the token is drawn once: the URL printed and the server's token must agree.
+ifndef TOKEN
+TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
+endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JS_SOURCES := $(wildcard js/*.js js/*.css)
 BUNDLE := src/attnscope/static/widget.js
@@ -14,8 +17,8 @@ demo: install
 	@echo
 	@echo "attnscope demo: open http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)"
 	@echo
-	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb --no-browser --ip=127.0.0.1 --port=$(PORT) \
-		--IdentityProvider.token=$(TOKEN) --allow-root
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
+		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly
 
 test: install chromium
 	$(MAKE) test-js

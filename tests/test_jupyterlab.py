@@ -45,6 +45,7 @@ def jupyterlab(tmp_path_factory):
             sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
             f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",  # no yarn/npm registry look-ups at start
         ],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )
