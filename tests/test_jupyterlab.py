@@ -118,4 +118,15 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     editor.fill("Penguins swim quickly.")
     editor.press("Enter")
     widget.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
+
+    # The widget follows JupyterLab's theme.
+    root = page.locator(".jp-OutputArea-output .attnscope-root").first
+    assert "attnscope-dark" not in (root.get_attribute("class") or "")
+    page.get_by_role("menuitem", name="Settings", exact=True).click()
+    page.get_by_text("Theme", exact=True).click()
+    page.get_by_text("JupyterLab Dark", exact=True).click()
+    page.wait_for_function(
+        "r => r.classList.contains('attnscope-dark')", arg=root.element_handle(), timeout=30_000
+    )
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_head_view_dark.png"))
     assert not errors, errors
