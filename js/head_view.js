@@ -2,12 +2,13 @@
 // one line per visible head, coloured by head, as opaque as the attention weight.
 // It takes data and callbacks, never the widget model, so a plain page can test it.
 import { headColors } from "./colors.js";
+import { el, sizeCanvas } from "./dom.js";
+import { strokeWeightedLines } from "./draw_lines.js";
 
 const ROW_HEIGHT = 20;
 const LINES_WIDTH = 220;
 // Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
 export const DEFAULT_MIN_WEIGHT = 0.005;
-const ALPHA_LEVELS = 32;
 
 /** Which token ranges [start, end) each column shows for a sentence filter. */
 export function tokenRanges(nTokens, sentenceBStart, filter) {
@@ -49,13 +50,6 @@ export function computeLines(attention, options = {}) {
     }
   }
   return lines;
-}
-
-function el(tag, className, parent) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (parent) parent.appendChild(node);
-  return node;
 }
 
 /**
@@ -164,38 +158,13 @@ export function createHeadView(container, callbacks = {}) {
     const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     const height = Math.max(rows, 1) * ROW_HEIGHT;
-    const ratio = globalThis.devicePixelRatio || 1;
-    canvas.width = Math.round(LINES_WIDTH * ratio);
-    canvas.height = Math.round(height * ratio);
-    canvas.style.width = `${LINES_WIDTH}px`;
-    canvas.style.height = `${height}px`;
     canvas.dataset.lineCount = String(lines.length);
-    const ctx = canvas.getContext?.("2d");
+    const ctx = sizeCanvas(canvas, LINES_WIDTH, height);
     if (ctx) {
-      ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-      ctx.clearRect(0, 0, LINES_WIDTH, height);
-      ctx.lineWidth = hover ? 2 : 1.5;
       const colors = headColors(attention.shape[0]);
-      // One path per (head, opacity level): thousands of lines in a few strokes.
-      const groups = new Map();
-      for (const line of lines) {
-        const level = Math.min(ALPHA_LEVELS, Math.ceil(line.weight * ALPHA_LEVELS));
-        const key = line.head * (ALPHA_LEVELS + 1) + level;
-        if (!groups.has(key)) groups.set(key, []);
-        groups.get(key).push(line);
-      }
-      for (const [key, group] of groups) {
-        const head = Math.floor(key / (ALPHA_LEVELS + 1));
-        ctx.globalAlpha = (key % (ALPHA_LEVELS + 1)) / ALPHA_LEVELS;
-        ctx.strokeStyle = colors[head];
-        ctx.beginPath();
-        for (const { from, to } of group) {
-          ctx.moveTo(0, (from - ranges.from[0] + 0.5) * ROW_HEIGHT);
-          ctx.lineTo(LINES_WIDTH, (to - ranges.to[0] + 0.5) * ROW_HEIGHT);
-        }
-        ctx.stroke();
-      }
-      ctx.globalAlpha = 1;
+      strokeWeightedLines(ctx, lines, (line) => colors[line.head], ({ from, to }) => [
+        0, (from - ranges.from[0] + 0.5) * ROW_HEIGHT, LINES_WIDTH, (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
+      ], hover ? 2 : 1.5);
     }
     showWeights();
   }

@@ -1,7 +1,10 @@
 // anywidget entry: thin glue between the synced traits (see src/attnscope/widget.py) and the views.
 import "./widget.css";
 import { decodeArray } from "./codec.js";
+import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
+import { createModelView } from "./model_view.js";
+import { createNeuronView } from "./neuron_view.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
 
 const EDIT_DEBOUNCE_MS = 350;
@@ -12,15 +15,10 @@ const FILTERS = [
   ["ab", "Sentence A → B"],
   ["ba", "Sentence B → A"],
 ];
+const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"]];
 const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
-  "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error"];
-
-function el(tag, className, parent) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (parent) parent.appendChild(node);
-  return node;
-}
+  "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
+  "neuron_head", "neuron_query", "has_queries_keys"];
 
 function labelled(parent, text, control) {
   const label = el("label", "attnscope-control", parent);
@@ -33,8 +31,18 @@ function render({ model, el: host }) {
   const root = el("div", "attnscope-root", host);
   const header = el("div", "attnscope-header", root);
   const title = el("span", "attnscope-title", header);
+  const tabs = el("div", "attnscope-tabs", header);
+  tabs.setAttribute("role", "tablist");
+  for (const [value, text] of VIEWS) {
+    const tab = el("button", "attnscope-tab", tabs);
+    tab.type = "button";
+    tab.dataset.view = value;
+    tab.textContent = text;
+    tab.setAttribute("role", "tab");
+    tab.addEventListener("click", () => setTraits({ view: value }));
+  }
   const layerSelect = el("select", "attnscope-layer");
-  labelled(header, "Layer", layerSelect);
+  const layerControl = labelled(header, "Layer", layerSelect);
   const filterSelect = el("select", "attnscope-filter");
   const filterControl = labelled(header, "Attention", filterSelect);
   for (const [value, text] of FILTERS) {
@@ -57,27 +65,80 @@ function render({ model, el: host }) {
   const notice = el("div", "attnscope-notice", root);
   const error = el("div", "attnscope-error", root);
   error.setAttribute("role", "alert");
-  const body = el("div", "attnscope-body", root);
+  const headBody = el("div", "attnscope-body", root);
+  const modelBody = el("div", "attnscope-body", root);
+  const neuronBody = el("div", "attnscope-body", root);
 
   let lastSentId = 0;
   let editTimer = null;
   let frame = null;
-  let decoded = { payload: null, value: null };
+  const decoded = new Map(); // trait name → {payload, value}: decode each payload once
+  const neuron = { cache: new Map(), pending: new Map(), nextId: 1 };
 
-  const view = createHeadView(body, {
+  function setTraits(values) {
+    for (const [name, value] of Object.entries(values)) model.set(name, value);
+    model.save_changes();
+    schedule();
+  }
+
+  const headView = createHeadView(headBody, {
     onToggleHead(h) {
       const heads = new Set(model.get("heads"));
       if (heads.has(h)) heads.delete(h); else heads.add(h);
-      model.set("heads", [...heads].sort((a, b) => a - b));
-      model.save_changes();
+      setTraits({ heads: [...heads].sort((a, b) => a - b) });
     },
     onSoloHead(h) {
       const heads = model.get("heads");
       const all = [...Array(model.get("n_heads")).keys()];
-      model.set("heads", heads.length === 1 && heads[0] === h ? all : [h]);
-      model.save_changes();
+      setTraits({ heads: heads.length === 1 && heads[0] === h ? all : [h] });
     },
   });
+  const modelView = createModelView(modelBody, {
+    onOpenHead: (layer, head) => setTraits({ view: "head", layer, heads: [head] }),
+  });
+  const neuronView = createNeuronView(neuronBody, {
+    onQuery: (query) => setTraits({ neuron_query: query }),
+    onHead: (head) => setTraits({ neuron_head: head }),
+  });
+
+  // The neuron view's numbers come on request, one query at a time, as float16 buffers.
+  function neuronKey() {
+    return [model.get("result_id"), model.get("layer"), model.get("neuron_head"), model.get("neuron_query"),
+      model.get("tokens").length].join(":");
+  }
+  function onCustomMessage(msg, buffers) {
+    if (!msg || msg.type !== "neuron") return;
+    const key = neuron.pending.get(msg.id);
+    neuron.pending.delete(msg.id);
+    if (key === undefined) return;
+    if (msg.error) {
+      neuron.cache.set(key, { error: msg.error });
+    } else {
+      try {
+        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
+          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
+        // Keyed by what the kernel answered, so an answer for an older run is never shown as current.
+        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_tokens].join(":");
+        neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d });
+      } catch (err) {
+        neuron.cache.set(key, { error: `attnscope cannot read the neuron data: ${err.message}` });
+      }
+    }
+    schedule();
+  }
+  model.on("msg:custom", onCustomMessage);
+
+  function neuronData() {
+    const key = neuronKey();
+    if (neuron.cache.has(key)) return neuron.cache.get(key);
+    if (![...neuron.pending.values()].includes(key)) {
+      const id = neuron.nextId++;
+      neuron.pending.set(id, key);
+      model.send({ type: "neuron", id, layer: model.get("layer"), head: model.get("neuron_head"),
+        query: model.get("neuron_query") });
+    }
+    return null;
+  }
 
   function sendEdit() {
     clearTimeout(editTimer);
@@ -100,16 +161,8 @@ function render({ model, el: host }) {
     input.addEventListener("input", onInput);
     input.addEventListener("keydown", onKey);
   }
-  layerSelect.addEventListener("change", () => {
-    model.set("layer", Number(layerSelect.value));
-    model.save_changes();
-    schedule();
-  });
-  filterSelect.addEventListener("change", () => {
-    model.set("sentence_filter", filterSelect.value);
-    model.save_changes();
-    schedule();
-  });
+  layerSelect.addEventListener("change", () => setTraits({ layer: Number(layerSelect.value) }));
+  filterSelect.addEventListener("change", () => setTraits({ sentence_filter: filterSelect.value }));
 
   function syncInput(input, value) {
     // Never overwrite what the user is typing.
@@ -117,9 +170,61 @@ function render({ model, el: host }) {
     if (!typing && input.value !== (value ?? "")) input.value = value ?? "";
   }
 
-  function decodeAttention(payload) {
-    if (decoded.payload !== payload) decoded = { payload, value: decodeArray(payload) };
-    return decoded.value;
+  function decodeTrait(name) {
+    const payload = model.get(name);
+    const hit = decoded.get(name);
+    if (hit?.payload === payload) return hit.value;
+    const value = decodeArray(payload);
+    decoded.set(name, { payload, value });
+    return value;
+  }
+
+  function showError(message) {
+    error.textContent = `attnscope cannot draw this data: ${message}`;
+    error.hidden = false;
+  }
+
+  function drawHead(tokens, nHeads, layer, sentenceBStart) {
+    const payload = model.get("attention");
+    if (!payload || payload.layer !== layer) return "loading layer…";
+    const attention = decodeTrait("attention");
+    const [h, t1, t2] = attention.shape;
+    if (h !== nHeads || t1 !== tokens.length || t2 !== tokens.length) {
+      throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
+    }
+    headView.update({
+      tokens,
+      sentenceBStart,
+      attention,
+      visibleHeads: model.get("heads"),
+      sentenceFilter: sentenceBStart === null ? "all" : model.get("sentence_filter"),
+    });
+    return "";
+  }
+
+  function drawModel(tokens, nHeads) {
+    const payload = model.get("thumbnails");
+    if (!payload || !payload.data) return "loading thumbnails…";
+    const thumbnails = decodeTrait("thumbnails");
+    if (payload.n_tokens !== tokens.length) return "loading thumbnails…";
+    modelView.update({ thumbnails, layers: payload.layers, heads: payload.heads, nHeads });
+    return "";
+  }
+
+  function drawNeuron(tokens, nHeads) {
+    const base = { tokens, nHeads, head: model.get("neuron_head"), query: model.get("neuron_query") };
+    if (!model.get("has_queries_keys")) {
+      neuronView.update({ ...base, data: null, message: "This model's queries and keys could not be captured." });
+      return "";
+    }
+    const data = neuronData();
+    if (data?.error) {
+      neuronView.update({ ...base, data: null, message: data.error });
+      return "";
+    }
+    if (!data) return "loading…";
+    neuronView.update({ ...base, data, message: "" });
+    return "";
   }
 
   function draw() {
@@ -141,7 +246,6 @@ function render({ model, el: host }) {
       }
     }
     layerSelect.value = String(layer);
-    filterControl.hidden = sentenceBStart === null;
     filterSelect.value = model.get("sentence_filter");
     sentenceB.hidden = model.get("text_b") === null;
     syncInput(inputA, model.get("text"));
@@ -151,31 +255,28 @@ function render({ model, el: host }) {
     error.textContent = model.get("error");
     error.hidden = !model.get("error");
 
+    const view = model.get("view");
+    for (const tab of tabs.children) tab.setAttribute("aria-selected", String(tab.dataset.view === view));
+    headBody.hidden = view !== "head";
+    modelBody.hidden = view !== "model";
+    neuronBody.hidden = view !== "neuron";
+    filterControl.hidden = sentenceBStart === null || view !== "head";
+    layerControl.hidden = view === "model";
+
     const computing = editTimer !== null || lastSentId > model.get("result_id");
-    const payload = model.get("attention");
-    const loadingLayer = !payload || payload.layer !== layer;
-    status.textContent = computing ? "computing…" : loadingLayer ? "loading layer…" : "";
-    // Stale data (an older edit, another layer) is never drawn: the last good drawing stays.
-    if (computing || loadingLayer) return;
-    let attention;
-    try {
-      attention = decodeAttention(payload);
-      const [h, t1, t2] = attention.shape;
-      if (h !== nHeads || t1 !== tokens.length || t2 !== tokens.length) {
-        throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
-      }
-    } catch (err) {
-      error.textContent = `attnscope cannot draw this data: ${err.message}`;
-      error.hidden = false;
+    if (computing) {
+      // Stale data (an older edit) is never drawn: the last good drawing stays.
+      status.textContent = "computing…";
       return;
     }
-    view.update({
-      tokens,
-      sentenceBStart,
-      attention,
-      visibleHeads: model.get("heads"),
-      sentenceFilter: sentenceBStart === null ? "all" : model.get("sentence_filter"),
-    });
+    try {
+      if (view === "model") status.textContent = drawModel(tokens, nHeads);
+      else if (view === "neuron") status.textContent = drawNeuron(tokens, nHeads);
+      else status.textContent = drawHead(tokens, nHeads, layer, sentenceBStart);
+    } catch (err) {
+      status.textContent = "";
+      showError(err.message);
+    }
   }
 
   // Several traits change in one kernel message: draw once per animation frame.
@@ -189,10 +290,13 @@ function render({ model, el: host }) {
 
   return () => {
     for (const event of events) model.off(event, schedule);
+    model.off("msg:custom", onCustomMessage);
     stopWatchingTheme();
     clearTimeout(editTimer);
     if (frame !== null) cancelAnimationFrame(frame);
-    view.destroy();
+    headView.destroy();
+    modelView.destroy();
+    neuronView.destroy();
     root.remove();
   };
 }

@@ -119,6 +119,25 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     editor.press("Enter")
     widget.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
 
+    # The model view: every layer × head, drawn from thumbnails the kernel makes on demand.
+    widget.get_by_role("tab", name="Model").click()
+    page.wait_for_function(
+        "w => w.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '72'",
+        arg=widget.element_handle(), timeout=60_000,
+    )
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_model_view.png"))
+    # The neuron view: q, k, q×k, q·k and softmax of one query, asked for by custom message.
+    widget.get_by_role("tab", name="Neuron").click()
+    widget.locator(".attnscope-neuron-table:not([hidden])").wait_for(timeout=60_000)
+    widget.locator(".attnscope-neuron-queries .attnscope-token[data-index='2']").click()
+    page.wait_for_function(
+        "w => w.querySelector('.attnscope-neuron-view').dataset.query === '2'"
+        " && !w.querySelector('.attnscope-neuron-table').hidden",
+        arg=widget.element_handle(), timeout=60_000,
+    )
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_neuron_view.png"))
+    widget.get_by_role("tab", name="Head").click()
+
     # The widget follows JupyterLab's theme.
     root = page.locator(".jp-OutputArea-output .attnscope-root").first
     assert "attnscope-dark" not in (root.get_attribute("class") or "")

@@ -6,7 +6,7 @@ import traitlets
 
 import attnscope
 from attnscope import AttentionWidget, InputError
-from attnscope.serialize import decode
+from attnscope.serialize import decode, pool_thumbnails
 
 
 @pytest.fixture
@@ -109,3 +109,54 @@ def test_byte_level_tokens_are_prettified():
 
     assert display_tokens(["Hello", "Ġworld", "▁again"]) == ["Hello", " world", " again"]
 
+
+
+def test_thumbnail_pooling_keeps_thin_structures():
+    from attnscope.serialize import pool_thumbnails
+
+    attention = torch.zeros(1, 2, 8, 8)
+    attention[0, 0] = torch.eye(8)
+    attention[0, 1, :, 7] = 1.0  # everything attends to the last token
+    pooled = pool_thumbnails(attention, 4)
+    assert pooled.shape == (1, 2, 4, 4)
+    assert torch.equal(pooled[0, 0], torch.eye(4))
+    assert torch.equal(pooled[0, 1][:, 3], torch.ones(4)) and pooled[0, 1][:, :3].sum() == 0
+    assert pool_thumbnails(attention, 16) is attention  # short inputs are sent as they are
+
+
+def test_model_view_thumbnails_are_made_only_when_shown(default_model):
+    widget = AttentionWidget(" ".join(["word"] * 60), model=default_model)
+    assert widget.thumbnails == {}  # the head view's first paint does not pay for them
+    widget.view = "model"
+    thumbs = widget.thumbnails
+    assert thumbs["layers"] == list(range(6)) and thumbs["heads"] == list(range(12))
+    assert thumbs["shape"] == [6, 12, 48, 48] and len(thumbs["data"]) == 6 * 12 * 48 * 48
+    assert thumbs["n_tokens"] == 62
+    widget.include_layers, widget.include_heads = [1, 4], [0, 11]
+    assert widget.thumbnails["shape"] == [2, 2, 48, 48]
+    expected = pool_thumbnails(widget.result.attention[[1, 4]][:, [0, 11]], 48)
+    assert torch.allclose(decode(widget.thumbnails), expected, atol=0.5 / 255 + 1e-6)
+    widget.request = {"id": 1, "text": "short one", "text_b": None}
+    assert widget.thumbnails["shape"] == [2, 2, 4, 4]  # a new run refreshes the shown thumbnails
+
+
+def test_included_layers_and_heads_are_checked(default_model):
+    with pytest.raises(attnscope.AttnscopeError, match=r"include_layers=\[\] selects nothing"):
+        AttentionWidget("hi", model=default_model, include_layers=[])
+    with pytest.raises(attnscope.AttnscopeError, match="include_heads has \\[12\\]"):
+        AttentionWidget("hi", model=default_model, include_heads=[3, 12])
+
+
+def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    widget._on_custom_message(widget, {"type": "neuron", "id": 3, "layer": 4, "head": 7, "query": 2}, [])
+    (content, buffers), = sent
+    n, d = len(widget.tokens), 32
+    assert content["id"] == 3 and (content["layer"], content["head"], content["query"]) == (4, 7, 2)
+    assert (content["d"], content["n_tokens"]) == (d, n)
+    assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n, 2 * n]
+    softmax = torch.frombuffer(bytearray(buffers[4]), dtype=torch.float16).float()
+    assert torch.allclose(softmax, widget.result.attention[4, 7, 2].cpu(), atol=1e-3)
+    widget._on_custom_message(widget, {"type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
+    assert "head=99" in sent[-1][0]["error"]

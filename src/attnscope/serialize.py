@@ -43,3 +43,17 @@ def display_token(token: str) -> str:
 
 def display_tokens(tokens: list[str]) -> list[str]:
     return [display_token(t) for t in tokens]
+
+
+def pool_thumbnails(attention: torch.Tensor, size: int) -> torch.Tensor:
+    """layers × heads × T × T → layers × heads × S × S with S = min(T, size), by max pooling.
+
+    Max (not mean) pooling keeps thin structures such as a diagonal or one [SEP] column visible
+    in a thumbnail; it runs on the tensor's device.
+    """
+    n_layers, n_heads, n_tokens, _ = attention.shape
+    if n_tokens <= size:
+        return attention
+    flat = attention.reshape(n_layers * n_heads, 1, n_tokens, n_tokens)
+    pooled = torch.nn.functional.adaptive_max_pool2d(flat, size)
+    return pooled.reshape(n_layers, n_heads, size, size)

@@ -9,6 +9,13 @@ Trait contract with js/widget.js (all synced):
   ({layer, data, dtype, shape: [heads, T, T], scale}), replaced when `layer` changes.
 - heads (visible heads), sentence_filter, theme: view state, kept across edits.
 - notice / error: visible messages; after a failed edit the previous view stays.
+- view: "head", "model" or "neuron". `thumbnails` (model view) is computed only while the model
+  view is shown: max-pooled S × S maps of the included layers × heads, uint8
+  ({layers, heads, n_tokens, data, dtype, shape, scale}).
+- neuron_head, neuron_query: the neuron view's head and query token. Its numbers (q, k, q×k,
+  q·k, softmax of one query) are asked for with a custom message {type: "neuron", id, layer,
+  head, query} and answered with {type: "neuron", id, layer, head, query, result_id, d, n_tokens}
+  plus five float16 buffers: query (d), keys (T×d), products (T×d), scores (T), softmax (T).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ from traitlets import Dict, Enum, Int, List, Unicode
 
 from .engine import AttentionModel, AttentionResult, load
 from .errors import AttnscopeError
-from .serialize import display_tokens, quantize_uint8
+from .neuron import neuron_slice
+from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("head",)
+VIEWS = ("head", "model", "neuron")
+THUMBNAIL_SIZE = 48
 
 # Shown instead of a blank cell when the package was installed without its built front end.
 _MISSING_BUNDLE_ESM = """
@@ -94,6 +103,13 @@ class AttentionWidget(anywidget.AnyWidget):
     sentence_filter = Enum(("all", "aa", "bb", "ab", "ba"), default_value="all").tag(sync=True)
     theme = Enum(("auto", "light", "dark"), default_value="auto").tag(sync=True)
 
+    thumbnails = Dict().tag(sync=True)
+    include_layers = List(Int(), default_value=None, allow_none=True).tag(sync=True)
+    include_heads = List(Int(), default_value=None, allow_none=True).tag(sync=True)
+    neuron_head = Int(0).tag(sync=True)
+    neuron_query = Int(0).tag(sync=True)
+    has_queries_keys = traitlets.Bool(True).tag(sync=True)
+
     notice = Unicode("").tag(sync=True)
     error = Unicode("").tag(sync=True)
 
@@ -110,15 +126,24 @@ class AttentionWidget(anywidget.AnyWidget):
         max_length: int | None = None,
         view: str = "head",
         theme: str = "auto",
+        include_layers: list[int] | None = None,
+        include_heads: list[int] | None = None,
+        thumbnail_size: int = THUMBNAIL_SIZE,
         **kwargs: Any,
     ):
         self._engine = resolve_engine(model, tokenizer, device)
         self._max_length = max_length
+        self._thumbnail_size = thumbnail_size
+        self._thumbnails_of: AttentionResult | None = None
         self._applying = False
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         result = self._run(text, text_b)
-        super().__init__(view=view, theme=theme, **kwargs)
+        for name, chosen, count in (("include_layers", include_layers, result.n_layers), ("include_heads", include_heads, result.n_heads)):
+            _check_subset(name, chosen, count)
+        super().__init__(theme=theme, include_layers=include_layers, include_heads=include_heads, **kwargs)
         self._apply(result, request_id=0, layer=layer, heads=heads)
+        self.view = view  # after the first result: the model view's thumbnails need it
+        self.on_msg(self._on_custom_message)
 
     @property
     def result(self) -> AttentionResult:
@@ -162,6 +187,10 @@ class AttentionWidget(anywidget.AnyWidget):
                     self.sentence_filter = "all"
                 self.layer = layer
                 self.attention = self._layer_payload(layer)
+                self.neuron_head = min(self.neuron_head, n_heads - 1)
+                self.neuron_query = min(self.neuron_query, len(result.tokens) - 1)
+                self.has_queries_keys = result.queries is not None
+                self.thumbnails = self._thumbnail_payload() if self.view == "model" else {}
                 self.notice = truncation_notice(result)
                 self.error = ""
                 self.result_id = request_id
@@ -170,6 +199,47 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _layer_payload(self, layer: int) -> dict:
         return {"layer": layer, **quantize_uint8(self._result.attention[layer])}
+
+    def _thumbnail_payload(self) -> dict:
+        result = self._result
+        layers = self.include_layers if self.include_layers is not None else list(range(result.n_layers))
+        heads = self.include_heads if self.include_heads is not None else list(range(result.n_heads))
+        chosen = result.attention[layers][:, heads]
+        pooled = pool_thumbnails(chosen, self._thumbnail_size)
+        self._thumbnails_of = result
+        return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), **quantize_uint8(pooled)}
+
+    @traitlets.observe("view", "include_layers", "include_heads")
+    def _on_view(self, change: dict) -> None:
+        # Thumbnails cost a pass over every layer: made only when the model view is shown.
+        if self.view == "model" and not self._applying and hasattr(self, "_result"):
+            if change["name"] != "view" or self._thumbnails_of is not self._result or not self.thumbnails:
+                self.thumbnails = self._thumbnail_payload()
+
+    @traitlets.validate("include_layers", "include_heads")
+    def _check_included(self, proposal: dict) -> list[int] | None:
+        name = proposal["trait"].name
+        if hasattr(self, "_result"):
+            count = self._result.n_layers if name == "include_layers" else self._result.n_heads
+            _check_subset(name, proposal["value"], count)
+        return proposal["value"]
+
+    def _on_custom_message(self, _widget: Any, content: dict, buffers: list) -> None:
+        if not isinstance(content, dict) or content.get("type") != "neuron":
+            return
+        reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id}
+        try:
+            layer, head, query = (int(content[k]) for k in ("layer", "head", "query"))
+            piece = neuron_slice(self._result, layer, head, query)
+        except Exception as exc:  # noqa: BLE001 - the view shows it instead of waiting forever
+            self.send({**reply, "error": str(exc)})
+            return
+        payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
+        self.send(
+            {**reply, "layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
+             "n_tokens": int(piece.keys.shape[0]), "shapes": [p["shape"] for p in payloads]},
+            buffers=[p["data"] for p in payloads],
+        )
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict) -> int:
@@ -216,6 +286,17 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
+
+
+def _check_subset(name: str, chosen: list[int] | None, count: int) -> None:
+    """None means all; an empty list is a mistake (BertViz silently shows everything)."""
+    if chosen is None:
+        return
+    if len(chosen) == 0:
+        raise AttnscopeError(f"{name}=[] selects nothing; leave it out (None) to show all.")
+    bad = [i for i in chosen if not 0 <= i < count]
+    if bad:
+        raise AttnscopeError(f"{name} has {bad} out of range 0..{count - 1}.")
 
 
 def show(

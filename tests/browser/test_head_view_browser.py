@@ -71,14 +71,16 @@ def start(page, **over) -> None:
     state = {
         "tokens": TOKENS, "sentence_b_start": None, "n_layers": 2, "n_heads": 2, "model_name": "fake model",
         "layer": 0, "heads": [0, 1], "sentence_filter": "all", "theme": "light", "text": "the <img>",
-        "text_b": None, "result_id": 0, "request": {}, "notice": "", "error": "", **over,
+        "text_b": None, "result_id": 0, "request": {}, "notice": "", "error": "", "view": "head",
+        "thumbnails": {}, "neuron_head": 0, "neuron_query": 0, "has_queries_keys": True, **over,
     }
     assert page.evaluate(
         """state => { const h = window.attnscopeHarness;
             return h.start({...state, attention: h.attentionPayload(0, 2, state.weights)}); }""",
         {**state, "weights": HEAD0 + HEAD1},
     ) == "function"
-    page.wait_for_function("document.querySelector('canvas.attnscope-lines')?.dataset.lineCount > 0")
+    if state["view"] == "head":
+        page.wait_for_function("document.querySelector('canvas.attnscope-lines')?.dataset.lineCount > 0")
 
 
 def line_count(page) -> int:
@@ -182,3 +184,86 @@ def test_dark_theme_and_notice_are_visible(page):
     assert page.is_visible(".attnscope-notice")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "head_view_dark.png"))
+
+
+# Model view: 2 layers × 2 heads of 4 × 4 thumbnails (the head view's matrices reused).
+THUMBNAILS = HEAD0 + HEAD1 + HEAD1 + HEAD0
+
+
+def start_model_view(page) -> None:
+    start(page, view="model")
+    page.evaluate(
+        """w => { const h = window.attnscopeHarness; const p = h.attentionPayload(0, 4, w);
+            h.model.emit({thumbnails: {layers: [0, 1], heads: [0, 1], n_tokens: 4, data: p.data,
+                                       dtype: "uint8", shape: [2, 2, 4, 4], scale: 1 / 255}}); }""",
+        THUMBNAILS,
+    )
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '4'")
+
+
+def test_model_view_draws_every_head_and_opens_one_on_click(page):
+    start_model_view(page)
+    lines = int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.lineCount"))
+    assert lines == 2 * (sum(w >= 0.02 for w in HEAD0) + 4)
+    assert page.is_hidden(".attnscope-head-view")
+    box = page.locator("canvas.attnscope-thumbnails").bounding_box()
+    # Hover layer 1, head 0 (row 1, column 0): it is enlarged.
+    page.mouse.move(box["x"] + 40, box["y"] + 84 + 40)
+    page.wait_for_selector(".attnscope-zoom:not([hidden])")
+    assert page.text_content(".attnscope-zoom-title") == "Layer 1, head 0"
+    page.mouse.click(box["x"] + 40, box["y"] + 84 + 40)
+    last = page.evaluate("window.attnscopeHarness.model.saved.at(-1)")
+    assert (last["view"], last["layer"], last["heads"]) == ("head", 1, [0])
+    assert not page.problems, page.problems
+
+
+def half_words(values) -> list[int]:
+    import numpy as np
+
+    return np.asarray(values, dtype="<f2").ravel().view("<u2").tolist()
+
+
+def test_neuron_view_requests_one_query_and_draws_its_computation(page):
+    import numpy as np
+
+    start(page, view="neuron", neuron_head=1, neuron_query=0, has_queries_keys=True)
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.length > 0")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}
+    assert page.text_content(".attnscope-status") == "loading…"
+
+    rng = np.random.default_rng(0)
+    d, n = 8, len(TOKENS)
+    q = rng.normal(size=d)
+    keys = rng.normal(size=(n, d))
+    scores = keys @ q / np.sqrt(d)
+    softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    arrays = [half_words(a) for a in (q, keys * q, keys * q, scores, softmax)]
+    arrays[1] = half_words(keys)
+    page.evaluate(
+        """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
+            h.model.emitCustom({type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 0, d, n_tokens: n,
+                                shapes: [[d], [n, d], [n, d], [n], [n]]}, h.halfBuffers(arrays)); }""",
+        [request["id"], arrays, d, n],
+    )
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    shown = page.eval_on_selector_all(".attnscope-neuron-numbers .attnscope-neuron-number", "ns => ns.map(n => n.textContent)")
+    assert shown[:n] == [f"{float(np.float16(s)):.2f}" for s in scores]
+    assert shown[n:] == [f"{float(np.float16(p)):.3f}" for p in softmax]
+    # Choosing another query token asks for that query only.
+    page.click(".attnscope-neuron-queries .attnscope-token[data-index='2']")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1).query === 2")
+    assert not page.problems, page.problems
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "neuron_view.png"))
+
+
+def test_neuron_view_shows_the_kernels_error(page):
+    start(page, view="neuron")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.length > 0")
+    request_id = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1).id")
+    page.evaluate(
+        "id => window.attnscopeHarness.model.emitCustom({type: 'neuron', id, error: 'head=9 is out of range'}, [])",
+        request_id,
+    )
+    page.wait_for_function("document.querySelector('.attnscope-neuron-view .attnscope-status').textContent.includes('head=9')")

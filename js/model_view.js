@@ -1,0 +1,107 @@
+// The model view: every included layer × head as a small line diagram (as BertViz's model_view),
+// drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
+import { headColors } from "./colors.js";
+import { el, sizeCanvas } from "./dom.js";
+import { strokeWeightedLines } from "./draw_lines.js";
+
+export const CELL = 84; // px per thumbnail, margins included
+const PAD = 8;
+const ZOOM = 3;
+export const THUMBNAIL_MIN_WEIGHT = 0.02;
+
+/** Lines of one thumbnail: [{from, to, weight}] over its S pooled rows, for values [L,H,S,S]. */
+export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT) {
+  const [, nHeads, size] = shape;
+  const base = (layerIndex * nHeads + headIndex) * size * size;
+  const lines = [];
+  for (let from = 0; from < size; from++) {
+    for (let to = 0; to < size; to++) {
+      const weight = values[base + from * size + to];
+      if (weight >= minWeight) lines.push({ from, to, weight });
+    }
+  }
+  return lines;
+}
+
+function drawThumbnail(ctx, lines, size, color, x, y, width, height) {
+  const step = (height - 2 * PAD) / Math.max(size, 1);
+  strokeWeightedLines(ctx, lines, () => color, ({ from, to }) => [
+    x + PAD, y + PAD + (from + 0.5) * step, x + width - PAD, y + PAD + (to + 0.5) * step,
+  ], 1);
+}
+
+/**
+ * createModelView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * state: {thumbnails: {values, shape:[L,H,S,S]}, layers: [layer ids], heads: [head ids], nHeads}
+ */
+export function createModelView(container, callbacks = {}) {
+  const root = el("div", "attnscope-model-view", container);
+  const hint = el("div", "attnscope-hint", root);
+  hint.textContent = "Hover a head to enlarge it; click to open it in the head view.";
+  const grid = el("div", "attnscope-grid", root);
+  const headLabels = el("div", "attnscope-grid-heads", grid);
+  const layerLabels = el("div", "attnscope-grid-layers", grid);
+  const canvas = el("canvas", "attnscope-thumbnails", grid);
+  const zoom = el("div", "attnscope-zoom", root);
+  zoom.hidden = true;
+  const zoomTitle = el("div", "attnscope-zoom-title", zoom);
+  const zoomCanvas = el("canvas", "", zoom);
+  let state = null;
+  let lineCache = [];
+
+  function cellAt(event) {
+    if (!state) return null;
+    const rect = canvas.getBoundingClientRect();
+    const col = Math.floor((event.clientX - rect.left) / CELL);
+    const row = Math.floor((event.clientY - rect.top) / CELL);
+    if (row < 0 || col < 0 || row >= state.layers.length || col >= state.heads.length) return null;
+    return { row, col };
+  }
+
+  function showZoom(cell) {
+    if (!cell) { zoom.hidden = true; return; }
+    const { row, col } = cell;
+    const size = state.thumbnails.shape[2];
+    const colors = headColors(state.nHeads);
+    zoomTitle.textContent = `Layer ${state.layers[row]}, head ${state.heads[col]}`;
+    const ctx = sizeCanvas(zoomCanvas, CELL * ZOOM, CELL * ZOOM);
+    if (ctx) drawThumbnail(ctx, lineCache[row][col], size, colors[state.heads[col]], 0, 0, CELL * ZOOM, CELL * ZOOM);
+    // Beside the hovered cell, kept inside the view.
+    zoom.style.left = `${Math.min((col + 1) * CELL + 60, Math.max(0, canvas.clientWidth - CELL * ZOOM))}px`;
+    zoom.style.top = `${row * CELL + 40}px`;
+    zoom.hidden = false;
+  }
+
+  canvas.addEventListener("mousemove", (event) => showZoom(cellAt(event)));
+  canvas.addEventListener("mouseleave", () => showZoom(null));
+  canvas.addEventListener("click", (event) => {
+    const cell = cellAt(event);
+    if (cell) callbacks.onOpenHead?.(state.layers[cell.row], state.heads[cell.col]);
+  });
+
+  return {
+    update(next) {
+      if (state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads) return; // already drawn
+      state = next;
+      const { thumbnails, layers, heads } = next;
+      const size = thumbnails.shape[2];
+      const colors = headColors(next.nHeads);
+      headLabels.replaceChildren();
+      for (const h of heads) el("span", "", headLabels).textContent = `Head ${h}`;
+      layerLabels.replaceChildren();
+      for (const l of layers) el("span", "", layerLabels).textContent = `Layer ${l}`;
+      const ctx = sizeCanvas(canvas, heads.length * CELL, layers.length * CELL);
+      lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
+      let count = 0;
+      layers.forEach((_, row) => heads.forEach((head, col) => {
+        const lines = lineCache[row][col];
+        count += lines.length;
+        if (ctx) drawThumbnail(ctx, lines, size, colors[head], col * CELL, row * CELL, CELL, CELL);
+      }));
+      canvas.dataset.lineCount = String(count);
+      canvas.dataset.cells = String(layers.length * heads.length);
+      zoom.hidden = true;
+    },
+    destroy() { root.remove(); },
+  };
+}

@@ -1,0 +1,144 @@
+// The neuron view: how one query token's attention is computed, for a layer and head.
+// Rows are key tokens j: the key vector k_j, the element-wise product q × k_j, the scaled dot
+// product q·k_j and the softmax. The query vector q sits above the key column. Blue is
+// negative, orange positive, intensity the magnitude (as BertViz's neuron view).
+import { el, sizeCanvas } from "./dom.js";
+
+const ROW_HEIGHT = 20;
+const NEGATIVE = [31, 119, 180];
+const POSITIVE = [255, 127, 14];
+
+/** Cell width in px so that a vector of d values is about 320 px wide (2..8 px). */
+export function cellWidth(d) {
+  return Math.max(2, Math.min(8, Math.floor(320 / Math.max(d, 1))));
+}
+
+/** rgba() for a signed value, relative to the largest magnitude `scale`. */
+export function divergingColor(value, scale) {
+  if (!Number.isFinite(value) || scale <= 0) return "rgba(0,0,0,0)";
+  const [r, g, b] = value < 0 ? NEGATIVE : POSITIVE;
+  return `rgba(${r},${g},${b},${Math.min(1, Math.abs(value) / scale).toFixed(3)})`;
+}
+
+export function maxAbs(values) {
+  let m = 0;
+  for (const v of values) if (Number.isFinite(v) && Math.abs(v) > m) m = Math.abs(v);
+  return m;
+}
+
+function paintMatrix(canvas, values, rows, d) {
+  const w = cellWidth(d);
+  const ctx = sizeCanvas(canvas, d * w, rows * ROW_HEIGHT);
+  if (!ctx) return;
+  const scale = maxAbs(values);
+  for (let i = 0; i < rows; i++) {
+    for (let k = 0; k < d; k++) {
+      ctx.fillStyle = divergingColor(values[i * d + k], scale);
+      ctx.fillRect(k * w, i * ROW_HEIGHT + 2, w, ROW_HEIGHT - 4);
+    }
+  }
+}
+
+/**
+ * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}
+ * state: {tokens, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
+ */
+export function createNeuronView(container, callbacks = {}) {
+  const root = el("div", "attnscope-neuron-view", container);
+  const controls = el("div", "attnscope-neuron-controls", root);
+  const headLabel = el("label", "attnscope-control", controls);
+  el("span", "", headLabel).textContent = "Head";
+  const headSelect = el("select", "attnscope-neuron-head", headLabel);
+  const hint = el("span", "attnscope-hint", controls);
+  hint.textContent = "Click a token on the left to make it the query.";
+  const message = el("div", "attnscope-status", root);
+
+  const table = el("div", "attnscope-neuron-table", root);
+  const queries = el("div", "attnscope-tokens attnscope-left attnscope-neuron-queries", table);
+  const keyColumn = el("div", "attnscope-neuron-col", table);
+  const keyTitle = el("div", "attnscope-neuron-title", keyColumn);
+  const queryCanvas = el("canvas", "attnscope-neuron-q", keyColumn);
+  const keysCanvas = el("canvas", "attnscope-neuron-keys", keyColumn);
+  const productColumn = el("div", "attnscope-neuron-col", table);
+  const productTitle = el("div", "attnscope-neuron-title", productColumn);
+  productTitle.textContent = "q × k";
+  el("div", "attnscope-neuron-spacer", productColumn);
+  const productsCanvas = el("canvas", "attnscope-neuron-products", productColumn);
+  const scoreColumn = el("div", "attnscope-neuron-col attnscope-neuron-numbers", table);
+  el("div", "attnscope-neuron-title", scoreColumn).textContent = "q·k / √d";
+  el("div", "attnscope-neuron-spacer", scoreColumn);
+  const scores = el("div", "", scoreColumn);
+  const softmaxColumn = el("div", "attnscope-neuron-col attnscope-neuron-numbers", table);
+  el("div", "attnscope-neuron-title", softmaxColumn).textContent = "softmax";
+  el("div", "attnscope-neuron-spacer", softmaxColumn);
+  const softmax = el("div", "", softmaxColumn);
+  const keyTokens = el("div", "attnscope-tokens attnscope-right", table);
+  el("div", "attnscope-neuron-title", keyTokens).textContent = "key";
+  el("div", "attnscope-neuron-spacer", keyTokens);
+  const keyTokenRows = el("div", "", keyTokens);
+
+  headSelect.addEventListener("change", () => callbacks.onHead?.(Number(headSelect.value)));
+  let state = null;
+
+  function fillTokens() {
+    queries.replaceChildren();
+    const title = el("div", "attnscope-neuron-title", queries);
+    title.textContent = "query";
+    el("div", "attnscope-neuron-spacer attnscope-neuron-title", queries).textContent = "q →";
+    keyTokenRows.replaceChildren();
+    state.tokens.forEach((token, i) => {
+      const row = el("div", "attnscope-token attnscope-clickable", queries);
+      row.dataset.index = String(i);
+      el("span", "attnscope-token-text", row).textContent = token;
+      row.addEventListener("click", () => callbacks.onQuery?.(i));
+      const keyRow = el("div", "attnscope-token", keyTokenRows);
+      keyRow.dataset.index = String(i);
+      el("span", "attnscope-token-text", keyRow).textContent = token;
+    });
+  }
+
+  return {
+    update(next) {
+      const tokensChanged = !state || state.tokens !== next.tokens;
+      state = next;
+      if (headSelect.options.length !== next.nHeads) {
+        headSelect.replaceChildren();
+        for (let h = 0; h < next.nHeads; h++) {
+          const option = el("option", "", headSelect);
+          option.value = String(h);
+          option.textContent = String(h);
+        }
+      }
+      headSelect.value = String(next.head);
+      if (tokensChanged) fillTokens();
+      for (const row of queries.querySelectorAll(".attnscope-token")) {
+        row.classList.toggle("attnscope-selected", Number(row.dataset.index) === next.query);
+      }
+      message.textContent = next.message ?? "";
+      const data = next.data;
+      table.hidden = !data;
+      if (!data) return;
+      const n = next.tokens.length;
+      keyTitle.textContent = `k (d = ${data.d})`;
+      paintMatrix(queryCanvas, data.query, 1, data.d);
+      paintMatrix(keysCanvas, data.keys, n, data.d);
+      paintMatrix(productsCanvas, data.products, n, data.d);
+      scores.replaceChildren();
+      softmax.replaceChildren();
+      const scoreScale = maxAbs(data.scores);
+      for (let j = 0; j < n; j++) {
+        const score = el("div", "attnscope-neuron-number", scores);
+        const masked = !Number.isFinite(data.scores[j]);
+        score.textContent = masked ? "masked" : data.scores[j].toFixed(2);
+        score.style.background = divergingColor(data.scores[j], scoreScale);
+        const p = el("div", "attnscope-neuron-number", softmax);
+        const bar = el("span", "attnscope-softmax-bar", p);
+        bar.style.width = `${Math.round(data.softmax[j] * 60)}px`;
+        el("span", "", p).textContent = data.softmax[j].toFixed(3);
+      }
+      root.dataset.query = String(next.query);
+      root.dataset.head = String(next.head);
+    },
+    destroy() { root.remove(); },
+  };
+}
