@@ -52,8 +52,10 @@ SEED = 0
 
 TOTAL_BUDGET_S = 600.0  # overall bound on the whole run
 # Render time limits: at 128 tokens we want the render to finish if it can;
-# at 512 tokens it is not expected to, so cap it.
-RENDER_TIMEOUT_S = {128: 180.0, 512: 60.0}
+# at 512 tokens it is not expected to, so cap it - but leave enough time for
+# Chromium to finish parsing the ~1.7 GB document (~50 s here), so the result
+# says what happens after loading rather than just "still loading".
+RENDER_TIMEOUT_S = {128: 180.0, 512: 90.0}
 # Extra time the parent grants the child beyond its own limit (browser start/stop).
 CHILD_GRACE_S = 30.0
 
@@ -293,6 +295,8 @@ def render_in_browser(page_path: Path, view: str, timeout_s: float, measure_laye
             page.route("**/*", route_request)
             page.on("crash", lambda _: events.__setitem__("crashed", True))
             page.on("pageerror", lambda err: events["page_errors"].append(str(err)[:300]))
+            page.on("console", lambda msg: events["page_errors"].append(msg.text[:300])
+                    if msg.type == "error" else None)
             cdp = page.context.new_cdp_session(page)
             cdp.send("Performance.enable")
             log(f"  browser up in {time.perf_counter() - t_launch:.1f}s; navigating (limit {timeout_s:.0f}s)")
@@ -329,6 +333,7 @@ def render_in_browser(page_path: Path, view: str, timeout_s: float, measure_laye
             except PlaywrightTimeout:
                 result["notes"].append(
                     f"did not finish within {timeout_s:.0f} s (no '{FIRST_ELEMENT_SELECTOR}' after navigation)"
+                    + describe_stuck_page(page)
                 )
             except PlaywrightError as err:
                 result["notes"].append(f"browser error: {str(err).splitlines()[0][:300]}")
@@ -351,6 +356,27 @@ def render_in_browser(page_path: Path, view: str, timeout_s: float, measure_laye
                 pass
     server.shutdown()
     return result
+
+
+def describe_stuck_page(page) -> str:
+    """Best-effort state of a page that timed out (its main thread may be busy)."""
+    try:
+        # wait_for_function (unlike evaluate) honours a timeout; the object is truthy.
+        state = page.wait_for_function(
+            "() => { const inline = document.scripts[1];"
+            " return {ready: document.readyState, vis: !!document.querySelector('#vis'),"
+            # Length via Text nodes, so the huge script text is never copied into V8.
+            " inline_script_chars: inline ? Array.from(inline.childNodes).reduce((a, t) => a + t.length, 0) : null,"
+            # require.config() is the first statement of BertViz's inline script.
+            " inline_script_ran: !!(window.require && require.s && require.s.contexts._.config.paths.d3),"
+            " svg: !!document.querySelector('#vis svg'),"
+            " dom_content_loaded_s: (performance.getEntriesByType('navigation')[0] || {})"
+            ".domContentLoadedEventEnd / 1000 || null}; }",
+            timeout=5000,
+        ).json_value()
+        return f"; page state at timeout: {state}"
+    except Exception as err:  # noqa: BLE001 - any failure here is itself the information
+        return f"; page unresponsive at timeout ({str(err).splitlines()[0][:120]})"
 
 
 def measure_head_layer_switch(page, timeout_s: float) -> float:
@@ -426,7 +452,7 @@ def machine_info() -> dict:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError, TypeError):
         chromium_version = None
-    import playwright
+    from importlib.metadata import version
 
     return {
         "platform": platform.platform(),
@@ -436,7 +462,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "playwright": getattr(playwright, "__version__", None),
+        "playwright": version("playwright"),
         "chromium": chromium_version,
         "cdn_substitutes": {spec: cdn_path for spec, _, cdn_path in CDN_LIBS},
     }
@@ -504,6 +530,9 @@ def main(token_counts=TOKEN_COUNTS) -> int:
                         notes.append("layer_switch_s: model view has no layer selector")
                 page_path.unlink(missing_ok=True)
                 row["note"] = "; ".join(notes) or None
+                for key in ("forward_s", "python_build_s", "first_paint_s", "layer_switch_s"):
+                    if row[key] is not None:
+                        row[key] = round(row[key], 3)
                 log(f"  first_paint_s={row['first_paint_s']} js_heap_bytes={row['js_heap_bytes']} "
                     f"layer_switch_s={row['layer_switch_s']}")
                 log(f"  note: {row['note']}")

@@ -9,6 +9,39 @@ const ROW_HEIGHT = 20;
 const LINES_WIDTH = 220;
 // Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
 export const DEFAULT_MIN_WEIGHT = 0.005;
+// Software-rendered canvases (no GPU) draw about 20k long lines in a few hundred ms; past that
+// the strongest lines are kept and the view says so (hovering a token still shows all of its).
+export const LINE_BUDGET = 20000;
+const THRESHOLDS = [DEFAULT_MIN_WEIGHT, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.01];
+
+/** The smallest threshold whose line count fits the budget: {minWeight, kept, total}. */
+export function chooseMinWeight(attention, options = {}, budget = LINE_BUDGET) {
+  const [nHeads, nTokens] = attention.shape;
+  const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null } = options;
+  const ranges = tokenRanges(nTokens, sentenceBStart, sentenceFilter);
+  const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
+  const values = attention.values;
+  for (const head of visibleHeads) {
+    if (head < 0 || head >= nHeads) continue;
+    for (let from = ranges.from[0]; from < ranges.from[1]; from++) {
+      const row = (head * nTokens + from) * nTokens;
+      for (let to = ranges.to[0]; to < ranges.to[1]; to++) {
+        const w = values[row + to];
+        if (w < THRESHOLDS[0]) continue;
+        let k = 0;
+        while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
+        counts[k]++;
+      }
+    }
+  }
+  const total = counts.reduce((a, b) => a + b, 0);
+  let kept = total;
+  for (let k = 0; k < THRESHOLDS.length; k++) {
+    if (kept <= budget) return { minWeight: THRESHOLDS[k], kept, total };
+    kept -= counts[k];
+  }
+  return { minWeight: THRESHOLDS.at(-1), kept: 0, total };
+}
 
 /** Which token ranges [start, end) each column shows for a sentence filter. */
 export function tokenRanges(nTokens, sentenceBStart, filter) {
@@ -59,6 +92,8 @@ export function computeLines(attention, options = {}) {
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
   const swatchRow = el("div", "attnscope-heads", root);
+  const note = el("div", "attnscope-hint attnscope-lines-note", root);
+  note.hidden = true;
   const plot = el("div", "attnscope-plot", root);
   const left = el("div", "attnscope-tokens attnscope-left", plot);
   const canvas = el("canvas", "attnscope-lines", plot);
@@ -154,7 +189,15 @@ export function createHeadView(container, callbacks = {}) {
   function paint() {
     if (!state) return;
     const { attention, visibleHeads, sentenceFilter, sentenceBStart } = state;
-    lines = computeLines(attention, { visibleHeads, sentenceFilter, sentenceBStart, hover });
+    const shown = { visibleHeads, sentenceFilter, sentenceBStart };
+    const budget = hover ? null : chooseMinWeight(attention, shown);
+    lines = computeLines(attention, { ...shown, hover, minWeight: budget?.minWeight ?? DEFAULT_MIN_WEIGHT });
+    const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
+    note.hidden = !thinned;
+    if (thinned) {
+      note.textContent = `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${budget.minWeight}) `
+        + `of ${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
+    }
     const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     const height = Math.max(rows, 1) * ROW_HEIGHT;
@@ -164,7 +207,7 @@ export function createHeadView(container, callbacks = {}) {
       const colors = headColors(attention.shape[0]);
       strokeWeightedLines(ctx, lines, (line) => colors[line.head], ({ from, to }) => [
         0, (from - ranges.from[0] + 0.5) * ROW_HEIGHT, LINES_WIDTH, (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
-      ], hover ? 2 : 1.5);
+      ], hover ? 2 : 1); // 1px lines take the rasteriser's fast path
     }
     showWeights();
   }

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
-import { computeLines, createHeadView, tokenRanges } from "./head_view.js";
+import { chooseMinWeight, computeLines, createHeadView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
 
 // jsdom has no canvas: the view must still lay out tokens and count lines without painting.
 HTMLCanvasElement.prototype.getContext = () => null;
@@ -97,5 +97,31 @@ describe("createHeadView", () => {
     container.querySelector('.attnscope-left .attnscope-token[data-index="1"]').dispatchEvent(new MouseEvent("mouseleave"));
     expect(container.querySelector("canvas").dataset.lineCount).toBe("8");
     expect(container.querySelectorAll(".attnscope-weight-value")).toHaveLength(0);
+  });
+});
+
+describe("chooseMinWeight", () => {
+  it("keeps every line that fits the budget", () => {
+    expect(chooseMinWeight(attention)).toEqual({ minWeight: DEFAULT_MIN_WEIGHT, kept: 11, total: 11 });
+  });
+
+  it("raises the threshold until the strongest lines fit", () => {
+    // Weights ≥ 0.5: 0.5, 0.8, 0.6 (head 0) and three 1.0 (head 1).
+    expect(chooseMinWeight(attention, {}, 6)).toEqual({ minWeight: 0.5, kept: 6, total: 11 });
+    expect(chooseMinWeight(attention, { visibleHeads: [0] }, 3)).toEqual({ minWeight: 0.5, kept: 3, total: 8 });
+    expect(chooseMinWeight(attention, {}, 0).kept).toBe(0);
+  });
+
+  it("says so in the view", () => {
+    const values = new Float32Array(1 * 200 * 200).fill(0.008);
+    for (let i = 0; i < 200; i++) values[i * 200 + i] = 0.5; // one strong diagonal
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update({ tokens: Array.from({ length: 200 }, (_, i) => `t${i}`), sentenceBStart: null,
+      attention: { shape: [1, 200, 200], values }, visibleHeads: [0], sentenceFilter: "all" });
+    expect(container.querySelector("canvas").dataset.lineCount).toBe("200");
+    const note = container.querySelector(".attnscope-lines-note");
+    expect(note.hidden).toBe(false);
+    expect(note.textContent).toContain("200 strongest lines (weight ≥ 0.01) of 40,000");
   });
 });
