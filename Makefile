@@ -30,7 +30,10 @@ test-python:
 test-js: node_modules/.package-lock.json
 	npm test
 
-bench: install
+# Benchmarks, not timed tests: writes benchmarks/results.json and the tables in benchmarks/README.md.
+# BertViz 1.4.1 is a bench-only dependency (its 512-token case needs ~9 GB of memory).
+bench: install chromium
+	$(PY) -m pip install -q -r benchmarks/requirements-bertviz.txt
 	$(PY) benchmarks/run.py
 
 install: $(VENV)/.installed

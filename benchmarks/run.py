@@ -7,8 +7,10 @@ random weights, 12 layers × 12 heads). Times are medians of repeated runs on th
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import subprocess
 import platform
 import statistics
 import sys
@@ -24,6 +26,7 @@ import attnscope  # noqa: E402
 from attnscope.serialize import quantize_uint8  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # browser_bench beside this file
 REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -77,36 +80,129 @@ def bench_model(label: str, engine: attnscope.AttentionModel, n_tokens: int) -> 
     }
 
 
+def run_bertviz() -> dict | None:
+    """BertViz 1.4.1's numbers (benchmarks/bertviz_bench.py, in a child process: it needs ~9 GB)."""
+    try:
+        import bertviz  # noqa: F401
+    except ImportError:
+        print("bertviz is not installed (make bench installs it): using the last bertviz_results.json", flush=True)
+    else:
+        subprocess.run([sys.executable, str(HERE / "bertviz_bench.py")], check=False)
+    path = HERE / "bertviz_results.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip-bertviz", action="store_true", help="reuse the last bertviz_results.json")
+    args = parser.parse_args()
+    from browser_bench import bench_front_end
+
     torch.manual_seed(0)
     minilm = attnscope.load(device="cpu")
     bert_base = attnscope.load(transformers.BertModel(transformers.BertConfig()).eval(), minilm.tokenizer, device="cpu")
-    rows = []
-    for label, engine in (("all-MiniLM-L6-v2 (embedded)", minilm), ("bert-base shape (random)", bert_base)):
+    models = (("bert-base shape (random)", bert_base), ("all-MiniLM-L6-v2 (embedded)", minilm))
+    engine_rows, front_rows = [], []
+    for label, engine in models:
         for n_tokens in (128, 512):
             row = bench_model(label, engine, n_tokens)
             print(json.dumps(row), flush=True)
-            rows.append(row)
+            engine_rows.append(row)
+            front = {"model": label, "tokens": n_tokens, **bench_front_end(engine, text_of_length(engine.tokenizer, n_tokens))}
+            print(json.dumps(front), flush=True)
+            front_rows.append(front)
+    bertviz = None if args.skip_bertviz else run_bertviz()
+    if bertviz is None and (HERE / "bertviz_results.json").is_file():
+        bertviz = json.loads((HERE / "bertviz_results.json").read_text())
     results = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform()},
         "repeats": REPEATS,
-        "engine": rows,
+        "engine": engine_rows,
+        "front_end": front_rows,
+        "bertviz": bertviz,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_table(rows)
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []))
 
 
-def write_table(rows: list[dict]) -> None:
+def _find(rows: list[dict], **match) -> dict:
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), {})
+
+
+def _mb(n) -> str:
+    return "–" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _ms(seconds=None, ms=None) -> str:
+    if ms is not None:
+        return f"{ms:,.0f} ms"
+    return "never (see note)" if seconds is None else f"{seconds * 1000:,.0f} ms"
+
+
+def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict]) -> None:
+    base = "bert-base shape (random)"
+    ours = _find(front_rows, model=base, tokens=512)
+    kernel = _find(engine_rows, model=base, tokens=512)
+    bv_head = _find(bertviz_rows, view="head", tokens=512)
+    bv_model = _find(bertviz_rows, view="model", tokens=512)
+    bv_head_128 = _find(bertviz_rows, view="head", tokens=128)
+
+    def check(value, limit) -> str:
+        return "✅" if value is not None and value <= limit else "❌"
+
     lines = [
         BEGIN,
+        "### Targets at 512 tokens, bert-base shape (12 layers × 12 heads), this 2-core CPU machine",
+        "",
+        "| measure | target | attnscope | met | BertViz 1.4.1 |",
+        "|---|---|---|---|---|",
+        f"| first paint, head view | ≤ 1.5 s | {_ms(ms=ours.get('head_first_paint_ms'))} | {check(ours.get('head_first_paint_ms'), 1500)} | {_ms(bv_head.get('first_paint_s'))} |",
+        f"| first paint, model view | ≤ 1.5 s | {_ms(ms=ours.get('model_first_paint_ms'))} | {check(ours.get('model_first_paint_ms'), 1500)} | {_ms(bv_model.get('first_paint_s'))} |",
+        f"| layer switch (head view) | ≤ 100 ms | {_ms(ms=ours.get('layer_switch_ms'))} | {check(ours.get('layer_switch_ms'), 100)} | at 128 tokens: {_ms(bv_head_128.get('layer_switch_s'))} |",
+        f"| neuron view, another token | ≤ 100 ms | {_ms(ms=ours.get('neuron_switch_ms'))} | {check(ours.get('neuron_switch_ms'), 100)} | – |",
+        f"| sent before first paint, head view | ≤ 10 MB | {_mb(ours.get('bytes_before_head_paint'))} | {check(ours.get('bytes_before_head_paint'), 10e6)} | {_mb(bv_head.get('html_bytes'))} |",
+        f"| sent before first paint, model view | ≤ 10 MB | {_mb(ours.get('bytes_before_model_paint'))} | {check(ours.get('bytes_before_model_paint'), 10e6)} | {_mb(bv_model.get('html_bytes'))} |",
+        f"| kernel compute / bare forward | ≤ 1.15 | {kernel.get('run_over_bare', '–')} | {check(kernel.get('run_over_bare'), 1.15)} | build {bv_head.get('python_build_s', '–')} s vs forward {bv_head.get('forward_s', '–')} s |",
+        f"| JS heap after first paint (head view) | – | {_mb(ours.get('js_heap_bytes_head'))} | | {_mb(bv_head.get('js_heap_bytes'))} |",
+        "",
+        "### attnscope front end, every case",
+        "",
+        "| model | tokens | bytes before head paint | bytes before model paint | head first paint | model first paint | layer switch | neuron switch | JS heap (head) | JS heap (after neuron) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in front_rows:
+        lines.append(
+            f"| {r['model']} | {r['tokens']} | {_mb(r['bytes_before_head_paint'])} | {_mb(r['bytes_before_model_paint'])} "
+            f"| {_ms(ms=r['head_first_paint_ms'])} | {_ms(ms=r['model_first_paint_ms'])} | {_ms(ms=r['layer_switch_ms'])} "
+            f"| {_ms(ms=r['neuron_switch_ms'])} | {_mb(r['js_heap_bytes_head'])} | {_mb(r['js_heap_bytes_after_neuron'])} |"
+        )
+    lines += [
+        "",
+        "### Kernel side: attnscope's run against a bare forward pass",
+        "",
         "| model | tokens | bare forward (s) | attnscope run (s) | run / bare | first layer sent (bytes) | all layers as float32 (bytes) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for r in engine_rows:
         lines.append(
             f"| {r['model']} | {r['tokens']} | {r['bare_forward_s']} | {r['attnscope_run_s']} | {r['run_over_bare']} "
             f"| {r['first_layer_bytes']:,} | {r['all_layers_float32_bytes']:,} |"
         )
+    if bertviz_rows:
+        lines += [
+            "",
+            "### BertViz 1.4.1 (benchmarks/bertviz_bench.py; CDN scripts served from local npm copies)",
+            "",
+            "| view | tokens | forward (s) | build HTML (s) | HTML size | first paint | JS heap | layer switch | note |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in bertviz_rows:
+            note = (r.get("note") or "").replace("|", "/").replace("\n", " ")[:160]
+            lines.append(
+                f"| {r['view']} | {r['tokens']} | {r.get('forward_s')} | {r.get('python_build_s')} | {_mb(r.get('html_bytes'))} "
+                f"| {_ms(r.get('first_paint_s'))} | {_mb(r.get('js_heap_bytes'))} "
+                f"| {'–' if r.get('layer_switch_s') is None else _ms(r['layer_switch_s'])} | {note} |"
+            )
     lines.append(END)
     readme = HERE / "README.md"
     text = readme.read_text()

@@ -26,17 +26,28 @@ export function maxAbs(values) {
   return m;
 }
 
+// One pixel per value in an offscreen image, scaled up without smoothing: a 512 × 64 matrix is
+// one drawImage instead of 32k fillRect calls with as many colour strings.
 function paintMatrix(canvas, values, rows, d) {
   const w = cellWidth(d);
   const ctx = sizeCanvas(canvas, d * w, rows * ROW_HEIGHT);
-  if (!ctx) return;
+  if (!ctx || typeof OffscreenCanvas === "undefined") return;
   const scale = maxAbs(values);
-  for (let i = 0; i < rows; i++) {
-    for (let k = 0; k < d; k++) {
-      ctx.fillStyle = divergingColor(values[i * d + k], scale);
-      ctx.fillRect(k * w, i * ROW_HEIGHT + 2, w, ROW_HEIGHT - 4);
-    }
+  const image = new ImageData(d, rows);
+  const pixels = image.data;
+  for (let i = 0; i < rows * d; i++) {
+    const v = values[i];
+    if (!Number.isFinite(v) || scale <= 0) continue;
+    const [r, g, b] = v < 0 ? NEGATIVE : POSITIVE;
+    pixels[4 * i] = r;
+    pixels[4 * i + 1] = g;
+    pixels[4 * i + 2] = b;
+    pixels[4 * i + 3] = Math.round(Math.min(1, Math.abs(v) / scale) * 255);
   }
+  const offscreen = new OffscreenCanvas(d, rows);
+  offscreen.getContext("2d").putImageData(image, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(offscreen, 0, 0, d * w, rows * ROW_HEIGHT);
 }
 
 /**

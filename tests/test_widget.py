@@ -160,3 +160,11 @@ def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
     assert torch.allclose(softmax, widget.result.attention[4, 7, 2].cpu(), atol=1e-3)
     widget._on_custom_message(widget, {"type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
     assert "head=99" in sent[-1][0]["error"]
+
+
+def test_thumbnails_follow_a_selection_made_while_hidden(default_model):
+    widget = AttentionWidget("a few words here", model=default_model, view="model")
+    widget.view = "head"
+    widget.include_heads = [5]
+    widget.view = "model"
+    assert widget.thumbnails["heads"] == [5] and widget.thumbnails["shape"][1] == 1

@@ -134,7 +134,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._engine = resolve_engine(model, tokenizer, device)
         self._max_length = max_length
         self._thumbnail_size = thumbnail_size
-        self._thumbnails_of: AttentionResult | None = None
+        self._thumbnails_of: tuple | None = None
         self._applying = False
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         result = self._run(text, text_b)
@@ -190,7 +190,10 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
                 self.neuron_query = min(self.neuron_query, len(result.tokens) - 1)
                 self.has_queries_keys = result.queries is not None
-                self.thumbnails = self._thumbnail_payload() if self.view == "model" else {}
+                if self.view == "model":
+                    self.thumbnails = self._thumbnail_payload()
+                else:
+                    self.thumbnails, self._thumbnails_of = {}, None
                 self.notice = truncation_notice(result)
                 self.error = ""
                 self.result_id = request_id
@@ -206,15 +209,21 @@ class AttentionWidget(anywidget.AnyWidget):
         heads = self.include_heads if self.include_heads is not None else list(range(result.n_heads))
         chosen = result.attention[layers][:, heads]
         pooled = pool_thumbnails(chosen, self._thumbnail_size)
-        self._thumbnails_of = result
+        self._thumbnails_of = self._thumbnail_key()
         return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), **quantize_uint8(pooled)}
 
     @traitlets.observe("view", "include_layers", "include_heads")
     def _on_view(self, change: dict) -> None:
         # Thumbnails cost a pass over every layer: made only when the model view is shown.
         if self.view == "model" and not self._applying and hasattr(self, "_result"):
-            if change["name"] != "view" or self._thumbnails_of is not self._result or not self.thumbnails:
+            if self._thumbnails_of != self._thumbnail_key():
                 self.thumbnails = self._thumbnail_payload()
+
+    def _thumbnail_key(self) -> tuple:
+        """What the thumbnails depend on; they are remade only when it changes."""
+        layers = None if self.include_layers is None else tuple(self.include_layers)
+        heads = None if self.include_heads is None else tuple(self.include_heads)
+        return (id(self._result), layers, heads)
 
     @traitlets.validate("include_layers", "include_heads")
     def _check_included(self, proposal: dict) -> list[int] | None:
