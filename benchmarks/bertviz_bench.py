@@ -59,15 +59,7 @@ RENDER_TIMEOUT_S = {128: 180.0, 512: 90.0}
 # Extra time the parent grants the child beyond its own limit (browser start/stop).
 CHILD_GRACE_S = 30.0
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from chromium import CHROMIUM_ARGS  # noqa: E402 (beside this file)
 
 CDN_PREFIX = "https://cdnjs.cloudflare.com/ajax/libs/"
 # npm package spec, file inside the tarball, cdnjs path BertViz requests.

@@ -23,12 +23,9 @@ from ipywidgets.widgets.widget import _remove_buffers
 from attnscope import AttentionWidget
 from attnscope.neuron import neuron_slice
 from attnscope.serialize import encode_float16
+from chromium import CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
-]
 
 # In the page: rebuild the state (buffers → DataViews), render, and wait for the frame to be painted.
 RENDER_AND_TIME = """

@@ -70,23 +70,17 @@ export function createNeuronView(container, callbacks = {}) {
   const keyTitle = el("div", "attnscope-neuron-title", keyColumn);
   const queryCanvas = el("canvas", "attnscope-neuron-q", keyColumn);
   const keysCanvas = el("canvas", "attnscope-neuron-keys", keyColumn);
-  const productColumn = el("div", "attnscope-neuron-col", table);
-  const productTitle = el("div", "attnscope-neuron-title", productColumn);
-  productTitle.textContent = "q × k";
-  el("div", "attnscope-neuron-spacer", productColumn);
-  const productsCanvas = el("canvas", "attnscope-neuron-products", productColumn);
-  const scoreColumn = el("div", "attnscope-neuron-col attnscope-neuron-numbers", table);
-  el("div", "attnscope-neuron-title", scoreColumn).textContent = "q·k / √d";
-  el("div", "attnscope-neuron-spacer", scoreColumn);
-  const scores = el("div", "", scoreColumn);
-  const softmaxColumn = el("div", "attnscope-neuron-col attnscope-neuron-numbers", table);
-  el("div", "attnscope-neuron-title", softmaxColumn).textContent = "softmax";
-  el("div", "attnscope-neuron-spacer", softmaxColumn);
-  const softmax = el("div", "", softmaxColumn);
-  const keyTokens = el("div", "attnscope-tokens attnscope-right", table);
-  el("div", "attnscope-neuron-title", keyTokens).textContent = "key";
-  el("div", "attnscope-neuron-spacer", keyTokens);
-  const keyTokenRows = el("div", "", keyTokens);
+  // Each column: a title row, a row beside q (empty), then one row per key token.
+  const column = (className, title) => {
+    const col = el("div", className, table);
+    el("div", "attnscope-neuron-title", col).textContent = title;
+    el("div", "attnscope-neuron-spacer", col);
+    return col;
+  };
+  const productsCanvas = el("canvas", "attnscope-neuron-products", column("attnscope-neuron-col", "q × k"));
+  const scores = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers", "q·k / √d"));
+  const softmax = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers", "softmax"));
+  const keyTokenRows = el("div", "", column("attnscope-tokens attnscope-right", "key"));
 
   headSelect.addEventListener("change", () => callbacks.onHead?.(Number(headSelect.value)));
   let state = null;
