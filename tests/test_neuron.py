@@ -30,3 +30,14 @@ def test_out_of_range_is_refused(default_model):
     result = default_model.run("short")
     with pytest.raises(ValueError, match="query_index=9"):
         neuron_slice(result, 0, 0, 9)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "albert", "distilbert", "gpt2"])
+def test_neuron_view_works_for_every_family(family, bert_tokenizer):
+    from test_engine import small_models
+
+    torch.manual_seed(0)
+    result = attnscope.load(small_models()[family](), bert_tokenizer, device="cpu").run("Every family works.", "Yes.")
+    last = len(result.tokens) - 1
+    s = neuron_slice(result, 2, 3, last)
+    assert torch.allclose(s.softmax, result.attention[2, 3, last], atol=1e-5)
