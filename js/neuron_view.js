@@ -79,7 +79,7 @@ export function createNeuronView(container, callbacks = {}) {
   };
   const productsCanvas = el("canvas", "attnscope-neuron-products", column("attnscope-neuron-col", "q × k"));
   const scores = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers", "q·k / √d"));
-  const softmax = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers", "softmax"));
+  const softmax = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers attnscope-neuron-softmax", "softmax"));
   const keyTokenRows = el("div", "", column("attnscope-tokens attnscope-right", "key"));
 
   headSelect.addEventListener("change", () => callbacks.onHead?.(Number(headSelect.value)));

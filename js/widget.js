@@ -248,8 +248,12 @@ function render({ model, el: host }) {
     layerSelect.value = String(layer);
     filterSelect.value = model.get("sentence_filter");
     sentenceB.hidden = model.get("text_b") === null;
-    syncInput(inputA, model.get("text"));
-    syncInput(inputB, model.get("text_b"));
+    // After a failed edit the inputs keep what the user typed, so it can be fixed, not retyped.
+    const failedEdit = Boolean(model.get("error")) && lastSentId > 0 && model.get("result_id") === lastSentId;
+    if (!failedEdit) {
+      syncInput(inputA, model.get("text"));
+      syncInput(inputB, model.get("text_b"));
+    }
     notice.textContent = model.get("notice");
     notice.hidden = !model.get("notice");
     error.textContent = model.get("error");

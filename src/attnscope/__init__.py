@@ -1,6 +1,7 @@
 """attnscope: see what a transformer looks at, live in Jupyter."""
 
 from .engine import AttentionModel, AttentionResult, load
+from .export import render_html
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
 from .widget import AttentionWidget, show
 
@@ -15,5 +16,6 @@ __all__ = [
     "ModelNotFoundError",
     "NoAttentionError",
     "load",
+    "render_html",
     "show",
 ]

@@ -292,6 +292,14 @@ class AttentionWidget(anywidget.AnyWidget):
                 self._applying = False
             raise
 
+    def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
+        """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
+        from .export import widget_html
+
+        path = Path(path)
+        path.write_text(widget_html(self, layers), encoding="utf-8")
+        return path
+
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)

@@ -175,6 +175,7 @@ def test_edit_sends_a_request_and_ignores_stale_results(page):
     page.evaluate(f"window.attnscopeHarness.model.emit({{error: 'The text is empty', result_id: {request['id']}}})")
     page.wait_for_function("document.querySelector('.attnscope-error').textContent === 'The text is empty'")
     assert page.is_visible(".attnscope-error")
+    assert page.input_value("input.attnscope-text") == "new text"  # what the user typed is kept
     assert line_count(page) == HEAD0_LINES + 4
 
 
