@@ -10,7 +10,7 @@ function bytesOf(data) {
 }
 
 // IEEE 754 half → float (no Float16Array in older browsers).
-function halfToFloat(h) {
+export function halfToFloat(h) {
   const sign = h & 0x8000 ? -1 : 1;
   const exponent = (h >> 10) & 0x1f;
   const fraction = h & 0x3ff;

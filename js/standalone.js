@@ -2,6 +2,7 @@
 // model that holds every included layer, with no kernel, no widget manager and no network.
 // Layer switches read the stored layers; the neuron view computes q × k, q·k and the softmax
 // here from the stored queries and keys (what the kernel does in a notebook).
+import { halfToFloat } from "./codec.js";
 import widget from "./widget.js";
 
 function base64Bytes(text) {
@@ -9,15 +10,6 @@ function base64Bytes(text) {
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
-}
-
-function half(h) {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const f = h & 0x3ff;
-  if (e === 0) return s * 2 ** -14 * (f / 1024);
-  if (e === 0x1f) return f ? NaN : s * Infinity;
-  return s * 2 ** (e - 15) * (1 + f / 1024);
 }
 
 function floatToHalf(value) {
@@ -44,7 +36,7 @@ export function neuronAnswer(stored, request) {
   const slot = stored.layers.indexOf(layer);
   if (slot < 0) return { error: `Layer ${layer} is not in this saved page (it holds layers ${stored.layers.join(", ")}).` };
   const [, nHeads, n, d] = stored.shape;
-  const at = (arr, t, k) => half(arr.getUint16(2 * (((slot * nHeads + head) * n + t) * d + k), true));
+  const at = (arr, t, k) => halfToFloat(arr.getUint16(2 * (((slot * nHeads + head) * n + t) * d + k), true));
   const q = Float32Array.from({ length: d }, (_, k) => at(stored.queries, query, k));
   const keys = new Float32Array(n * d);
   const products = new Float32Array(n * d);

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,32 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+ARTIFACTS = Path(__file__).resolve().parent / "browser" / "artifacts"
+
+
+@pytest.fixture
+def watched_page(chromium_browser, request):
+    """make(**context_options) → a fresh page whose `problems` lists page errors and console errors.
+
+    Every page made is screenshotted into tests/browser/artifacts/ when the test fails.
+    """
+    made = []
+
+    def make(**context_options):
+        context = chromium_browser.new_context(**context_options)
+        page = context.new_page()
+        page.problems = []
+        page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc} {exc.stack}"))
+        page.on("console", lambda msg: page.problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+        made.append((context, page))
+        return page
+
+    yield make
+    report = getattr(request.node, "rep_call", None)
+    for i, (context, page) in enumerate(made):
+        if report is not None and report.failed:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}.png"), full_page=True)
+        context.close()

@@ -51,20 +51,11 @@ def server():
 
 
 @pytest.fixture
-def page(chromium_browser, server, request):
-    page = chromium_browser.new_page(viewport={"width": 900, "height": 700})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+def page(watched_page, server):
+    page = watched_page(viewport={"width": 900, "height": 700})
     page.goto(f"{server}/tests/browser/harness.html")
     page.wait_for_function("window.harnessReady === true")
-    page.problems = problems
-    yield page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
-    page.close()
+    return page
 
 
 def start(page, **over) -> None:

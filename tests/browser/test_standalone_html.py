@@ -27,29 +27,20 @@ def test_json_is_escaped_for_script_context():
 
 
 @pytest.fixture
-def offline_page(chromium_browser, request):
-    context = chromium_browser.new_context(offline=True)
-    requests: list[str] = []
+def offline_page(watched_page):
+    page = watched_page(offline=True)
+    page.requests = []
 
     def refuse(route):
-        if not route.request.url.startswith("file://"):
-            requests.append(route.request.url)
-            route.abort()
-        else:
+        # Only the file itself may load: any other request is a network dependency.
+        if route.request.url.startswith("file://"):
             route.continue_()
+        else:
+            page.requests.append(route.request.url)
+            route.abort()
 
-    context.route("**/*", refuse)
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(str(exc)))
-    page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
-    page.problems, page.requests = problems, requests
-    yield page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
-    context.close()
+    page.context.route("**/*", refuse)
+    return page
 
 
 def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_model, tmp_path):
