@@ -35,11 +35,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyter_server(app: str, root: Path):
+def jupyter_server(app: str, root: Path, extra_env: dict | None = None):
     """`jupyter lab` or `jupyter notebook` (Notebook 7) on 127.0.0.1 with a token; stopped by its pid."""
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter-config")}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter-config"), **(extra_env or {})}
     log = open(root / "server.log", "w")
     server = subprocess.Popen(
         [

@@ -300,6 +300,26 @@ class AttentionWidget(anywidget.AnyWidget):
         path.write_text(widget_html(self, layers), encoding="utf-8")
         return path
 
+    def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
+        """This view as a self-contained iframe for slideshows (RISE), where widgets do not render.
+
+        The standalone page (see save_html) goes in `srcdoc`, escaped as an attribute value, so it
+        needs no widget manager, kernel comm or network.
+        """
+        import html as html_escaping
+
+        from IPython.display import HTML
+
+        from .export import widget_html
+
+        page = html_escaping.escape(widget_html(self, layers), quote=True)
+        # Wrapped in a div: IPython warns about a bare <iframe> string.
+        return HTML(
+            f'<div class="attnscope-slide-frame"><iframe class="attnscope-slide" srcdoc="{page}" '
+            f'title="attnscope attention view" style="width: 100%; height: {int(height)}px; border: 0;">'
+            "</iframe></div>"
+        )
+
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)

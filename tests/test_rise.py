@@ -1,0 +1,56 @@
+"""RISE: notebooks/slides.ipynb as a jupyterlab-rise slideshow shows the views on their slides.
+
+Widgets do not render inside jupyterlab-rise (anywidget#926), so the slides use
+`widget.slide()`: the standalone page in an iframe. The notebook is executed by nbclient, signed
+as trusted (as a notebook you ran yourself is), and opened at /rise/slides.ipynb.
+"""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.sign import NotebookNotary
+
+from test_jupyterlab import BUNDLE, TOKEN, jupyter_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+
+@pytest.fixture(scope="module")
+def rise_server(tmp_path_factory):
+    pytest.importorskip("jupyterlab_rise")
+    root = tmp_path_factory.mktemp("rise")
+    data_dir = root / ".jupyter-data"
+    data_dir.mkdir()
+    notebook = nbformat.read(ROOT / "notebooks" / "slides.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
+    NotebookNotary(data_dir=str(data_dir)).sign(notebook)
+    nbformat.write(notebook, root / "slides.ipynb")
+    with jupyter_server("lab", root, {"JUPYTER_DATA_DIR": str(data_dir)}) as base:
+        yield base
+
+
+def test_slides_show_the_views_fitting_the_slide(watched_page, rise_server):
+    page = watched_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{rise_server}/rise/slides.ipynb?token={TOKEN}")
+    page.locator("iframe.attnscope-slide").first.wait_for(state="attached", timeout=90_000)
+    # reveal.js's own controls: title → "The head view" → its sub-slide with the view.
+    for control in (".navigate-right.enabled", ".navigate-down.enabled"):
+        page.locator(control).first.click(timeout=60_000)
+        page.wait_for_timeout(1500)  # the slide transition
+    frame = page.frame_locator("iframe.attnscope-slide").first
+    canvas = frame.locator("canvas.attnscope-lines")
+    canvas.wait_for(timeout=60_000)
+    assert int(canvas.get_attribute("data-line-count")) > 0
+    iframe = page.locator("iframe.attnscope-slide").first
+    box = iframe.bounding_box()
+    assert iframe.is_visible()
+    assert box is not None and box["width"] > 400 and box["x"] >= 0 and box["x"] + box["width"] <= 1280
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 800  # on the slide, not scrolled off it
+    # The slide's views are live: the model view opens inside it.
+    frame.locator("button.attnscope-tab[data-view='model']").click()
+    frame.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for(timeout=30_000)
+    page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / "rise_slide.png"))
