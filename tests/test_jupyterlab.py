@@ -105,6 +105,19 @@ def from_notebook_itself(error: str) -> bool:
     return bool(frames) and all("/static/notebook/" in f or "<anonymous>" in f or "Promise" in f for f in frames)
 
 
+def wait_for_connected_idle_kernel(base: str, timeout: float = 120) -> None:
+    """The notebook's kernel is started, connected to the page, and idle (ready to run cells)."""
+    import json
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kernels = json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=5))
+        if any(k["execution_state"] == "idle" and k.get("connections", 0) > 0 for k in kernels):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"no connected idle kernel after {timeout} s")
+
+
 def run_all_cells(page) -> None:
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
@@ -174,7 +187,8 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
     page = watched_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{notebook7}/notebooks/quickstart.ipynb?token={TOKEN}")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=90_000)
+    wait_for_connected_idle_kernel(notebook7)
+    page.wait_for_timeout(1000)  # the page's own kernel status catches up with the server's
     run_all_cells(page)
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=120_000)
