@@ -33,16 +33,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .export import render_html  # torch and transformers load here, after --help
+    from tqdm.auto import tqdm
+
+    from .engine import load  # torch and transformers load here, after --help
+    from .export import widget_html
+    from .widget import AttentionWidget
 
     start = time.perf_counter()
-    print(f"attnscope: loading {args.model or 'the embedded all-MiniLM-L6-v2'} …", file=sys.stderr, flush=True)
+    steps = tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr)
     try:
-        page = render_html(args.text, args.text_b, args.model, layers=args.layers, view=args.view, device=args.device)
+        steps.set_postfix_str(f"loading {args.model or 'the embedded all-MiniLM-L6-v2'}")
+        engine = load(args.model, device=args.device)
+        steps.update()
+        steps.set_postfix_str("running the model")
+        widget = AttentionWidget(args.text, args.text_b, engine, view=args.view)
+        steps.update()
+        steps.set_postfix_str("building the page")
+        page = widget_html(widget, args.layers)
+        steps.update()
+        steps.set_postfix_str(f"writing {args.output}")
+        args.output.write_text(page, encoding="utf-8")
+        steps.update()
     except (AttnscopeError, ValueError, OSError) as exc:
+        steps.close()
         print(f"attnscope: error: {exc}", file=sys.stderr)
         return 2
-    args.output.write_text(page, encoding="utf-8")
+    steps.close()
     size = len(page.encode("utf-8"))
     print(f"attnscope: wrote {args.output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
