@@ -1,5 +1,16 @@
 """attnscope: see what a transformer looks at, live in Jupyter."""
 
+from .bertology import (
+    attention_gradients,
+    behaviours,
+    head_distances,
+    head_importance,
+    head_stats,
+    read_conllu,
+    rollout,
+    syntax_heads,
+    word_attention,
+)
 from .engine import AttentionModel, AttentionResult, load
 from .export import render_html
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
@@ -15,7 +26,16 @@ __all__ = [
     "InputError",
     "ModelNotFoundError",
     "NoAttentionError",
+    "attention_gradients",
+    "behaviours",
+    "head_distances",
+    "head_importance",
+    "head_stats",
     "load",
+    "read_conllu",
+    "rollout",
+    "syntax_heads",
+    "word_attention",
     "render_html",
     "show",
 ]

