@@ -10,9 +10,9 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def run_notebook(name: str, tmp_path) -> list:
+def run_notebook(name: str, cwd) -> list:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     return outputs
@@ -30,3 +30,13 @@ def test_quickstart_runs_and_displays_a_widget(tmp_path):
     assert any(WIDGET_MIME in o.get("data", {}) for o in outputs)
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "attention: (6, 12," in printed
+
+
+def test_what_does_bert_look_at_reproduces_each_analysis():
+    # Run where Jupyter runs it (the notebook's folder), so it finds data/sentences.txt.
+    outputs = run_notebook("what_does_bert_look_at.ipynb", NOTEBOOKS)
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) >= 6
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "machine parses by spaCy" in text  # the syntax table says what its parses are
+    assert "Masked " in text and "attention changes from layer" in text
+    assert "torch.Size([6, 10, 10])" in text  # rollout: layers × tokens × tokens

@@ -67,6 +67,8 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
         )
     }
     state.update(layer=layer, error="", request={}, has_queries_keys=result.queries is not None, thumbnails={})
+    if state["view"] not in ("head", "model", "neuron"):
+        state["view"] = "head"  # the standalone page has the three BertViz views
     attention = [quantize_uint8(result.attention[i]) for i in layers]
     data = {
         "state": state,

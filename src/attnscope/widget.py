@@ -12,6 +12,13 @@ Trait contract with js/widget.js (all synced):
 - view: "head", "model" or "neuron". `thumbnails` (model view) is computed only while the model
   view is shown: max-pooled S × S maps of the included layers × heads, uint8
   ({layers, heads, n_tokens, data, dtype, shape, scale}).
+- word_level: wordpieces merged into words (Clark et al. 4.1) in the head, model and rollout views;
+  the neuron view stays per token.
+- masked_heads: [[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns and
+  `mask_summary` says what changed; with show_change the head/model views draw |A_masked − A|.
+- view "rollout": `rollout` carries Abnar & Zuidema's rollout of every layer (uint8, [L, T, T]).
+- view "analysis": `analysis` holds a per-head table set by `show_analysis()` (head_stats,
+  head_importance, syntax_heads, head_distances) as plain lists; it is small (layers × heads).
 - neuron_head, neuron_query: the neuron view's head and query token. Its numbers (q, k, q×k,
   q·k, softmax of one query) are asked for with a custom message {type: "neuron", id, layer,
   head, query} and answered with {type: "neuron", id, layer, head, query, result_id, d, n_tokens}
@@ -20,6 +27,7 @@ Trait contract with js/widget.js (all synced):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -29,13 +37,15 @@ import anywidget
 import traitlets
 from traitlets import Dict, Enum, Int, List, Unicode
 
+from . import analysis as an
+from .bertology import SyntaxHeads, word_attention
 from .engine import AttentionModel, AttentionResult, load
-from .errors import AttnscopeError
+from .errors import AttnscopeError, InputError
 from .neuron import neuron_slice
 from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("head", "model", "neuron")
+VIEWS = ("head", "model", "neuron", "rollout", "analysis")
 THUMBNAIL_SIZE = 48
 
 # Shown instead of a blank cell when the package was installed without its built front end.
@@ -110,6 +120,13 @@ class AttentionWidget(anywidget.AnyWidget):
     neuron_query = Int(0).tag(sync=True)
     has_queries_keys = traitlets.Bool(True).tag(sync=True)
 
+    word_level = traitlets.Bool(False).tag(sync=True)
+    masked_heads = List(List(Int()), default_value=[]).tag(sync=True)
+    show_change = traitlets.Bool(False).tag(sync=True)
+    mask_summary = Unicode("").tag(sync=True)
+    rollout = Dict().tag(sync=True)
+    analysis = Dict().tag(sync=True)
+
     notice = Unicode("").tag(sync=True)
     error = Unicode("").tag(sync=True)
 
@@ -129,38 +146,70 @@ class AttentionWidget(anywidget.AnyWidget):
         include_layers: list[int] | None = None,
         include_heads: list[int] | None = None,
         thumbnail_size: int = THUMBNAIL_SIZE,
+        word_level: bool = False,
+        masked_heads: list[tuple[int, int]] | None = None,
         **kwargs: Any,
     ):
         self._engine = resolve_engine(model, tokenizer, device)
         self._max_length = max_length
         self._thumbnail_size = thumbnail_size
         self._thumbnails_of: tuple | None = None
+        self._rollout_of: tuple | None = None
         self._applying = False
+        self._masks = [list(map(int, pair)) for pair in (masked_heads or [])]
+        self._word_level = bool(word_level)
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         result = self._run(text, text_b)
         for name, chosen, count in (("include_layers", include_layers, result.n_layers), ("include_heads", include_heads, result.n_heads)):
             _check_subset(name, chosen, count)
-        super().__init__(theme=theme, include_layers=include_layers, include_heads=include_heads, **kwargs)
+        super().__init__(
+            theme=theme, include_layers=include_layers, include_heads=include_heads,
+            word_level=self._word_level, masked_heads=self._masks, **kwargs,
+        )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         self.view = view  # after the first result: the model view's thumbnails need it
         self.on_msg(self._on_custom_message)
 
     @property
     def result(self) -> AttentionResult:
-        """The AttentionResult behind the current view (tensors on the model's device)."""
+        """The AttentionResult behind the current view (tensors on the model's device): word-level
+        when `word_level` is on, with `masked_heads` switched off when any are."""
         return self._result
+
+    @property
+    def token_result(self) -> AttentionResult:
+        """The per-token result (what the neuron view uses), with masked heads applied."""
+        return self._token_result
 
     @property
     def engine(self) -> AttentionModel:
         return self._engine
 
     def _run(self, text: str, text_b: str | None) -> AttentionResult:
+        """The token-level run with the current masks; the unmasked run is kept to show changes."""
         with warnings.catch_warnings():
             # Truncation is shown in the widget's notice; a warning would print under the cell too.
             warnings.filterwarnings("ignore", message="Input truncated", category=UserWarning)
-            return self._engine.run(text, text_b, self._max_length)
+            plain = self._engine.run(text, text_b, self._max_length)
+            masked = self._engine.run(text, text_b, self._max_length, masked_heads=self._masks) if self._masks else plain
+        masked.unmasked = plain  # type: ignore[attr-defined]
+        return masked
 
-    def _apply(self, result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+    def _displayed(self, token_result: AttentionResult) -> AttentionResult:
+        """What the views draw: word-level or not, and |A_masked − A| when showing the change."""
+        plain = getattr(token_result, "unmasked", token_result)
+        shown, reference = token_result, plain
+        if self._word_level:
+            shown, reference = word_attention(token_result), word_attention(plain)
+        if self.show_change and self._masks:
+            change = (shown.attention - reference.attention).abs()
+            # Changes are small next to attention itself: scaled so the largest (in any layer) is a
+            # full-strength line; mask_summary gives the unscaled size.
+            shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
+        return shown
+
+    def _apply(self, token_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+        result = self._displayed(token_result)
         n_layers, n_heads = result.n_layers, result.n_heads
         layer = self.layer if layer is None else layer
         if not 0 <= layer < n_layers:
@@ -172,6 +221,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if bad:
             raise AttnscopeError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
         self._result = result
+        self._token_result = token_result
         self._applying = True
         try:
             with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
@@ -188,12 +238,17 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.layer = layer
                 self.attention = self._layer_payload(layer)
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
-                self.neuron_query = min(self.neuron_query, len(result.tokens) - 1)
-                self.has_queries_keys = result.queries is not None
-                if self.view == "model":
+                self.neuron_query = min(self.neuron_query, len(token_result.tokens) - 1)
+                self.has_queries_keys = token_result.queries is not None
+                if self._needs_thumbnails():
                     self.thumbnails = self._thumbnail_payload()
                 else:
                     self.thumbnails, self._thumbnails_of = {}, None
+                if self.view == "rollout":
+                    self.rollout = self._rollout_payload()
+                else:
+                    self.rollout, self._rollout_of = {}, None
+                self.mask_summary = mask_summary(token_result)
                 self.notice = truncation_notice(result)
                 self.error = ""
                 self.result_id = request_id
@@ -212,12 +267,58 @@ class AttentionWidget(anywidget.AnyWidget):
         self._thumbnails_of = self._thumbnail_key()
         return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), **quantize_uint8(pooled)}
 
-    @traitlets.observe("view", "include_layers", "include_heads")
+    def _needs_thumbnails(self) -> bool:
+        # The analysis scatter shows a head's map on hover; the model view draws them all.
+        return self.view == "model" or (self.view == "analysis" and self.analysis.get("kind") == "head_distances")
+
+    def _rollout_payload(self) -> dict:
+        self._rollout_of = id(self._result)
+        # Rollout of the attention itself, even while the views show a masking's change.
+        source = word_attention(self._token_result) if self._word_level else self._token_result
+        return {"n_tokens": len(self._result.tokens), **quantize_uint8(an.rollout(source.attention))}
+
+    @traitlets.observe("view", "include_layers", "include_heads", "analysis")
     def _on_view(self, change: dict) -> None:
-        # Thumbnails cost a pass over every layer: made only when the model view is shown.
-        if self.view == "model" and not self._applying and hasattr(self, "_result"):
-            if self._thumbnails_of != self._thumbnail_key():
-                self.thumbnails = self._thumbnail_payload()
+        # Thumbnails and rollout cost a pass over every layer: made only when their view is shown.
+        if self._applying or not hasattr(self, "_result"):
+            return
+        if self._needs_thumbnails() and self._thumbnails_of != self._thumbnail_key():
+            self.thumbnails = self._thumbnail_payload()
+        if self.view == "rollout" and self._rollout_of != id(self._result):
+            self.rollout = self._rollout_payload()
+
+    @traitlets.observe("word_level", "show_change")
+    def _on_display_mode(self, change: dict) -> None:
+        self._word_level = bool(self.word_level)
+        if not self._applying and hasattr(self, "_result"):
+            self._apply(self._token_result, self.result_id)
+
+    @traitlets.validate("masked_heads")
+    def _check_masks(self, proposal: dict) -> list:
+        pairs = [list(map(int, pair)) for pair in proposal["value"]]
+        self._engine.head_mask(pairs)  # raises InputError naming the bad pair
+        return [list(p) for p in sorted({tuple(p) for p in pairs})]
+
+    @traitlets.observe("masked_heads")
+    def _on_masks(self, change: dict) -> None:
+        """Switching heads off reruns the model; a failure shows in the widget and keeps the view."""
+        if self._applying or not hasattr(self, "_result"):
+            return
+        previous = self._masks
+        self._masks = [list(p) for p in change["new"]]
+        try:
+            self._apply(self._run(self._result.text, self._result.text_b), self.result_id)
+        except Exception as exc:  # noqa: BLE001 - shown in the widget
+            self._masks = previous
+            self.error = str(exc)
+
+    def show_analysis(self, data: Any, measure: str | None = None) -> "AttentionWidget":
+        """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
+        `syntax_heads` result as heatmaps, `head_distances` as the MDS scatter. Clicking a head
+        opens it in the head view."""
+        self.analysis = analysis_payload(data, self.n_layers, self.n_heads, measure)
+        self.view = "analysis"
+        return self
 
     def _thumbnail_key(self) -> tuple:
         """What the thumbnails depend on; they are remade only when it changes."""
@@ -239,7 +340,7 @@ class AttentionWidget(anywidget.AnyWidget):
         reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id}
         try:
             layer, head, query = (int(content[k]) for k in ("layer", "head", "query"))
-            piece = neuron_slice(self._result, layer, head, query)
+            piece = neuron_slice(self._token_result, layer, head, query)
         except Exception as exc:  # noqa: BLE001 - the view shows it instead of waiting forever
             self.send({**reply, "error": str(exc)})
             return
@@ -323,6 +424,91 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
+
+
+def mask_summary(token_result: AttentionResult) -> str:
+    """One line on what masking changed, in total variation (½ Σ_j |ΔA_ij|, averaged over rows)."""
+    plain = getattr(token_result, "unmasked", None)
+    if not token_result.masked_heads or plain is None or plain is token_result:
+        return ""
+    names = ", ".join(an.head_label(l, h) for l, h in token_result.masked_heads)
+    change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
+    changed = [layer for layer in range(len(change)) if change[layer] > 1e-6]
+    if not changed:
+        return f"Masked {names}: no layer's attention changed (the masked heads feed only the output)."
+    worst = int(change.argmax())
+    largest = float((token_result.attention - plain.attention).abs().max())
+    return (
+        f"Masked {names}: attention changes from layer {changed[0] + 1} on; largest mean change "
+        f"{float(change[worst]):.3f} (total variation) in layer {worst + 1}; largest single weight "
+        f"change {largest:.3f} (Show change draws it as a full line)."
+    )
+
+
+def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None = None) -> dict:
+    """A per-head analysis result as plain lists for the analysis view (layers × heads is small)."""
+    kind = data.attrs.get("attnscope") if hasattr(data, "attrs") else None
+    if isinstance(data, SyntaxHeads):
+        kind = "syntax_heads"
+    if kind not in ("head_stats", "head_importance", "head_distances", "syntax_heads"):
+        raise InputError(
+            "show_analysis takes what attnscope.head_stats, head_importance, head_distances or "
+            f"syntax_heads return, not {type(data).__name__}."
+        )
+
+    def grid(rows, value_column: str) -> list[float]:
+        values = [float("nan")] * (n_layers * n_heads)
+        for layer, head, value in zip(rows["layer"], rows["head"], rows[value_column]):
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise InputError(
+                    f"This analysis has head {an.head_label(layer, head)}, but the widget's model has "
+                    f"{n_layers} layers × {n_heads} heads: analyse the same model."
+                )
+            values[int(layer) * n_heads + int(head)] = None if value != value else float(value)
+        return values
+
+    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": ""}
+    if kind == "head_stats":
+        measures = [
+            {"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
+            for key, label in an.MEASURE_LABELS.items()
+            if key in set(data.measure)
+        ]
+        payload["note"] = f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."
+    elif kind == "head_importance":
+        measures = [
+            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data, "importance")},
+            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data, "raw")},
+        ]
+        payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
+    elif kind == "syntax_heads":
+        accuracy = data.accuracy
+        best = accuracy.groupby(["relation", "layer", "head"], as_index=False)["accuracy"].max()
+        counts = accuracy.groupby("relation")["count"].first().sort_values(ascending=False)
+        order = ["All"] + [r for r in counts.index if r != "All"]
+        measures = [
+            {"key": r, "label": f"{r} ({int(counts[r])} words)", "values": grid(best[best.relation == r], "accuracy")}
+            for r in order
+            if r in counts.index
+        ]
+        payload["note"] = f"Accuracy of each head's strongest attention, best direction; {data.source}."
+    else:
+        measures = []
+        frame = data.sort_values(["layer", "head"])
+        payload["points"] = [v for xy in zip(frame.x, frame.y) for v in (float(xy[0]), float(xy[1]))]
+        payload["behaviours"] = list(frame.behaviour)
+        grid(frame, "x")  # checks the shape
+        payload["note"] = "Jensen–Shannon divergence between heads, laid out by MDS (Clark et al. 2019 §6)."
+    for m in measures:
+        finite = [v for v in m["values"] if v is not None]
+        m["max"] = max(finite) if finite else 1.0
+    payload["measures"] = measures
+    keys = [m["key"] for m in measures]
+    if measure is not None and measure not in keys:
+        raise InputError(f"measure={measure!r} is not in this analysis; choose one of {keys}.")
+    payload["measure"] = measure or (keys[0] if keys else "")
+    payload["model"] = data.attrs.get("model", "") if hasattr(data, "attrs") else ""
+    return payload
 
 
 def _check_subset(name: str, chosen: list[int] | None, count: int) -> None:

@@ -1,0 +1,121 @@
+"""The analysis side of the widget: word-level toggle, rollout view, head masking, show_analysis."""
+
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope import InputError
+from attnscope import analysis as an
+from attnscope.serialize import decode
+
+from test_engine import SMALL, VOCAB
+
+TEXT = "Tokenization is unbelievable."
+CORPUS = ["The cat sat on the mat.", "Dogs bark, loudly.", "Attention is all you need."]
+
+
+@pytest.fixture
+def widget(default_model):
+    return attnscope.AttentionWidget(TEXT, model=default_model)
+
+
+def test_word_level_toggle_merges_pieces_and_back(widget):
+    assert widget.tokens[1:3] == ["token", "##ization"]
+    token_payload = decode(widget.attention)
+    widget.word_level = True
+    assert widget.tokens[1] == "tokenization" and len(widget.tokens) == 6
+    merged = an.merge_words(widget.token_result.attention[0], widget.token_result.word_groups)
+    assert torch.allclose(decode(widget.attention), merged, atol=1 / 255)
+    assert widget.token_result.tokens[1:3] == ["token", "##ization"]  # the neuron view stays per token
+    widget.word_level = False
+    assert widget.tokens[1:3] == ["token", "##ization"]
+    assert torch.equal(decode(widget.attention), token_payload)
+
+
+def test_rollout_is_sent_only_for_its_view(widget):
+    assert widget.rollout == {}
+    widget.view = "rollout"
+    sent = decode(widget.rollout)
+    assert sent.shape == (6, 7, 7) and widget.rollout["n_tokens"] == 7
+    assert torch.allclose(sent, an.rollout(widget.result.attention), atol=1 / 255)
+    widget.word_level = True  # recomputed for words
+    assert decode(widget.rollout).shape == (6, 6, 6)
+    widget.view = "head"
+    widget.update("A new sentence here.")
+    assert widget.rollout == {}
+
+
+def test_masking_reruns_summarises_and_shows_the_change(widget):
+    plain = widget.result.attention.clone()
+    widget.masked_heads = [[1, 3], [0, 0], [1, 3]]
+    assert widget.masked_heads == [[0, 0], [1, 3]]  # sorted, duplicates dropped
+    assert widget.result.masked_heads == [(0, 0), (1, 3)]
+    assert torch.equal(widget.result.attention[0], plain[0])
+    assert not torch.allclose(widget.result.attention[5], plain[5])
+    assert widget.mask_summary.startswith("Masked 1-1, 2-4: attention changes from layer 2 on")
+
+    widget.layer = 5
+    widget.show_change = True
+    change = (widget.token_result.attention - plain).abs()
+    assert torch.allclose(decode(widget.attention), change[5] / change.max(), atol=1 / 255)
+    assert decode(widget.attention).max() > 0.1  # visible lines, not a faint 1/255 residue
+
+    widget.update("Masks stay on for a new sentence.")
+    assert widget.result.masked_heads == [(0, 0), (1, 3)]
+    widget.show_change = False
+    widget.masked_heads = []
+    assert widget.mask_summary == ""
+    fresh = attnscope.AttentionWidget("Masks stay on for a new sentence.", model=widget.engine)
+    assert torch.equal(widget.result.attention, fresh.result.attention)
+
+
+def test_bad_mask_is_refused_and_the_view_is_kept(widget):
+    before = widget.attention
+    with pytest.raises(InputError, match="Cannot mask head"):
+        widget.masked_heads = [[6, 0]]
+    assert widget.masked_heads == [] and widget.attention is before
+
+
+def test_show_analysis_head_stats_and_importance(widget):
+    stats = attnscope.head_stats(widget.engine, CORPUS, progress=False)
+    widget.show_analysis(stats, measure="sep")
+    payload = widget.analysis
+    assert widget.view == "analysis" and payload["kind"] == "head_stats" and payload["measure"] == "sep"
+    sep = next(m for m in payload["measures"] if m["key"] == "sep")
+    expected = stats[stats.measure == "sep"].sort_values(["layer", "head"]).value.tolist()
+    assert sep["values"] == pytest.approx(expected) and sep["max"] == pytest.approx(max(expected))
+    with pytest.raises(InputError, match="measure='nope'"):
+        widget.show_analysis(stats, measure="nope")
+    with pytest.raises(InputError, match="show_analysis takes"):
+        widget.show_analysis(stats.to_dict())
+
+
+def test_show_analysis_refuses_another_models_table(widget, bert_tokenizer):
+    small = attnscope.load(transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL)), bert_tokenizer)
+    other = attnscope.AttentionWidget(TEXT, model=small)  # 3 layers × 4 heads
+    stats = attnscope.head_stats(widget.engine, CORPUS, progress=False)  # 6 × 12
+    with pytest.raises(InputError, match="analyse the same model"):
+        other.show_analysis(stats)
+
+
+def test_show_analysis_distances_brings_thumbnails_for_hover(widget):
+    distances = attnscope.head_distances(widget.engine, CORPUS, progress=False)
+    assert widget.thumbnails == {}
+    widget.show_analysis(distances)
+    assert len(widget.analysis["points"]) == 2 * 72 and len(widget.analysis["behaviours"]) == 72
+    assert widget.thumbnails["shape"][:2] == [6, 12]
+
+
+def test_show_analysis_syntax_heads_by_relation(widget):
+    syntax = attnscope.syntax_heads(widget.engine, CORPUS, progress=False)
+    widget.show_analysis(syntax)
+    keys = [m["key"] for m in widget.analysis["measures"]]
+    assert keys[0] == "All" and "det" in keys
+    assert "machine parses" in widget.analysis["note"]
+
+
+def test_standalone_export_falls_back_to_the_head_view(widget, tmp_path):
+    widget.view = "rollout"
+    html = widget.save_html(tmp_path / "page.html").read_text()
+    assert '"view": "head"' in html or '"view":"head"' in html
