@@ -30,9 +30,26 @@ function drawThumbnail(ctx, lines, size, color, x, y, width, height) {
   ], 1);
 }
 
+/** Dims a masked head's cell and crosses it out, so switched-off heads are seen at a glance. */
+function drawMasked(ctx, x, y) {
+  ctx.save();
+  ctx.fillStyle = "rgba(128,128,128,0.45)";
+  ctx.fillRect(x + 2, y + 2, CELL - 4, CELL - 4);
+  ctx.strokeStyle = "#d62728";
+  ctx.lineWidth = 2;
+  ctx.beginPath();
+  ctx.moveTo(x + PAD, y + PAD);
+  ctx.lineTo(x + CELL - PAD, y + CELL - PAD);
+  ctx.moveTo(x + CELL - PAD, y + PAD);
+  ctx.lineTo(x + PAD, y + CELL - PAD);
+  ctx.stroke();
+  ctx.restore();
+}
+
 /**
- * createModelView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
- * state: {thumbnails: {values, shape:[L,H,S,S]}, layers: [layer ids], heads: [head ids], nHeads}
+ * createModelView(container, {onOpenHead(layer, head), onToggleMask(layer, head)}) → {update(state), destroy()}
+ * state: {thumbnails: {values, shape:[L,H,S,S]}, layers: [layer ids], heads: [head ids], nHeads,
+ *         masked: [[layer, head]] (optional), maskMode: clicks toggle masks instead of opening}
  */
 export function createModelView(container, callbacks = {}) {
   const root = el("div", "attnscope-model-view", container);
@@ -72,16 +89,26 @@ export function createModelView(container, callbacks = {}) {
     zoom.hidden = false;
   }
 
+  const maskKey = (masked) => JSON.stringify(masked ?? []);
+
   canvas.addEventListener("mousemove", (event) => showZoom(cellAt(event)));
   canvas.addEventListener("mouseleave", () => showZoom(null));
   canvas.addEventListener("click", (event) => {
     const cell = cellAt(event);
-    if (cell) callbacks.onOpenHead?.(state.layers[cell.row], state.heads[cell.col]);
+    if (!cell) return;
+    const [layer, head] = [state.layers[cell.row], state.heads[cell.col]];
+    if (state.maskMode) callbacks.onToggleMask?.(layer, head);
+    else callbacks.onOpenHead?.(layer, head);
   });
 
   return {
     update(next) {
-      if (state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads) return; // already drawn
+      const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads
+        && maskKey(state.masked) === maskKey(next.masked);
+      hint.textContent = next.maskMode
+        ? "Click a head to switch it off (or on again); the kernel recomputes every later layer."
+        : "Hover a head to enlarge it; click to open it in the head view.";
+      if (same) { state = next; return; } // already drawn
       state = next;
       const { thumbnails, layers, heads } = next;
       const size = thumbnails.shape[2];
@@ -98,6 +125,14 @@ export function createModelView(container, callbacks = {}) {
         count += lines.length;
         if (ctx) drawThumbnail(ctx, lines, size, colors[head], col * CELL, row * CELL, CELL, CELL);
       }));
+      const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
+      let maskedCount = 0;
+      layers.forEach((layer, row) => heads.forEach((head, col) => {
+        if (!masked.has(`${layer}:${head}`)) return;
+        maskedCount += 1;
+        if (ctx) drawMasked(ctx, col * CELL, row * CELL);
+      }));
+      canvas.dataset.masked = String(maskedCount);
       canvas.dataset.lineCount = String(count);
       canvas.dataset.cells = String(layers.length * heads.length);
       zoom.hidden = true;

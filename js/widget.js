@@ -1,5 +1,7 @@
 // anywidget entry: thin glue between the synced traits (see src/attnscope/widget.py) and the views.
 import "./widget.css";
+import "./analysis_view.css";
+import { createHeadMapView, createHeadScatterView, createMatrixView } from "./analysis_view.js";
 import { decodeArray } from "./codec.js";
 import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
@@ -15,10 +17,12 @@ const FILTERS = [
   ["ab", "Sentence A → B"],
   ["ba", "Sentence B → A"],
 ];
-const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"]];
+const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"], ["rollout", "Rollout"],
+  ["analysis", "Analysis"]];
 const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
   "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
-  "neuron_head", "neuron_query", "has_queries_keys"];
+  "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
+  "rollout", "analysis"];
 
 function labelled(parent, text, control) {
   const label = el("label", "attnscope-control", parent);
@@ -50,6 +54,11 @@ function render({ model, el: host }) {
     option.value = value;
     option.textContent = text;
   }
+  const wordsBox = el("input", "attnscope-words");
+  wordsBox.type = "checkbox";
+  const wordsControl = labelled(header, "Words", wordsBox);
+  wordsControl.title = "Merge wordpieces into words: attention to a word is summed over its pieces, from a word averaged.";
+  wordsBox.addEventListener("change", () => setTraits({ word_level: wordsBox.checked }));
   const status = el("span", "attnscope-status", header);
 
   const editor = el("div", "attnscope-editor", root);
@@ -62,12 +71,34 @@ function render({ model, el: host }) {
   labelled(editor, "Sentence", inputA);
   const sentenceB = labelled(editor, "Sentence B", inputB);
 
+  // Head masking (Michel et al.): switch heads off in the model view; the kernel reruns.
+  const maskBar = el("div", "attnscope-maskbar", root);
+  const maskModeBox = el("input", "attnscope-mask-mode");
+  maskModeBox.type = "checkbox";
+  const maskModeControl = labelled(maskBar, "Click to mask heads", maskModeBox);
+  const changeBox = el("input", "attnscope-show-change");
+  changeBox.type = "checkbox";
+  const changeControl = labelled(maskBar, "Show change |A_masked − A|", changeBox);
+  const unmask = el("button", "attnscope-unmask", maskBar);
+  unmask.type = "button";
+  unmask.textContent = "Unmask all";
+  const maskSummary = el("span", "attnscope-mask-summary", maskBar);
+  let maskMode = false;
+  maskModeBox.addEventListener("change", () => { maskMode = maskModeBox.checked; schedule(); });
+  changeBox.addEventListener("change", () => setTraits({ show_change: changeBox.checked }));
+  unmask.addEventListener("click", () => setTraits({ masked_heads: [], show_change: false }));
+
   const notice = el("div", "attnscope-notice", root);
   const error = el("div", "attnscope-error", root);
   error.setAttribute("role", "alert");
   const headBody = el("div", "attnscope-body", root);
   const modelBody = el("div", "attnscope-body", root);
   const neuronBody = el("div", "attnscope-body", root);
+  const rolloutBody = el("div", "attnscope-body", root);
+  const analysisBody = el("div", "attnscope-body", root);
+  const analysisNote = el("div", "attnscope-hint", analysisBody);
+  const heatmapBox = el("div", "", analysisBody);
+  const scatterBox = el("div", "", analysisBody);
 
   let lastSentId = 0;
   let editTimer = null;
@@ -93,9 +124,19 @@ function render({ model, el: host }) {
       setTraits({ heads: heads.length === 1 && heads[0] === h ? all : [h] });
     },
   });
+  const openHead = (layer, head) => setTraits({ view: "head", layer, heads: [head] });
   const modelView = createModelView(modelBody, {
-    onOpenHead: (layer, head) => setTraits({ view: "head", layer, heads: [head] }),
+    onOpenHead: openHead,
+    onToggleMask(layer, head) {
+      const current = model.get("masked_heads") ?? [];
+      const masked = current.filter(([l, h]) => !(l === layer && h === head));
+      if (masked.length === current.length) masked.push([layer, head]);
+      setTraits({ masked_heads: masked });
+    },
   });
+  const rolloutView = createMatrixView(rolloutBody, {});
+  const heatmapView = createHeadMapView(heatmapBox, { onOpenHead: openHead });
+  const scatterView = createHeadScatterView(scatterBox, { onOpenHead: openHead });
   const neuronView = createNeuronView(neuronBody, {
     onQuery: (query) => setTraits({ neuron_query: query }),
     onHead: (head) => setTraits({ neuron_head: head }),
@@ -207,12 +248,55 @@ function render({ model, el: host }) {
     if (!payload || !payload.data) return "loading thumbnails…";
     const thumbnails = decodeTrait("thumbnails");
     if (payload.n_tokens !== tokens.length) return "loading thumbnails…";
-    modelView.update({ thumbnails, layers: payload.layers, heads: payload.heads, nHeads });
+    modelView.update({ thumbnails, layers: payload.layers, heads: payload.heads, nHeads,
+      masked: model.get("masked_heads") ?? [], maskMode });
+    return "";
+  }
+
+  function drawRollout(tokens) {
+    const payload = model.get("rollout");
+    if (!payload || !payload.data || payload.n_tokens !== tokens.length) return "loading rollout…";
+    const rollout = decodeTrait("rollout");
+    rolloutView.update({
+      title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row), through layers 1…l",
+      tokens, values: rollout.values, shape: rollout.shape, layer: rollout.shape[0] - 1,
+      layerLabel: (i) => `Rolled out through layer ${i + 1}`,
+    });
+    return "";
+  }
+
+  function drawAnalysis() {
+    const analysis = model.get("analysis");
+    if (!analysis || !analysis.kind) {
+      analysisNote.textContent = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
+      heatmapBox.hidden = scatterBox.hidden = true;
+      return "";
+    }
+    analysisNote.textContent = analysis.note;
+    const isScatter = analysis.kind === "head_distances";
+    heatmapBox.hidden = isScatter;
+    scatterBox.hidden = !isScatter;
+    const nLayers = analysis.n_layers;
+    const nHeads = analysis.n_heads;
+    if (isScatter) {
+      const thumbs = model.get("thumbnails");
+      const complete = thumbs?.data && thumbs.layers.length === nLayers && thumbs.heads.length === nHeads;
+      scatterView.update({ nLayers, nHeads, points: Float32Array.from(analysis.points),
+        behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decodeTrait("thumbnails") : null });
+    } else {
+      const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
+        values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
+      heatmapView.update({ nLayers, nHeads, measures, measure: analysis.measure });
+    }
     return "";
   }
 
   function drawNeuron(tokens, nHeads) {
     const base = { tokens, nHeads, head: model.get("neuron_head"), query: model.get("neuron_query") };
+    if (model.get("word_level")) {
+      neuronView.update({ ...base, data: null, message: "The neuron view is per token: switch off Words to see it." });
+      return "";
+    }
     if (!model.get("has_queries_keys")) {
       neuronView.update({ ...base, data: null, message: "This model's queries and keys could not be captured." });
       return "";
@@ -264,8 +348,23 @@ function render({ model, el: host }) {
     headBody.hidden = view !== "head";
     modelBody.hidden = view !== "model";
     neuronBody.hidden = view !== "neuron";
+    rolloutBody.hidden = view !== "rollout";
+    analysisBody.hidden = view !== "analysis";
+    for (const tab of tabs.children) {
+      if (tab.dataset.view === "analysis") tab.hidden = !model.get("analysis")?.kind;
+    }
     filterControl.hidden = sentenceBStart === null || view !== "head";
-    layerControl.hidden = view === "model";
+    layerControl.hidden = view === "model" || view === "analysis" || view === "rollout";
+    wordsBox.checked = Boolean(model.get("word_level"));
+    wordsControl.hidden = view === "analysis";
+    const masked = model.get("masked_heads") ?? [];
+    maskBar.hidden = !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
+    maskModeBox.checked = maskMode;
+    maskModeControl.hidden = view !== "model";
+    changeBox.checked = Boolean(model.get("show_change"));
+    changeControl.hidden = masked.length === 0;
+    unmask.hidden = masked.length === 0;
+    maskSummary.textContent = model.get("mask_summary") ?? "";
 
     const computing = editTimer !== null || lastSentId > model.get("result_id");
     if (computing) {
@@ -276,6 +375,8 @@ function render({ model, el: host }) {
     try {
       if (view === "model") status.textContent = drawModel(tokens, nHeads);
       else if (view === "neuron") status.textContent = drawNeuron(tokens, nHeads);
+      else if (view === "rollout") status.textContent = drawRollout(tokens);
+      else if (view === "analysis") status.textContent = drawAnalysis();
       else status.textContent = drawHead(tokens, nHeads, layer, sentenceBStart);
     } catch (err) {
       status.textContent = "";
@@ -301,6 +402,9 @@ function render({ model, el: host }) {
     headView.destroy();
     modelView.destroy();
     neuronView.destroy();
+    rolloutView.destroy();
+    heatmapView.destroy();
+    scatterView.destroy();
     root.remove();
   };
 }

@@ -1,0 +1,360 @@
+// Analysis views: layer × head heatmaps (head statistics, importance, syntax accuracy), the head
+// clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
+// They take plain data; heads are labelled as the papers do, 1-based "layer-head".
+import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
+import { el, sizeCanvas } from "./dom.js";
+
+export const HEATMAP_CELL = 28;
+const SCATTER_SIZE = 420;
+const POINT_RADIUS = 5;
+const MATRIX_CELL_MAX = 28;
+const MATRIX_SIZE = 460;
+
+export const BEHAVIOUR_COLORS = {
+  broad: "#1f77b4",
+  "previous token": "#ff7f0e",
+  "next token": "#2ca02c",
+  "[CLS]": "#d62728",
+  "[SEP]": "#9467bd",
+  punctuation: "#8c564b",
+  other: "#9e9e9e",
+};
+
+/** "8-10" for layer 7, head 9 (0-based in, 1-based out, as in Clark et al.). */
+export function headLabel(layer, head) {
+  return `${layer + 1}-${head + 1}`;
+}
+
+/** The cell under canvas coordinates (x, y), or null outside the grid. */
+export function cellAt(x, y, cellSize, nLayers, nHeads) {
+  const head = Math.floor(x / cellSize);
+  const layer = Math.floor(y / cellSize);
+  if (x < 0 || y < 0 || layer >= nLayers || head >= nHeads) return null;
+  return { layer, head };
+}
+
+function format(value, digits) {
+  return Number.isFinite(value) ? value.toFixed(digits) : "n/a";
+}
+
+function pointerIn(canvas, event) {
+  const rect = canvas.getBoundingClientRect();
+  return [event.clientX - rect.left, event.clientY - rect.top];
+}
+
+function placeTooltip(tooltip, x, y) {
+  tooltip.style.left = `${x + 14}px`;
+  tooltip.style.top = `${y + 14}px`;
+  tooltip.hidden = false;
+}
+
+/**
+ * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?}], measure}
+ */
+export function createHeadMapView(container, callbacks = {}) {
+  const root = el("div", "attnscope-headmap-view", container);
+  const select = el("select", "attnscope-measure", root);
+  select.setAttribute("aria-label", "Measure");
+  const grid = el("div", "attnscope-headmap-grid", root);
+  const columnLabels = el("div", "attnscope-headmap-columns", grid);
+  const rowLabels = el("div", "attnscope-headmap-rows", grid);
+  const canvas = el("canvas", "attnscope-headmap", grid);
+  const legend = el("div", "attnscope-legend", root);
+  const tooltip = el("div", "attnscope-tooltip", root);
+  tooltip.hidden = true;
+  let state = null;
+  let chosen = null;
+
+  const current = () => state.measures.find((m) => m.key === chosen) ?? state.measures[0];
+  const maxOf = (m) => m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite));
+
+  function draw() {
+    const measure = current();
+    if (!measure) return;
+    const { nLayers, nHeads } = state;
+    const max = Math.max(maxOf(measure), 1e-9);
+    const ctx = sizeCanvas(canvas, nHeads * HEATMAP_CELL, nLayers * HEATMAP_CELL);
+    if (ctx) {
+      for (let layer = 0; layer < nLayers; layer++) {
+        for (let head = 0; head < nHeads; head++) {
+          const value = measure.values[layer * nHeads + head];
+          ctx.fillStyle = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
+          ctx.fillRect(head * HEATMAP_CELL, layer * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1);
+        }
+      }
+    }
+    canvas.dataset.cells = String(nLayers * nHeads);
+    canvas.dataset.measure = measure.key;
+    select.value = measure.key;
+    legend.replaceChildren();
+    el("span", "", legend).textContent = "0";
+    const bar = el("span", "attnscope-legend-bar", legend);
+    bar.style.background = `linear-gradient(to right, ${[0, 0.25, 0.5, 0.75, 1].map((t) => interpolateViridis(t)).join(",")})`;
+    el("span", "", legend).textContent = format(max, 2);
+  }
+
+  select.addEventListener("change", () => { chosen = select.value; draw(); });
+  canvas.addEventListener("mousemove", (event) => {
+    if (!state) return;
+    const [x, y] = pointerIn(canvas, event);
+    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
+    if (!cell) { tooltip.hidden = true; return; }
+    const measure = current();
+    const value = measure.values[cell.layer * state.nHeads + cell.head];
+    tooltip.textContent = `${headLabel(cell.layer, cell.head)} · ${measure.label}: ${format(value, 3)}`;
+    placeTooltip(tooltip, x, y);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("click", (event) => {
+    if (!state) return;
+    const [x, y] = pointerIn(canvas, event);
+    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
+    if (cell) callbacks.onOpenHead?.(cell.layer, cell.head);
+  });
+
+  return {
+    update(next) {
+      if (state === next) return;
+      const keys = next.measures.map((m) => m.key);
+      const sameMeasures = state && state.measures.length === keys.length && state.measures.every((m, i) => m.key === keys[i]);
+      if (!sameMeasures || !keys.includes(chosen)) chosen = keys.includes(next.measure) ? next.measure : keys[0];
+      if (state?.measure !== next.measure && keys.includes(next.measure) && sameMeasures) chosen = next.measure;
+      state = next;
+      select.replaceChildren();
+      for (const m of next.measures) {
+        const option = el("option", "", select);
+        option.value = m.key;
+        option.textContent = m.label;
+      }
+      columnLabels.replaceChildren();
+      for (let h = 0; h < next.nHeads; h++) el("span", "", columnLabels).textContent = String(h + 1);
+      rowLabels.replaceChildren();
+      for (let l = 0; l < next.nLayers; l++) el("span", "", rowLabels).textContent = `Layer ${l + 1}`;
+      draw();
+    },
+    destroy() { root.remove(); },
+  };
+}
+
+/** Points (x, y pairs) fitted into width × height with padding, keeping the aspect ratio. */
+export function fitPoints(points, width, height, pad) {
+  const n = Math.floor(points.length / 2);
+  let [minX, maxX, minY, maxY] = [Infinity, -Infinity, Infinity, -Infinity];
+  for (let i = 0; i < n; i++) {
+    minX = Math.min(minX, points[2 * i]); maxX = Math.max(maxX, points[2 * i]);
+    minY = Math.min(minY, points[2 * i + 1]); maxY = Math.max(maxY, points[2 * i + 1]);
+  }
+  const span = Math.max(maxX - minX, maxY - minY);
+  const scale = span > 0 ? Math.min(width - 2 * pad, height - 2 * pad) / span : 0; // all equal: centre them
+  const out = new Float32Array(2 * n);
+  for (let i = 0; i < n; i++) {
+    out[2 * i] = width / 2 + (points[2 * i] - (minX + maxX) / 2) * scale;
+    out[2 * i + 1] = height / 2 + (points[2 * i + 1] - (minY + maxY) / 2) * scale;
+  }
+  return out;
+}
+
+/** Index of the screen point nearest to (px, py) within radius, or -1. */
+export function nearestPoint(px, py, screenPoints, radius) {
+  let best = -1;
+  let bestDistance = radius * radius;
+  for (let i = 0; i < screenPoints.length / 2; i++) {
+    const dx = screenPoints[2 * i] - px;
+    const dy = screenPoints[2 * i + 1] - py;
+    const d = dx * dx + dy * dy;
+    if (d <= bestDistance) { best = i; bestDistance = d; }
+  }
+  return best;
+}
+
+function drawMap(canvas, values, shape, layer, head, size) {
+  const [, nHeads, s] = shape;
+  const ctx = sizeCanvas(canvas, size, size);
+  if (!ctx) return;
+  const base = (layer * nHeads + head) * s * s;
+  const cell = size / s;
+  for (let row = 0; row < s; row++) {
+    for (let col = 0; col < s; col++) {
+      ctx.fillStyle = interpolateBlues(values[base + row * s + col]);
+      ctx.fillRect(col * cell, row * cell, Math.ceil(cell), Math.ceil(cell));
+    }
+  }
+}
+
+/**
+ * createHeadScatterView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * state: {nLayers, nHeads, points: Float32Array(L·H·2), behaviours: [string] | null,
+ *         colorBy: "layer" | "behaviour", thumbnails: {values, shape: [L, H, S, S]} | null}
+ */
+export function createHeadScatterView(container, callbacks = {}) {
+  const root = el("div", "attnscope-scatter-view", container);
+  const select = el("select", "attnscope-color-by", root);
+  select.setAttribute("aria-label", "Colour by");
+  for (const [value, text] of [["behaviour", "Colour by behaviour"], ["layer", "Colour by layer"]]) {
+    const option = el("option", "", select);
+    option.value = value;
+    option.textContent = text;
+  }
+  const canvas = el("canvas", "attnscope-scatter", root);
+  const legend = el("div", "attnscope-legend", root);
+  const tooltip = el("div", "attnscope-tooltip", root);
+  const tooltipText = el("div", "", tooltip);
+  const tooltipMap = el("canvas", "attnscope-tooltip-map", tooltip);
+  tooltip.hidden = true;
+  let state = null;
+  let colorBy = null;
+  let screen = new Float32Array(0);
+
+  function colorOf(index) {
+    const layer = Math.floor(index / state.nHeads);
+    if (colorBy === "behaviour" && state.behaviours) return BEHAVIOUR_COLORS[state.behaviours[index]] ?? BEHAVIOUR_COLORS.other;
+    return interpolateViridis(state.nLayers > 1 ? layer / (state.nLayers - 1) : 0.5);
+  }
+
+  function draw() {
+    const ctx = sizeCanvas(canvas, SCATTER_SIZE, SCATTER_SIZE);
+    screen = fitPoints(state.points, SCATTER_SIZE, SCATTER_SIZE, 16);
+    const count = screen.length / 2;
+    if (ctx) {
+      for (let i = 0; i < count; i++) {
+        ctx.fillStyle = colorOf(i);
+        ctx.beginPath();
+        ctx.arc(screen[2 * i], screen[2 * i + 1], POINT_RADIUS, 0, 2 * Math.PI);
+        ctx.fill();
+      }
+    }
+    canvas.dataset.points = String(count);
+    canvas.dataset.colorBy = colorBy;
+    select.value = colorBy;
+    legend.replaceChildren();
+    const entries = colorBy === "behaviour" && state.behaviours
+      ? Object.entries(BEHAVIOUR_COLORS).filter(([name]) => state.behaviours.includes(name))
+      : Array.from({ length: state.nLayers }, (_, l) => [`Layer ${l + 1}`, interpolateViridis(state.nLayers > 1 ? l / (state.nLayers - 1) : 0.5)]);
+    for (const [name, color] of entries) {
+      const item = el("span", "attnscope-legend-item", legend);
+      el("span", "attnscope-legend-swatch", item).style.background = color;
+      el("span", "", item).textContent = name;
+    }
+  }
+
+  function pointUnder(event) {
+    const [x, y] = pointerIn(canvas, event);
+    return { index: nearestPoint(x, y, screen, POINT_RADIUS + 3), x, y };
+  }
+
+  select.addEventListener("change", () => { colorBy = select.value; draw(); });
+  canvas.addEventListener("mousemove", (event) => {
+    if (!state) return;
+    const { index, x, y } = pointUnder(event);
+    if (index < 0) { tooltip.hidden = true; return; }
+    const layer = Math.floor(index / state.nHeads);
+    const head = index % state.nHeads;
+    const behaviour = state.behaviours ? ` · ${state.behaviours[index]}` : "";
+    tooltipText.textContent = `${headLabel(layer, head)}${behaviour}`;
+    tooltipMap.hidden = !state.thumbnails;
+    if (state.thumbnails) drawMap(tooltipMap, state.thumbnails.values, state.thumbnails.shape, layer, head, 96);
+    placeTooltip(tooltip, x, y);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("click", (event) => {
+    if (!state) return;
+    const { index } = pointUnder(event);
+    if (index >= 0) callbacks.onOpenHead?.(Math.floor(index / state.nHeads), index % state.nHeads);
+  });
+
+  return {
+    update(next) {
+      if (state === next) return;
+      state = next;
+      if (colorBy === null || (colorBy === "behaviour" && !next.behaviours)) colorBy = next.behaviours ? next.colorBy ?? "behaviour" : "layer";
+      select.options[0].disabled = !next.behaviours;
+      draw();
+    },
+    destroy() { root.remove(); },
+  };
+}
+
+/**
+ * createMatrixView(container) → {update(state), destroy()}: one token × token matrix per layer.
+ * state: {title, tokens, values: Float32Array(L·n·n), shape: [L, n, n], layer, layerLabel?}
+ * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
+ */
+export function createMatrixView(container) {
+  const root = el("div", "attnscope-matrix-view", container);
+  const title = el("div", "attnscope-matrix-title", root);
+  const select = el("select", "attnscope-matrix-layer", root);
+  select.setAttribute("aria-label", "Layer");
+  const grid = el("div", "attnscope-matrix-grid", root);
+  const topLabels = el("div", "attnscope-matrix-top", grid);
+  const leftLabels = el("div", "attnscope-matrix-left", grid);
+  const canvas = el("canvas", "attnscope-matrix", grid);
+  const tooltip = el("div", "attnscope-tooltip", root);
+  tooltip.hidden = true;
+  let state = null;
+  let layer = null;
+  let cell = MATRIX_CELL_MAX;
+
+  function draw() {
+    const [, n] = state.shape;
+    cell = Math.max(4, Math.min(MATRIX_CELL_MAX, Math.floor(MATRIX_SIZE / Math.max(n, 1))));
+    const base = layer * n * n;
+    let max = 1e-9;
+    for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
+    const ctx = sizeCanvas(canvas, n * cell, n * cell);
+    if (ctx) {
+      for (let row = 0; row < n; row++) {
+        for (let col = 0; col < n; col++) {
+          ctx.fillStyle = interpolateBlues(state.values[base + row * n + col] / max);
+          ctx.fillRect(col * cell, row * cell, cell, cell);
+        }
+      }
+    }
+    for (const labels of [topLabels, leftLabels]) {
+      labels.replaceChildren();
+      for (const token of state.tokens) {
+        const label = el("span", "", labels);
+        label.textContent = token;
+        label.style[labels === topLabels ? "width" : "height"] = `${cell}px`;
+      }
+    }
+    canvas.dataset.n = String(n);
+    canvas.dataset.layer = String(layer);
+    select.value = String(layer);
+  }
+
+  select.addEventListener("change", () => { layer = Number(select.value); draw(); });
+  canvas.addEventListener("mousemove", (event) => {
+    if (!state) return;
+    const [x, y] = pointerIn(canvas, event);
+    const [, n] = state.shape;
+    const hit = cellAt(x, y, cell, n, n);
+    if (!hit) { tooltip.hidden = true; return; }
+    const value = state.values[layer * n * n + hit.layer * n + hit.head];
+    tooltip.textContent = `${state.tokens[hit.layer]} → ${state.tokens[hit.head]}: ${format(value, 3)}`;
+    placeTooltip(tooltip, x, y);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+
+  return {
+    update(next) {
+      if (state === next) return;
+      const [nLayers] = next.shape;
+      const label = next.layerLabel ?? ((i) => `Layer ${i + 1}`);
+      if (select.options.length !== nLayers) {
+        select.replaceChildren();
+        for (let i = 0; i < nLayers; i++) {
+          const option = el("option", "", select);
+          option.value = String(i);
+          option.textContent = label(i);
+        }
+      }
+      // The view's own choice wins once made; a new shape falls back to the given layer.
+      if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);
+      title.textContent = next.title;
+      state = next;
+      draw();
+    },
+    destroy() { root.remove(); },
+  };
+}

@@ -1,0 +1,137 @@
+// @vitest-environment jsdom
+import { expect, it, vi } from "vitest";
+import {
+  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, headLabel, HEATMAP_CELL, nearestPoint,
+} from "./analysis_view.js";
+import { createModelView } from "./model_view.js";
+
+HTMLCanvasElement.prototype.getContext = () => null;
+
+const move = (target, x, y, type = "mousemove") => target.dispatchEvent(new MouseEvent(type, { clientX: x, clientY: y, bubbles: true }));
+
+// 2 layers × 3 heads.
+const measures = [
+  { key: "sep", label: "Attention to [SEP]", values: Float32Array.from([0.1, 0.2, 0.3, 0.4, 0.5, NaN]) },
+  { key: "cls", label: "Attention to [CLS]", values: Float32Array.from([0.9, 0.8, 0.7, 0.6, 0.5, 0.4]) },
+];
+
+it("names heads as the papers do, 1-based", () => {
+  expect(headLabel(7, 9)).toBe("8-10");
+  expect(headLabel(0, 0)).toBe("1-1");
+});
+
+it("finds the cell under the pointer, including the last one, and nothing outside", () => {
+  expect(cellAt(0, 0, 28, 2, 3)).toEqual({ layer: 0, head: 0 });
+  expect(cellAt(83, 55, 28, 2, 3)).toEqual({ layer: 1, head: 2 });
+  expect(cellAt(84, 10, 28, 2, 3)).toBeNull();
+  expect(cellAt(10, 56, 28, 2, 3)).toBeNull();
+  expect(cellAt(-1, 10, 28, 2, 3)).toBeNull();
+});
+
+it("heatmap: lists the measures, switches between them, shows values and opens heads", () => {
+  const container = document.createElement("div");
+  const onOpenHead = vi.fn();
+  const view = createHeadMapView(container, { onOpenHead });
+  view.update({ nLayers: 2, nHeads: 3, measures, measure: "sep" });
+  const select = container.querySelector("select.attnscope-measure");
+  const canvas = container.querySelector("canvas.attnscope-headmap");
+  expect([...select.options].map((o) => o.textContent)).toEqual(["Attention to [SEP]", "Attention to [CLS]"]);
+  expect(canvas.dataset.cells).toBe("6");
+  expect(canvas.dataset.measure).toBe("sep");
+  expect([...container.querySelectorAll(".attnscope-headmap-rows span")].map((s) => s.textContent)).toEqual(["Layer 1", "Layer 2"]);
+
+  move(canvas, HEATMAP_CELL * 2 + 3, HEATMAP_CELL + 3); // layer 1, head 2: NaN
+  const tooltip = container.querySelector(".attnscope-tooltip");
+  expect(tooltip.hidden).toBe(false);
+  expect(tooltip.textContent).toBe("2-3 · Attention to [SEP]: n/a");
+  move(canvas, HEATMAP_CELL + 3, 3);
+  expect(tooltip.textContent).toBe("1-2 · Attention to [SEP]: 0.200");
+
+  select.value = "cls";
+  select.dispatchEvent(new Event("change"));
+  expect(canvas.dataset.measure).toBe("cls");
+  move(canvas, HEATMAP_CELL + 3, 3);
+  expect(tooltip.textContent).toBe("1-2 · Attention to [CLS]: 0.800");
+  // A kernel update with the same measures keeps the user's choice.
+  view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "sep" });
+  expect(canvas.dataset.measure).toBe("cls");
+
+  move(canvas, 3, HEATMAP_CELL + 3, "click");
+  expect(onOpenHead).toHaveBeenCalledWith(1, 0);
+  move(canvas, 0, 0, "mouseleave");
+  expect(tooltip.hidden).toBe(true);
+});
+
+it("fits points into the canvas and survives identical points", () => {
+  const fitted = fitPoints(Float32Array.from([0, 0, 10, 0, 0, 5]), 100, 100, 10);
+  expect(Math.min(...fitted)).toBeGreaterThanOrEqual(10);
+  expect(Math.max(...fitted)).toBeLessThanOrEqual(90);
+  expect(fitted[2] - fitted[0]).toBeCloseTo(80); // the widest span fills the padded width
+  const same = fitPoints(Float32Array.from([3, 3, 3, 3]), 100, 100, 10);
+  expect([...same]).toEqual([50, 50, 50, 50]);
+  expect(nearestPoint(52, 50, Float32Array.from([10, 10, 50, 50]), 8)).toBe(1);
+  expect(nearestPoint(70, 70, Float32Array.from([10, 10, 50, 50]), 8)).toBe(-1);
+});
+
+it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
+  const container = document.createElement("div");
+  const onOpenHead = vi.fn();
+  const view = createHeadScatterView(container, { onOpenHead });
+  // 1 layer × 2 heads, far apart; thumbnails 1 × 2 × 2 × 2.
+  const thumbnails = { values: new Float32Array(8).fill(0.5), shape: [1, 2, 2, 2] };
+  view.update({ nLayers: 1, nHeads: 2, points: Float32Array.from([0, 0, 1, 0]), behaviours: ["[SEP]", "broad"], colorBy: "behaviour", thumbnails });
+  const canvas = container.querySelector("canvas.attnscope-scatter");
+  expect(canvas.dataset.points).toBe("2");
+  expect(canvas.dataset.colorBy).toBe("behaviour");
+  expect([...container.querySelectorAll(".attnscope-legend-item")].map((i) => i.textContent)).toEqual(["broad", "[SEP]"]);
+  const screen = fitPoints(Float32Array.from([0, 0, 1, 0]), 420, 420, 16);
+  move(canvas, screen[2] + 1, screen[3]);
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("1-2 · broad");
+  expect(container.querySelector(".attnscope-tooltip-map").hidden).toBe(false);
+  move(canvas, screen[0], screen[1] + 2, "click");
+  expect(onOpenHead).toHaveBeenCalledWith(0, 0);
+  const select = container.querySelector("select.attnscope-color-by");
+  select.value = "layer";
+  select.dispatchEvent(new Event("change"));
+  expect(canvas.dataset.colorBy).toBe("layer");
+  expect(container.querySelector(".attnscope-legend-item").textContent).toBe("Layer 1");
+});
+
+it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
+  const container = document.createElement("div");
+  const view = createMatrixView(container);
+  const tokens = ["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"];
+  const values = new Float32Array(2 * 9).map((_, i) => (i % 4 === 0 ? 1 : 0.1));
+  view.update({ title: "Rollout", tokens, values, shape: [2, 3, 3], layer: 1 });
+  const canvas = container.querySelector("canvas.attnscope-matrix");
+  expect(canvas.dataset.n).toBe("3");
+  expect(canvas.dataset.layer).toBe("1");
+  expect(container.querySelector("img")).toBeNull();
+  expect([...container.querySelectorAll(".attnscope-matrix-left span")].map((s) => s.textContent)).toEqual(tokens);
+  move(canvas, 28 + 2, 2); // row 0 ([CLS]) → column 1
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("[CLS] → <img src=x onerror=alert(1)>: 0.100");
+  const select = container.querySelector("select.attnscope-matrix-layer");
+  select.value = "0";
+  select.dispatchEvent(new Event("change"));
+  expect(canvas.dataset.layer).toBe("0");
+  view.update({ title: "Rollout", tokens, values: values.slice(), shape: [2, 3, 3], layer: 1 });
+  expect(canvas.dataset.layer).toBe("0");
+});
+
+it("model view: masked heads are counted, and clicks toggle masks in mask mode", () => {
+  const container = document.createElement("div");
+  const onOpenHead = vi.fn();
+  const onToggleMask = vi.fn();
+  const view = createModelView(container, { onOpenHead, onToggleMask });
+  const thumbnails = { shape: [1, 2, 2, 2], values: new Float32Array(8).fill(0.5) };
+  view.update({ thumbnails, layers: [0], heads: [0, 1], nHeads: 2, masked: [[0, 1]], maskMode: false });
+  const canvas = container.querySelector("canvas");
+  expect(canvas.dataset.masked).toBe("1");
+  move(canvas, 84 + 5, 5, "click");
+  expect(onOpenHead).toHaveBeenCalledWith(0, 1);
+  view.update({ thumbnails, layers: [0], heads: [0, 1], nHeads: 2, masked: [], maskMode: true });
+  expect(canvas.dataset.masked).toBe("0");
+  move(canvas, 5, 5, "click");
+  expect(onToggleMask).toHaveBeenCalledWith(0, 0);
+  expect(onOpenHead).toHaveBeenCalledTimes(1);
+});

@@ -1,0 +1,112 @@
+"""The analysis views of the built bundle in headless chromium, fed the real widget's state."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+import attnscope
+
+from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+CORPUS = ["The cat sat on the mat.", "Dogs bark, loudly, at night.", "Attention is all you need."]
+SYNCED = [
+    "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
+    "sentence_filter", "theme", "text", "text_b", "result_id", "request", "notice", "error", "view", "thumbnails",
+    "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
+    "rollout", "analysis",
+]
+
+
+def wire(value):
+    """Widget trait values as JSON, bytes as base64 (the harness turns them into DataViews)."""
+    if isinstance(value, bytes):
+        return {"__bytes__": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [wire(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def open_widget(watched_page, server):  # noqa: F811
+    def open_(widget):
+        page = watched_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{server}/tests/browser/harness.html")
+        page.wait_for_function("window.harnessReady === true")
+        state = {name: wire(getattr(widget, name)) for name in SYNCED}
+        assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
+        return page
+
+    return open_
+
+
+def saved(page) -> dict:
+    return page.evaluate("() => window.attnscopeHarness.model.saved.at(-1)")
+
+
+def test_rollout_view_draws_a_token_matrix(open_widget, default_model):
+    widget = attnscope.AttentionWidget("The <b>keeper</b> climbed.", model=default_model, view="rollout")
+    page = open_widget(widget)
+    page.wait_for_function(f"document.querySelector('canvas.attnscope-matrix')?.dataset.n === '{len(widget.tokens)}'")
+    assert page.eval_on_selector("canvas.attnscope-matrix", "c => c.dataset.layer") == "5"  # the last layer first
+    labels = page.eval_on_selector_all(".attnscope-matrix-left span", "s => s.map(x => x.textContent)")
+    assert labels == widget.tokens and page.query_selector(".attnscope-matrix-view b") is None
+    assert page.problems == []
+
+
+def test_head_stats_heatmap_opens_a_head(open_widget, default_model):
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    widget.show_analysis(attnscope.head_stats(default_model, CORPUS, progress=False), measure="cls")
+    page = open_widget(widget)
+    page.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
+    assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == "cls"
+    box = page.query_selector("canvas.attnscope-headmap").bounding_box()
+    page.mouse.move(box["x"] + 28 * 4 + 5, box["y"] + 28 * 2 + 5)  # layer 3, head 5 (1-based)
+    tooltip = page.inner_text(".attnscope-headmap-view .attnscope-tooltip")
+    assert tooltip.startswith("3-5 · Attention to [CLS]: ")
+    page.mouse.click(box["x"] + 28 * 4 + 5, box["y"] + 28 * 2 + 5)
+    state = saved(page)
+    assert (state["view"], state["layer"], state["heads"]) == ("head", 2, [4])
+    assert page.problems == []
+
+
+def test_distance_scatter_hovers_with_a_map(open_widget, default_model):
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    widget.show_analysis(attnscope.head_distances(default_model, CORPUS, progress=False))
+    page = open_widget(widget)
+    page.wait_for_function("document.querySelector('canvas.attnscope-scatter')?.dataset.points === '72'")
+    # Find a drawn point by scanning for a pixel that is not background, then hover it.
+    box = page.query_selector("canvas.attnscope-scatter").bounding_box()
+    hit = page.evaluate(
+        """() => { const c = document.querySelector('canvas.attnscope-scatter');
+            const ctx = c.getContext('2d'); const r = window.devicePixelRatio || 1;
+            const data = ctx.getImageData(0, 0, c.width, c.height).data;
+            for (let i = 0; i < data.length; i += 4) if (data[i + 3] > 200) {
+              const p = i / 4; return [(p % c.width) / r, Math.floor(p / c.width) / r]; }
+            return null; }"""
+    )
+    assert hit is not None
+    page.mouse.move(box["x"] + hit[0] + 1, box["y"] + hit[1] + 3)
+    tooltip = page.query_selector(".attnscope-scatter-view .attnscope-tooltip")
+    assert tooltip.is_visible()
+    assert page.eval_on_selector(".attnscope-tooltip-map", "c => c.width") > 0
+    assert page.problems == []
+
+
+def test_words_box_and_mask_mode_send_their_traits(open_widget, default_model):
+    widget = attnscope.AttentionWidget("Tokenization is unbelievable.", model=default_model, view="model")
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) === 72")
+    page.check("input.attnscope-words")
+    assert saved(page)["word_level"] is True
+    page.check("input.attnscope-mask-mode")
+    box = page.query_selector("canvas.attnscope-thumbnails").bounding_box()
+    page.mouse.click(box["x"] + 84 * 3 + 10, box["y"] + 84 * 1 + 10)
+    state = saved(page)
+    assert state["masked_heads"] == [[1, 3]] and state["view"] == "model"
+    assert page.problems == []
