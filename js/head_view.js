@@ -115,9 +115,9 @@ export function createHeadView(container, callbacks = {}) {
         const swatch = el("button", "attnscope-swatch", swatchRow);
         swatch.type = "button";
         swatch.dataset.head = String(h);
-        swatch.textContent = String(h);
+        swatch.textContent = String(h + 1); // 1-based, as the papers name heads
         swatch.style.setProperty("--head-color", colors[h]);
-        swatch.title = `Head ${h}: click to toggle, double-click to show it alone`;
+        swatch.title = `Head ${h + 1}: click to toggle, double-click to show it alone`;
         // A double-click also fires two clicks; wait briefly so it does not toggle twice first.
         let clickTimer = null;
         swatch.addEventListener("click", () => {

@@ -80,7 +80,7 @@ export function createModelView(container, callbacks = {}) {
     const { row, col } = cell;
     const size = state.thumbnails.shape[2];
     const colors = headColors(state.nHeads);
-    zoomTitle.textContent = `Layer ${state.layers[row]}, head ${state.heads[col]}`;
+    zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${state.heads[col] + 1}`;
     const ctx = sizeCanvas(zoomCanvas, CELL * ZOOM, CELL * ZOOM);
     if (ctx) drawThumbnail(ctx, lineCache[row][col], size, colors[state.heads[col]], 0, 0, CELL * ZOOM, CELL * ZOOM);
     // Beside the hovered cell, kept inside the view.
@@ -114,9 +114,9 @@ export function createModelView(container, callbacks = {}) {
       const size = thumbnails.shape[2];
       const colors = headColors(next.nHeads);
       headLabels.replaceChildren();
-      for (const h of heads) el("span", "", headLabels).textContent = `Head ${h}`;
+      for (const h of heads) el("span", "", headLabels).textContent = `Head ${h + 1}`;
       layerLabels.replaceChildren();
-      for (const l of layers) el("span", "", layerLabels).textContent = `Layer ${l}`;
+      for (const l of layers) el("span", "", layerLabels).textContent = `Layer ${l + 1}`;
       const ctx = sizeCanvas(canvas, heads.length * CELL, layers.length * CELL);
       lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
       let count = 0;

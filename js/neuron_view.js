@@ -111,7 +111,7 @@ export function createNeuronView(container, callbacks = {}) {
         for (let h = 0; h < next.nHeads; h++) {
           const option = el("option", "", headSelect);
           option.value = String(h);
-          option.textContent = String(h);
+          option.textContent = String(h + 1);
         }
       }
       headSelect.value = String(next.head);

@@ -34,7 +34,7 @@ function toHalfView(values) {
 export function neuronAnswer(stored, request) {
   const { layer, head, query } = request;
   const slot = stored.layers.indexOf(layer);
-  if (slot < 0) return { error: `Layer ${layer} is not in this saved page (it holds layers ${stored.layers.join(", ")}).` };
+  if (slot < 0) return { error: `Layer ${layer + 1} is not in this saved page (it holds layers ${stored.layers.map((l) => l + 1).join(", ")}).` };
   const [, nHeads, n, d] = stored.shape;
   const at = (arr, t, k) => halfToFloat(arr.getUint16(2 * (((slot * nHeads + head) * n + t) * d + k), true));
   const q = Float32Array.from({ length: d }, (_, k) => at(stored.queries, query, k));
@@ -83,7 +83,7 @@ export function createStaticModel(data) {
         if (name === "layer") {
           const i = data.attention.layers.indexOf(state.layer);
           if (i >= 0) { state.attention = attention[i]; emit("change:attention"); }
-          else { state.error = `Layer ${state.layer} is not in this saved page.`; emit("change:error"); }
+          else { state.error = `Layer ${state.layer + 1} is not in this saved page.`; emit("change:error"); }
         }
         if (name === "request") {
           state.error = "This is a saved page: editing the sentence needs a running notebook kernel.";

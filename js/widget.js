@@ -258,7 +258,7 @@ function render({ model, el: host }) {
     if (!payload || !payload.data || payload.n_tokens !== tokens.length) return "loading rollout…";
     const rollout = decodeTrait("rollout");
     rolloutView.update({
-      title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row), through layers 1…l",
+      title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
       tokens, values: rollout.values, shape: rollout.shape, layer: rollout.shape[0] - 1,
       layerLabel: (i) => `Rolled out through layer ${i + 1}`,
     });
@@ -326,7 +326,7 @@ function render({ model, el: host }) {
       for (let l = 0; l < nLayers; l++) {
         const option = el("option", "", layerSelect);
         option.value = String(l);
-        option.textContent = String(l);
+        option.textContent = String(l + 1); // shown 1-based as in the papers; the trait is 0-based
       }
     }
     layerSelect.value = String(layer);

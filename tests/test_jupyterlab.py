@@ -142,7 +142,7 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_head_view.png"))  # for a person to look at
 
     # Another layer redraws with that layer's data.
-    widget.locator("select").first.select_option("5")
+    widget.locator("select").first.select_option(index=5)
     page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle())
 
     # Editing the sentence recomputes in the kernel: the new words appear as tokens.
@@ -158,6 +158,22 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
         arg=widget.element_handle(), timeout=60_000,
     )
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_model_view.png"))
+    # Head masking round trip: mask mode, click head 1-1, the kernel reruns and says what changed.
+    widget.locator("input.attnscope-mask-mode").check()
+    box = widget.locator("canvas.attnscope-thumbnails").bounding_box()
+    page.mouse.click(box["x"] + 10, box["y"] + 10)
+    widget.get_by_text("Masked 1-1: attention changes", exact=False).wait_for(timeout=60_000)
+    widget.get_by_role("button", name="Unmask all").click()
+    page.wait_for_function(
+        "w => w.querySelector('.attnscope-mask-summary').textContent === ''", arg=widget.element_handle(), timeout=60_000
+    )
+    widget.locator("input.attnscope-mask-mode").uncheck()
+    # Rollout, computed by the kernel when its tab opens.
+    widget.get_by_role("tab", name="Rollout").click()
+    page.wait_for_function(
+        "w => Number(w.querySelector('canvas.attnscope-matrix')?.dataset.n) > 0", arg=widget.element_handle(), timeout=60_000
+    )
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_rollout_view.png"))
     # The neuron view: q, k, q×k, q·k and softmax of one query, asked for by custom message.
     widget.get_by_role("tab", name="Neuron").click()
     widget.locator(".attnscope-neuron-table:not([hidden])").wait_for(timeout=60_000)
@@ -196,7 +212,7 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
         "w => Number(w.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0",
         arg=widget.element_handle(), timeout=60_000,
     )
-    widget.locator("select.attnscope-layer").select_option("4")
+    widget.locator("select.attnscope-layer").select_option(index=4)
     page.wait_for_function("w => w.querySelector('.attnscope-status').textContent === ''", arg=widget.element_handle())
     editor = widget.locator("input[type=text]").first
     editor.fill("Owls hunt at night.")

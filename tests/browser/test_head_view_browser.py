@@ -144,7 +144,7 @@ def test_hostile_token_is_text_and_cleanup_empties_the_host(page):
 
 def test_layer_switch_waits_for_that_layers_data(page):
     start(page)
-    page.select_option("select.attnscope-layer", "1")
+    page.select_option("select.attnscope-layer", index=1)  # option values are 0-based, labels 1-based
     assert saved(page, "layer") == 1
     assert page.text_content(".attnscope-status") == "loading layer…"
     page.evaluate(
@@ -199,10 +199,10 @@ def test_model_view_draws_every_head_and_opens_one_on_click(page):
     assert lines == 2 * (sum(w >= 0.02 for w in HEAD0) + 4)
     assert page.is_hidden(".attnscope-head-view")
     box = page.locator("canvas.attnscope-thumbnails").bounding_box()
-    # Hover layer 1, head 0 (row 1, column 0): it is enlarged.
+    # Hover layer 1, head 0 (row 1, column 0): it is enlarged, titled 1-based as the papers do.
     page.mouse.move(box["x"] + 40, box["y"] + 84 + 40)
     page.wait_for_selector(".attnscope-zoom:not([hidden])")
-    assert page.text_content(".attnscope-zoom-title") == "Layer 1, head 0"
+    assert page.text_content(".attnscope-zoom-title") == "Layer 2, head 1"
     page.mouse.click(box["x"] + 40, box["y"] + 84 + 40)
     last = page.evaluate("window.attnscopeHarness.model.saved.at(-1)")
     assert (last["view"], last["layer"], last["heads"]) == ("head", 1, [0])

@@ -54,7 +54,7 @@ def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_
     assert page.input_value("input.attnscope-text") == HOSTILE + " The cat sat."
 
     # Only the saved layers are offered... and switching redraws from the stored data.
-    page.select_option("select.attnscope-layer", "3")
+    page.select_option("select.attnscope-layer", index=3)
     page.wait_for_function("document.querySelector('.attnscope-status').textContent === ''")
     assert int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount")) > 0
 
