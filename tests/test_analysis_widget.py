@@ -85,6 +85,11 @@ def test_show_analysis_head_stats_and_importance(widget):
     sep = next(m for m in payload["measures"] if m["key"] == "sep")
     expected = stats[stats.measure == "sep"].sort_values(["layer", "head"]).value.tolist()
     assert sep["values"] == pytest.approx(expected) and sep["max"] == pytest.approx(max(expected))
+    importance = attnscope.head_importance(widget.engine, CORPUS, progress=False)
+    widget.show_analysis(importance)
+    assert [m["key"] for m in widget.analysis["measures"]] == ["importance", "raw"]
+    assert "in-batch contrastive" in widget.analysis["note"]
+    assert widget.analysis["measures"][0]["values"] == pytest.approx(importance.sort_values(["layer", "head"]).importance.tolist())
     with pytest.raises(InputError, match="measure='nope'"):
         widget.show_analysis(stats, measure="nope")
     with pytest.raises(InputError, match="show_analysis takes"):

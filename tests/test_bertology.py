@@ -124,6 +124,13 @@ def test_syntax_heads_from_conllu_match_a_direct_computation(default_model):
     assert table.relation.iloc[0] == "All" and {"head", "accuracy", "baseline", "baseline_offset"} <= set(table.columns)
 
 
+def test_syntax_heads_do_not_depend_on_batching(default_model):
+    texts = ["The dog chased the ball.", "A very long sentence about nothing in particular goes here.", "Hi."]
+    one = attnscope.syntax_heads(default_model, texts, batch_size=1, progress=False).accuracy
+    many = attnscope.syntax_heads(default_model, texts, batch_size=3, progress=False).accuracy
+    assert one.accuracy.tolist() == pytest.approx(many.accuracy.tolist())
+
+
 def test_syntax_heads_from_plain_text_say_they_are_machine_parses(default_model):
     syntax = attnscope.syntax_heads(default_model, ["The dog chased the ball."], progress=False)
     assert "machine parses" in syntax.source and "spaCy" in syntax.source

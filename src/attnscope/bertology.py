@@ -429,11 +429,41 @@ class SyntaxHeads:
         return f"<p><b>Syntax heads</b>, {html.escape(self.source)}</p>" + self.table().to_html(index=False)
 
 
+def _encode_words(model: AttentionModel, words: list[list[str]], max_length: int) -> Any:
+    try:
+        return model.tokenizer(
+            words, is_split_into_words=True, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+    except (ValueError, TypeError) as error:  # e.g. byte-level BPE without add_prefix_space=True
+        raise InputError(
+            f"The tokenizer of {model.name} cannot take pre-split words ({error}). For GPT-2-style "
+            "tokenizers load it with add_prefix_space=True."
+        ) from error
+
+
+def _score_sentence(sentence, word_attn, correct, totals, base_correct) -> None:
+    """Add one sentence's hits (every head, both directions, every offset) to the running counts."""
+    relations = ["ROOT" if r in UNSCORED else r for r in sentence.relations]
+    heads = [-1 if r in UNSCORED else h for r, h in zip(sentence.relations, sentence.heads)]
+    for direction in ("dependent_to_head", "head_to_dependent"):
+        predicted = an.predict_heads(word_attn, direction)
+        for relation, (hits, total) in an.accuracy_by_relation(predicted, heads, relations).items():
+            key = (relation, direction)
+            correct[key] = correct.get(key, 0) + hits.double().cpu()
+            if direction == "dependent_to_head":
+                totals[relation] = totals.get(relation, 0) + total
+    for offset in an.BASELINE_OFFSETS:
+        predicted = an.offset_predictions(len(sentence.words), offset)
+        for relation, (hits, _) in an.accuracy_by_relation(predicted, heads, relations).items():
+            base_correct[(relation, offset)] = base_correct.get((relation, offset), 0) + int(hits)
+
+
 def syntax_heads(
     model: AttentionModel,
     conllu_or_texts: Any,
     *,
     max_length: int = 128,
+    batch_size: int = 8,
     progress: bool = True,
 ) -> SyntaxHeads:
     """How well each head's strongest attention finds each word's syntactic head (Clark Table 1).
@@ -458,35 +488,28 @@ def syntax_heads(
         sentences = parse_with_spacy([a for a, _ in texts])
         source = f"machine parses by spaCy {SPACY_MODEL} (silver, not gold)"
 
-    tok = model.tokenizer
     correct: dict[tuple[str, str], torch.Tensor] = {}
     totals: dict[str, int] = {}
     base_correct: dict[tuple[str, int], int] = {}
     skipped = 0
-    for sentence in _progress(sentences, len(sentences), "syntax heads", progress):
-        encoded = tok(sentence.words, is_split_into_words=True, truncation=True, max_length=max_length, return_tensors="pt")
-        word_ids = encoded.word_ids(0)
-        if len({w for w in word_ids if w is not None}) != len(sentence.words):
-            skipped += 1  # truncated: some words have no tokens
-            continue
+    size = _batch_size(model, batch_size)
+    for batch in _progress(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
+        encoded = _encode_words(model, [s.words for s in batch], max_length)
         outputs = model.forward(encoded)
-        attention = torch.stack([a[0] for a in outputs.attentions]).float()
-        groups = an.word_groups(word_ids, encoded.sequence_ids(0))
-        words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
-        word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
-        relations = ["ROOT" if r in UNSCORED else r for r in sentence.relations]
-        heads = [-1 if r in UNSCORED else h for r, h in zip(sentence.relations, sentence.heads)]
-        for direction in ("dependent_to_head", "head_to_dependent"):
-            predicted = an.predict_heads(word_attn, direction)
-            for relation, (hits, total) in an.accuracy_by_relation(predicted, heads, relations).items():
-                key = (relation, direction)
-                correct[key] = correct.get(key, 0) + hits.double().cpu()
-                if direction == "dependent_to_head":
-                    totals[relation] = totals.get(relation, 0) + total
-        for offset in an.BASELINE_OFFSETS:
-            predicted = an.offset_predictions(len(sentence.words), offset)
-            for relation, (hits, _) in an.accuracy_by_relation(predicted, heads, relations).items():
-                base_correct[(relation, offset)] = base_correct.get((relation, offset), 0) + int(hits)
+        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
+        for index, sentence in enumerate(batch):
+            keep = _real_positions(encoded, index)
+            word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
+            if len({w for w in word_ids if w is not None}) != len(sentence.words):
+                skipped += 1  # truncated: some words have no tokens
+                continue
+            device_keep = keep.to(attentions.device)
+            attention = attentions[index][..., device_keep, :][..., device_keep]
+            sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
+            groups = an.word_groups(word_ids, sequence_ids)
+            words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
+            word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
+            _score_sentence(sentence, word_attn, correct, totals, base_correct)
 
     if not totals:
         raise InputError("No sentence could be scored (all were empty or longer than max_length).")
