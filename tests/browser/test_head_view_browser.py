@@ -146,7 +146,8 @@ def test_layer_switch_waits_for_that_layers_data(page):
     start(page)
     page.select_option("select.attnscope-layer", index=1)  # option values are 0-based, labels 1-based
     assert saved(page, "layer") == 1
-    assert page.text_content(".attnscope-status") == "loading layer…"
+    # Drawn on the next animation frame: until layer 1's data arrives, the view says it is loading.
+    page.wait_for_function("document.querySelector('.attnscope-status').textContent === 'loading layer…'")
     page.evaluate(
         "(w) => { const h = window.attnscopeHarness; h.model.emit({attention: h.attentionPayload(1, 2, w)}); }",
         HEAD1 + HEAD1,
