@@ -95,13 +95,22 @@ def run_bertviz() -> dict | None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-bertviz", action="store_true", help="reuse the last bertviz_results.json")
+    parser.add_argument("--only-analysis", action="store_true", help="rerun the corpus analyses, keep the rest")
     args = parser.parse_args()
+    from analysis_bench import bench_analyses
     from browser_bench import bench_front_end
 
     torch.manual_seed(0)
     minilm = attnscope.load(device="cpu")
     bert_base = attnscope.load(transformers.BertModel(transformers.BertConfig()).eval(), minilm.tokenizer, device="cpu")
     models = (("bert-base shape (random)", bert_base), ("all-MiniLM-L6-v2 (embedded)", minilm))
+    analysis_rows = [row for label, engine in models for row in bench_analyses(label, engine)]
+    if args.only_analysis:
+        results = json.loads((HERE / "results.json").read_text())
+        results["analysis"] = analysis_rows
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []), analysis_rows)
+        return
     engine_rows, front_rows = [], []
     for label, engine in models:
         for n_tokens in (128, 512):
@@ -120,9 +129,10 @@ def main() -> None:
         "engine": engine_rows,
         "front_end": front_rows,
         "bertviz": bertviz,
+        "analysis": analysis_rows,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []))
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows)
 
 
 def _find(rows: list[dict], **match) -> dict:
@@ -139,7 +149,9 @@ def _ms(seconds=None, ms=None) -> str:
     return "never (see note)" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
-def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict]) -> None:
+def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict]) -> None:
+    from analysis_bench import table as analysis_table
+
     base = "bert-base shape (random)"
     ours = _find(front_rows, model=base, tokens=512)
     kernel = _find(engine_rows, model=base, tokens=512)
@@ -203,6 +215,8 @@ def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: 
                 f"| {_ms(r.get('first_paint_s'))} | {_mb(r.get('js_heap_bytes'))} "
                 f"| {'–' if r.get('layer_switch_s') is None else _ms(r['layer_switch_s'])} | {note} |"
             )
+    if analysis_rows:
+        lines += ["", *analysis_table(analysis_rows)]
     lines.append(END)
     readme = HERE / "README.md"
     text = readme.read_text()

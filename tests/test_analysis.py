@@ -111,6 +111,14 @@ def test_js_divergence_matches_the_definition_and_is_symmetric():
     assert js[1, 2].item() == pytest.approx(expected.item(), rel=1e-5)
     assert torch.allclose(js, js.T, atol=1e-6)
     assert js.diagonal().tolist() == [0.0] * 4
+
+    def brute(a, b):
+        mid = (a + b) / 2
+        return 0.5 * ((a * (a / mid).log()).sum() + (b * (b / mid).log()).sum())
+
+    every_pair = torch.tensor([[brute(p[i], p[j]) for j in range(4)] for i in range(4)])
+    for chunk in (1, 3, 4, 16):  # blocks that split the heads unevenly, or not at all
+        assert torch.allclose(an.js_divergence(heads, chunk=chunk), every_pair, atol=1e-5)
     # Identical heads are at distance 0; disjoint one-hot heads at n·ln 2 (before smoothing).
     same = an.js_divergence(torch.stack([heads[0], heads[0]]))
     assert same[0, 1].item() == pytest.approx(0.0, abs=1e-6)

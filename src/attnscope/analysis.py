@@ -204,7 +204,7 @@ def merge_tokens(tokens: Sequence[str], groups: Sequence[Sequence[int]]) -> list
 # Head distances and MDS (section 6)
 
 
-def js_divergence(attention: torch.Tensor, smoothing: float = JS_SMOOTHING, chunk: int = 16) -> torch.Tensor:
+def js_divergence(attention: torch.Tensor, smoothing: float = JS_SMOOTHING, chunk: int = 4) -> torch.Tensor:
     """Jensen–Shannon divergence between every pair of heads of one document, summed over queries.
 
     attention: K × n × n (all heads flattened). Returns K × K, symmetric, zero diagonal.
@@ -214,12 +214,16 @@ def js_divergence(attention: torch.Tensor, smoothing: float = JS_SMOOTHING, chun
     p = smoothed(attention.float(), smoothing)
     k = p.shape[0]
     self_terms = torch.special.xlogy(p, p).sum((-1, -2))  # K
-    out = torch.empty(k, k, device=p.device)
+    out = torch.zeros(k, k, device=p.device)
     for start in range(0, k, chunk):
         block = p[start : start + chunk]  # c × n × n
-        m = 0.5 * (block[:, None] + p[None])  # c × K × n × n
-        cross = torch.special.xlogy(m, m).sum((-1, -2))
-        out[start : start + chunk] = 0.5 * (self_terms[start : start + chunk, None] + self_terms[None]) - cross
+        others = p[start:]  # symmetric: only pairs (h, g) with g ≥ the block's first head
+        m = block[:, None] + others[None]  # c × (K − start) × n × n, reused in place below
+        m.mul_(0.5)
+        cross = torch.special.xlogy(m, m, out=m).sum((-1, -2))
+        rows = 0.5 * (self_terms[start : start + chunk, None] + self_terms[None, start:]) - cross
+        out[start : start + chunk, start:] = rows
+        out[start:, start : start + chunk] = rows.transpose(0, 1)
     out.fill_diagonal_(0.0)
     return out.clamp_min_(0.0)
 
