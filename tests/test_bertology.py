@@ -193,3 +193,26 @@ def test_corpus_inputs_dataset_columns_and_errors(default_model):
         bertology.documents(["fine", 3])
     with pytest.raises(InputError, match="no non-empty text"):
         bertology.documents(["", "  "])
+
+
+def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):
+    """GPT-2 (no pad token: one text per batch; next-token loss) and DistilBERT (no token types)."""
+    import copy
+
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+    tokenizer = copy.deepcopy(bert_tokenizer)
+    tokenizer.pad_token = None  # as GPT-2's own tokenizer: texts of different lengths cannot share a batch
+    engine = attnscope.load(gpt2, tokenizer, device="cpu")
+    assert engine.causal
+    importance = attnscope.head_importance(engine, TEXTS[:3], progress=False)
+    assert importance.attrs["loss"] == "next-token prediction" and (importance.raw > 0).all()
+    stats = attnscope.head_stats(engine, TEXTS[:3], progress=False)
+    # Causal attention never looks ahead: next-token attention is exactly zero.
+    assert stats[stats.measure == "next"]["value"].abs().max() == 0.0
+
+    distil = transformers.DistilBertModel(
+        transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=37, max_position_embeddings=64)
+    )
+    stats = attnscope.head_stats(attnscope.load(distil, bert_tokenizer, device="cpu"), TEXTS[:3], progress=False)
+    assert len(stats) == 2 * 4 * len(an.MEASURE_LABELS)

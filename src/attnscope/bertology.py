@@ -96,7 +96,7 @@ def _encode(engine: AttentionModel, batch: Sequence[Document], max_length: int) 
     return engine.tokenizer(
         texts,
         pairs if pairs[0] is not None else None,
-        padding=True,
+        padding=len(batch) > 1,  # tokenizers without a pad token refuse padding=True even for one text
         truncation=True,
         max_length=max_length,
         return_tensors="pt",
@@ -432,7 +432,7 @@ class SyntaxHeads:
 def _encode_words(model: AttentionModel, words: list[list[str]], max_length: int) -> Any:
     try:
         return model.tokenizer(
-            words, is_split_into_words=True, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            words, is_split_into_words=True, padding=len(words) > 1, truncation=True, max_length=max_length, return_tensors="pt"
         )
     except (ValueError, TypeError) as error:  # e.g. byte-level BPE without add_prefix_space=True
         raise InputError(
