@@ -341,13 +341,11 @@ export function createMatrixView(container) {
       if (state === next) return;
       const [nLayers] = next.shape;
       const label = next.layerLabel ?? ((i) => `Layer ${i + 1}`);
-      if (select.options.length !== nLayers) {
-        select.replaceChildren();
-        for (let i = 0; i < nLayers; i++) {
-          const option = el("option", "", select);
-          option.value = String(i);
-          option.textContent = label(i);
-        }
+      select.replaceChildren(); // rebuilt each time: the labels may change with the same count
+      for (let i = 0; i < nLayers; i++) {
+        const option = el("option", "", select);
+        option.value = String(i);
+        option.textContent = label(i);
       }
       // The view's own choice wins once made; a new shape falls back to the given layer.
       if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);

@@ -114,8 +114,10 @@ it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
   select.value = "0";
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.layer).toBe("0");
-  view.update({ title: "Rollout", tokens, values: values.slice(), shape: [2, 3, 3], layer: 1 });
+  view.update({ title: "Rollout", tokens, values: values.slice(), shape: [2, 3, 3], layer: 1, layerLabel: (i) => `through ${i + 1}` });
   expect(canvas.dataset.layer).toBe("0");
+  expect([...select.options].map((o) => o.textContent)).toEqual(["through 1", "through 2"]);
+  expect(select.value).toBe("0");
 });
 
 it("model view: masked heads are counted, and clicks toggle masks in mask mode", () => {

@@ -121,12 +121,19 @@ class DocumentAttention:
 
     tokens: list[str]
     attention: torch.Tensor
-    word_groups: list[list[int]]
     kinds: an.TokenKinds
 
 
-def _real_positions(encoded: Any, index: int) -> torch.Tensor:
-    return encoded["attention_mask"][index].nonzero().flatten()
+def _unpadded(encoded: Any, maps: torch.Tensor, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Document `index` of a batch: its real token positions, and its ... × n × n maps (attention
+    or gradients, B × L × H × T × T) with the padding rows and columns cut off."""
+    keep = encoded["attention_mask"][index].nonzero().flatten()
+    on_device = keep.to(maps.device)
+    return keep, maps[index][..., on_device, :][..., on_device]
+
+
+def _tokens_at(engine: AttentionModel, encoded: Any, index: int, keep: torch.Tensor) -> list[str]:
+    return engine.tokenizer.convert_ids_to_tokens(encoded["input_ids"][index][keep].tolist())
 
 
 def iter_attention(
@@ -145,22 +152,9 @@ def iter_attention(
         outputs = engine.forward(encoded)
         attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
         for index in range(len(batch)):
-            keep = _real_positions(encoded, index)
-            ids = encoded["input_ids"][index][keep].tolist()
-            tokens = engine.tokenizer.convert_ids_to_tokens(ids)
-            attention = attentions[index][..., keep.to(attentions.device), :][..., keep.to(attentions.device)]
-            groups = _groups_for(engine, encoded, index, keep, tokens)
-            yield DocumentAttention(tokens, attention, groups, token_kinds_for(engine, tokens, attention.device))
-
-
-def _groups_for(engine, encoded, index, keep, tokens) -> list[list[int]]:
-    try:
-        word_ids = encoded.word_ids(index)
-        sequence_ids = encoded.sequence_ids(index)
-    except (AttributeError, ValueError):
-        return engine.word_groups(None, tokens)
-    positions = keep.tolist()
-    return an.word_groups([word_ids[p] for p in positions], [sequence_ids[p] for p in positions])
+            keep, attention = _unpadded(encoded, attentions, index)
+            tokens = _tokens_at(engine, encoded, index, keep)
+            yield DocumentAttention(tokens, attention, token_kinds_for(engine, tokens, attention.device))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -498,13 +492,11 @@ def syntax_heads(
         outputs = model.forward(encoded)
         attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
         for index, sentence in enumerate(batch):
-            keep = _real_positions(encoded, index)
+            keep, attention = _unpadded(encoded, attentions, index)
             word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
             if len({w for w in word_ids if w is not None}) != len(sentence.words):
                 skipped += 1  # truncated: some words have no tokens
                 continue
-            device_keep = keep.to(attentions.device)
-            attention = attentions[index][..., device_keep, :][..., device_keep]
             sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
             groups = an.word_groups(word_ids, sequence_ids)
             words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
@@ -697,9 +689,8 @@ def attention_gradients(
         grads = torch.autograd.grad(objective(outputs, prepared).sum(), list(outputs.attentions))
         stacked = torch.stack(list(grads), dim=1)  # B × L × H × T × T
         for index in range(stacked.shape[0]):
-            keep = _real_positions(encoded, index).to(stacked.device)
-            tokens = model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][index][keep.cpu()].tolist())
-            g = stacked[index][..., keep, :][..., keep]
+            keep, g = _unpadded(encoded, stacked, index)
+            tokens = _tokens_at(model, encoded, index, keep)
             mean.add(an.gradient_by_key_type(g, token_kinds_for(model, tokens, g.device)))
     rows = [
         (layer, key_type, float(values[layer]))

@@ -81,6 +81,8 @@ class AttentionResult:
     word_groups: list[list[int]] | None = None
     # Heads switched off for this run (layer, head), 0-based; see `head_mask_hooks`.
     masked_heads: list[tuple[int, int]] = field(default_factory=list)
+    # The same input without masking, when the caller keeps it to show what masking changed.
+    unmasked: AttentionResult | None = field(default=None, repr=False)
 
     @property
     def n_layers(self) -> int:

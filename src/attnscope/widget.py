@@ -191,13 +191,15 @@ class AttentionWidget(anywidget.AnyWidget):
             # Truncation is shown in the widget's notice; a warning would print under the cell too.
             warnings.filterwarnings("ignore", message="Input truncated", category=UserWarning)
             plain = self._engine.run(text, text_b, self._max_length)
-            masked = self._engine.run(text, text_b, self._max_length, masked_heads=self._masks) if self._masks else plain
-        masked.unmasked = plain  # type: ignore[attr-defined]
+            if not self._masks:
+                return plain
+            masked = self._engine.run(text, text_b, self._max_length, masked_heads=self._masks)
+        masked.unmasked = plain
         return masked
 
     def _displayed(self, token_result: AttentionResult) -> AttentionResult:
         """What the views draw: word-level or not, and |A_masked − A| when showing the change."""
-        plain = getattr(token_result, "unmasked", token_result)
+        plain = token_result.unmasked or token_result
         shown, reference = token_result, plain
         if self._word_level:
             shown, reference = word_attention(token_result), word_attention(plain)
@@ -428,8 +430,8 @@ class AttentionWidget(anywidget.AnyWidget):
 
 def mask_summary(token_result: AttentionResult) -> str:
     """One line on what masking changed, in total variation (½ Σ_j |ΔA_ij|, averaged over rows)."""
-    plain = getattr(token_result, "unmasked", None)
-    if not token_result.masked_heads or plain is None or plain is token_result:
+    plain = token_result.unmasked
+    if not token_result.masked_heads or plain is None:
         return ""
     names = ", ".join(an.head_label(l, h) for l, h in token_result.masked_heads)
     change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
