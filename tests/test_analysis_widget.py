@@ -89,7 +89,8 @@ def test_show_analysis_head_stats_and_importance(widget):
     widget.show_analysis(importance)
     assert [m["key"] for m in widget.analysis["measures"]] == ["importance", "raw"]
     assert "in-batch contrastive" in widget.analysis["note"]
-    assert widget.analysis["measures"][0]["values"] == pytest.approx(importance.sort_values(["layer", "head"]).importance.tolist())
+    normalised = importance[importance.measure == "importance"].sort_values(["layer", "head"])
+    assert widget.analysis["measures"][0]["values"] == pytest.approx(normalised.value.tolist())
     with pytest.raises(InputError, match="measure='nope'"):
         widget.show_analysis(stats, measure="nope")
     with pytest.raises(InputError, match="show_analysis takes"):

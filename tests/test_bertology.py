@@ -147,10 +147,11 @@ def test_head_importance_uses_masked_lm_and_normalises_each_layer(bert_tokenizer
     engine = attnscope.load(_small_mlm(), bert_tokenizer, device="cpu")
     importance = attnscope.head_importance(engine, TEXTS, progress=False)
     assert importance.attrs["loss"].startswith("masked-LM")
-    assert list(importance.columns) == ["layer", "head", "label", "importance", "raw"]
-    norms = importance.groupby("layer")["importance"].apply(lambda v: math.sqrt((v**2).sum()))
+    assert list(importance.columns) == ["layer", "head", "label", "measure", "value"]
+    normalised = importance[importance.measure == "importance"]
+    norms = normalised.groupby("layer")["value"].apply(lambda v: math.sqrt((v**2).sum()))
     assert norms.tolist() == pytest.approx([1.0, 1.0, 1.0])
-    assert (importance.raw > 0).all()
+    assert (importance[importance.measure == "raw"].value > 0).all()
 
 
 def test_head_importance_is_an_expectation_over_examples_not_batches(bert_tokenizer):
@@ -165,13 +166,14 @@ def test_head_importance_is_an_expectation_over_examples_not_batches(bert_tokeni
     one = attnscope.head_importance(engine, TEXTS, loss=loss, batch_size=1, progress=False)
     many = attnscope.head_importance(engine, TEXTS, loss=loss, batch_size=5, progress=False)
     assert one.attrs["loss"] == "given by the caller"
-    assert torch.allclose(torch.tensor(one.raw.to_numpy()), torch.tensor(many.raw.to_numpy()), rtol=1e-3)
+    raw = lambda frame: torch.tensor(frame[frame.measure == "raw"].value.to_numpy())  # noqa: E731
+    assert torch.allclose(raw(one), raw(many), rtol=1e-3)
 
 
 def test_default_loss_for_the_embedding_model_and_gradients_by_key_type(default_model):
     importance = attnscope.head_importance(default_model, TEXTS, progress=False)
     assert importance.attrs["loss"].startswith("in-batch contrastive")
-    assert (importance.raw > 0).all()
+    assert (importance[importance.measure == "raw"].value > 0).all()
     gradients = attnscope.attention_gradients(default_model, TEXTS, progress=False)
     assert len(gradients) == 6 * 3 and set(gradients.key_type) == {"sep", "punct", "other"}
     assert (gradients.value > 0).all()
@@ -206,7 +208,8 @@ def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):
     engine = attnscope.load(gpt2, tokenizer, device="cpu")
     assert engine.causal
     importance = attnscope.head_importance(engine, TEXTS[:3], progress=False)
-    assert importance.attrs["loss"] == "next-token prediction" and (importance.raw > 0).all()
+    assert importance.attrs["loss"] == "next-token prediction"
+    assert (importance[importance.measure == "raw"].value > 0).all()
     stats = attnscope.head_stats(engine, TEXTS[:3], progress=False)
     # Causal attention never looks ahead: next-token attention is exactly zero.
     assert stats[stats.measure == "next"]["value"].abs().max() == 0.0

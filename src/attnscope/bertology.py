@@ -646,7 +646,8 @@ def head_importance(
 
     loss(outputs, encoded) → per-example losses (B,) or their sum; by default masked-LM, next-token,
     or in-batch contrastive (see `default_loss`). Each example gets its own ξ, so the expectation
-    is over examples, not over batches. Returns (layer, head, label, importance, raw).
+    is over examples, not over batches. Returns a tidy DataFrame (layer, head, label, measure,
+    value) with measures "importance" (normalised) and "raw" (E|∂L/∂ξ_h|).
     """
     docs = documents(corpus, column)
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
@@ -661,10 +662,7 @@ def head_importance(
     raw = total / len(docs)
     normalised = an.normalize_importance(raw)
     frame = _heads_frame({"importance": normalised, "raw": raw})
-    wide = frame.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
-    wide.columns.name = None
-    wide = wide[["layer", "head", "label", "importance", "raw"]]
-    return _tag(wide, "head_importance", model, len(docs), loss=objective.name)
+    return _tag(frame, "head_importance", model, len(docs), loss=objective.name)
 
 
 def attention_gradients(

@@ -479,8 +479,8 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         payload["note"] = f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."
     elif kind == "head_importance":
         measures = [
-            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data, "importance")},
-            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data, "raw")},
+            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data[data.measure == "importance"], "value")},
+            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data[data.measure == "raw"], "value")},
         ]
         payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
     elif kind == "syntax_heads":
