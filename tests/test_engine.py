@@ -29,6 +29,13 @@ def small_models():
         "gpt2": lambda: transformers.GPT2Model(
             transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64)
         ),
+        # Rotary position embeddings and grouped-query attention (4 query heads share 2 key heads).
+        "llama-gqa": lambda: transformers.LlamaModel(
+            transformers.LlamaConfig(vocab_size=VOCAB, num_key_value_heads=2, **SMALL)
+        ),
+        "qwen2-gqa": lambda: transformers.Qwen2Model(
+            transformers.Qwen2Config(vocab_size=VOCAB, num_key_value_heads=2, **SMALL)
+        ),
         "gpt2-layer-scaled": lambda: transformers.GPT2Model(
             transformers.GPT2Config(
                 vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64, scale_attn_by_inverse_layer_idx=True
@@ -166,3 +173,31 @@ def test_default_device_is_cuda_when_present(bert_tokenizer):
     result = engine.run("on the gpu")
     assert result.attention.device.type == "cuda"
     assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5
+
+
+def test_rotary_models_show_rotated_queries_and_shared_keys(bert_tokenizer):
+    """Llama: q and k are captured after the rotary embedding, and with grouped-query attention
+    each query head is paired with its shared key head (heads 0 and 1 share key head 0)."""
+    torch.manual_seed(0)
+    model = small_models()["llama-gqa"]()
+    with torch.no_grad():  # sharper attention, so that a missing rotation would show
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(8)
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    result = engine.run("The quick brown fox jumps over the lazy dog.")
+    assert result.causal
+    assert torch.equal(result.keys[:, 0], result.keys[:, 1]) and torch.equal(result.keys[:, 2], result.keys[:, 3])
+    assert not torch.equal(result.keys[:, 1], result.keys[:, 2])
+    assert (result.attention_from_qk() - result.attention).abs().max() <= 1e-5
+    # Without the rotation (the raw projections), the same check fails.
+    encoded = engine.tokenizer("The quick brown fox jumps over the lazy dog.", return_tensors="pt")
+    layer0 = engine.model.layers[0].self_attn
+    with torch.inference_mode():
+        hidden = engine.model.embed_tokens(encoded["input_ids"])
+        hidden = engine.model.layers[0].input_layernorm(hidden)
+        raw_q = layer0.q_proj(hidden)[0].view(-1, 4, 8).transpose(0, 1)
+    unrotated = result.queries.clone()
+    unrotated[0] = raw_q
+    result.queries = unrotated
+    assert (result.attention_from_qk()[0] - result.attention[0]).abs().max() > 1e-3

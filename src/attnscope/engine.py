@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -116,6 +117,10 @@ class _Capture:
     queries: list[torch.Tensor] = field(default_factory=list)
     keys: list[torch.Tensor] = field(default_factory=list)
     scaling: list[float | None] = field(default_factory=list)
+    # Rotary models (Llama, Mistral, Qwen2): each layer's (cos, sin) and the function that applies
+    # them, from the model's own module; q and k are shown after rotation, as the model uses them.
+    rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    apply_rotary: Any = None
 
 
 def find_attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], ProjectionLayout | None]:
@@ -162,8 +167,15 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
     def on_key(_module, _inputs, output):
         capture.keys.append(output.detach())
 
+    def on_attention_call(module, _args, kwargs):
+        rotary = kwargs.get("position_embeddings")
+        if isinstance(rotary, tuple) and len(rotary) == 2:
+            capture.rotary.append((rotary[0].detach(), rotary[1].detach()))
+            capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
+
     try:
         for module in modules:
+            handles.append(module.register_forward_pre_hook(on_attention_call, with_kwargs=True))
             if layout.fused_qkv:
                 handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
             else:
@@ -181,10 +193,13 @@ def head_mask_hooks(
 ) -> Iterator[None]:
     """Scale each head's output by mask[layer, head] (Michel et al.'s ξ_h) for the block.
 
-    The hook scales the head's value vectors: head h's output is A_h·V_h, so scaling V_h by ξ_h is
-    exactly ξ_h·Att_h, gradients included, without touching model code. Attention weights of the
-    masked head itself are unchanged; every later layer sees the change. Calls are counted, so a
-    module shared by all layers (ALBERT) gets each layer's row in turn.
+    Head h's output is A_h·V_h. Where the module has an output projection over the concatenated
+    heads (o_proj / out_proj: Llama, BART, ...), its input is scaled per query head; this is right
+    for grouped-query attention, where value heads are shared. Otherwise the value vectors are
+    scaled (BERT's output projection lives in another module), which is the same ξ_h·Att_h. Either
+    way gradients flow to ξ, model code is untouched, the masked head's own attention weights are
+    unchanged and every later layer sees the change. Calls are counted, so a module shared by all
+    layers (ALBERT) gets each layer's row in turn.
     """
     if mask is None:
         yield
@@ -192,28 +207,49 @@ def head_mask_hooks(
     n_layers, n_heads = mask.shape[-2:]
     calls = [0]
 
-    def scale(_module, _inputs, output):
+    def factors_for(dtype):
         layer = calls[0] % n_layers
         calls[0] += 1
         # layers × heads, or batch × layers × heads (one ξ per example, for per-example gradients)
-        factors = mask[..., layer, :].to(output.dtype)
-        factors = factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
+        factors = mask[..., layer, :].to(dtype)
+        return factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
+
+    def per_head(values, factors):
+        return (values.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+
+    def scale_value(_module, _inputs, output):
+        factors = factors_for(output.dtype)
         if layout.fused_qkv:
             width = output.shape[-1] // 3
-            q_k, value = output[..., : 2 * width], output[..., 2 * width :]
-            value = (value.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
-            return torch.cat([q_k, value], dim=-1)
-        return (output.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+            return torch.cat([output[..., : 2 * width], per_head(output[..., 2 * width :], factors)], dim=-1)
+        return per_head(output, factors)
 
-    name = layout.fused_qkv or layout.value
-    if name is None:
-        raise NoAttentionError("Head masking needs the model's value projections, which were not found.")
-    handles = [getattr(module, name).register_forward_hook(scale) for module in modules]
+    def scale_heads_input(_module, args):
+        (heads_concatenated, *rest) = args
+        return (per_head(heads_concatenated, factors_for(heads_concatenated.dtype)), *rest)
+
+    handles = []
     try:
+        for module in modules:
+            output = _output_projection(module)
+            if output is not None and not layout.fused_qkv:
+                handles.append(output.register_forward_pre_hook(scale_heads_input))
+            elif layout.fused_qkv or layout.value:
+                handles.append(getattr(module, layout.fused_qkv or layout.value).register_forward_hook(scale_value))
+            else:
+                raise NoAttentionError("Head masking needs the model's value or output projections, which were not found.")
         yield
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _output_projection(module: torch.nn.Module) -> torch.nn.Module | None:
+    for name in ("o_proj", "out_proj"):
+        candidate = getattr(module, name, None)
+        if isinstance(candidate, torch.nn.Module):
+            return candidate
+    return None
 
 
 def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> list[list[int]]:
@@ -442,11 +478,23 @@ class AttentionModel:
                 stacklevel=3,
             )
             return None, None, [1.0] * n_layers
-        queries = torch.stack([_split_heads(q, n_heads) for q in capture.queries]).float()
-        keys = torch.stack([_split_heads(k, n_heads) for k in capture.keys]).float()
-        head_dim = queries.shape[-1]
+        queries, keys = [], []
+        for layer, (q, k) in enumerate(zip(capture.queries, capture.keys)):
+            head_dim = q.shape[-1] // n_heads
+            q, k = _split_heads(q, n_heads), _split_heads(k, k.shape[-1] // head_dim)
+            if capture.rotary and capture.apply_rotary is not None:
+                if len(capture.rotary) != n_layers:
+                    warnings.warn(f"Could not capture the rotary embeddings of {self.name}.", stacklevel=3)
+                    return None, None, [1.0] * n_layers
+                cos, sin = capture.rotary[layer]
+                q, k = (t[0] for t in capture.apply_rotary(q[None], k[None], cos[:1], sin[:1]))
+            # Grouped-query attention: query head h uses key head h // (query heads per key head).
+            queries.append(q)
+            keys.append(k.repeat_interleave(n_heads // k.shape[0], dim=0))
+        queries_t, keys_t = torch.stack(queries).float(), torch.stack(keys).float()
+        head_dim = queries_t.shape[-1]
         scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
-        return queries, keys, scaling
+        return queries_t, keys_t, scaling
 
     def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
         if text_b is None:
