@@ -22,7 +22,7 @@ const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"], ["rol
 const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
   "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
   "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-  "rollout", "analysis"];
+  "rollout", "analysis", "editable"];
 
 function labelled(parent, text, control) {
   const label = el("label", "attnscope-control", parent);
@@ -338,6 +338,8 @@ function render({ model, el: host }) {
       syncInput(inputA, model.get("text"));
       syncInput(inputB, model.get("text_b"));
     }
+    // Precomputed attention (BertViz-style calls) has no model to rerun: no sentence editor then.
+    editor.hidden = model.get("editable") === false;
     notice.textContent = model.get("notice");
     notice.hidden = !model.get("notice");
     error.textContent = model.get("error");

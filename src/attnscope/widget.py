@@ -12,6 +12,7 @@ Trait contract with js/widget.js (all synced):
 - view: "head", "model" or "neuron". `thumbnails` (model view) is computed only while the model
   view is shown: max-pooled S × S maps of the included layers × heads, uint8
   ({layers, heads, n_tokens, data, dtype, shape, scale}).
+- editable: False when the view shows precomputed attention (no model to rerun).
 - word_level: wordpieces merged into words (Clark et al. 4.1) in the head, model and rollout views;
   the neuron view stays per token.
 - masked_heads: [[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns and
@@ -120,6 +121,7 @@ class AttentionWidget(anywidget.AnyWidget):
     neuron_query = Int(0).tag(sync=True)
     has_queries_keys = traitlets.Bool(True).tag(sync=True)
 
+    editable = traitlets.Bool(True).tag(sync=True)
     word_level = traitlets.Bool(False).tag(sync=True)
     masked_heads = List(List(Int()), default_value=[]).tag(sync=True)
     show_change = traitlets.Bool(False).tag(sync=True)
@@ -132,7 +134,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def __init__(
         self,
-        text: str,
+        text: str | None = None,
         text_b: str | None = None,
         model: Any = None,
         *,
@@ -148,9 +150,18 @@ class AttentionWidget(anywidget.AnyWidget):
         thumbnail_size: int = THUMBNAIL_SIZE,
         word_level: bool = False,
         masked_heads: list[tuple[int, int]] | None = None,
+        result: AttentionResult | None = None,
+        prettify_tokens: bool = True,
         **kwargs: Any,
     ):
-        self._engine = resolve_engine(model, tokenizer, device)
+        # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
+        # model: the views work, editing and masking say they need one.
+        if result is not None and (text is not None or model is not None):
+            raise InputError("Give either precomputed attention (result=) or a text to run, not both.")
+        if result is None and text is None:
+            raise InputError("Give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
+        self._engine = None if result is not None else resolve_engine(model, tokenizer, device)
+        self._prettify = bool(prettify_tokens)
         self._max_length = max_length
         self._thumbnail_size = thumbnail_size
         self._thumbnails_of: tuple | None = None
@@ -159,16 +170,33 @@ class AttentionWidget(anywidget.AnyWidget):
         self._masks = [list(map(int, pair)) for pair in (masked_heads or [])]
         self._word_level = bool(word_level)
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
-        result = self._run(text, text_b)
+        if result is None:
+            result = self._run(text, text_b)
+        elif self._masks:
+            raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
         for name, chosen, count in (("include_layers", include_layers, result.n_layers), ("include_heads", include_heads, result.n_heads)):
             _check_subset(name, chosen, count)
         super().__init__(
             theme=theme, include_layers=include_layers, include_heads=include_heads,
-            word_level=self._word_level, masked_heads=self._masks, **kwargs,
+            word_level=self._word_level, masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         self.view = view  # after the first result: the model view's thumbnails need it
         self.on_msg(self._on_custom_message)
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
+        # and return it; when such a call is the cell's last line, its echo must not draw it twice.
+        from IPython import get_ipython
+        from IPython.display import display
+
+        shell = get_ipython()
+        if shell is not None and getattr(self, "_displayed_in_cell", None) == shell.execution_count:
+            self._displayed_in_cell = None
+            return
+        bundle = self._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)  # anywidget adds metadata
+        display(data, metadata=metadata, raw=True)
 
     @property
     def result(self) -> AttentionResult:
@@ -182,11 +210,14 @@ class AttentionWidget(anywidget.AnyWidget):
         return self._token_result
 
     @property
-    def engine(self) -> AttentionModel:
+    def engine(self) -> AttentionModel | None:
+        """The model behind the view; None for precomputed attention."""
         return self._engine
 
     def _run(self, text: str, text_b: str | None) -> AttentionResult:
         """The token-level run with the current masks; the unmasked run is kept to show changes."""
+        if self._engine is None:
+            raise InputError(NEEDS_A_MODEL.format(what="Changing the text"))
         with warnings.catch_warnings():
             # Truncation is shown in the widget's notice; a warning would print under the cell too.
             warnings.filterwarnings("ignore", message="Input truncated", category=UserWarning)
@@ -229,7 +260,7 @@ class AttentionWidget(anywidget.AnyWidget):
             with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
                 self.text = result.text
                 self.text_b = result.text_b
-                self.tokens = display_tokens(result.tokens)
+                self.tokens = display_tokens(result.tokens) if self._prettify else list(result.tokens)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
                 self.n_heads = n_heads
@@ -298,6 +329,10 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("masked_heads")
     def _check_masks(self, proposal: dict) -> list:
         pairs = [list(map(int, pair)) for pair in proposal["value"]]
+        if self._engine is None:
+            if pairs:
+                raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
+            return []
         self._engine.head_mask(pairs)  # raises InputError naming the bad pair
         return [list(p) for p in sorted({tuple(p) for p in pairs})]
 
@@ -426,6 +461,12 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
+
+
+NEEDS_A_MODEL = (
+    "{what} needs a model, and this view was made from precomputed attention. "
+    "Use attnscope.show(text, model=...) to run a model live."
+)
 
 
 def mask_summary(token_result: AttentionResult) -> str:

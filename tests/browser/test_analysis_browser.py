@@ -17,7 +17,7 @@ SYNCED = [
     "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
     "sentence_filter", "theme", "text", "text_b", "result_id", "request", "notice", "error", "view", "thumbnails",
     "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-    "rollout", "analysis",
+    "rollout", "analysis", "editable",
 ]
 
 
@@ -109,4 +109,33 @@ def test_words_box_and_mask_mode_send_their_traits(open_widget, default_model):
     page.mouse.click(box["x"] + 84 * 3 + 10, box["y"] + 84 * 1 + 10)
     state = saved(page)
     assert state["masked_heads"] == [[1, 3]] and state["view"] == "model"
+    assert page.problems == []
+
+
+def test_precomputed_attention_has_no_editor(open_widget, default_model):
+    result = default_model.run("The cat sat.")
+    widget = attnscope.head_view(tuple(a[None] for a in result.attention), result.tokens)
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    assert page.is_hidden(".attnscope-editor")
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "gpt2", "llama-gqa", "qwen2-gqa"])
+def test_every_family_renders_head_and_model_views(open_widget, family, bert_tokenizer):
+    from test_engine import small_models
+
+    import torch
+
+    torch.manual_seed(0)
+    engine = attnscope.load(small_models()[family](), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget("The quick brown fox jumps.", model=engine)
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    widget.view = "model"  # the kernel makes the thumbnails; the page is given the new state
+    page.evaluate(
+        "s => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(s))",
+        {"thumbnails": wire(widget.thumbnails), "view": "model"},
+    )
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '12'")
     assert page.problems == []

@@ -1,0 +1,205 @@
+"""BertViz 1.4.1's functions with the same arguments, drawn by attnscope.
+
+`from bertviz import head_view, model_view` → `from attnscope import head_view, model_view`, and
+`from bertviz.neuron_view import show` → `from attnscope.neuron_view import show`. They return our
+widget (shown in the cell, as BertViz's are), or with html_action="return" an IPython HTML object
+holding a complete standalone page (its `.data` can be written to a file).
+
+BertViz's mistakes are not copied: `include_layers=[]` is an error, not "all layers"; a batch
+of more than one is refused with its size; tokens that do not match the attention are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from .engine import AttentionResult, groups_from_tokens, load
+from .errors import InputError
+from .widget import AttentionWidget
+
+HTML_ACTIONS = ("view", "return")
+ENCODER_DECODER_ARGS = ("encoder_attention", "decoder_attention", "cross_attention", "encoder_tokens", "decoder_tokens")
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "<unk>", "<|endoftext|>")
+
+
+def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
+    """BertViz's input (a tuple/list of per-layer tensors, batch × heads × T × T) → layers × heads × T × T."""
+    if isinstance(attention, torch.Tensor):
+        layers = list(attention) if attention.dim() == 5 else [attention]
+    elif isinstance(attention, (list, tuple)) and attention and all(isinstance(a, torch.Tensor) for a in attention):
+        layers = list(attention)
+    else:
+        raise InputError(
+            f"{what} must be a tuple of per-layer tensors (batch × heads × tokens × tokens), as a Hugging "
+            f"Face model returns with output_attentions=True; got {type(attention).__name__}."
+        )
+    shapes = {tuple(a.shape) for a in layers}
+    if len(shapes) != 1:
+        raise InputError(f"The layers of {what} have different shapes: {sorted(shapes)}.")
+    (shape,) = shapes
+    if len(shape) != 4:
+        raise InputError(f"Each layer of {what} must be batch × heads × tokens × tokens; got shape {list(shape)}.")
+    if shape[0] != 1:
+        raise InputError(
+            f"{what} holds a batch of {shape[0]}; attnscope (like BertViz) shows one input at a time. "
+            f"Pass attention[i][j:j+1] for each layer i, or run the inputs one by one."
+        )
+    return torch.stack([a[0] for a in layers]).detach().float()
+
+
+def result_from_attention(
+    attention: Any, tokens: Sequence[str], sentence_b_start: int | None = None, model_name: str = "precomputed attention"
+) -> AttentionResult:
+    """An AttentionResult for attention computed elsewhere (no queries or keys, no model)."""
+    if tokens is None:
+        raise InputError("'tokens' is required: the list of tokens the attention is over.")
+    stacked = stack_attention(attention)
+    n = stacked.shape[-1]
+    if stacked.shape[-2] != n:
+        raise InputError(f"Self-attention must be square; got {stacked.shape[-2]} × {n}.")
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != n:
+        raise InputError(f"The attention has {n} positions, but {len(tokens)} tokens were given.")
+    if sentence_b_start is not None and not 0 < sentence_b_start < n:
+        raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
+    return AttentionResult(
+        tokens=tokens,
+        sentence_b_start=sentence_b_start,
+        attention=stacked,
+        queries=None,
+        keys=None,
+        scaling=[1.0] * stacked.shape[0],
+        causal=bool(torch.all(stacked.triu(1) == 0)) and n > 1,
+        model_name=model_name,
+        text="",
+        text_b=None,
+        word_groups=groups_from_tokens(tokens, SPECIAL_TOKENS),
+    )
+
+
+def _check_action(html_action: str) -> None:
+    if html_action not in HTML_ACTIONS:
+        raise ValueError(f"html_action must be 'view' or 'return', not {html_action!r}.")
+
+
+def _refuse_encoder_decoder(kwargs: dict) -> None:
+    given = [name for name in ENCODER_DECODER_ARGS if kwargs.get(name) is not None]
+    if given:
+        raise InputError(
+            f"Encoder-decoder attention ({', '.join(given)}) is not supported by attnscope yet; "
+            "self-attention models (attention=, tokens=) are."
+        )
+
+
+def _deliver(widget: AttentionWidget, html_action: str) -> Any:
+    if html_action == "return":
+        from IPython.display import HTML
+
+        from .export import widget_html
+
+        return HTML(widget_html(widget))
+    return shown(widget)
+
+
+def shown(widget: AttentionWidget) -> AttentionWidget:
+    """Display the widget now (BertViz's functions display even mid-cell) and return it; when the
+    call is also the cell's last line, the echo of the returned widget is not drawn a second time."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return widget
+    shell = get_ipython()
+    if shell is None:
+        return widget
+    display(widget)
+    widget._displayed_in_cell = shell.execution_count
+    return widget
+
+
+def _first_layer(layer: int | None, include_layers: list[int] | None) -> int:
+    if layer is not None:
+        return layer
+    return include_layers[0] if include_layers else 0
+
+
+def head_view(
+    attention=None,
+    tokens=None,
+    sentence_b_start=None,
+    prettify_tokens=True,
+    layer=None,
+    heads=None,
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers=None,
+    html_action="view",
+):
+    """BertViz's head_view, same arguments (layer, heads, include_layers are 0-based)."""
+    _check_action(html_action)
+    _refuse_encoder_decoder(locals())
+    result = result_from_attention(attention, tokens, sentence_b_start)
+    widget = AttentionWidget(
+        result=result,
+        layer=_first_layer(layer, include_layers),
+        heads=heads,
+        include_layers=include_layers,
+        prettify_tokens=prettify_tokens,
+        view="head",
+    )
+    return _deliver(widget, html_action)
+
+
+def model_view(
+    attention=None,
+    tokens=None,
+    sentence_b_start=None,
+    prettify_tokens=True,
+    display_mode="dark",
+    encoder_attention=None,
+    decoder_attention=None,
+    cross_attention=None,
+    encoder_tokens=None,
+    decoder_tokens=None,
+    include_layers=None,
+    include_heads=None,
+    html_action="view",
+):
+    """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme."""
+    _check_action(html_action)
+    _refuse_encoder_decoder(locals())
+    if display_mode not in ("dark", "light"):
+        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    result = result_from_attention(attention, tokens, sentence_b_start)
+    widget = AttentionWidget(
+        result=result,
+        layer=_first_layer(None, include_layers),
+        include_layers=include_layers,
+        include_heads=include_heads,
+        prettify_tokens=prettify_tokens,
+        theme=display_mode,
+        view="model",
+    )
+    return _deliver(widget, html_action)
+
+
+def neuron_view(
+    model, model_type, tokenizer, sentence_a, sentence_b=None, display_mode="dark", layer=None, head=None, html_action="view"
+):
+    """BertViz's neuron_view.show, same arguments. Any Hugging Face model works (BertViz needs its own
+    patched copies); model_type is accepted for compatibility and not needed."""
+    _check_action(html_action)
+    if display_mode not in ("dark", "light"):
+        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    engine = load(model, tokenizer)
+    widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=display_mode, view="neuron")
+    if head is not None:
+        if not 0 <= head < widget.n_heads:
+            raise InputError(f"head={head} is out of range: the model has heads 0..{widget.n_heads - 1}.")
+        widget.neuron_head = head
+    return _deliver(widget, html_action)

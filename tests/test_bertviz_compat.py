@@ -1,0 +1,107 @@
+"""BertViz 1.4.1's head_view / model_view / neuron_view arguments, answered by attnscope's widget."""
+
+import re
+
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope import InputError
+from attnscope.serialize import decode
+
+from test_engine import SMALL, VOCAB
+
+TEXT = "The cat sat on the mat."
+
+
+@pytest.fixture(scope="module")
+def bertviz_inputs(default_model):
+    """What a BertViz notebook has: model outputs' attention tuple and the token list."""
+    tokenizer = default_model.tokenizer
+    inputs = tokenizer(TEXT, "It was happy.", return_tensors="pt")
+    with torch.inference_mode():
+        attention = default_model.model(**inputs, output_attentions=True).attentions
+    tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])
+    b_start = inputs["token_type_ids"][0].tolist().index(1)
+    return attention, tokens, b_start
+
+
+def test_head_view_takes_bertviz_arguments(bertviz_inputs):
+    attention, tokens, b_start = bertviz_inputs
+    widget = attnscope.head_view(attention, tokens, sentence_b_start=b_start, layer=2, heads=[3, 5])
+    assert isinstance(widget, attnscope.AttentionWidget)
+    assert (widget.view, widget.layer, widget.heads, widget.sentence_b_start) == ("head", 2, [3, 5], b_start)
+    assert widget.tokens == tokens and widget.editable is False and widget.engine is None
+    assert torch.allclose(decode(widget.attention), attention[2][0], atol=1 / 255)
+    # Positional use, as in BertViz's tutorial: head_view(attention, tokens).
+    assert attnscope.head_view(attention, tokens).layer == 0
+
+
+def test_model_view_display_mode_and_filters(bertviz_inputs):
+    attention, tokens, _ = bertviz_inputs
+    widget = attnscope.model_view(attention, tokens, display_mode="light", include_layers=[1, 4], include_heads=[0, 11])
+    assert (widget.view, widget.theme, widget.layer) == ("model", "light", 1)
+    assert widget.thumbnails["layers"] == [1, 4] and widget.thumbnails["heads"] == [0, 11]
+    assert attnscope.model_view(attention, tokens).theme == "dark"  # BertViz's default
+
+
+def test_bertviz_mistakes_are_errors_here(bertviz_inputs):
+    attention, tokens, _ = bertviz_inputs
+    with pytest.raises(Exception, match=r"include_layers=\[\] selects nothing"):
+        attnscope.head_view(attention, tokens, include_layers=[])
+    batch = tuple(torch.cat([a, a]) for a in attention)
+    with pytest.raises(InputError, match="batch of 2"):
+        attnscope.model_view(batch, tokens)
+    with pytest.raises(InputError, match=f"{len(tokens) + 1} tokens were given"):
+        attnscope.head_view(attention, tokens + ["extra"])
+    with pytest.raises(InputError, match="'tokens' is required"):
+        attnscope.head_view(attention)
+    with pytest.raises(InputError, match="Encoder-decoder attention"):
+        attnscope.head_view(encoder_attention=attention, encoder_tokens=tokens)
+    with pytest.raises(ValueError, match="html_action"):
+        attnscope.head_view(attention, tokens, html_action="show")
+    with pytest.raises(InputError, match="tuple of per-layer tensors"):
+        attnscope.head_view([[0.5]], tokens)
+
+
+def test_html_action_return_gives_a_standalone_page(bertviz_inputs, tmp_path):
+    attention, tokens, _ = bertviz_inputs
+    html = attnscope.model_view(attention, tokens, html_action="return")
+    assert type(html).__name__ == "HTML"
+    assert html.data.startswith("<!doctype html>") and "attnscopeStandalone" in html.data
+    assert "<script src" not in html.data and not re.search(r"https?://(cdn|unpkg|cdnjs|esm\.sh)", html.data)
+    (tmp_path / "view.html").write_text(html.data)  # what BertViz users do with it
+
+
+def test_prettify_tokens_false_keeps_markers():
+    attention = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))
+    tokens = ["Hello", "Ġworld", "Ġ!"]
+    assert attnscope.head_view(attention, tokens).tokens == ["Hello", " world", " !"]
+    assert attnscope.head_view(attention, tokens, prettify_tokens=False).tokens == tokens
+
+
+def test_precomputed_view_says_what_needs_a_model(bertviz_inputs):
+    attention, tokens, _ = bertviz_inputs
+    widget = attnscope.head_view(attention, tokens)
+    widget.request = {"id": 1, "text": "new text", "text_b": None}
+    assert "needs a model" in widget.error and widget.tokens == tokens  # the view is kept
+    with pytest.raises(InputError, match="Masking heads needs a model"):
+        widget.masked_heads = [[0, 0]]
+    widget.word_level = True  # word boundaries come from the tokens themselves
+    assert "sat" in widget.tokens and len(widget.tokens) <= len(tokens)
+    widget.view = "rollout"
+    assert widget.rollout["shape"][0] == 6
+
+
+def test_neuron_view_show_with_any_hf_model(bert_tokenizer):
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL))
+    from attnscope.neuron_view import show
+
+    widget = show(model, "bert", bert_tokenizer, "The cat sat.", "It slept.", layer=2, head=3, display_mode="light")
+    assert (widget.view, widget.layer, widget.neuron_head, widget.theme) == ("neuron", 2, 3, "light")
+    assert widget.has_queries_keys and widget.editable
+    assert attnscope.neuron_view(model, "bert", bert_tokenizer, "The cat sat.").view == "neuron"
+    with pytest.raises(InputError, match="head=9 is out of range"):
+        show(model, "bert", bert_tokenizer, "The cat sat.", head=9)
