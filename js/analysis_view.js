@@ -3,6 +3,7 @@
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
 import { el, sizeCanvas } from "./dom.js";
+import { serializeSvg, svgCircle, svgDocument, svgRect, svgText, textWidth } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
 const SCATTER_SIZE = 420;
@@ -132,6 +133,25 @@ export function createHeadMapView(container, callbacks = {}) {
       rowLabels.replaceChildren();
       for (let l = 0; l < next.nLayers; l++) el("span", "", rowLabels).textContent = `Layer ${l + 1}`;
       draw();
+    },
+    toSvg({ title = "", dark = false } = {}) {
+      if (!state) throw new Error("nothing drawn yet");
+      const measure = current();
+      const { nLayers, nHeads } = state;
+      const max = Math.max(maxOf(measure), 1e-9);
+      const [left, top] = [64, 48];
+      const svg = svgDocument(left + nHeads * HEATMAP_CELL + 8, top + nLayers * HEATMAP_CELL + 28, dark);
+      svgText(svg, 6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${format(max, 2)})`);
+      for (let h = 0; h < nHeads; h++) svgText(svg, left + (h + 0.5) * HEATMAP_CELL, 36, String(h + 1), { anchor: "middle", size: 11 });
+      for (let l = 0; l < nLayers; l++) {
+        svgText(svg, 6, top + (l + 0.5) * HEATMAP_CELL, `Layer ${l + 1}`, { size: 11 });
+        for (let h = 0; h < nHeads; h++) {
+          const value = measure.values[l * nHeads + h];
+          const fill = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
+          svgRect(svg, left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
+        }
+      }
+      return serializeSvg(svg);
     },
     destroy() { root.remove(); },
   };
@@ -271,6 +291,18 @@ export function createHeadScatterView(container, callbacks = {}) {
       select.options[0].disabled = !next.behaviours;
       draw();
     },
+    toSvg({ title = "", dark = false } = {}) {
+      if (!state) throw new Error("nothing drawn yet");
+      const top = 24;
+      const svg = svgDocument(SCATTER_SIZE + 160, SCATTER_SIZE + top, dark);
+      svgText(svg, 6, 12, title);
+      for (let i = 0; i < screen.length / 2; i++) svgCircle(svg, screen[2 * i], top + screen[2 * i + 1], POINT_RADIUS, colorOf(i));
+      [...legend.children].forEach((item, i) => {
+        svgCircle(svg, SCATTER_SIZE + 14, top + 16 + i * 18, 5, item.firstChild.style.background);
+        svgText(svg, SCATTER_SIZE + 24, top + 16 + i * 18, item.lastChild.textContent, { size: 11 });
+      });
+      return serializeSvg(svg);
+    },
     destroy() { root.remove(); },
   };
 }
@@ -352,6 +384,27 @@ export function createMatrixView(container) {
       title.textContent = next.title;
       state = next;
       draw();
+    },
+    toSvg({ title: heading = "", dark = false } = {}) {
+      if (!state) throw new Error("nothing drawn yet");
+      const [, n] = state.shape;
+      const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
+      const [left, top] = [labelWidth, 30 + labelWidth];
+      const svg = svgDocument(left + n * cell + 8, top + n * cell + 8, dark);
+      svgText(svg, 6, 12, `${heading}${heading ? " · " : ""}${select.options[layer]?.textContent ?? ""}`);
+      const base = layer * n * n;
+      let max = 1e-9;
+      for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
+      state.tokens.forEach((token, i) => {
+        svgText(svg, left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11 });
+        svgText(svg, left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90 });
+      });
+      for (let row = 0; row < n; row++) {
+        for (let col = 0; col < n; col++) {
+          svgRect(svg, left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
+        }
+      }
+      return serializeSvg(svg);
     },
     destroy() { root.remove(); },
   };

@@ -137,3 +137,33 @@ it("model view: masked heads are counted, and clicks toggle masks in mask mode",
   expect(onToggleMask).toHaveBeenCalledWith(0, 0);
   expect(onOpenHead).toHaveBeenCalledTimes(1);
 });
+
+it("every drawable view exports SVG with its text escaped and its lines counted", async () => {
+  const { createHeadView } = await import("./head_view.js");
+  const container = document.createElement("div");
+  const view = createHeadView(container, {});
+  const tokens = ["[CLS]", "<b>&</b>", "[SEP]"];
+  const values = new Float32Array([0.5, 0.5, 0, 0, 1, 0, 0.2, 0.3, 0.5]);
+  view.update({ tokens, sentenceBStart: null, attention: { values, shape: [1, 3, 3] }, visibleHeads: [0], sentenceFilter: "all" });
+  const svg = view.toSvg({ title: "model · layer 1" });
+  expect(svg.startsWith("<svg")).toBe(true);
+  expect(svg).toContain("&lt;b&gt;&amp;&lt;/b&gt;");
+  expect(svg).not.toContain("<b>");
+  const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+  const drawn = [...doc.querySelectorAll("path")].reduce((n, p) => n + Number(p.getAttribute("data-lines")), 0);
+  expect(drawn).toBe(view.lastLines().length); // the same lines as on screen
+  expect(drawn).toBe(6);
+
+  const heatmap = createHeadMapView(document.createElement("div"), {});
+  heatmap.update({ nLayers: 2, nHeads: 3, measures, measure: "sep" });
+  const heat = new DOMParser().parseFromString(heatmap.toSvg({ title: "m" }), "image/svg+xml");
+  expect(heat.querySelectorAll("rect").length).toBe(1 + 6); // background + one per head
+  expect(heat.querySelector("text").textContent).toBe("m · Attention to [SEP] (0 to 0.50)");
+
+  const modelView = createModelView(document.createElement("div"), {});
+  const thumbnails = { shape: [1, 2, 2, 2], values: new Float32Array(8).fill(0.5) };
+  modelView.update({ thumbnails, layers: [0], heads: [0, 1], nHeads: 2, masked: [[0, 1]] });
+  const grid = new DOMParser().parseFromString(modelView.toSvg(), "image/svg+xml");
+  expect(grid.querySelectorAll("rect.masked").length).toBe(1);
+  expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 2");
+});

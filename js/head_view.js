@@ -4,6 +4,7 @@
 import { headColors } from "./colors.js";
 import { el, sizeCanvas } from "./dom.js";
 import { strokeWeightedLines } from "./draw_lines.js";
+import { serializeSvg, svgDocument, svgLines, svgRect, svgText, textWidth } from "./svg.js";
 
 const ROW_HEIGHT = 20;
 const LINES_WIDTH = 220;
@@ -181,7 +182,7 @@ export function createHeadView(container, callbacks = {}) {
       if (found.length) {
         const label = el("span", "attnscope-weight-value", box);
         label.textContent = Math.max(...found.map((l) => l.weight)).toFixed(2);
-        row.title = found.map((l) => `head ${l.head}: ${l.weight.toFixed(3)}`).join("\n");
+        row.title = found.map((l) => `head ${l.head + 1}: ${l.weight.toFixed(3)}`).join("\n");
       }
     }
   }
@@ -227,6 +228,36 @@ export function createHeadView(container, callbacks = {}) {
       paint();
     },
     lastLines: () => lines,
+    /** The view as SVG text (all lines the view draws without hover), titled `title`. */
+    toSvg({ title = "", dark = false } = {}) {
+      if (!state) throw new Error("nothing drawn yet");
+      const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens } = state;
+      const shown = { visibleHeads, sentenceFilter, sentenceBStart };
+      const budget = chooseMinWeight(attention, shown);
+      const all = computeLines(attention, { ...shown, minWeight: budget.minWeight });
+      const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
+      const leftTokens = tokens.slice(...ranges.from);
+      const rightTokens = tokens.slice(...ranges.to);
+      const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
+      const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
+      const top = 44;
+      const rows = Math.max(leftTokens.length, rightTokens.length, 1);
+      const width = leftWidth + LINES_WIDTH + rightWidth;
+      const svg = svgDocument(width, top + rows * ROW_HEIGHT + 8, dark);
+      svgText(svg, 6, 12, title);
+      const colors = headColors(attention.shape[0]);
+      [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
+        svgRect(svg, 6 + i * 26, 24, 22, 14, colors[head]);
+        svgText(svg, 17 + i * 26, 31, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
+      });
+      leftTokens.forEach((t, i) => svgText(svg, leftWidth - 6, top + (i + 0.5) * ROW_HEIGHT, t, { anchor: "end" }));
+      rightTokens.forEach((t, i) => svgText(svg, leftWidth + LINES_WIDTH + 6, top + (i + 0.5) * ROW_HEIGHT, t));
+      svgLines(svg, all, (line) => colors[line.head], ({ from, to }) => [
+        leftWidth, top + (from - ranges.from[0] + 0.5) * ROW_HEIGHT,
+        leftWidth + LINES_WIDTH, top + (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
+      ]);
+      return serializeSvg(svg);
+    },
     destroy() { root.remove(); },
   };
 }

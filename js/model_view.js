@@ -3,6 +3,7 @@
 import { headColors } from "./colors.js";
 import { el, sizeCanvas } from "./dom.js";
 import { strokeWeightedLines } from "./draw_lines.js";
+import { serializeSvg, svgDocument, svgLines, svgRect, svgText } from "./svg.js";
 
 export const CELL = 84; // px per thumbnail, margins included
 const PAD = 8;
@@ -136,6 +137,31 @@ export function createModelView(container, callbacks = {}) {
       canvas.dataset.lineCount = String(count);
       canvas.dataset.cells = String(layers.length * heads.length);
       zoom.hidden = true;
+    },
+    /** Every shown layer × head as SVG: the same thumbnails, lines and masks. */
+    toSvg({ title = "", dark = false } = {}) {
+      if (!state) throw new Error("nothing drawn yet");
+      const { thumbnails, layers, heads, nHeads } = state;
+      const size = thumbnails.shape[2];
+      const [left, top] = [64, 48];
+      const svg = svgDocument(left + heads.length * CELL, top + layers.length * CELL, dark);
+      svgText(svg, 6, 12, title);
+      heads.forEach((h, col) => svgText(svg, left + (col + 0.5) * CELL, 34, `Head ${h + 1}`, { anchor: "middle", size: 11 }));
+      layers.forEach((l, row) => svgText(svg, 6, top + (row + 0.5) * CELL, `Layer ${l + 1}`, { size: 11 }));
+      const colors = headColors(nHeads);
+      const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
+      const step = (CELL - 2 * PAD) / Math.max(size, 1);
+      layers.forEach((layer, row) => heads.forEach((head, col) => {
+        const [x, y] = [left + col * CELL, top + row * CELL];
+        svgLines(svg, lineCache[row][col], () => colors[head], ({ from, to }) => [
+          x + PAD, y + PAD + (from + 0.5) * step, x + CELL - PAD, y + PAD + (to + 0.5) * step,
+        ]);
+        if (masked.has(`${layer}:${head}`)) {
+          const cross = svgRect(svg, x + 2, y + 2, CELL - 4, CELL - 4, "rgba(128,128,128,0.45)");
+          cross.setAttribute("class", "masked");
+        }
+      }));
+      return serializeSvg(svg);
     },
     destroy() { root.remove(); },
   };

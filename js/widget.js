@@ -7,6 +7,7 @@ import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
 import { createModelView } from "./model_view.js";
 import { createNeuronView } from "./neuron_view.js";
+import { svgToPng } from "./svg.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
 
 const EDIT_DEBOUNCE_MS = 350;
@@ -59,6 +60,16 @@ function render({ model, el: host }) {
   const wordsControl = labelled(header, "Words", wordsBox);
   wordsControl.title = "Merge wordpieces into words: attention to a word is summed over its pieces, from a word averaged.";
   wordsBox.addEventListener("change", () => setTraits({ word_level: wordsBox.checked }));
+  const exportBox = el("span", "attnscope-export", header);
+  const exportButtons = ["svg", "png"].map((format) => {
+    const button = el("button", "attnscope-export-button", exportBox);
+    button.type = "button";
+    button.dataset.format = format;
+    button.textContent = format.toUpperCase();
+    button.title = `Save this view as ${format.toUpperCase()}`;
+    button.addEventListener("click", () => downloadImage(format));
+    return button;
+  });
   const status = el("span", "attnscope-status", header);
 
   const editor = el("div", "attnscope-editor", root);
@@ -148,6 +159,7 @@ function render({ model, el: host }) {
       model.get("tokens").length].join(":");
   }
   function onCustomMessage(msg, buffers) {
+    if (msg?.type === "image") { answerImageRequest(msg); return; }
     if (!msg || msg.type !== "neuron") return;
     const key = neuron.pending.get(msg.id);
     neuron.pending.delete(msg.id);
@@ -179,6 +191,48 @@ function render({ model, el: host }) {
         query: model.get("neuron_query") });
     }
     return null;
+  }
+
+  // Image export: every view but the neuron view can draw itself as SVG; PNG is rendered from it.
+  function currentSvg() {
+    const view = model.get("view");
+    const dark = root.classList.contains("attnscope-dark");
+    const name = model.get("model_name");
+    const layer = model.get("layer") + 1;
+    if (view === "head") return headView.toSvg({ title: `${name} · layer ${layer}`, dark });
+    if (view === "model") return modelView.toSvg({ title: name, dark });
+    if (view === "rollout") return rolloutView.toSvg({ title: `${name} · attention rollout`, dark });
+    if (view === "analysis") {
+      const scatter = model.get("analysis")?.kind === "head_distances";
+      return (scatter ? scatterView : heatmapView).toSvg({ title: name, dark });
+    }
+    throw new Error("image export covers the head, model, rollout and analysis views, not the neuron view");
+  }
+  async function imageBytes(format) {
+    const svg = currentSvg();
+    return format === "svg" ? new TextEncoder().encode(svg) : svgToPng(svg);
+  }
+  async function downloadImage(format) {
+    try {
+      const bytes = await imageBytes(format);
+      const url = URL.createObjectURL(new Blob([bytes], { type: format === "svg" ? "image/svg+xml" : "image/png" }));
+      const link = el("a", "", root);
+      link.href = url;
+      link.download = `attnscope-${model.get("view")}.${format}`;
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      showError(`cannot save the image: ${err.message}`);
+    }
+  }
+  async function answerImageRequest(msg) {
+    try {
+      const bytes = await imageBytes(msg.format);
+      model.send({ type: "image", id: msg.id, format: msg.format }, undefined, [bytes.buffer]);
+    } catch (err) {
+      model.send({ type: "image", id: msg.id, format: msg.format, error: err.message });
+    }
   }
 
   function sendEdit() {
@@ -367,6 +421,7 @@ function render({ model, el: host }) {
     changeControl.hidden = masked.length === 0;
     unmask.hidden = masked.length === 0;
     maskSummary.textContent = model.get("mask_summary") ?? "";
+    for (const button of exportButtons) button.disabled = view === "neuron";
 
     const computing = editTimer !== null || lastSentId > model.get("result_id");
     if (computing) {
@@ -393,6 +448,7 @@ function render({ model, el: host }) {
   const events = TRAITS.map((name) => `change:${name}`);
   for (const event of events) model.on(event, schedule);
   const stopWatchingTheme = watchJupyterTheme(schedule);
+  model.send({ type: "rendered" }); // the kernel's save_image needs a view that can answer
   draw();
 
   return () => {

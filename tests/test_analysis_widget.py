@@ -125,3 +125,19 @@ def test_standalone_export_falls_back_to_the_head_view(widget, tmp_path):
     widget.view = "rollout"
     html = widget.save_html(tmp_path / "page.html").read_text()
     assert '"view": "head"' in html or '"view":"head"' in html
+
+
+def test_save_image_needs_a_displayed_view_and_a_known_format(widget, tmp_path):
+    with pytest.raises(InputError, match=r"\.png or \.svg"):
+        widget.save_image(tmp_path / "view.jpg")
+    with pytest.raises(InputError, match="display it first"):
+        widget.save_image(tmp_path / "view.png")
+    widget._on_custom_message(widget, {"type": "rendered"}, [])
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append(content)
+    request = widget.save_image(tmp_path / "view.svg")
+    widget._on_custom_message(widget, {"type": "image", "id": sent[0]["id"], "error": "boom"}, [])
+    assert request.error == "boom" and not request.done and not (tmp_path / "view.svg").exists()
+    widget.view = "neuron"
+    with pytest.raises(InputError, match="not the neuron view"):
+        widget.save_image(tmp_path / "view.png")

@@ -372,7 +372,14 @@ class AttentionWidget(anywidget.AnyWidget):
         return proposal["value"]
 
     def _on_custom_message(self, _widget: Any, content: dict, buffers: list) -> None:
-        if not isinstance(content, dict) or content.get("type") != "neuron":
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "rendered":
+            self._rendered = True
+            return
+        if kind == "image":
+            self._on_image(content, buffers)
+            return
+        if kind != "neuron":
             return
         reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id}
         try:
@@ -430,6 +437,41 @@ class AttentionWidget(anywidget.AnyWidget):
                 self._applying = False
             raise
 
+    def save_image(self, path: str | Path) -> "ImageRequest":
+        """Save the current view as PNG or SVG (by the file's suffix), drawn by the widget's view.
+
+        The browser draws the image, so the widget must be displayed. The file is written when the
+        view answers, which is right after the cell finishes (a kernel cannot wait for its front
+        end in mid-cell); the returned request says when it is done (`.done`, `.error`).
+        """
+        path = Path(path)
+        image_format = path.suffix.lower().lstrip(".")
+        if image_format not in ("png", "svg"):
+            raise InputError(f"save_image writes .png or .svg files, not {path.name!r}.")
+        if not getattr(self, "_rendered", False):
+            raise InputError(
+                "save_image needs the widget on screen: display it first (make it a cell's last line), "
+                "then call save_image in another cell. Or use the PNG/SVG buttons in the widget."
+            )
+        if self.view == "neuron":
+            raise InputError("Image export covers the head, model, rollout and analysis views, not the neuron view.")
+        self._image_requests = getattr(self, "_image_requests", {})
+        request = ImageRequest(path, image_format)
+        request_id = len(self._image_requests) + 1
+        self._image_requests[request_id] = request
+        self.send({"type": "image", "id": request_id, "format": image_format})
+        return request
+
+    def _on_image(self, content: dict, buffers: list) -> None:
+        request = getattr(self, "_image_requests", {}).pop(content.get("id"), None)
+        if request is None:
+            return
+        if content.get("error") or not buffers:
+            request.error = content.get("error") or "the view sent no image"
+            return
+        request.path.write_bytes(bytes(buffers[0]))
+        request.done = True
+
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
         from .export import widget_html
@@ -461,6 +503,20 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
+
+
+@dataclasses.dataclass
+class ImageRequest:
+    """A pending `save_image`: `done` turns True once the view has sent the image and it is written."""
+
+    path: Path
+    format: str
+    done: bool = False
+    error: str | None = None
+
+    def __repr__(self) -> str:
+        state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
+        return f"ImageRequest({str(self.path)!r}, {state})"
 
 
 NEEDS_A_MODEL = (

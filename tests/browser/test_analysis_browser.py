@@ -139,3 +139,38 @@ def test_every_family_renders_head_and_model_views(open_widget, family, bert_tok
     )
     page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '12'")
     assert page.problems == []
+
+
+def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_path):
+    widget = attnscope.AttentionWidget("The <cat> sat.", model=default_model)
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    with page.expect_download() as svg_download:
+        page.click("button.attnscope-export-button[data-format='svg']")
+    svg = (tmp_path / "view.svg")
+    svg_download.value.save_as(svg)
+    text = svg.read_text()
+    assert text.startswith("<svg") and ">&lt;</text>" in text  # the "<" token, escaped
+    with page.expect_download() as png_download:
+        page.click("button.attnscope-export-button[data-format='png']")
+    png_download.value.save_as(tmp_path / "view.png")
+    assert (tmp_path / "view.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # widget.save_image: the kernel asks the view, the view answers with the bytes.
+    assert page.evaluate("() => window.attnscopeHarness.model.sentMessages.some(m => m.type === 'rendered')")
+    widget._on_custom_message(widget, {"type": "rendered"}, [])
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append(content)
+    request = widget.save_image(tmp_path / "saved.png")
+    assert not request.done and sent == [{"type": "image", "id": 1, "format": "png"}]
+    page.evaluate("m => window.attnscopeHarness.model.emitCustom(m, [])", sent[0])
+    page.wait_for_function("() => window.attnscopeHarness.model.sentMessages.some(m => m.type === 'image')")
+    reply, data = page.evaluate(
+        """() => { const h = window.attnscopeHarness.model;
+            const i = h.sentMessages.findIndex(m => m.type === 'image');
+            const bytes = new Uint8Array(h.sentBuffers[i][0]);
+            return [h.sentMessages[i], Array.from(bytes)]; }"""
+    )
+    widget._on_custom_message(widget, reply, [bytes(data)])
+    assert request.done and (tmp_path / "saved.png").read_bytes()[:4] == b"\x89PNG"
+    assert page.problems == []

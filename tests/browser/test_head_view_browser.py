@@ -220,7 +220,7 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     import numpy as np
 
     start(page, view="neuron", neuron_head=1, neuron_query=0, has_queries_keys=True)
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.length > 0")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
     assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}
     assert page.text_content(".attnscope-status") == "loading…"
@@ -253,7 +253,7 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
 
 def test_neuron_view_shows_the_kernels_error(page):
     start(page, view="neuron")
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.length > 0")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
     request_id = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1).id")
     page.evaluate(
         "id => window.attnscopeHarness.model.emitCustom({type: 'neuron', id, error: 'head=9 is out of range'}, [])",
