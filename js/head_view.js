@@ -17,15 +17,15 @@ const THRESHOLDS = [DEFAULT_MIN_WEIGHT, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.
 
 /** The smallest threshold whose line count fits the budget: {minWeight, kept, total}. */
 export function chooseMinWeight(attention, options = {}, budget = LINE_BUDGET) {
-  const [nHeads, nTokens] = attention.shape;
+  const [nHeads, nTokens, nKeys] = attention.shape;
   const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null } = options;
-  const ranges = tokenRanges(nTokens, sentenceBStart, sentenceFilter);
+  const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
   const values = attention.values;
   for (const head of visibleHeads) {
     if (head < 0 || head >= nHeads) continue;
     for (let from = ranges.from[0]; from < ranges.from[1]; from++) {
-      const row = (head * nTokens + from) * nTokens;
+      const row = (head * nTokens + from) * nKeys;
       for (let to = ranges.to[0]; to < ranges.to[1]; to++) {
         const w = values[row + to];
         if (w < THRESHOLDS[0]) continue;
@@ -60,12 +60,20 @@ export function tokenRanges(nTokens, sentenceBStart, filter) {
   }
 }
 
-/** The lines the head view draws: [{head, from, to, weight}] for attention {values, shape:[H,T,T]}. */
+/** Token ranges of both columns for attention of shape [H, Tq, Tk]: cross-attention (Tq ≠ Tk
+ * keys are another text's tokens) shows every query and every key. */
+export function rangesFor(shape, sentenceBStart, filter) {
+  const [, nQueries, nKeys] = shape;
+  if (nKeys !== undefined && nKeys !== nQueries) return { from: [0, nQueries], to: [0, nKeys] };
+  return tokenRanges(nQueries, sentenceBStart, filter);
+}
+
+/** The lines the head view draws: [{head, from, to, weight}] for attention {values, shape:[H,Tq,Tk]}. */
 export function computeLines(attention, options = {}) {
-  const [nHeads, nTokens] = attention.shape;
+  const [nHeads, nTokens, nKeys = nTokens] = attention.shape;
   const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null,
     hover = null, minWeight = DEFAULT_MIN_WEIGHT } = options;
-  const ranges = tokenRanges(nTokens, sentenceBStart, sentenceFilter);
+  const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   let [fromLo, fromHi] = ranges.from;
   let [toLo, toHi] = ranges.to;
   if (hover && hover.side === "left") [fromLo, fromHi] = [hover.index, hover.index + 1];
@@ -74,9 +82,9 @@ export function computeLines(attention, options = {}) {
   const lines = [];
   for (const head of [...visibleHeads].sort((a, b) => a - b)) {
     if (head < 0 || head >= nHeads) continue;
-    const base = head * nTokens * nTokens;
+    const base = head * nTokens * nKeys;
     for (let from = fromLo; from < fromHi; from++) {
-      const row = base + from * nTokens;
+      const row = base + from * nKeys;
       for (let to = toLo; to < toHi; to++) {
         const weight = values[row + to];
         if (weight >= minWeight) lines.push({ head, from, to, weight });
@@ -88,7 +96,8 @@ export function computeLines(attention, options = {}) {
 
 /**
  * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), destroy()}
- * state: {tokens, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
+ * state: {tokens, keyTokens?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
+ * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  */
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
@@ -139,13 +148,13 @@ export function createHeadView(container, callbacks = {}) {
     }
   }
 
-  function fillColumn(column, side, [lo, hi]) {
+  function fillColumn(column, side, [lo, hi], tokens) {
     column.replaceChildren();
     for (let i = lo; i < hi; i++) {
       const row = el("div", "attnscope-token", column);
       row.dataset.index = String(i);
       const text = el("span", "attnscope-token-text", row);
-      text.textContent = state.tokens[i]; // token text is data: never HTML
+      text.textContent = tokens[i]; // token text is data: never HTML
       el("span", "attnscope-weights", row);
       row.addEventListener("mouseenter", () => { hover = { side, index: i }; paint(); });
       row.addEventListener("mouseleave", () => { hover = null; paint(); });
@@ -199,7 +208,7 @@ export function createHeadView(container, callbacks = {}) {
       note.textContent = `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${budget.minWeight}) `
         + `of ${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
     }
-    const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
+    const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     const height = Math.max(rows, 1) * ROW_HEIGHT;
     canvas.dataset.lineCount = String(lines.length);
@@ -215,14 +224,14 @@ export function createHeadView(container, callbacks = {}) {
 
   return {
     update(next) {
-      const layoutChanged = !state || state.tokens !== next.tokens || state.sentenceFilter !== next.sentenceFilter
-        || state.sentenceBStart !== next.sentenceBStart;
+      const layoutChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
+        || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
       state = next;
       if (layoutChanged) {
         hover = null;
-        const ranges = tokenRanges(next.tokens.length, next.sentenceBStart, next.sentenceFilter);
-        fillColumn(left, "left", ranges.from);
-        fillColumn(right, "right", ranges.to);
+        const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
+        fillColumn(left, "left", ranges.from, next.tokens);
+        fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens);
       }
       drawSwatches();
       paint();
@@ -231,13 +240,13 @@ export function createHeadView(container, callbacks = {}) {
     /** The view as SVG text (all lines the view draws without hover), titled `title`. */
     toSvg({ title = "", dark = false } = {}) {
       if (!state) throw new Error("nothing drawn yet");
-      const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens } = state;
+      const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
       const shown = { visibleHeads, sentenceFilter, sentenceBStart };
       const budget = chooseMinWeight(attention, shown);
       const all = computeLines(attention, { ...shown, minWeight: budget.minWeight });
-      const ranges = tokenRanges(attention.shape[1], sentenceBStart, sentenceFilter);
+      const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
       const leftTokens = tokens.slice(...ranges.from);
-      const rightTokens = tokens.slice(...ranges.to);
+      const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
       const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
       const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
       const top = 44;

@@ -12,23 +12,27 @@ export const THUMBNAIL_MIN_WEIGHT = 0.02;
 
 /** Lines of one thumbnail: [{from, to, weight}] over its S pooled rows, for values [L,H,S,S]. */
 export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT) {
-  const [, nHeads, size] = shape;
-  const base = (layerIndex * nHeads + headIndex) * size * size;
+  const [, nHeads, size, nCols = size] = shape; // cross-attention thumbnails are not square
+  const base = (layerIndex * nHeads + headIndex) * size * nCols;
   const lines = [];
   for (let from = 0; from < size; from++) {
-    for (let to = 0; to < size; to++) {
-      const weight = values[base + from * size + to];
+    for (let to = 0; to < nCols; to++) {
+      const weight = values[base + from * nCols + to];
       if (weight >= minWeight) lines.push({ from, to, weight });
     }
   }
   return lines;
 }
 
-function drawThumbnail(ctx, lines, size, color, x, y, width, height) {
-  const step = (height - 2 * PAD) / Math.max(size, 1);
-  strokeWeightedLines(ctx, lines, () => color, ({ from, to }) => [
-    x + PAD, y + PAD + (from + 0.5) * step, x + width - PAD, y + PAD + (to + 0.5) * step,
-  ], 1);
+/** Line ends in a cell: queries spread down the left edge, keys down the right (rows × cols grid). */
+function thumbnailEnds([rows, cols], x, y, width, height) {
+  const fromStep = (height - 2 * PAD) / Math.max(rows, 1);
+  const toStep = (height - 2 * PAD) / Math.max(cols, 1);
+  return ({ from, to }) => [x + PAD, y + PAD + (from + 0.5) * fromStep, x + width - PAD, y + PAD + (to + 0.5) * toStep];
+}
+
+function drawThumbnail(ctx, lines, grid, color, x, y, width, height) {
+  strokeWeightedLines(ctx, lines, () => color, thumbnailEnds(grid, x, y, width, height), 1);
 }
 
 /** Dims a masked head's cell and crosses it out, so switched-off heads are seen at a glance. */
@@ -79,11 +83,11 @@ export function createModelView(container, callbacks = {}) {
   function showZoom(cell) {
     if (!cell) { zoom.hidden = true; return; }
     const { row, col } = cell;
-    const size = state.thumbnails.shape[2];
+    const grid = state.thumbnails.shape.slice(2);
     const colors = headColors(state.nHeads);
     zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${state.heads[col] + 1}`;
     const ctx = sizeCanvas(zoomCanvas, CELL * ZOOM, CELL * ZOOM);
-    if (ctx) drawThumbnail(ctx, lineCache[row][col], size, colors[state.heads[col]], 0, 0, CELL * ZOOM, CELL * ZOOM);
+    if (ctx) drawThumbnail(ctx, lineCache[row][col], grid, colors[state.heads[col]], 0, 0, CELL * ZOOM, CELL * ZOOM);
     // Beside the hovered cell, kept inside the view.
     zoom.style.left = `${Math.min((col + 1) * CELL + 60, Math.max(0, canvas.clientWidth - CELL * ZOOM))}px`;
     zoom.style.top = `${row * CELL + 40}px`;
@@ -112,7 +116,7 @@ export function createModelView(container, callbacks = {}) {
       if (same) { state = next; return; } // already drawn
       state = next;
       const { thumbnails, layers, heads } = next;
-      const size = thumbnails.shape[2];
+      const grid = thumbnails.shape.slice(2);
       const colors = headColors(next.nHeads);
       headLabels.replaceChildren();
       for (const h of heads) el("span", "", headLabels).textContent = `Head ${h + 1}`;
@@ -124,7 +128,7 @@ export function createModelView(container, callbacks = {}) {
       layers.forEach((_, row) => heads.forEach((head, col) => {
         const lines = lineCache[row][col];
         count += lines.length;
-        if (ctx) drawThumbnail(ctx, lines, size, colors[head], col * CELL, row * CELL, CELL, CELL);
+        if (ctx) drawThumbnail(ctx, lines, grid, colors[head], col * CELL, row * CELL, CELL, CELL);
       }));
       const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
       let maskedCount = 0;
@@ -142,7 +146,7 @@ export function createModelView(container, callbacks = {}) {
     toSvg({ title = "", dark = false } = {}) {
       if (!state) throw new Error("nothing drawn yet");
       const { thumbnails, layers, heads, nHeads } = state;
-      const size = thumbnails.shape[2];
+      const grid = thumbnails.shape.slice(2);
       const [left, top] = [64, 48];
       const svg = svgDocument(left + heads.length * CELL, top + layers.length * CELL, dark);
       svgText(svg, 6, 12, title);
@@ -150,12 +154,9 @@ export function createModelView(container, callbacks = {}) {
       layers.forEach((l, row) => svgText(svg, 6, top + (row + 0.5) * CELL, `Layer ${l + 1}`, { size: 11 }));
       const colors = headColors(nHeads);
       const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
-      const step = (CELL - 2 * PAD) / Math.max(size, 1);
       layers.forEach((layer, row) => heads.forEach((head, col) => {
         const [x, y] = [left + col * CELL, top + row * CELL];
-        svgLines(svg, lineCache[row][col], () => colors[head], ({ from, to }) => [
-          x + PAD, y + PAD + (from + 0.5) * step, x + CELL - PAD, y + PAD + (to + 0.5) * step,
-        ]);
+        svgLines(svg, lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, CELL, CELL));
         if (masked.has(`${layer}:${head}`)) {
           const cross = svgRect(svg, x + 2, y + 2, CELL - 4, CELL - 4, "rgba(128,128,128,0.45)");
           cross.setAttribute("class", "masked");

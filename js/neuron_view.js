@@ -52,7 +52,8 @@ function paintMatrix(canvas, values, rows, d) {
 
 /**
  * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}
- * state: {tokens, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
+ * state: {tokens, keyTokens?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
+ * keyTokens: the key rows when keys are other tokens (cross-attention); default tokens.
  */
 export function createNeuronView(container, callbacks = {}) {
   const root = el("div", "attnscope-neuron-view", container);
@@ -96,6 +97,8 @@ export function createNeuronView(container, callbacks = {}) {
       row.dataset.index = String(i);
       el("span", "attnscope-token-text", row).textContent = token;
       row.addEventListener("click", () => callbacks.onQuery?.(i));
+    });
+    (state.keyTokens ?? state.tokens).forEach((token, i) => {
       const keyRow = el("div", "attnscope-token", keyTokenRows);
       keyRow.dataset.index = String(i);
       el("span", "attnscope-token-text", keyRow).textContent = token;
@@ -104,7 +107,7 @@ export function createNeuronView(container, callbacks = {}) {
 
   return {
     update(next) {
-      const tokensChanged = !state || state.tokens !== next.tokens;
+      const tokensChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens;
       state = next;
       if (headSelect.options.length !== next.nHeads) {
         headSelect.replaceChildren();
@@ -123,7 +126,7 @@ export function createNeuronView(container, callbacks = {}) {
       const data = next.data;
       table.hidden = !data;
       if (!data) return;
-      const n = next.tokens.length;
+      const n = (next.keyTokens ?? next.tokens).length;
       keyTitle.textContent = `k (d = ${data.d})`;
       paintMatrix(queryCanvas, data.query, 1, data.d);
       paintMatrix(keysCanvas, data.keys, n, data.d);

@@ -35,16 +35,17 @@ export function neuronAnswer(stored, request) {
   const { layer, head, query } = request;
   const slot = stored.layers.indexOf(layer);
   if (slot < 0) return { error: `Layer ${layer + 1} is not in this saved page (it holds layers ${stored.layers.map((l) => l + 1).join(", ")}).` };
-  const [, nHeads, n, d] = stored.shape;
-  const at = (arr, t, k) => halfToFloat(arr.getUint16(2 * (((slot * nHeads + head) * n + t) * d + k), true));
-  const q = Float32Array.from({ length: d }, (_, k) => at(stored.queries, query, k));
+  const [, nHeads, nQueries, d] = stored.shape;
+  const n = stored.key_shape?.[2] ?? nQueries; // cross-attention: the keys are the encoder's tokens
+  const at = (arr, count, t, k) => halfToFloat(arr.getUint16(2 * (((slot * nHeads + head) * count + t) * d + k), true));
+  const q = Float32Array.from({ length: d }, (_, k) => at(stored.queries, nQueries, query, k));
   const keys = new Float32Array(n * d);
   const products = new Float32Array(n * d);
   const scores = new Float32Array(n);
   for (let j = 0; j < n; j++) {
     let dot = 0;
     for (let k = 0; k < d; k++) {
-      const kv = at(stored.keys, j, k);
+      const kv = at(stored.keys, n, j, k);
       keys[j * d + k] = kv;
       products[j * d + k] = kv * q[k];
       dot += kv * q[k];
@@ -55,7 +56,7 @@ export function neuronAnswer(stored, request) {
   const exps = scores.map((s) => Math.exp(s - max));
   const total = exps.reduce((a, b) => a + b, 0);
   const softmax = exps.map((e) => e / total);
-  return { d, n, buffers: [q, keys, products, scores, softmax].map(toHalfView) };
+  return { d, n, nQueries, buffers: [q, keys, products, scores, softmax].map(toHalfView) };
 }
 
 /** A model with the anywidget interface over a saved state. */
@@ -109,7 +110,7 @@ export function createStaticModel(data) {
         if (!stored) { emit("msg:custom", { ...reply, error: "This saved page holds no queries and keys." }, []); return; }
         const answer = neuronAnswer(stored, content);
         if (answer.error) { emit("msg:custom", { ...reply, error: answer.error }, []); return; }
-        emit("msg:custom", { ...reply, d: answer.d, n_tokens: answer.n,
+        emit("msg:custom", { ...reply, d: answer.d, n_tokens: answer.n, n_queries: answer.nQueries,
           shapes: [[answer.d], [answer.n, answer.d], [answer.n, answer.d], [answer.n], [answer.n]] }, answer.buffers);
       }, 0);
     },

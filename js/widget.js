@@ -23,7 +23,8 @@ const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"], ["rol
 const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
   "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
   "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-  "rollout", "analysis", "editable"];
+  "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens"];
+const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 function labelled(parent, text, control) {
   const label = el("label", "attnscope-control", parent);
@@ -46,6 +47,15 @@ function render({ model, el: host }) {
     tab.setAttribute("role", "tab");
     tab.addEventListener("click", () => setTraits({ view: value }));
   }
+  // Encoder-decoder models: which attention to show (as BertViz's Encoder / Decoder / Cross).
+  const partSelect = el("select", "attnscope-part");
+  for (const [value, text] of PARTS) {
+    const option = el("option", "", partSelect);
+    option.value = value;
+    option.textContent = text;
+  }
+  const partControl = labelled(header, "Attention", partSelect);
+  partSelect.addEventListener("change", () => setTraits({ attention_part: partSelect.value }));
   const layerSelect = el("select", "attnscope-layer");
   const layerControl = labelled(header, "Layer", layerSelect);
   const filterSelect = el("select", "attnscope-filter");
@@ -156,7 +166,7 @@ function render({ model, el: host }) {
   // The neuron view's numbers come on request, one query at a time, as float16 buffers.
   function neuronKey() {
     return [model.get("result_id"), model.get("layer"), model.get("neuron_head"), model.get("neuron_query"),
-      model.get("tokens").length].join(":");
+      model.get("tokens").length, (model.get("parts") ?? []).length > 1 ? model.get("attention_part") : ""].join(":");
   }
   function onCustomMessage(msg, buffers) {
     if (msg?.type === "image") { answerImageRequest(msg); return; }
@@ -171,7 +181,7 @@ function render({ model, el: host }) {
         const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
           decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
         // Keyed by what the kernel answered, so an answer for an older run is never shown as current.
-        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_tokens].join(":");
+        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
         neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d });
       } catch (err) {
         neuron.cache.set(key, { error: `attnscope cannot read the neuron data: ${err.message}` });
@@ -239,7 +249,8 @@ function render({ model, el: host }) {
     clearTimeout(editTimer);
     editTimer = null;
     lastSentId = Math.max(lastSentId, model.get("result_id")) + 1;
-    const hasB = model.get("text_b") !== null;
+    const encoderDecoder = (model.get("parts") ?? []).length > 1;
+    const hasB = model.get("text_b") !== null || (encoderDecoder && inputB.value.trim() !== "");
     model.set("request", { id: lastSentId, text: inputA.value, text_b: hasB ? inputB.value : null });
     model.save_changes();
     schedule();
@@ -279,16 +290,23 @@ function render({ model, el: host }) {
     error.hidden = false;
   }
 
+  function keyTokens() {
+    const keys = model.get("key_tokens");
+    return keys && keys.length ? keys : null; // cross-attention only
+  }
+
   function drawHead(tokens, nHeads, layer, sentenceBStart) {
     const payload = model.get("attention");
     if (!payload || payload.layer !== layer) return "loading layer…";
     const attention = decodeTrait("attention");
     const [h, t1, t2] = attention.shape;
-    if (h !== nHeads || t1 !== tokens.length || t2 !== tokens.length) {
+    const keys = keyTokens();
+    if (h !== nHeads || t1 !== tokens.length || t2 !== (keys ?? tokens).length) {
       throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
     }
     headView.update({
       tokens,
+      keyTokens: keys,
       sentenceBStart,
       attention,
       visibleHeads: model.get("heads"),
@@ -309,6 +327,7 @@ function render({ model, el: host }) {
 
   function drawRollout(tokens) {
     const payload = model.get("rollout");
+    if (payload?.error) return payload.error;
     if (!payload || !payload.data || payload.n_tokens !== tokens.length) return "loading rollout…";
     const rollout = decodeTrait("rollout");
     rolloutView.update({
@@ -346,7 +365,7 @@ function render({ model, el: host }) {
   }
 
   function drawNeuron(tokens, nHeads) {
-    const base = { tokens, nHeads, head: model.get("neuron_head"), query: model.get("neuron_query") };
+    const base = { tokens, keyTokens: keyTokens(), nHeads, head: model.get("neuron_head"), query: model.get("neuron_query") };
     if (model.get("word_level")) {
       neuronView.update({ ...base, data: null, message: "The neuron view is per token: switch off Words to see it." });
       return "";
@@ -385,7 +404,7 @@ function render({ model, el: host }) {
     }
     layerSelect.value = String(layer);
     filterSelect.value = model.get("sentence_filter");
-    sentenceB.hidden = model.get("text_b") === null;
+    sentenceB.hidden = model.get("text_b") === null && (model.get("parts") ?? []).length < 2;
     // After a failed edit the inputs keep what the user typed, so it can be fixed, not retyped.
     const failedEdit = Boolean(model.get("error")) && lastSentId > 0 && model.get("result_id") === lastSentId;
     if (!failedEdit) {
@@ -410,6 +429,11 @@ function render({ model, el: host }) {
       if (tab.dataset.view === "analysis") tab.hidden = !model.get("analysis")?.kind;
     }
     filterControl.hidden = sentenceBStart === null || view !== "head";
+    const parts = model.get("parts") ?? [];
+    partControl.hidden = parts.length < 2 || view === "analysis";
+    partSelect.value = model.get("attention_part") ?? "encoder";
+    // An encoder-decoder model reads sentence B as the decoder's text (e.g. a translation).
+    sentenceB.firstChild.textContent = parts.length > 1 ? "Decoder text" : "Sentence B";
     layerControl.hidden = view === "model" || view === "analysis" || view === "rollout";
     wordsBox.checked = Boolean(model.get("word_level"));
     wordsControl.hidden = view === "analysis";

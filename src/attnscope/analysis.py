@@ -175,14 +175,18 @@ def membership(groups: Sequence[Sequence[int]], n_tokens: int, device=None) -> t
     return s
 
 
-def merge_words(attention: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
+def merge_words(
+    attention: torch.Tensor, groups: Sequence[Sequence[int]], key_groups: Sequence[Sequence[int]] | None = None
+) -> torch.Tensor:
     """Word-level attention, ... × W × W: sum over a word's pieces as keys, mean as queries.
 
+    key_groups: the keys' words when they are other tokens (cross-attention); default `groups`.
     Rows still sum to 1. (Clark's code defaults to the first piece's row; the paper says mean.)
     """
-    s = membership(groups, attention.shape[-1], device=attention.device)
-    mean_rows = s / s.sum(0, keepdim=True)
-    return mean_rows.transpose(0, 1) @ attention.float() @ s
+    rows = membership(groups, attention.shape[-2], device=attention.device)
+    cols = rows if key_groups is None else membership(key_groups, attention.shape[-1], device=attention.device)
+    mean_rows = rows / rows.sum(0, keepdim=True)
+    return mean_rows.transpose(0, 1) @ attention.float() @ cols
 
 
 def merge_tokens(tokens: Sequence[str], groups: Sequence[Sequence[int]]) -> list[str]:

@@ -277,7 +277,14 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     if result.word_groups is None:
         raise InputError("This result has no word boundaries; run it again with attnscope ≥ 0.1.")
     groups = result.word_groups
-    merged = an.merge_words(result.attention, groups)
+    key_groups = key_tokens = None
+    if result.key_tokens is not None:  # cross-attention: the keys are the encoder's tokens
+        encoder = (result.parts or {}).get("encoder")
+        if encoder is None or encoder.word_groups is None:
+            raise InputError("This cross-attention result has no encoder word boundaries.")
+        key_groups = encoder.word_groups
+        key_tokens = an.merge_tokens(result.key_tokens, key_groups)
+    merged = an.merge_words(result.attention, groups, key_groups)
     b_start = None
     if result.sentence_b_start is not None:
         b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
@@ -295,6 +302,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
         truncated_from=result.truncated_from,
         word_groups=[[w] for w in range(len(groups))],
         masked_heads=list(result.masked_heads),
+        key_tokens=key_tokens,
     )
 
 

@@ -7,6 +7,7 @@ here. All math stays on the model's device; tensors move to the CPU only for the
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import sys
@@ -84,6 +85,11 @@ class AttentionResult:
     masked_heads: list[tuple[int, int]] = field(default_factory=list)
     # The same input without masking, when the caller keeps it to show what masking changed.
     unmasked: AttentionResult | None = field(default=None, repr=False)
+    # Cross-attention: the key tokens (the encoder's) differ from the query tokens (the decoder's).
+    key_tokens: list[str] | None = None
+    # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
+    # of its own); this result is the encoder's.
+    parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
 
     @property
     def n_layers(self) -> int:
@@ -121,6 +127,31 @@ class _Capture:
     # them, from the model's own module; q and k are shown after rotation, as the model uses them.
     rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     apply_rotary: Any = None
+
+
+CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
+
+
+def encoder_decoder_groups(
+    model: torch.nn.Module,
+) -> tuple[dict[str, list[torch.nn.Module]], ProjectionLayout | None]:
+    """Attention modules of an encoder-decoder model, by part: encoder self-attention, decoder
+    self-attention and cross-attention (the decoder's attention to the encoder), in layer order."""
+    for layout in ALL_LAYOUTS:
+        groups: dict[str, list[torch.nn.Module]] = {"encoder": [], "decoder": [], "cross": []}
+        for name, module in model.named_modules():
+            if not layout.matches(module):
+                continue
+            parts = name.split(".")
+            if parts[-1] in CROSS_ATTENTION_NAMES:
+                groups["cross"].append(module)
+            elif "decoder" in parts:
+                groups["decoder"].append(module)
+            else:
+                groups["encoder"].append(module)
+        if all(groups.values()):
+            return groups, layout
+    return {}, None
 
 
 def find_attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], ProjectionLayout | None]:
@@ -306,7 +337,13 @@ class AttentionModel:
 
     def __init__(self, loaded: LoadedModel):
         self.loaded = loaded
-        self.attention_modules, self.layout = find_attention_modules(loaded.model)
+        self.is_encoder_decoder = bool(getattr(getattr(loaded.model, "config", None), "is_encoder_decoder", False))
+        if self.is_encoder_decoder:
+            self.groups, self.layout = encoder_decoder_groups(loaded.model)
+            self.attention_modules = [m for group in self.groups.values() for m in group]
+        else:
+            self.groups = {}
+            self.attention_modules, self.layout = find_attention_modules(loaded.model)
         self._forward_inputs = _accepted_inputs(loaded.model)
 
     @property
@@ -370,6 +407,8 @@ class AttentionModel:
         track_grad it may require grad, and the returned attentions are part of the graph.
         """
         inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        if self.is_encoder_decoder:
+            inputs["use_cache"] = False  # one pass over known text: no cache to build
         was_training = self.model.training
         self.model.eval()  # dropout off: attention must be deterministic; restored below
         context = torch.enable_grad() if track_grad else torch.inference_mode()
@@ -414,6 +453,10 @@ class AttentionModel:
         elif limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
 
+        if self.is_encoder_decoder:
+            if masked_heads:
+                raise InputError("Masking heads of encoder-decoder models is not supported yet.")
+            return self._run_encoder_decoder(text, text_b, max_length, reason)
         encoded, full_length = self._encode(text, text_b, max_length)
         input_ids = encoded["input_ids"]
         truncated_from = full_length if full_length > input_ids.shape[1] else None
@@ -456,6 +499,71 @@ class AttentionModel:
             word_groups=self.word_groups(encoded, tokens),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
         )
+
+    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> torch.Tensor:
+        """Teacher forcing: the decoder reads its start token, then the target text shifted right."""
+        target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt")
+        config = self.model.config
+        start = next(
+            (v for v in (config.decoder_start_token_id, config.pad_token_id, config.bos_token_id) if isinstance(v, int)),
+            None,
+        )
+        if start is None:
+            raise NoAttentionError(f"{self.name} names no decoder start token, so its decoder cannot be run.")
+        ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
+        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1)
+
+    def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
+        """Encoder self-attention over `text`; decoder self-attention and cross-attention over
+        `decoder_text` (e.g. a translation), or over `text` itself when none is given."""
+        encoded, full_length = self._encode(text, None, max_length)
+        input_ids = encoded["input_ids"]
+        truncated_from = full_length if full_length > input_ids.shape[1] else None
+        if truncated_from is not None:
+            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=3)
+        decoder_ids = self._decoder_input_ids(decoder_text if decoder_text is not None else text, max_length)
+        inputs = {**encoded, "decoder_input_ids": decoder_ids}
+        captures = {}
+        with contextlib.ExitStack() as stack:
+            for part, modules in self.groups.items():
+                captures[part] = stack.enter_context(capture_queries_keys(modules, self.layout)) if self.layout else None
+            outputs = self.forward(inputs)
+
+        tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
+        decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
+        found = {
+            "encoder": getattr(outputs, "encoder_attentions", None),
+            "decoder": getattr(outputs, "decoder_attentions", None),
+            "cross": getattr(outputs, "cross_attentions", None),
+        }
+        parts: dict[str, AttentionResult] = {}
+        for part, attentions in found.items():
+            if not attentions or any(a is None for a in attentions):
+                raise NoAttentionError(f"Model {self.name} returned no {part} attention weights.")
+            attention = torch.stack([a[0] for a in attentions]).float()
+            n_layers, n_heads = attention.shape[:2]
+            queries, keys, scaling = self._queries_keys(captures[part], n_layers, n_heads)
+            parts[part] = AttentionResult(
+                tokens=tokens if part == "encoder" else decoder_tokens,
+                key_tokens=tokens if part == "cross" else None,
+                sentence_b_start=None,
+                attention=attention,
+                queries=queries,
+                keys=keys,
+                scaling=scaling,
+                causal=part == "decoder",
+                model_name=self.name,
+                text=text,
+                text_b=decoder_text,
+                truncated_from=truncated_from,
+                input_ids=input_ids if part == "encoder" else decoder_ids,
+                word_groups=groups_from_tokens(
+                    tokens if part == "encoder" else decoder_tokens, getattr(self.tokenizer, "all_special_tokens", ())
+                ),
+            )
+        for part in parts.values():
+            part.parts = parts
+        return parts["encoder"]
 
     def word_groups(self, encoded: Any, tokens: Sequence[str], index: int = 0) -> list[list[int]]:
         """Token positions of each word of encoding `index` (fast tokenizers know their words)."""
@@ -513,7 +621,7 @@ class AttentionModel:
 
 def _accepted_inputs(model: Any) -> set[str]:
     """Which tokenizer outputs the model's forward takes (DistilBERT and GPT-2 have no token types)."""
-    wanted = {"input_ids", "attention_mask", "token_type_ids"}
+    wanted = {"input_ids", "attention_mask", "token_type_ids", "decoder_input_ids"}
     try:
         params = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):

@@ -66,7 +66,9 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
             "theme", "text", "text_b", "result_id", "notice", "view", "neuron_head", "neuron_query",
         )
     }
-    state.update(layer=layer, error="", request={}, has_queries_keys=result.queries is not None, thumbnails={})
+    state.update(layer=layer, error="", request={}, has_queries_keys=result.queries is not None, thumbnails={},
+                 # One part of an encoder-decoder model is saved: its key tokens, no part selector.
+                 key_tokens=widget.key_tokens, parts=[], attention_part=widget.attention_part)
     if state["view"] not in ("head", "model", "neuron"):
         state["view"] = "head"  # the standalone page has the three BertViz views
     attention = [quantize_uint8(result.attention[i]) for i in layers]
@@ -86,7 +88,7 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
     if result.queries is not None:
         queries = encode_float16(result.queries[layers])
         keys = encode_float16(result.keys[layers])
-        data["neuron"] = {"layers": layers, "shape": queries["shape"], "scaling": result.scaling,
+        data["neuron"] = {"layers": layers, "shape": queries["shape"], "key_shape": keys["shape"], "scaling": result.scaling,
                           "causal": result.causal, "queries": _b64(queries["data"]), "keys": _b64(keys["data"])}
     return data
 

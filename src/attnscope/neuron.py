@@ -35,5 +35,5 @@ def neuron_slice(result: AttentionResult, layer: int, head: int, query_index: in
     products = keys * query
     scores = products.sum(-1) * result.scaling[layer]
     if result.causal:
-        scores = scores.masked_fill(torch.arange(n_tokens, device=scores.device) > query_index, float("-inf"))
+        scores = scores.masked_fill(torch.arange(keys.shape[0], device=scores.device) > query_index, float("-inf"))
     return NeuronSlice(query=query, keys=keys, products=products, scores=scores, softmax=torch.softmax(scores, -1))

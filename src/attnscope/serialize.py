@@ -46,14 +46,16 @@ def display_tokens(tokens: list[str]) -> list[str]:
 
 
 def pool_thumbnails(attention: torch.Tensor, size: int) -> torch.Tensor:
-    """layers × heads × T × T → layers × heads × S × S with S = min(T, size), by max pooling.
+    """layers × heads × Tq × Tk → layers × heads × min(Tq, size) × min(Tk, size), by max pooling
+    (cross-attention maps are not square).
 
     Max (not mean) pooling keeps thin structures such as a diagonal or one [SEP] column visible
     in a thumbnail; it runs on the tensor's device.
     """
-    n_layers, n_heads, n_tokens, _ = attention.shape
-    if n_tokens <= size:
+    n_layers, n_heads, n_queries, n_keys = attention.shape
+    if n_queries <= size and n_keys <= size:
         return attention
-    flat = attention.reshape(n_layers * n_heads, 1, n_tokens, n_tokens)
-    pooled = torch.nn.functional.adaptive_max_pool2d(flat, size)
-    return pooled.reshape(n_layers, n_heads, size, size)
+    rows, cols = min(n_queries, size), min(n_keys, size)
+    flat = attention.reshape(n_layers * n_heads, 1, n_queries, n_keys)
+    pooled = torch.nn.functional.adaptive_max_pool2d(flat, (rows, cols))
+    return pooled.reshape(n_layers, n_heads, rows, cols)

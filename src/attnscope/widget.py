@@ -122,6 +122,10 @@ class AttentionWidget(anywidget.AnyWidget):
     has_queries_keys = traitlets.Bool(True).tag(sync=True)
 
     editable = traitlets.Bool(True).tag(sync=True)
+    # Encoder-decoder models: which attention is shown, and the encoder tokens for cross-attention.
+    attention_part = Enum(("encoder", "decoder", "cross"), default_value="encoder").tag(sync=True)
+    parts = List(Unicode()).tag(sync=True)
+    key_tokens = List(Unicode()).tag(sync=True)
     word_level = traitlets.Bool(False).tag(sync=True)
     masked_heads = List(List(Int()), default_value=[]).tag(sync=True)
     show_change = traitlets.Bool(False).tag(sync=True)
@@ -241,10 +245,15 @@ class AttentionWidget(anywidget.AnyWidget):
             shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
         return shown
 
-    def _apply(self, token_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+    def _apply(self, full_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+        parts = full_result.parts or {}
+        if parts and self.attention_part not in parts:
+            raise InputError(f"attention_part must be one of {list(parts)}.")
+        token_result = parts.get(self.attention_part, full_result)
         result = self._displayed(token_result)
         n_layers, n_heads = result.n_layers, result.n_heads
-        layer = self.layer if layer is None else layer
+        # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
+        layer = min(self.layer, n_layers - 1) if layer is None else layer
         if not 0 <= layer < n_layers:
             raise AttnscopeError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
         if heads is None:
@@ -255,12 +264,16 @@ class AttentionWidget(anywidget.AnyWidget):
             raise AttnscopeError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
         self._result = result
         self._token_result = token_result
+        self._full_result = full_result
         self._applying = True
         try:
             with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
                 self.text = result.text
                 self.text_b = result.text_b
-                self.tokens = display_tokens(result.tokens) if self._prettify else list(result.tokens)
+                shown = display_tokens if self._prettify else list
+                self.tokens = shown(result.tokens)
+                self.key_tokens = shown(result.key_tokens) if result.key_tokens is not None else []
+                self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
                 self.n_heads = n_heads
@@ -293,12 +306,16 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _thumbnail_payload(self) -> dict:
         result = self._result
-        layers = self.include_layers if self.include_layers is not None else list(range(result.n_layers))
+        # An encoder and a decoder may differ in depth: included layers the part lacks are left out.
+        included = [l for l in (self.include_layers or []) if l < result.n_layers]
+        layers = included or list(range(result.n_layers))
         heads = self.include_heads if self.include_heads is not None else list(range(result.n_heads))
         chosen = result.attention[layers][:, heads]
         pooled = pool_thumbnails(chosen, self._thumbnail_size)
         self._thumbnails_of = self._thumbnail_key()
-        return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), **quantize_uint8(pooled)}
+        n_keys = len(result.key_tokens) if result.key_tokens is not None else len(result.tokens)
+        return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), "n_key_tokens": n_keys,
+                **quantize_uint8(pooled)}
 
     def _needs_thumbnails(self) -> bool:
         # The analysis scatter shows a head's map on hover; the model view draws them all.
@@ -306,6 +323,8 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _rollout_payload(self) -> dict:
         self._rollout_of = id(self._result)
+        if self._result.key_tokens is not None:
+            return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
         # Rollout of the attention itself, even while the views show a masking's change.
         source = word_attention(self._token_result) if self._word_level else self._token_result
         return {"n_tokens": len(self._result.tokens), **quantize_uint8(an.rollout(source.attention))}
@@ -320,11 +339,24 @@ class AttentionWidget(anywidget.AnyWidget):
         if self.view == "rollout" and self._rollout_of != id(self._result):
             self.rollout = self._rollout_payload()
 
+    @traitlets.observe("attention_part")
+    def _on_part(self, change: dict) -> None:
+        if not self._applying and hasattr(self, "_full_result"):
+            try:
+                self._apply(self._full_result, self.result_id)
+            except InputError:
+                self._applying = True
+                try:
+                    self.attention_part = change["old"]
+                finally:
+                    self._applying = False
+                raise
+
     @traitlets.observe("word_level", "show_change")
     def _on_display_mode(self, change: dict) -> None:
         self._word_level = bool(self.word_level)
         if not self._applying and hasattr(self, "_result"):
-            self._apply(self._token_result, self.result_id)
+            self._apply(self._full_result, self.result_id)
 
     @traitlets.validate("masked_heads")
     def _check_masks(self, proposal: dict) -> list:
@@ -333,6 +365,8 @@ class AttentionWidget(anywidget.AnyWidget):
             if pairs:
                 raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
             return []
+        if self._engine.is_encoder_decoder and pairs:
+            raise InputError("Masking heads of encoder-decoder models is not supported yet.")
         self._engine.head_mask(pairs)  # raises InputError naming the bad pair
         return [list(p) for p in sorted({tuple(p) for p in pairs})]
 
@@ -381,7 +415,11 @@ class AttentionWidget(anywidget.AnyWidget):
             return
         if kind != "neuron":
             return
-        reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id}
+        # Answers name the part and the number of queries, so the view never files one part's
+        # numbers under another's key.
+        reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id,
+                 "part": self.attention_part if self._full_result.parts else "",
+                 "n_queries": len(self._token_result.tokens)}
         try:
             layer, head, query = (int(content[k]) for k in ("layer", "head", "query"))
             piece = neuron_slice(self._token_result, layer, head, query)

@@ -17,7 +17,7 @@ SYNCED = [
     "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
     "sentence_filter", "theme", "text", "text_b", "result_id", "request", "notice", "error", "view", "thumbnails",
     "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-    "rollout", "analysis", "editable",
+    "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens",
 ]
 
 
@@ -173,4 +173,73 @@ def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_pat
     )
     widget._on_custom_message(widget, reply, [bytes(data)])
     assert request.done and (tmp_path / "saved.png").read_bytes()[:4] == b"\x89PNG"
+    assert page.problems == []
+
+
+def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer):
+    """BART: the Attention selector, cross-attention with encoder tokens on the right, its model
+    view thumbnails and its neuron view, answered by the widget's own handler."""
+    import torch
+    from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models
+
+    torch.manual_seed(0)
+    engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget(SOURCE, TARGET, model=engine)
+    widget.attention_part = "cross"
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    assert page.is_visible("select.attnscope-part") and page.input_value("select.attnscope-part") == "cross"
+    right = page.eval_on_selector_all(".attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)")
+    left = page.eval_on_selector_all(".attnscope-left .attnscope-token-text", "ns => ns.map(n => n.textContent)")
+    assert right == widget.key_tokens and left == widget.tokens and len(right) != len(left)
+    page.select_option("select.attnscope-part", "decoder")
+    assert saved(page)["attention_part"] == "decoder"
+
+    widget.view = "model"
+    page.evaluate(
+        "s => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(s))",
+        {"thumbnails": wire(widget.thumbnails), "view": "model", "attention_part": "cross"},
+    )
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '12'")
+    assert int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.lineCount")) > 0
+
+    replies = []
+    widget.send = lambda content, buffers=None: replies.append((content, buffers))
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    widget._on_custom_message(widget, request, [])
+    content, buffers = replies[-1]
+    page.evaluate(
+        """([content, arrays]) => { const h = window.attnscopeHarness;
+            h.model.emitCustom(content, arrays.map((b) => new DataView(Uint8Array.from(b).buffer))); }""",
+        [content, [list(b) for b in buffers]],
+    )
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    keys = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)")
+    assert keys == widget.key_tokens
+    assert len(page.query_selector_all(".attnscope-neuron-softmax .attnscope-neuron-number")) == len(widget.key_tokens)
+    assert page.problems == []
+
+
+def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, bert_tokenizer, tmp_path):
+    import torch
+    from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models
+
+    torch.manual_seed(0)
+    engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget(SOURCE, TARGET, model=engine)
+    widget.attention_part = "cross"
+    path = widget.save_html(tmp_path / "cross.html")
+    page = watched_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.click("button.attnscope-tab[data-view='neuron']")
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    softmax = page.eval_on_selector_all(
+        ".attnscope-neuron-softmax .attnscope-neuron-number", "ns => ns.map(n => Number(n.textContent.trim().split(/\\s+/).pop()))"
+    )
+    expected = widget.token_result.attention[0, 0, 0].tolist()
+    assert len(softmax) == len(widget.key_tokens) == len(expected)
+    assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
     assert page.problems == []

@@ -1,0 +1,115 @@
+"""Encoder-decoder models (BART, Marian): encoder, decoder and cross attention, with q and k."""
+
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope import InputError
+from attnscope.neuron import neuron_slice
+from attnscope.serialize import decode
+
+from test_engine import VOCAB
+
+SOURCE = "The quick brown fox jumps."
+TARGET = "Der schnelle braune Fuchs springt."
+SHAPE = dict(
+    d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
+    encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+)
+
+
+def encoder_decoder_models():
+    return {
+        "bart": lambda: transformers.BartModel(transformers.BartConfig(vocab_size=VOCAB, **SHAPE)),
+        "marian": lambda: transformers.MarianMTModel(
+            transformers.MarianConfig(vocab_size=VOCAB, decoder_start_token_id=0, pad_token_id=0, **SHAPE)
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def bart(bert_tokenizer):
+    torch.manual_seed(0)
+    return attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+
+
+@pytest.mark.parametrize("family", list(encoder_decoder_models()))
+def test_every_part_reproduces_the_models_attention_from_q_and_k(family, bert_tokenizer):
+    torch.manual_seed(0)
+    model = encoder_decoder_models()[family]()
+    with torch.no_grad():  # sharper attention, so that a wrong pairing would show
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(8)
+    result = attnscope.load(model, bert_tokenizer, device="cpu").run(SOURCE, TARGET)
+    parts = result.parts
+    assert set(parts) == {"encoder", "decoder", "cross"} and result is parts["encoder"]
+    n_src, n_dec = len(parts["encoder"].tokens), len(parts["decoder"].tokens)
+    assert parts["encoder"].attention.shape == (2, 4, n_src, n_src)
+    assert parts["decoder"].attention.shape == (3, 4, n_dec, n_dec)
+    assert parts["cross"].attention.shape == (3, 4, n_dec, n_src)
+    assert parts["cross"].tokens == parts["decoder"].tokens and parts["cross"].key_tokens == parts["encoder"].tokens
+    assert parts["decoder"].causal and not parts["cross"].causal and not parts["encoder"].causal
+    for name, part in parts.items():
+        assert (part.attention_from_qk() - part.attention).abs().max() <= 1e-5, name
+    # The check can fail: cross-attention with the decoder's own keys does not reproduce it.
+    wrong = parts["cross"]
+    wrong.keys = parts["decoder"].keys[..., :n_src, :]
+    assert (wrong.attention_from_qk() - wrong.attention).abs().max() > 1e-3
+
+
+def test_decoder_reads_its_start_token_then_the_target(bart):
+    result = bart.run(SOURCE, TARGET)
+    decoder_ids = result.parts["decoder"].input_ids[0].tolist()
+    target = bart.tokenizer(text_target=TARGET)["input_ids"]
+    assert decoder_ids[0] == bart.model.config.decoder_start_token_id
+    assert decoder_ids[1:] == target[:-1]
+    # Without a decoder text the decoder reads the source itself (as BertViz's tutorial does).
+    assert bart.run(SOURCE).parts["decoder"].tokens[1:] == bart.run(SOURCE).tokens[:-1]
+
+
+def test_neuron_slice_of_cross_attention_uses_encoder_keys(bart):
+    cross = bart.run(SOURCE, TARGET).parts["cross"]
+    piece = neuron_slice(cross, layer=1, head=2, query_index=3)
+    assert piece.keys.shape == (len(cross.key_tokens), 8)
+    assert torch.allclose(piece.softmax, cross.attention[1, 2, 3], atol=1e-5)
+
+
+def test_widget_switches_parts_and_keeps_what_it_can(bart):
+    widget = attnscope.AttentionWidget(SOURCE, TARGET, model=bart, layer=1)
+    assert widget.parts == ["encoder", "decoder", "cross"] and widget.key_tokens == []
+    widget.attention_part = "cross"
+    assert widget.n_layers == 3 and widget.layer == 1
+    assert decode(widget.attention).shape == (4, len(widget.tokens), len(widget.key_tokens))
+    widget.layer = 2
+    widget.attention_part = "encoder"  # two layers: the view moves to the last one
+    assert widget.layer == 1 and widget.key_tokens == []
+
+    widget.attention_part = "cross"
+    widget.view = "model"
+    assert widget.thumbnails["shape"] == [3, 4, len(widget.tokens), len(widget.key_tokens)]
+    widget.view = "rollout"
+    assert "choose the encoder or the decoder" in widget.rollout["error"]
+    widget.attention_part = "decoder"
+    assert decode(widget.rollout).shape[0] == 3
+
+    widget.attention_part = "cross"
+    widget.word_level = True  # both sides merge into their own words
+    shown = decode(widget.attention)
+    assert shown.shape[-1] == len(widget.key_tokens)
+    assert torch.allclose(shown.sum(-1), torch.ones(shown.shape[:-1]), atol=0.05)
+
+    with pytest.raises(InputError, match="not supported yet"):
+        widget.masked_heads = [[0, 0]]
+
+
+def test_widget_answers_the_neuron_view_for_cross_attention(bart):
+    widget = attnscope.AttentionWidget(SOURCE, TARGET, model=bart, view="neuron")
+    widget.attention_part = "cross"
+    sent = []
+    widget.send = lambda content, buffers=None: sent.append((content, buffers))
+    widget._on_custom_message(widget, {"type": "neuron", "id": 7, "layer": 0, "head": 1, "query": 2}, [])
+    reply, buffers = sent[0]
+    assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
+    assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == 5
