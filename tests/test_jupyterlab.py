@@ -142,7 +142,7 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_head_view.png"))  # for a person to look at
 
     # Another layer redraws with that layer's data.
-    widget.locator("select").first.select_option(index=5)
+    widget.locator("select.attnscope-layer").select_option(index=5)
     page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle())
 
     # Editing the sentence recomputes in the kernel: the new words appear as tokens.
