@@ -57,8 +57,10 @@ def test_bertviz_mistakes_are_errors_here(bertviz_inputs):
         attnscope.head_view(attention, tokens + ["extra"])
     with pytest.raises(InputError, match="'tokens' is required"):
         attnscope.head_view(attention)
-    with pytest.raises(InputError, match="Encoder-decoder attention"):
-        attnscope.head_view(encoder_attention=attention, encoder_tokens=tokens)
+    with pytest.raises(InputError, match="not both"):
+        attnscope.head_view(attention, tokens, encoder_attention=attention, encoder_tokens=tokens)
+    with pytest.raises(InputError, match="cross_attention needs decoder_tokens"):
+        attnscope.head_view(cross_attention=attention, encoder_tokens=tokens)
     with pytest.raises(ValueError, match="html_action"):
         attnscope.head_view(attention, tokens, html_action="show")
     with pytest.raises(InputError, match="tuple of per-layer tensors"):
@@ -105,3 +107,29 @@ def test_neuron_view_show_with_any_hf_model(bert_tokenizer):
     assert attnscope.neuron_view(model, "bert", bert_tokenizer, "The cat sat.").view == "neuron"
     with pytest.raises(InputError, match="head=9 is out of range"):
         show(model, "bert", bert_tokenizer, "The cat sat.", head=9)
+
+
+def test_encoder_decoder_arguments_as_bertviz_takes_them(bert_tokenizer):
+    """BertViz's BART recipe: outputs.encoder_attentions, decoder_attentions, cross_attentions."""
+    from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models
+
+    torch.manual_seed(0)
+    engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+    run = engine.run(SOURCE, TARGET)
+    encoder_tokens, decoder_tokens = run.parts["encoder"].tokens, run.parts["decoder"].tokens
+    as_tuple = lambda part: tuple(a[None] for a in run.parts[part].attention)  # noqa: E731
+    widget = attnscope.head_view(
+        encoder_attention=as_tuple("encoder"), decoder_attention=as_tuple("decoder"), cross_attention=as_tuple("cross"),
+        encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens,
+    )
+    assert widget.parts == ["encoder", "decoder", "cross"] and widget.attention_part == "encoder"
+    widget.attention_part = "cross"
+    assert widget.key_tokens == encoder_tokens and widget.tokens == decoder_tokens
+    assert torch.allclose(decode(widget.attention), run.parts["cross"].attention[0], atol=1 / 255)
+    widget.word_level = True
+    assert decode(widget.attention).shape[-1] == len(widget.key_tokens)
+    # A subset, as BertViz allows: only cross-attention.
+    only_cross = attnscope.model_view(cross_attention=as_tuple("cross"), encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens)
+    assert only_cross.parts == ["cross"] and only_cross.thumbnails["shape"][2:] == [len(decoder_tokens), len(encoder_tokens)]
+    with pytest.raises(InputError, match="decoder tokens"):
+        attnscope.head_view(cross_attention=as_tuple("cross"), encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens[:-1])

@@ -279,10 +279,9 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     groups = result.word_groups
     key_groups = key_tokens = None
     if result.key_tokens is not None:  # cross-attention: the keys are the encoder's tokens
-        encoder = (result.parts or {}).get("encoder")
-        if encoder is None or encoder.word_groups is None:
-            raise InputError("This cross-attention result has no encoder word boundaries.")
-        key_groups = encoder.word_groups
+        if result.key_word_groups is None:
+            raise InputError("This cross-attention result has no word boundaries for its keys.")
+        key_groups = result.key_word_groups
         key_tokens = an.merge_tokens(result.key_tokens, key_groups)
     merged = an.merge_words(result.attention, groups, key_groups)
     b_start = None

@@ -50,18 +50,22 @@ def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
 
 
 def result_from_attention(
-    attention: Any, tokens: Sequence[str], sentence_b_start: int | None = None, model_name: str = "precomputed attention"
+    attention: Any,
+    tokens: Sequence[str],
+    sentence_b_start: int | None = None,
+    model_name: str = "precomputed attention",
+    what: str = "attention",
 ) -> AttentionResult:
     """An AttentionResult for attention computed elsewhere (no queries or keys, no model)."""
     if tokens is None:
         raise InputError("'tokens' is required: the list of tokens the attention is over.")
-    stacked = stack_attention(attention)
+    stacked = stack_attention(attention, what)
     n = stacked.shape[-1]
     if stacked.shape[-2] != n:
         raise InputError(f"Self-attention must be square; got {stacked.shape[-2]} × {n}.")
     tokens = [str(t) for t in tokens]
     if len(tokens) != n:
-        raise InputError(f"The attention has {n} positions, but {len(tokens)} tokens were given.")
+        raise InputError(f"The {what} has {n} positions, but {len(tokens)} tokens were given.")
     if sentence_b_start is not None and not 0 < sentence_b_start < n:
         raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
     return AttentionResult(
@@ -79,18 +83,65 @@ def result_from_attention(
     )
 
 
+def result_from_encoder_decoder(
+    encoder_attention: Any = None,
+    decoder_attention: Any = None,
+    cross_attention: Any = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+) -> tuple[AttentionResult, str]:
+    """One result per given part (BertViz accepts any subset), linked as `parts`; also the first part."""
+    given = {"encoder": encoder_attention, "decoder": decoder_attention, "cross": cross_attention}
+    given = {part: attention for part, attention in given.items() if attention is not None}
+    if not given:
+        raise InputError("Give attention= (self-attention models) or encoder_attention / decoder_attention / cross_attention.")
+    needs = {"encoder": ["encoder_tokens"], "decoder": ["decoder_tokens"], "cross": ["decoder_tokens", "encoder_tokens"]}
+    tokens_by_name = {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
+    for part in given:
+        missing = [name for name in needs[part] if tokens_by_name[name] is None]
+        if missing:
+            raise InputError(f"{part}_attention needs {' and '.join(missing)}.")
+    parts: dict[str, AttentionResult] = {}
+    for part, attention in given.items():
+        if part == "cross":
+            stacked = stack_attention(attention, "cross_attention")
+            queries, keys = [str(t) for t in decoder_tokens], [str(t) for t in encoder_tokens]
+            if tuple(stacked.shape[-2:]) != (len(queries), len(keys)):
+                raise InputError(
+                    f"cross_attention is {stacked.shape[-2]} × {stacked.shape[-1]}, but there are {len(queries)} "
+                    f"decoder tokens and {len(keys)} encoder tokens."
+                )
+            parts[part] = AttentionResult(
+                tokens=queries, key_tokens=keys, sentence_b_start=None, attention=stacked, queries=None, keys=None,
+                scaling=[1.0] * stacked.shape[0], causal=False, model_name="precomputed attention", text="",
+                text_b=None, word_groups=groups_from_tokens(queries, SPECIAL_TOKENS),
+                key_word_groups=groups_from_tokens(keys, SPECIAL_TOKENS),
+            )
+        else:
+            tokens = encoder_tokens if part == "encoder" else decoder_tokens
+            parts[part] = result_from_attention(attention, tokens, what=f"{part}_attention")
+    for part in parts.values():
+        part.parts = parts
+    first = next(iter(parts))
+    return parts[first], first
+
+
 def _check_action(html_action: str) -> None:
     if html_action not in HTML_ACTIONS:
         raise ValueError(f"html_action must be 'view' or 'return', not {html_action!r}.")
 
 
-def _refuse_encoder_decoder(kwargs: dict) -> None:
-    given = [name for name in ENCODER_DECODER_ARGS if kwargs.get(name) is not None]
-    if given:
-        raise InputError(
-            f"Encoder-decoder attention ({', '.join(given)}) is not supported by attnscope yet; "
-            "self-attention models (attention=, tokens=) are."
-        )
+def _result_and_part(args: dict) -> tuple[AttentionResult, str]:
+    """BertViz's two ways of calling: attention= and tokens=, or the encoder-decoder arguments."""
+    encoder_decoder = {name: args[name] for name in ENCODER_DECODER_ARGS}
+    if args["attention"] is not None:
+        given = [name for name, value in encoder_decoder.items() if value is not None]
+        if given:
+            raise InputError(
+                f"attention= is for self-attention models; {', '.join(given)} for encoder-decoder ones: not both."
+            )
+        return result_from_attention(args["attention"], args["tokens"], args["sentence_b_start"]), "encoder"
+    return result_from_encoder_decoder(**encoder_decoder)
 
 
 def _deliver(widget: AttentionWidget, html_action: str) -> Any:
@@ -142,10 +193,10 @@ def head_view(
 ):
     """BertViz's head_view, same arguments (layer, heads, include_layers are 0-based)."""
     _check_action(html_action)
-    _refuse_encoder_decoder(locals())
-    result = result_from_attention(attention, tokens, sentence_b_start)
+    result, part = _result_and_part(locals())
     widget = AttentionWidget(
         result=result,
+        attention_part=part,
         layer=_first_layer(layer, include_layers),
         heads=heads,
         include_layers=include_layers,
@@ -172,12 +223,12 @@ def model_view(
 ):
     """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme."""
     _check_action(html_action)
-    _refuse_encoder_decoder(locals())
     if display_mode not in ("dark", "light"):
         raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
-    result = result_from_attention(attention, tokens, sentence_b_start)
+    result, part = _result_and_part(locals())
     widget = AttentionWidget(
         result=result,
+        attention_part=part,
         layer=_first_layer(None, include_layers),
         include_layers=include_layers,
         include_heads=include_heads,

@@ -87,6 +87,7 @@ class AttentionResult:
     unmasked: AttentionResult | None = field(default=None, repr=False)
     # Cross-attention: the key tokens (the encoder's) differ from the query tokens (the decoder's).
     key_tokens: list[str] | None = None
+    key_word_groups: list[list[int]] | None = None
     # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
     # of its own); this result is the encoder's.
     parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
@@ -559,6 +560,9 @@ class AttentionModel:
                 input_ids=input_ids if part == "encoder" else decoder_ids,
                 word_groups=groups_from_tokens(
                     tokens if part == "encoder" else decoder_tokens, getattr(self.tokenizer, "all_special_tokens", ())
+                ),
+                key_word_groups=(
+                    groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ())) if part == "cross" else None
                 ),
             )
         for part in parts.values():
