@@ -79,7 +79,8 @@ export function createNeuronView(container, callbacks = {}) {
     return col;
   };
   const productsCanvas = el("canvas", "attnscope-neuron-products", column("attnscope-neuron-col", "q × k"));
-  const scores = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers", "q·k / √d"));
+  const scoresColumn = column("attnscope-neuron-col attnscope-neuron-numbers", "q·k / √d");
+  const scores = el("div", "", scoresColumn);
   const softmax = el("div", "", column("attnscope-neuron-col attnscope-neuron-numbers attnscope-neuron-softmax", "softmax"));
   const keyTokenRows = el("div", "", column("attnscope-tokens attnscope-right", "key"));
 
@@ -128,6 +129,8 @@ export function createNeuronView(container, callbacks = {}) {
       if (!data) return;
       const n = (next.keyTokens ?? next.tokens).length;
       keyTitle.textContent = `k (d = ${data.d})`;
+      // T5 adds a position bias and does not scale; GPT-2 may scale by layer: the kernel says.
+      scoresColumn.firstChild.textContent = data.scoreLabel ?? "q·k / √d";
       paintMatrix(queryCanvas, data.query, 1, data.d);
       paintMatrix(keysCanvas, data.keys, n, data.d);
       paintMatrix(productsCanvas, data.products, n, data.d);

@@ -50,7 +50,8 @@ export function neuronAnswer(stored, request) {
       products[j * d + k] = kv * q[k];
       dot += kv * q[k];
     }
-    scores[j] = stored.causal && j > query ? -Infinity : dot * stored.scaling[layer];
+    const bias = stored.bias ? halfToFloat(stored.bias.getUint16(2 * (((slot * nHeads + head) * nQueries + query) * n + j), true)) : 0;
+    scores[j] = stored.causal && j > query ? -Infinity : dot * stored.scaling[layer] + bias;
   }
   const max = Math.max(...scores);
   const exps = scores.map((s) => Math.exp(s - max));
@@ -72,6 +73,7 @@ export function createStaticModel(data) {
     ...data.neuron,
     queries: new DataView(base64Bytes(data.neuron.queries).buffer),
     keys: new DataView(base64Bytes(data.neuron.keys).buffer),
+    bias: data.neuron.bias ? new DataView(base64Bytes(data.neuron.bias).buffer) : null,
   };
   if (data.thumbnails) state.thumbnails = { ...data.thumbnails, data: new DataView(base64Bytes(data.thumbnails.data).buffer) };
   state.attention = attention[Math.max(0, data.attention.layers.indexOf(state.layer))];

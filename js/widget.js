@@ -182,7 +182,7 @@ function render({ model, el: host }) {
           decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
         // Keyed by what the kernel answered, so an answer for an older run is never shown as current.
         const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
-        neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d });
+        neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label });
       } catch (err) {
         neuron.cache.set(key, { error: `attnscope cannot read the neuron data: ${err.message}` });
       }

@@ -113,3 +113,36 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     reply, buffers = sent[0]
     assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
     assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == 5
+
+
+def test_t5_relative_position_bias_is_part_of_the_scores(bert_tokenizer):
+    """T5 adds a learned position bias to q·kᵀ (and does not scale it): both are captured."""
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0,
+    )
+    model = transformers.T5Model(config)
+    with torch.no_grad():  # a strong position bias, so that leaving it out would show
+        for module in model.modules():
+            if getattr(module, "has_relative_attention_bias", False):
+                module.relative_attention_bias.weight.normal_(0, 3)
+    result = attnscope.load(model, bert_tokenizer, device="cpu").run(SOURCE, TARGET)
+    for name, part in result.parts.items():
+        assert part.score_bias is not None and part.scaling == [1.0] * part.attention.shape[0]
+        assert (part.attention_from_qk() - part.attention).abs().max() <= 1e-4, name
+    encoder = result.parts["encoder"]
+    piece = neuron_slice(encoder, layer=0, head=1, query_index=2)
+    assert torch.allclose(piece.softmax, encoder.attention[0, 1, 2], atol=1e-4)
+    encoder.score_bias = None  # without the bias the check fails
+    assert (encoder.attention_from_qk() - encoder.attention).abs().max() > 1e-3
+
+
+def test_neuron_reply_names_how_scores_are_made(bart, bert_tokenizer):
+    from attnscope.widget import score_label
+
+    cross = bart.run(SOURCE, TARGET).parts["cross"]
+    assert score_label(cross, 0, 8) == "q·k / √d"
+    cross.scaling = [1.0] * 3
+    cross.score_bias = torch.zeros_like(cross.attention)
+    assert score_label(cross, 0, 8) == "q·k + position bias"

@@ -32,6 +32,9 @@ class ProjectionLayout:
     value: str | None = None
     # GPT-2 style: one projection whose output is [q | k | v] along the last dimension.
     fused_qkv: str | None = None
+    # T5 style: the module adds a learned relative-position bias to q·kᵀ and returns it as its
+    # second output; it is captured so that scores and the neuron view include it.
+    bias_output: bool = False
 
     def matches(self, module: torch.nn.Module) -> bool:
         names = [self.fused_qkv] if self.fused_qkv else [self.query, self.key]
@@ -42,6 +45,7 @@ BERT_LIKE = ProjectionLayout(query="query", key="key", value="value")
 DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin", value="v_lin")
 GPT2 = ProjectionLayout(fused_qkv="c_attn")
 PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj", value="v_proj")
+T5_LIKE = ProjectionLayout(query="q", key="k", value="v", bias_output=True)
 
 # Families tested against their own returned attention (tests/test_engine.py); other model types
 # are tried with every layout, first match wins.
@@ -55,7 +59,7 @@ LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
     "distilbert": DISTILBERT,
     "gpt2": GPT2,
 }
-ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED)
+ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
 
 
@@ -88,6 +92,8 @@ class AttentionResult:
     # Cross-attention: the key tokens (the encoder's) differ from the query tokens (the decoder's).
     key_tokens: list[str] | None = None
     key_word_groups: list[list[int]] | None = None
+    # Added to q·kᵀ·scale before the softmax (T5's relative-position bias): layers × heads × Tq × Tk.
+    score_bias: torch.Tensor | None = field(default=None, repr=False)
     # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
     # of its own); this result is the encoder's.
     parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
@@ -106,6 +112,8 @@ class AttentionResult:
             raise NoAttentionError("Queries and keys were not captured for this model.")
         scale = torch.tensor(self.scaling, device=self.queries.device, dtype=self.queries.dtype)
         scores = torch.matmul(self.queries, self.keys.transpose(-1, -2)) * scale.view(-1, 1, 1, 1)
+        if self.score_bias is not None:
+            scores = scores + self.score_bias
         if self.causal:
             t = scores.shape[-1]
             future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
@@ -128,6 +136,7 @@ class _Capture:
     # them, from the model's own module; q and k are shown after rotation, as the model uses them.
     rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     apply_rotary: Any = None
+    bias: list[torch.Tensor] = field(default_factory=list)
 
 
 CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
@@ -205,9 +214,15 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             capture.rotary.append((rotary[0].detach(), rotary[1].detach()))
             capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
 
+    def on_attention_output(_module, _inputs, output):
+        if isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
+            capture.bias.append(output[1].detach())
+
     try:
         for module in modules:
             handles.append(module.register_forward_pre_hook(on_attention_call, with_kwargs=True))
+            if layout.bias_output:
+                handles.append(module.register_forward_hook(on_attention_output))
             if layout.fused_qkv:
                 handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
             else:
@@ -499,6 +514,7 @@ class AttentionModel:
             input_ids=input_ids,
             word_groups=self.word_groups(encoded, tokens),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
+            score_bias=self._score_bias(capture, attention),
         )
 
     def _decoder_input_ids(self, decoder_text: str, max_length: int) -> torch.Tensor:
@@ -506,7 +522,8 @@ class AttentionModel:
         target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt")
         config = self.model.config
         start = next(
-            (v for v in (config.decoder_start_token_id, config.pad_token_id, config.bos_token_id) if isinstance(v, int)),
+            (v for v in (getattr(config, n, None) for n in ("decoder_start_token_id", "pad_token_id", "bos_token_id"))
+             if isinstance(v, int)),
             None,
         )
         if start is None:
@@ -564,6 +581,7 @@ class AttentionModel:
                 key_word_groups=(
                     groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ())) if part == "cross" else None
                 ),
+                score_bias=self._score_bias(captures[part], attention),
             )
         for part in parts.values():
             part.parts = parts
@@ -607,6 +625,13 @@ class AttentionModel:
         head_dim = queries_t.shape[-1]
         scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
         return queries_t, keys_t, scaling
+
+    @staticmethod
+    def _score_bias(capture: _Capture | None, attention: torch.Tensor) -> torch.Tensor | None:
+        """T5's position bias of every layer (layers × heads × Tq × Tk), or None."""
+        if capture is None or len(capture.bias) != attention.shape[0]:
+            return None
+        return torch.stack([b[0].expand(attention.shape[1:]) for b in capture.bias]).float()
 
     def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
         if text_b is None:

@@ -90,6 +90,8 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
         keys = encode_float16(result.keys[layers])
         data["neuron"] = {"layers": layers, "shape": queries["shape"], "key_shape": keys["shape"], "scaling": result.scaling,
                           "causal": result.causal, "queries": _b64(queries["data"]), "keys": _b64(keys["data"])}
+        if result.score_bias is not None:  # T5's position bias, added to every score
+            data["neuron"]["bias"] = _b64(encode_float16(result.score_bias[layers])["data"])
     return data
 
 

@@ -34,6 +34,8 @@ def neuron_slice(result: AttentionResult, layer: int, head: int, query_index: in
     keys = result.keys[layer, head]
     products = keys * query
     scores = products.sum(-1) * result.scaling[layer]
+    if result.score_bias is not None:  # T5: the learned relative-position bias
+        scores = scores + result.score_bias[layer, head, query_index]
     if result.causal:
         scores = scores.masked_fill(torch.arange(keys.shape[0], device=scores.device) > query_index, float("-inf"))
     return NeuronSlice(query=query, keys=keys, products=products, scores=scores, softmax=torch.softmax(scores, -1))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -429,6 +430,7 @@ class AttentionWidget(anywidget.AnyWidget):
         payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
         self.send(
             {**reply, "layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
+             "score_label": score_label(self._token_result, layer, int(piece.query.shape[0])),
              "n_tokens": int(piece.keys.shape[0]), "shapes": [p["shape"] for p in payloads]},
             buffers=[p["data"] for p in payloads],
         )
@@ -555,6 +557,13 @@ class ImageRequest:
     def __repr__(self) -> str:
         state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
         return f"ImageRequest({str(self.path)!r}, {state})"
+
+
+def score_label(result: AttentionResult, layer: int, head_dim: int) -> str:
+    """How the neuron view's scores are made, in the column's title."""
+    scale = result.scaling[layer]
+    scaled = "q·k / √d" if abs(scale * math.sqrt(head_dim) - 1) < 1e-6 else ("q·k" if scale == 1 else f"q·k × {scale:.3g}")
+    return f"{scaled} + position bias" if result.score_bias is not None else scaled
 
 
 NEEDS_A_MODEL = (

@@ -222,14 +222,26 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer):
     assert page.problems == []
 
 
-def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, bert_tokenizer, tmp_path):
+@pytest.mark.parametrize("family", ["bart", "t5"])
+def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, bert_tokenizer, tmp_path, family):
     import torch
-    from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models
+    import transformers
+    from test_encoder_decoder import SOURCE, TARGET, VOCAB, encoder_decoder_models
 
     torch.manual_seed(0)
-    engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+    if family == "t5":  # with its relative-position bias, which the page must add to the scores
+        model = transformers.T5Model(transformers.T5Config(
+            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
+            decoder_start_token_id=0, pad_token_id=0))
+        with torch.no_grad():
+            for module in model.modules():
+                if getattr(module, "has_relative_attention_bias", False):
+                    module.relative_attention_bias.weight.normal_(0, 3)
+    else:
+        model = encoder_decoder_models()[family]()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
     widget = attnscope.AttentionWidget(SOURCE, TARGET, model=engine)
-    widget.attention_part = "cross"
+    widget.attention_part = "cross" if family == "bart" else "decoder"
     path = widget.save_html(tmp_path / "cross.html")
     page = watched_page()
     page.goto(path.as_uri())
@@ -240,6 +252,6 @@ def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, be
         ".attnscope-neuron-softmax .attnscope-neuron-number", "ns => ns.map(n => Number(n.textContent.trim().split(/\\s+/).pop()))"
     )
     expected = widget.token_result.attention[0, 0, 0].tolist()
-    assert len(softmax) == len(widget.key_tokens) == len(expected)
+    assert len(softmax) == len(widget.key_tokens or widget.tokens) == len(expected)
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
     assert page.problems == []
