@@ -65,6 +65,8 @@ def test_bertviz_mistakes_are_errors_here(bertviz_inputs):
         attnscope.head_view(attention, tokens, html_action="show")
     with pytest.raises(InputError, match="tuple of per-layer tensors"):
         attnscope.head_view([[0.5]], tokens)
+    with pytest.raises(InputError, match="pass outputs.attentions"):  # BertViz's outputs[-1] under transformers 5
+        attnscope.head_view((), tokens)
 
 
 def test_html_action_return_gives_a_standalone_page(bertviz_inputs, tmp_path):

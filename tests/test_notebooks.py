@@ -40,3 +40,15 @@ def test_what_does_bert_look_at_reproduces_each_analysis():
     assert "machine parses by spaCy" in text  # the syntax table says what its parses are
     assert "Masked " in text and "attention changes from layer" in text
     assert "torch.Size([6, 10, 10])" in text  # rollout: layers × tokens × tokens
+
+
+def test_bertviz_tutorial_runs_with_only_the_import_changed(tmp_path):
+    notebook = nbformat.read(NOTEBOOKS / "bertviz_tutorial.ipynb", as_version=4)
+    imports = [line for cell in notebook.cells if cell.cell_type == "code" for line in cell.source.splitlines()
+               if "attnscope" in line and not line.lstrip().startswith("#")]
+    # The BertViz part imports from attnscope in exactly two lines; only the last cell (beyond BertViz) uses more.
+    assert imports[:2] == ["from attnscope import head_view, model_view", "from attnscope.neuron_view import show"]
+    outputs = run_notebook("bertviz_tutorial.ipynb", tmp_path)
+    widgets = [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+    assert len(widgets) >= 8  # 3 BERT + 3 GPT-2 + 2 BART views + the cross-attention neuron view
+    assert (tmp_path / "head_view_gpt2.html").is_file()

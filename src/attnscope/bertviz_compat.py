@@ -26,6 +26,11 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "
 
 def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
     """BertViz's input (a tuple/list of per-layer tensors, batch × heads × T × T) → layers × heads × T × T."""
+    if isinstance(attention, (list, tuple)) and (not attention or all(a is None for a in attention)):
+        raise InputError(
+            f"{what} is empty. With transformers 5, outputs[-1] can be the (empty) cross_attentions of an "
+            "encoder-only model: pass outputs.attentions, from a model loaded with attn_implementation=\"eager\"."
+        )
     if isinstance(attention, torch.Tensor):
         layers = list(attention) if attention.dim() == 5 else [attention]
     elif isinstance(attention, (list, tuple)) and attention and all(isinstance(a, torch.Tensor) for a in attention):
