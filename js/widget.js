@@ -216,7 +216,8 @@ function render({ model, el: host }) {
       const scatter = model.get("analysis")?.kind === "head_distances";
       return (scatter ? scatterView : heatmapView).toSvg({ title: name, dark });
     }
-    throw new Error("image export covers the head, model, rollout and analysis views, not the neuron view");
+    if (view === "neuron") return neuronView.toSvg({ title: `${name} · layer ${layer}`, dark });
+    throw new Error(`no image of the ${view} view`);
   }
   async function imageBytes(format) {
     const svg = currentSvg();
@@ -445,7 +446,7 @@ function render({ model, el: host }) {
     changeControl.hidden = masked.length === 0;
     unmask.hidden = masked.length === 0;
     maskSummary.textContent = model.get("mask_summary") ?? "";
-    for (const button of exportButtons) button.disabled = view === "neuron";
+    for (const button of exportButtons) button.disabled = view === "neuron" && !model.get("has_queries_keys");
 
     const computing = editTimer !== null || lastSentId > model.get("result_id");
     if (computing) {

@@ -493,8 +493,6 @@ class AttentionWidget(anywidget.AnyWidget):
                 "save_image needs the widget on screen: display it first (make it a cell's last line), "
                 "then call save_image in another cell. Or use the PNG/SVG buttons in the widget."
             )
-        if self.view == "neuron":
-            raise InputError("Image export covers the head, model, rollout and analysis views, not the neuron view.")
         self._image_requests = getattr(self, "_image_requests", {})
         request = ImageRequest(path, image_format)
         request_id = len(self._image_requests) + 1

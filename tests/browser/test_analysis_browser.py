@@ -121,7 +121,13 @@ def test_precomputed_attention_has_no_editor(open_widget, default_model):
     assert page.problems == []
 
 
-@pytest.mark.parametrize("family", ["bert", "distilbert", "gpt2", "llama-gqa", "qwen2-gqa"])
+def _families():
+    from test_engine import small_models
+
+    return list(small_models())
+
+
+@pytest.mark.parametrize("family", _families())
 def test_every_family_renders_head_and_model_views(open_widget, family, bert_tokenizer):
     from test_engine import small_models
 
@@ -219,6 +225,11 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer):
     keys = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)")
     assert keys == widget.key_tokens
     assert len(page.query_selector_all(".attnscope-neuron-softmax .attnscope-neuron-number")) == len(widget.key_tokens)
+    # The neuron view saves as an image too: its key tokens are the encoder's.
+    with page.expect_download() as download:
+        page.click("button.attnscope-export-button[data-format='svg']")
+    svg = open(download.value.path(), encoding="utf-8").read()
+    assert "q × k" in svg and all(f">{t}</text>" in svg for t in widget.key_tokens if "<" not in t)
     assert page.problems == []
 
 
