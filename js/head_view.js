@@ -102,6 +102,9 @@ export function computeLines(attention, options = {}) {
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
   const swatchRow = el("div", "attnscope-heads", root);
+  const causalNote = el("div", "attnscope-hint attnscope-causal-note", root);
+  causalNote.textContent = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
+  causalNote.hidden = true;
   const note = el("div", "attnscope-hint attnscope-lines-note", root);
   note.hidden = true;
   const plot = el("div", "attnscope-plot", root);
@@ -227,6 +230,7 @@ export function createHeadView(container, callbacks = {}) {
       const layoutChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
         || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
       state = next;
+      causalNote.hidden = !next.causal;
       if (layoutChanged) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);

@@ -67,6 +67,7 @@ export function createNeuronView(container, callbacks = {}) {
   const message = el("div", "attnscope-status", root);
 
   const table = el("div", "attnscope-neuron-table", root);
+  table.hidden = true; // until numbers arrive: an empty table would flash (and look finished)
   const queries = el("div", "attnscope-tokens attnscope-left attnscope-neuron-queries", table);
   const keyColumn = el("div", "attnscope-neuron-col", table);
   const keyTitle = el("div", "attnscope-neuron-title", keyColumn);

@@ -23,7 +23,7 @@ const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"], ["rol
 const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
   "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
   "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-  "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens"];
+  "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens", "causal"];
 const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 function labelled(parent, text, control) {
@@ -308,6 +308,7 @@ function render({ model, el: host }) {
     headView.update({
       tokens,
       keyTokens: keys,
+      causal: Boolean(model.get("causal")),
       sentenceBStart,
       attention,
       visibleHeads: model.get("heads"),

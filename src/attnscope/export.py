@@ -62,7 +62,7 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
     state = {
         name: getattr(widget, name)
         for name in (
-            "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "heads", "sentence_filter",
+            "tokens", "sentence_b_start", "n_layers", "causal", "n_heads", "model_name", "heads", "sentence_filter",
             "theme", "text", "text_b", "result_id", "notice", "view", "neuron_head", "neuron_query",
         )
     }

@@ -123,6 +123,7 @@ class AttentionWidget(anywidget.AnyWidget):
     has_queries_keys = traitlets.Bool(True).tag(sync=True)
 
     editable = traitlets.Bool(True).tag(sync=True)
+    causal = traitlets.Bool(False).tag(sync=True)
     # Encoder-decoder models: which attention is shown, and the encoder tokens for cross-attention.
     attention_part = Enum(("encoder", "decoder", "cross"), default_value="encoder").tag(sync=True)
     parts = List(Unicode()).tag(sync=True)
@@ -287,6 +288,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
                 self.neuron_query = min(self.neuron_query, len(token_result.tokens) - 1)
                 self.has_queries_keys = token_result.queries is not None
+                self.causal = bool(result.causal)
                 if self._needs_thumbnails():
                     self.thumbnails = self._thumbnail_payload()
                 else:

@@ -17,7 +17,7 @@ SYNCED = [
     "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
     "sentence_filter", "theme", "text", "text_b", "result_id", "request", "notice", "error", "view", "thumbnails",
     "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-    "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens",
+    "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens", "causal",
 ]
 
 
@@ -138,6 +138,8 @@ def test_every_family_renders_head_and_model_views(open_widget, family, bert_tok
     widget = attnscope.AttentionWidget("The quick brown fox jumps.", model=engine)
     page = open_widget(widget)
     page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    # Causal models say that later tokens are masked.
+    assert page.is_visible(".attnscope-causal-note") == ("gpt2" in family or "gqa" in family)
     widget.view = "model"  # the kernel makes the thumbnails; the page is given the new state
     page.evaluate(
         "s => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(s))",
@@ -182,14 +184,15 @@ def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_pat
     assert page.problems == []
 
 
-def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer):
+@pytest.mark.parametrize("family", ["bart", "marian"])
+def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, family):
     """BART: the Attention selector, cross-attention with encoder tokens on the right, its model
     view thumbnails and its neuron view, answered by the widget's own handler."""
     import torch
     from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models
 
     torch.manual_seed(0)
-    engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+    engine = attnscope.load(encoder_decoder_models()[family](), bert_tokenizer, device="cpu")
     widget = attnscope.AttentionWidget(SOURCE, TARGET, model=engine)
     widget.attention_part = "cross"
     page = open_widget(widget)
