@@ -131,6 +131,11 @@ def result_from_encoder_decoder(
     return parts[first], first
 
 
+def _check_display_mode(display_mode: str) -> None:
+    if display_mode not in ("dark", "light"):
+        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+
+
 def _check_action(html_action: str) -> None:
     if html_action not in HTML_ACTIONS:
         raise ValueError(f"html_action must be 'view' or 'return', not {html_action!r}.")
@@ -228,8 +233,7 @@ def model_view(
 ):
     """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme."""
     _check_action(html_action)
-    if display_mode not in ("dark", "light"):
-        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    _check_display_mode(display_mode)
     result, part = _result_and_part(locals())
     widget = AttentionWidget(
         result=result,
@@ -250,8 +254,7 @@ def neuron_view(
     """BertViz's neuron_view.show, same arguments. Any Hugging Face model works (BertViz needs its own
     patched copies); model_type is accepted for compatibility and not needed."""
     _check_action(html_action)
-    if display_mode not in ("dark", "light"):
-        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    _check_display_mode(display_mode)
     engine = load(model, tokenizer)
     widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=display_mode, view="neuron")
     if head is not None:

@@ -13,6 +13,12 @@ Trait contract with js/widget.js (all synced):
   view is shown: max-pooled S × S maps of the included layers × heads, uint8
   ({layers, heads, n_tokens, data, dtype, shape, scale}).
 - editable: False when the view shows precomputed attention (no model to rerun).
+- parts, attention_part, key_tokens: encoder-decoder models have "encoder", "decoder" and "cross"
+  attention; the views show attention_part. For cross-attention key_tokens are the encoder's
+  tokens (the right column and the neuron view's keys); otherwise it is empty.
+- causal: the shown attention is causal (the head view says later tokens are masked).
+- custom messages {type: "rendered"} (a view exists) and {type: "image", id, format}: save_image
+  asks the view for an SVG or PNG and the view answers with its bytes.
 - word_level: wordpieces merged into words (Clark et al. 4.1) in the head, model and rollout views;
   the neuron view stays per token.
 - masked_heads: [[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns and
