@@ -165,10 +165,12 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
 
             # Neuron view: answer the view's own requests with real slices.
             page.evaluate("window.attnscopeHarness.model.emit({view: 'neuron'})")
-            page.wait_for_function("window.attnscopeHarness.model.sentMessages.length > 0")
+            # The view also says "rendered" once; only its neuron requests are counted here.
+            neuron_requests = "window.attnscopeHarness.model.sentMessages.filter(m => m.type === 'neuron')"
+            page.wait_for_function(f"{neuron_requests}.length > 0")
             neuron_ms = []
             for i in range(repeats + 1):
-                request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+                request = page.evaluate(f"{neuron_requests}.at(-1)")
                 piece = neuron_slice(result, request["layer"], request["head"], request["query"])
                 payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
                 content = {"type": "neuron", "id": request["id"], "result_id": 0, "layer": request["layer"],
@@ -179,7 +181,7 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
                 if i > 0:  # the first answer also builds the view; switches are what is timed
                     neuron_ms.append(ms)
                 page.evaluate(f"document.querySelector(\".attnscope-neuron-queries .attnscope-token[data-index='{(i * 37 + 5) % n_tokens}']\").click()")
-                page.wait_for_function(f"window.attnscopeHarness.model.sentMessages.length > {i + 1}")
+                page.wait_for_function(f"{neuron_requests}.length > {i + 1}")
             cdp.send("HeapProfiler.collectGarbage")
             metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             row["js_heap_bytes_after_neuron"] = int(metrics["JSHeapUsedSize"])
