@@ -275,7 +275,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
     word-level result has none (the neuron view stays token-level)."""
     if result.word_groups is None:
-        raise InputError("This result has no word boundaries; run it again with attnscope ≥ 0.1.")
+        raise InputError("This result has no word boundaries (its word_groups are None), so its words cannot be merged.")
     groups = result.word_groups
     key_groups = key_tokens = None
     if result.key_tokens is not None:  # cross-attention: the keys are the encoder's tokens
