@@ -96,9 +96,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-bertviz", action="store_true", help="reuse the last bertviz_results.json")
     parser.add_argument("--only-analysis", action="store_true", help="rerun the corpus analyses, keep the rest")
+    parser.add_argument("--only-memory", action="store_true", help="rerun the kernel memory bench, keep the rest")
     args = parser.parse_args()
     from analysis_bench import bench_analyses
     from browser_bench import bench_front_end
+    from memory_bench import bench_memory
+
+    memory_row = bench_memory()  # first, in its own process: nothing else has run yet
+    print(json.dumps(memory_row), flush=True)
+    if args.only_memory:
+        results = json.loads((HERE / "results.json").read_text())
+        results["memory"] = memory_row
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     results["analysis"], memory_row)
+        return
 
     torch.manual_seed(0)
     minilm = attnscope.load(device="cpu")
@@ -108,8 +120,10 @@ def main() -> None:
     if args.only_analysis:
         results = json.loads((HERE / "results.json").read_text())
         results["analysis"] = analysis_rows
+        results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []), analysis_rows)
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     analysis_rows, memory_row)
         return
     engine_rows, front_rows = [], []
     for label, engine in models:
@@ -130,9 +144,10 @@ def main() -> None:
         "front_end": front_rows,
         "bertviz": bertviz,
         "analysis": analysis_rows,
+        "memory": memory_row,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows)
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row)
 
 
 def _find(rows: list[dict], **match) -> dict:
@@ -149,8 +164,11 @@ def _ms(seconds=None, ms=None) -> str:
     return "never (see note)" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
-def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict]) -> None:
+def write_tables(
+    engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict], memory_row: dict | None
+) -> None:
     from analysis_bench import table as analysis_table
+    from memory_bench import table as memory_table
 
     base = "bert-base shape (random)"
     ours = _find(front_rows, model=base, tokens=512)
@@ -217,6 +235,8 @@ def write_tables(engine_rows: list[dict], front_rows: list[dict], bertviz_rows: 
             )
     if analysis_rows:
         lines += ["", *analysis_table(analysis_rows)]
+    if memory_row:
+        lines += ["", *memory_table(memory_row)]
     lines.append(END)
     readme = HERE / "README.md"
     text = readme.read_text()

@@ -1,7 +1,27 @@
 // Vector images of the views (SVG, and PNG rendered from it), built from the same data the
-// canvases draw. Text goes in with textContent, so XMLSerializer escapes token text.
+// canvases draw. Text goes in with textContent, so XMLSerializer escapes token text; every text
+// goes in through svgText, which first makes it XML-safe (svgSafeText).
 const NS = "http://www.w3.org/2000/svg";
 const ALPHA_LEVELS = 32; // as draw_lines.js: one path per colour and opacity level
+
+// What XML 1.0 forbids (C0 controls, lone surrogates, U+FFFE/U+FFFF) or shows as nothing (DEL, C1).
+// With the u flag a surrogate pair is one code point, so [\u{D800}-\u{DFFF}] matches lone halves only.
+const UNSAFE = /[\u{0}-\u{1F}\u{7F}-\u{9F}\u{D800}-\u{DFFF}\u{FFFE}\u{FFFF}]/gu;
+
+/**
+ * Text that XML 1.0 accepts and that still shows what was there: C0 controls become their Unicode
+ * control pictures (U+0000 → ␀, tab → ␉, newline → ␊), DEL becomes ␡, C1 controls become a
+ * visible "\u0085" escape, and lone surrogates and the non-characters U+FFFE/U+FFFF become U+FFFD.
+ */
+export function svgSafeText(text) {
+  return String(text).replace(UNSAFE, (c) => {
+    const code = c.codePointAt(0);
+    if (code < 0x20) return String.fromCodePoint(0x2400 + code);
+    if (code === 0x7f) return "\u2421";
+    if (code <= 0x9f) return `\\u${code.toString(16).padStart(4, "0")}`;
+    return "\ufffd";
+  });
+}
 
 export function svgDocument(width, height, dark = false) {
   const svg = document.createElementNS(NS, "svg");
@@ -32,7 +52,7 @@ export function svgText(parent, x, y, text, { anchor = "start", color, size, rot
   node.setAttribute("fill", color ?? parent.ownerSVGElement?.dataset.fg ?? parent.dataset?.fg ?? "#222");
   if (size) node.setAttribute("font-size", String(size));
   if (rotate) node.setAttribute("transform", `rotate(${rotate} ${x} ${y})`);
-  node.textContent = text; // data, never markup
+  node.textContent = svgSafeText(text); // data, never markup; XML-safe (see svgSafeText)
   parent.appendChild(node);
   return node;
 }
@@ -76,7 +96,7 @@ export function serializeSvg(svg) {
 
 /** Rough text width for layout (the SVG is drawn without measuring in a live page). */
 export function textWidth(text, size = 12) {
-  return Math.ceil(String(text).length * size * 0.6);
+  return Math.ceil(svgSafeText(text).length * size * 0.6); // as drawn: a C1 control is 6 characters
 }
 
 /** PNG bytes of an SVG string, at `scale` × its size (a browser renders it). */

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from attnscope import InputError
 from attnscope import analysis as an
 
 TOKENS = ["[CLS]", "the", "cat", ".", "[SEP]"]
@@ -142,6 +143,24 @@ def test_mds_recovers_planar_points_up_to_rotation():
     assert torch.equal(an.mds(d), an.mds(d))
 
 
+def test_mds_random_starts_keep_the_lowest_stress_and_are_seeded():
+    # 36 points of a Clifford torus in 4-D: SMACOF from the classical start stops in a local
+    # minimum that random starts get below.
+    angles = [2 * math.pi * k / 6 for k in range(6)]
+    points = torch.tensor([[math.cos(a), math.sin(a), math.cos(b), math.sin(b)] for a in angles for b in angles])
+    d = torch.cdist(points, points)
+    classical_start = an.stress(d, an.mds(d))
+    assert torch.equal(an.mds(d, n_init=1), an.mds(d))  # n_init=1 is the classical start alone
+    stresses = [an.stress(d, an.mds(d, n_init=k)) for k in (2, 3, 5)]
+    assert stresses[-1] < 0.99 * classical_start
+    # The random starts are a seeded sequence, so more starts never end higher.
+    assert stresses[0] <= classical_start and stresses[1] <= stresses[0] and stresses[2] <= stresses[1]
+    assert torch.equal(an.mds(d, n_init=5, seed=3), an.mds(d, n_init=5, seed=3))
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(InputError, match="n_init"):
+            an.mds(d, n_init=bad)
+
+
 def test_rollout_of_identity_layers_is_identity_and_follows_the_recursion():
     n = 4
     eye = torch.eye(n).expand(3, 2, n, n)
@@ -182,6 +201,84 @@ def test_accuracy_by_relation_and_offset_baseline():
     assert "ROOT" not in scores  # roots have no head to find
     assert an.offset_predictions(3, 1).tolist() == [1, 2, 2]
     assert an.offset_predictions(3, -2).tolist() == [0, 0, 0]
+
+
+def test_predict_heads_with_a_zeroed_diagonal_as_clark_can_predict_the_word_itself():
+    a = torch.tensor(
+        [
+            [0.4, 0.0, 0.0],  # word 0 gives the other words nothing (the rest went to [CLS]/[SEP])
+            [0.3, 0.1, 0.3],  # a tie: the first word wins, as numpy's argmax
+            [0.0, 0.5, 0.2],
+        ]
+    )
+    assert an.predict_heads(a, self_score=0.0).tolist() == [0, 0, 1]
+    assert an.predict_heads(a).tolist() == [1, 0, 1]  # −inf: never itself
+    # Transposed: column j with its diagonal zeroed is [0, 0.3, 0], [0, 0, 0.5], [0, 0.3, 0].
+    assert an.predict_heads(a, "head_to_dependent", self_score=0.0).tolist() == [1, 2, 1]
+    assert an.predict_heads(a, "head_to_dependent").tolist() == [1, 2, 1]
+
+
+def test_clark_offset_baseline_reaches_root_and_the_word_itself():
+    n = 4
+    for offset in range(-3, 3):  # the notebook's offsets and formula, 1-based with 0 = ROOT
+        notebook = [max(0, min(i + offset + 1, n)) for i in range(n)]
+        assert an.offset_predictions(n, offset, clip_to_root=True).tolist() == [p - 1 for p in notebook]
+    assert an.offset_predictions(n, -3, clip_to_root=True).tolist() == [-1, -1, -1, 0]
+    assert an.offset_predictions(n, 0, clip_to_root=True).tolist() == [0, 1, 2, 3]
+    assert an.CLARK_BASELINE_OFFSETS == (-3, -2, -1, 0, 1, 2)
+    assert an.BASELINE_OFFSETS == (-3, -2, -1, 1, 2, 3)
+
+
+# "Ann 's dog ." as Stanford Dependencies: Ann is dog's possessor, 's attaches to Ann, dog is the
+# root, "." hangs on dog.
+WORDS = ["Ann", "'s", "dog", "."]
+GOLD = [2, 0, -1, 2]
+RELATIONS = ["poss", "possessive", "ROOT", "punct"]
+
+
+def test_possessive_rule_scores_the_markers_prediction_unless_the_possessor_points_at_the_last_word():
+    predicted = torch.tensor(
+        [
+            [1, 2, 3, 2],  # Ann → 's, whose prediction (dog) is scored in its place
+            [3, 0, 1, 2],  # Ann → the last word: the notebook's p < len(words) fails, no rule
+            [-1, 0, 1, 2],  # ROOT (a baseline's) passes p < len(words): 's's prediction is used
+        ]
+    )
+    ruled = an.apply_possessive_rule(predicted, WORDS, RELATIONS)
+    assert ruled.tolist() == [[2, 2, 3, 2], [3, 0, 1, 2], [0, 0, 1, 2]]
+    assert predicted[0].tolist() == [1, 2, 3, 2]  # the input is left alone
+    # "s'" is a marker too; a possessor at the end of the sentence has none and is left alone.
+    boys = an.apply_possessive_rule(torch.tensor([3, 0, 3, 0]), ["the", "boys", "s'", "toys"], ["det", "poss", "possessive", "ROOT"])
+    assert boys.tolist() == [3, 3, 3, 0]
+    assert an.apply_possessive_rule(torch.tensor([1, 0]), ["saw", "Ann"], ["ROOT", "poss"]).tolist() == [1, 0]
+    assert an.apply_possessive_rule(torch.tensor([1, 0]), ["Ann", "left"], ["poss", "ROOT"]).tolist() == [1, 0]
+
+
+def test_clark_scoring_counts_every_word_and_uas_skips_root_and_punctuation():
+    predicted = an.apply_possessive_rule(torch.tensor([1, 2, 3, 2]), WORDS, RELATIONS)  # → [2, 2, 3, 2]
+    clark = an.accuracy_by_relation(predicted, GOLD, RELATIONS, include_roots=True)
+    assert {r: (int(hits), total) for r, (hits, total) in clark.items()} == {
+        "All": (2, 4),  # Ann (by the rule) and "." are right; 's and the root are not
+        "poss": (1, 1),
+        "possessive": (0, 1),
+        "ROOT": (0, 1),  # a head never predicts ROOT
+        "punct": (1, 1),
+    }
+    # Without the rule and without roots (bertology gives punct words head −1 under "uas").
+    uas_gold = [2, 0, -1, -1]
+    uas = an.accuracy_by_relation(torch.tensor([1, 2, 3, 2]), uas_gold, ["poss", "possessive", "ROOT", "ROOT"])
+    assert {r: (int(hits), total) for r, (hits, total) in uas.items()} == {"All": (0, 2), "poss": (0, 1), "possessive": (0, 1)}
+    # Clark's baseline, offset by offset, worked out by hand (rule included):
+    # −3 → [−1, −1, −1, 0]: only the root;  −2 → [−1, −1, 0, 1]: none;  −1 → [−1, 0, 1, 2]: 's and ".";
+    # 0 → [0, 1, 2, 3]: none;  +1 → [1, 2, 3, 3]: Ann via 's → 2;  +2 → [2, 3, 3, 3]: none (the rule
+    # replaces Ann's right guess by 's's wrong one).
+    expected_all = {-3: 1, -2: 0, -1: 2, 0: 0, 1: 1, 2: 0}
+    for offset in an.CLARK_BASELINE_OFFSETS:
+        guess = an.apply_possessive_rule(an.offset_predictions(4, offset, clip_to_root=True), WORDS, RELATIONS)
+        scores = an.accuracy_by_relation(guess, GOLD, RELATIONS, include_roots=True)
+        assert int(scores["All"][0]) == expected_all[offset], offset
+        assert int(scores["poss"][0]) == (offset == 1), offset
+        assert int(scores["ROOT"][0]) == (offset == -3), offset
 
 
 def test_gradient_by_key_type_and_importance_normalisation():

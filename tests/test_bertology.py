@@ -1,6 +1,7 @@
 """Corpus-level analyses: batching must not change the numbers, tables are tidy, inputs are checked."""
 
 import math
+import types
 
 import pytest
 import torch
@@ -78,6 +79,18 @@ def test_behaviours_and_head_distances(default_model):
     assert fake.behaviour.tolist() == ["[SEP]", "broad"]
 
 
+def test_head_distances_random_starts_never_raise_the_stress(default_model):
+    one = attnscope.head_distances(default_model, TEXTS[:3], progress=False)
+    three = attnscope.head_distances(default_model, TEXTS[:3], progress=False, n_init=3, seed=1)
+    assert one.attrs["distances"] == three.attrs["distances"]
+    d = torch.tensor(one.attrs["distances"])
+    layout = lambda frame: torch.tensor(frame[["x", "y"]].to_numpy())  # noqa: E731
+    assert an.stress(d, layout(three)) <= an.stress(d, layout(one))
+    assert torch.allclose(layout(one), an.mds(d))  # n_init=1: the classical start alone
+    with pytest.raises(InputError, match="n_init"):
+        attnscope.head_distances(default_model, TEXTS[:3], progress=False, n_init=0)
+
+
 def test_word_attention_and_rollout_of_a_result(default_model):
     result = default_model.run("Tokenization is unbelievable.", "Truly.")
     words = attnscope.word_attention(result)
@@ -102,10 +115,11 @@ def test_read_conllu_skips_multiword_lines_and_reports_bad_lines(tmp_path):
 
 
 def test_syntax_heads_from_conllu_match_a_direct_computation(default_model):
-    syntax = attnscope.syntax_heads(default_model, CONLLU, progress=False)
+    syntax = attnscope.syntax_heads(default_model, CONLLU, progress=False, scoring="uas")
     assert syntax.source.startswith("gold") and syntax.sentences == 2
+    assert syntax.scoring == "uas" and syntax.accuracy.attrs["scoring"] == "uas"
     acc = syntax.accuracy
-    # Root and punctuation are not scored: det, nsubj, aux, advmod, dobj = 5 dependents.
+    # Under "uas" root and punctuation are not scored: det, nsubj, aux, advmod, dobj = 5 dependents.
     assert acc[acc.relation == "All"]["count"].iloc[0] == 5
     assert "punct" not in set(acc.relation)
     # Baseline: the next word is the head of "the" (det) and "cat" (nsubj); offset +1 gets both.
@@ -122,6 +136,167 @@ def test_syntax_heads_from_conllu_match_a_direct_computation(default_model):
     assert row.accuracy.iloc[0] == pytest.approx(hits / 5)
     table = syntax.table(min_count=1)
     assert table.relation.iloc[0] == "All" and {"head", "accuracy", "baseline", "baseline_offset"} <= set(table.columns)
+    assert table.attrs["scoring"] == "uas"
+
+
+def test_syntax_heads_clark_scoring_from_conllu_counts_every_word(default_model):
+    syntax = attnscope.syntax_heads(default_model, CONLLU, progress=False)
+    assert syntax.scoring == "clark" and syntax.accuracy.attrs["scoring"] == "clark"
+    acc = syntax.accuracy
+    assert acc[acc.relation == "All"]["count"].iloc[0] == 8  # every word, root and "." included
+    assert {"root", "punct"} <= set(acc.relation)
+    assert (acc[acc.relation == "root"].accuracy == 0).all()  # a head never predicts ROOT
+    # Head 4-3, head → dependent, by the notebook's recipe: the word map with [CLS]/[SEP], its
+    # transpose, the diagonal zeroed, then cropped; argmax among the words.
+    hits = 0
+    for words, gold in ((["the", "cat", "sat", "."], [1, 2, -1, 2]), (["do", "not", "go", "home"], [2, 2, -1, 2])):
+        word_map = attnscope.word_attention(default_model.run(" ".join(words))).attention[3, 2].T.clone()
+        word_map.fill_diagonal_(0.0)
+        predicted = word_map[1:-1, 1:-1].argmax(-1)
+        hits += sum(int(predicted[i] == g) for i, g in enumerate(gold))
+    row = acc[(acc.relation == "All") & (acc.direction == "head_to_dependent") & (acc.layer == 3) & (acc["head"] == 2)]
+    assert row.accuracy.iloc[0] == pytest.approx(hits / 8)
+    base = syntax.baseline.set_index(["relation", "offset"]).accuracy
+    assert sorted(syntax.baseline.offset.unique()) == [-3, -2, -1, 0, 1, 2]
+    # offset −3 clips every word of index < 3 to ROOT: right for both roots (sat and go are word 2).
+    assert base[("root", -3)] == 1.0 and base[("root", 1)] == 0.0
+    assert base[("All", 0)] == 0.0  # a word is never its own head
+    table = syntax.table(min_count=1)
+    assert table.relation.iloc[0] == "All" and not {"root", "punct"} & set(table.relation)
+    assert table.attrs["scoring"] == "clark"
+    # The widget's maps follow the table: no root or punct map; the note names the scoring.
+    payload = attnscope.widget.analysis_payload(syntax, 6, 12)
+    keys = [m["key"] for m in payload["measures"]]
+    assert keys[0] == "All" and "det" in keys and not {"root", "punct"} & set(keys)
+    assert "scoring clark" in payload["note"]
+    with pytest.raises(InputError, match=r"scoring.*'clark', 'uas'.*'conll'"):
+        attnscope.syntax_heads(default_model, CONLLU, progress=False, scoring="conll")
+
+
+class WordMapModel:
+    """A stand-in model whose attention is written per word (with [CLS] and [SEP]): each piece of a
+    word gets the word's row and attention to a word lands on its first piece, so syntax_heads'
+    merging gives the hand-written map back."""
+
+    name = "hand-written word maps"
+    model = None  # no network behind it: the length limit comes from the tokenizer
+
+    def __init__(self, tokenizer, word_map):
+        self.tokenizer, self.word_map = tokenizer, word_map  # L × H × W × W
+
+    def forward(self, encoded):
+        groups = an.word_groups(encoded.word_ids(0), encoded.sequence_ids(0))
+        first = [g[0] for g in groups]
+        n = sum(len(g) for g in groups)
+        maps = torch.zeros(*self.word_map.shape[:2], n, n)
+        for word, positions in enumerate(groups):
+            for position in positions:
+                maps[:, :, position, first] = self.word_map[:, :, word]
+        return types.SimpleNamespace(attentions=tuple(layer[None] for layer in maps))
+
+
+def test_syntax_heads_recipe_on_a_hand_written_sentence(bert_tokenizer):
+    """ "Ann 's dog ." (Ann poss→dog, 's possessive→Ann, dog ROOT, "." punct→dog), one layer of two
+    heads; every number below is worked out by hand."""
+    sentence = bertology.ParsedSentence(["Ann", "'s", "dog", "."], [2, 0, -1, 2], ["poss", "possessive", "ROOT", "punct"])
+    #              [CLS]  Ann   's   dog    .   [SEP]
+    head_0 = [
+        [0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
+        [0.2, 0.1, 0.4, 0.2, 0.05, 0.05],  # Ann → 's
+        [0.1, 0.1, 0.1, 0.6, 0.05, 0.05],  # 's → dog
+        [0.1, 0.2, 0.1, 0.1, 0.4, 0.1],  # dog → .
+        [0.1, 0.1, 0.1, 0.5, 0.1, 0.1],  # . → dog
+        [0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
+    ]
+    head_1 = [[1.0, 0, 0, 0, 0, 0]] * 6  # everything on [CLS]: among the words, all zeros
+    model = WordMapModel(bert_tokenizer, torch.tensor([[head_0, head_1]]))
+    clark = attnscope.syntax_heads(model, [sentence], progress=False)
+    uas = attnscope.syntax_heads(model, [sentence], progress=False, scoring="uas")
+
+    def accuracy(result, relation, head, direction):
+        acc = result.accuracy
+        return acc[(acc.relation == relation) & (acc["head"] == head) & (acc.direction == direction)].accuracy.item()
+
+    # Head 0, dependent → head predicts [1, 2, 3, 2]; the poss rule turns Ann's 1 into 's's 2 (right).
+    # Clark: Ann and "." right of 4 words. UAS: Ann (1) and 's (2) both wrong; root and "." not scored.
+    assert accuracy(clark, "All", 0, "dependent_to_head") == 2 / 4
+    assert accuracy(uas, "All", 0, "dependent_to_head") == 0 / 2
+    # Head → dependent (the transpose, diagonal zeroed) predicts [2, 0, 1, 2]: the rule now replaces
+    # Ann's right 2 by 's's 0, so Clark has 's and "." (2 of 4); UAS has Ann and 's (2 of 2).
+    assert accuracy(clark, "All", 0, "head_to_dependent") == 2 / 4
+    assert accuracy(uas, "All", 0, "head_to_dependent") == 2 / 2
+    assert accuracy(clark, "poss", 0, "dependent_to_head") == 1.0 and accuracy(uas, "poss", 0, "dependent_to_head") == 0.0
+    # Head 1 gives the words nothing: zeroed, every word predicts word 0 (itself for Ann): 's is
+    # right (1 of 4). With −inf on the diagonal Ann predicts word 1 instead: 's right, 1 of 2.
+    assert accuracy(clark, "All", 1, "dependent_to_head") == 1 / 4
+    assert accuracy(uas, "All", 1, "dependent_to_head") == 1 / 2
+    assert accuracy(clark, "ROOT", 0, "dependent_to_head") == 0.0 and "ROOT" not in set(uas.accuracy.relation)
+
+    # Baselines (see test_analysis for the offsets by hand): Clark −3…2 with ROOT, UAS ±1…3.
+    clark_base = clark.baseline[clark.baseline.relation == "All"].set_index("offset").accuracy.to_dict()
+    assert clark_base == {-3: 1 / 4, -2: 0.0, -1: 2 / 4, 0: 0.0, 1: 1 / 4, 2: 0.0}
+    uas_base = uas.baseline[uas.baseline.relation == "All"].set_index("offset").accuracy.to_dict()
+    assert uas_base == {-3: 1 / 2, -2: 1 / 2, -1: 1 / 2, 1: 0.0, 2: 1 / 2, 3: 0.0}
+
+    # Table 1. All: head 1-1 ties at 50 % in both directions; Clark's max over (accuracy, layer,
+    # head, direction) takes head_to_dependent. possessive: 1-1 head → dependent and both
+    # directions of 1-2 are right; Clark takes the later head 1-2, UAS the earliest, 1-1.
+    # Baseline ties (UAS All: −3, −2, −1 and +2 at 50 %) go to the smallest offset under UAS.
+    columns = ["relation", "count", "head", "direction", "accuracy", "baseline", "baseline_offset"]
+    assert clark.table(min_count=1)[columns].values.tolist() == [
+        ["All", 4, "1-1", "head_to_dependent", 50.0, 50.0, -1],
+        ["poss", 1, "1-1", "dependent_to_head", 100.0, 100.0, 1],
+        ["possessive", 1, "1-2", "head_to_dependent", 100.0, 100.0, -1],
+    ]
+    assert uas.table(min_count=1)[columns].values.tolist() == [
+        ["All", 2, "1-1", "head_to_dependent", 100.0, 50.0, -3],
+        ["poss", 1, "1-1", "head_to_dependent", 100.0, 100.0, 2],
+        ["possessive", 1, "1-1", "head_to_dependent", 100.0, 100.0, -3],
+    ]
+
+
+def test_syntax_heads_clark_zeroes_the_diagonal_so_a_word_can_predict_itself(bert_tokenizer):
+    sentence = bertology.ParsedSentence(["the", "dog"], [1, -1], ["det", "ROOT"])
+    #        [CLS] the  dog  [SEP]
+    head = [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.5, 0.5, 0.0, 0.0],  # "the" gives "dog" nothing
+        [0.5, 0.2, 0.3, 0.0],
+        [1.0, 0.0, 0.0, 0.0],
+    ]
+    model = WordMapModel(bert_tokenizer, torch.tensor([[head]]))
+    det = lambda result: result.accuracy.query("relation == 'det' and direction == 'dependent_to_head'").accuracy.item()  # noqa: E731
+    # Zeroed, "the" sees [0, 0] and argmax takes the first word, itself; with −inf it takes "dog".
+    assert det(attnscope.syntax_heads(model, [sentence], progress=False)) == 0.0
+    assert det(attnscope.syntax_heads(model, [sentence], progress=False, scoring="uas")) == 1.0
+
+
+def test_syntax_table_tie_breaks_and_skipped_rows():
+    import pandas as pd
+
+    accuracy = pd.DataFrame(
+        [
+            ("All", "dependent_to_head", 0, 1, "1-2", 0.5, 10),
+            ("All", "head_to_dependent", 2, 0, "3-1", 0.5, 10),
+            ("All", "dependent_to_head", 2, 0, "3-1", 0.5, 10),
+            ("All", "dependent_to_head", 1, 3, "2-4", 0.4, 10),
+            ("ROOT", "dependent_to_head", 0, 0, "1-1", 0.0, 3),
+            ("Punct", "dependent_to_head", 0, 0, "1-1", 0.9, 3),
+            ("det", "dependent_to_head", 0, 0, "1-1", 0.9, 3),
+        ],
+        columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"],
+    )
+    baseline = pd.DataFrame(
+        [("All", o, a, 10) for o, a in ((-2, 0.3), (1, 0.3), (2, 0.1))]
+        + [(r, 1, 0.5, 3) for r in ("ROOT", "Punct", "det")],
+        columns=["relation", "offset", "accuracy", "count"],
+    )
+    clark = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=1)
+    uas = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "uas").table(min_count=1)
+    assert clark.relation.tolist() == uas.relation.tolist() == ["All", "det"]  # root and punct, any case, have no row
+    assert clark.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["3-1", "head_to_dependent", 1]
+    assert uas.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["1-2", "dependent_to_head", -2]
+    assert bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=5).relation.tolist() == ["All"]
 
 
 def test_syntax_heads_do_not_depend_on_batching(default_model):

@@ -78,6 +78,38 @@ def test_html_action_return_gives_a_standalone_page(bertviz_inputs, tmp_path):
     (tmp_path / "view.html").write_text(html.data)  # what BertViz users do with it
 
 
+def test_returned_pages_share_no_element_id(bertviz_inputs, default_model):
+    """A notebook inlines returned pages into one document: each must mount by ids of its own."""
+    attention, tokens, _ = bertviz_inputs
+    pages = [
+        attnscope.head_view(attention, tokens, html_action="return").data,
+        attnscope.model_view(attention, tokens, html_action="return").data,
+        attnscope.head_view(attention, tokens, html_action="return").data,  # the very same page, again
+        attnscope.render_html("Dogs bark.", model=default_model, layers=[0]),
+    ]
+    ids = [re.findall(r"""\bid=["']?([^"'\s>]+)""", page) for page in pages]
+    assert all(len(found) == 2 for found in ids), ids  # the mount point and the data
+    every = [i for found in ids for i in found]
+    assert len(set(every)) == len(every), every
+    for page, (mount, data) in zip(pages, ids):
+        # The mounting script looks up exactly its own page's elements.
+        assert f'getElementById("{mount}")' in page and f'getElementById("{data}")' in page
+        assert 'getElementById("attnscope")' not in page
+
+
+def test_returned_page_with_control_characters_and_lone_surrogates_in_tokens():
+    """Tokens are data: a page of any token text can be written as UTF-8 and reads them back."""
+    import json
+
+    tokens = ["[CLS]", "a\x00b", "\x1b[31m", "\ud800x", "\x7f\x85", "\U0001f600"]
+    attention = tuple(torch.full((1, 2, 6, 6), 1 / 6) for _ in range(2))
+    page = attnscope.head_view(attention, tokens, html_action="return").data
+    page.encode("utf-8")  # raised UnicodeEncodeError on the lone surrogate
+    data = re.search(r'<script type="application/json" id="[^"]+">(.*?)</script>', page, re.S).group(1)
+    assert json.loads(data)["state"]["tokens"] == tokens
+    assert "\ufffdx" in re.search("<title>(.*)</title>", page).group(1)
+
+
 def test_prettify_tokens_false_keeps_markers():
     attention = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))
     tokens = ["Hello", "Ġworld", "Ġ!"]

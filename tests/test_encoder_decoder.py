@@ -146,3 +146,25 @@ def test_neuron_reply_names_how_scores_are_made(bart, bert_tokenizer):
     cross.scaling = [1.0] * 3
     cross.score_bias = torch.zeros_like(cross.attention)
     assert score_label(cross, 0, 8) == "q·k + position bias"
+
+
+@pytest.mark.parametrize("family", [*encoder_decoder_models(), "t5"])
+def test_source_and_target_longer_than_the_model_takes_are_both_truncated(family, bert_tokenizer):
+    torch.manual_seed(0)
+    if family == "t5":  # relative positions: no table, the config's n_positions (512) is the limit
+        model = transformers.T5Model(transformers.T5Config(
+            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=2, num_heads=4,
+            decoder_start_token_id=0, pad_token_id=0))
+        limit = 512
+    else:
+        model, limit = encoder_decoder_models()[family](), 64
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    long_source, long_target = " ".join(["word"] * (limit + 20)), " ".join(["word"] * (limit + 30))
+    with pytest.warns(UserWarning) as seen:
+        result = engine.run(long_source, long_target)
+    messages = " ".join(str(w.message) for w in seen)
+    assert f"Input truncated from {limit + 22} to {limit} tokens" in messages
+    assert f"Decoder text truncated from {limit + 32} to {limit} tokens" in messages
+    for name, part in result.parts.items():
+        assert part.attention.shape[-1] == limit and part.attention.shape[-2] == limit, name
+        assert (part.attention_from_qk() - part.attention).abs().max() <= 1e-4, name

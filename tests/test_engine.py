@@ -201,3 +201,65 @@ def test_rotary_models_show_rotated_queries_and_shared_keys(bert_tokenizer):
     unrotated[0] = raw_q
     result.queries = unrotated
     assert (result.attention_from_qk()[0] - result.attention[0]).abs().max() > 1e-3
+
+
+def over_limit_families():
+    """Every family, with the longest input it can really take (SMALL has 64 positions)."""
+    roberta_like = {  # position ids start after the padding index (1): 64 − 2 usable positions
+        "roberta": transformers.RobertaModel,
+        "xlm-roberta": transformers.XLMRobertaModel,
+        "camembert": transformers.CamembertModel,
+    }
+    families = {name: (make, 64) for name, make in small_models().items() if name not in roberta_like}
+    configs = {"roberta": transformers.RobertaConfig, "xlm-roberta": transformers.XLMRobertaConfig,
+               "camembert": transformers.CamembertConfig}
+    for name, cls in roberta_like.items():
+        families[name] = (lambda cls=cls, name=name: cls(configs[name](vocab_size=VOCAB, **SMALL)), 62)
+    return families
+
+
+@pytest.mark.parametrize("family", list(over_limit_families()))
+def test_input_longer_than_the_model_takes_is_truncated_to_what_it_really_takes(family, bert_tokenizer):
+    make, limit = over_limit_families()[family]
+    torch.manual_seed(0)
+    model = make()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    with pytest.warns(UserWarning, match=rf"truncated from 202 to {limit} tokens \(the model's maximum\)"):
+        result = engine.run(" ".join(["word"] * 200))
+    assert len(result.tokens) == limit and result.attention.shape[-1] == limit
+    assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5
+    # The limit is tight where positions are learned: the model itself fails one token further.
+    if family not in ("llama-gqa", "qwen2-gqa"):  # rotary positions have no table to run past
+        ids = torch.full((1, limit + 1), 1996)
+        with pytest.raises((IndexError, RuntimeError)):
+            with torch.inference_mode():
+                model(input_ids=ids)
+
+
+def test_a_users_model_leaves_a_run_as_it_came(bert_tokenizer):
+    """Each module's train/eval mode, the attention implementation, hooks and config are the user's."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCAB, **SMALL)
+    config._attn_implementation = "sdpa"
+    model = transformers.BertModel(config)
+    model.train()
+    model.encoder.layer[0].eval()  # a user froze one block's dropout
+    calls = []
+    model.register_forward_hook(lambda *args: calls.append(1))
+
+    def state():
+        hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+        return {name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict()
+
+    with torch.inference_mode():  # transformers installs its own output hooks on a first call
+        model(input_ids=torch.tensor([[101, 1996, 102]]), output_attentions=True)
+    before = state()
+    assert model.config._attn_implementation == "sdpa"
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    result = engine.run("The cat sat on the mat.", masked_heads=[(1, 2)])
+    attnscope.head_stats(engine, ["The cat sat.", "It slept."], progress=False)
+    attnscope.head_importance(engine, ["The cat sat.", "It slept."], progress=False)
+    assert state() == before
+    assert model.config._attn_implementation == "sdpa"
+    assert calls  # the user's own hook ran, and is still there
+    assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5  # eager during the run

@@ -105,13 +105,18 @@ def from_notebook_itself(error: str) -> bool:
     return bool(frames) and all("/static/notebook/" in f or "<anonymous>" in f or "Promise" in f for f in frames)
 
 
-def wait_for_connected_idle_kernel(base: str, timeout: float = 120) -> None:
-    """The notebook's kernel is started, connected to the page, and idle (ready to run cells)."""
+def wait_for_connected_idle_kernel(base: str, timeout: float = 120, notebook: str | None = None) -> None:
+    """The notebook's kernel is started, connected to the page, and idle (ready to run cells);
+    with `notebook`, the kernel of that notebook's session (another may be open already)."""
     import json
 
     deadline = time.time() + timeout
     while time.time() < deadline:
-        kernels = json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=5))
+        if notebook is None:
+            kernels = json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=5))
+        else:
+            sessions = json.load(urllib.request.urlopen(f"{base}/api/sessions?token={TOKEN}", timeout=5))
+            kernels = [s["kernel"] for s in sessions if s.get("path", "").endswith(notebook) and s.get("kernel")]
         if any(k["execution_state"] == "idle" and k.get("connections", 0) > 0 for k in kernels):
             return
         time.sleep(0.5)
@@ -227,3 +232,57 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
     widget.locator(".attnscope-neuron-table:not([hidden])").wait_for(timeout=60_000)
     ours = [e for e in page_errors(page) if not from_notebook_itself(e)]
     assert not ours, page.problems
+
+
+HARDENING_CELLS = [
+    "import torch, transformers, attnscope\nfirst = attnscope.show('The cat sat on the mat.')\nfirst",
+    "second = attnscope.show('Colourless green ideas sleep furiously.')\nsecond",
+    # A model whose head 1 of layer 2 has NaN queries (as after a half-precision overflow).
+    "config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)\n"
+    "broken = transformers.BertModel(config)\n"
+    "with torch.no_grad():\n    broken.encoder.layer[1].attention.self.query.weight[:8] = float('nan')\n"
+    "nan_view = attnscope.AttentionWidget('The dog slept.', model=broken, tokenizer=first.engine.tokenizer, layer=1)\n"
+    "nan_view",
+    "first.layer = 99",  # last: Run All stops at an error
+]
+
+
+def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_page, jupyterlab):
+    """As a newcomer: a second widget beside the first, a model with NaN attention, a wrong trait."""
+    import json
+
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+                          for s in HARDENING_CELLS],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    request = urllib.request.Request(
+        f"{jupyterlab}/api/contents/hardening.ipynb?token={TOKEN}", method="PUT",
+        data=json.dumps({"type": "notebook", "content": notebook}).encode(), headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30)
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    # A workspace of its own (not the one the quickstart test left, with its tabs and theme).
+    page.goto(f"{jupyterlab}/lab/workspaces/hardening/tree/hardening.ipynb?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(jupyterlab, notebook="hardening.ipynb")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    run_all_cells(page)
+    page.get_by_text("layer=99 is out of range", exact=False).first.wait_for(timeout=180_000)
+    widgets = page.locator(".jp-OutputArea-output .attnscope-root")
+    assert widgets.count() == 3
+    for index in range(3):
+        page.wait_for_function("w => Number(w.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0",
+                               arg=widgets.nth(index).element_handle(), timeout=60_000)
+    first, second, broken = (widgets.nth(i) for i in range(3))
+    # The broken model's view says which heads are NaN, above the lines of the others.
+    notice = broken.locator(".attnscope-notice")
+    assert notice.is_visible() and "NaN or infinite values" in notice.inner_text() and "2-1" in notice.inner_text()
+    # The failed assignment changed nothing; the first widget still edits, and only itself.
+    assert first.locator("select.attnscope-layer").input_value() == "0"
+    editor = first.locator("input.attnscope-text").first
+    editor.fill("Penguins swim quickly.")
+    editor.press("Enter")
+    first.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
+    assert second.get_by_text("furiously", exact=True).first.is_visible()
+    assert second.get_by_text("penguins", exact=True).count() == 0
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    broken.screenshot(path=str(ARTIFACTS / "jupyterlab_nan_heads.png"))  # for a person to look at
+    assert not page_errors(page), page.problems

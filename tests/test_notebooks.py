@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"

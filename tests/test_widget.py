@@ -168,3 +168,17 @@ def test_thumbnails_follow_a_selection_made_while_hidden(default_model):
     widget.include_heads = [5]
     widget.view = "model"
     assert widget.thumbnails["heads"] == [5] and widget.thumbnails["shape"][1] == 1
+
+
+def test_a_closed_widget_is_freed_with_its_results(default_model):
+    import gc
+    import weakref
+
+    widget = AttentionWidget("The cat sat on the mat.", model=default_model)
+    alive, result = weakref.ref(widget), weakref.ref(widget.result.attention)
+    widget.close()
+    with pytest.raises(attnscope.InputError, match="closed"):
+        widget.result
+    del widget
+    gc.collect()
+    assert alive() is None and result() is None

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
-from .errors import AttnscopeError
+from .errors import AttnscopeError, InputError
 
 
 def _layers(value: str) -> list[int]:
@@ -17,8 +18,15 @@ def _layers(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"layers are integers like '0 5 11' or '0,5,11', not {value!r}") from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line, like every other failure (argparse prints the whole usage)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"attnscope: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnscope", description="See what a transformer looks at.")
+    parser = _Parser(prog="attnscope", description="See what a transformer looks at.")
     commands = parser.add_subparsers(dest="command", required=True)
     render = commands.add_parser("render", help="write the head, model and neuron views as one offline HTML file")
     render.add_argument("text", help="the sentence (sentence A of a pair)")
@@ -31,17 +39,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Every failure is one line on stderr, `attnscope: error: ...`, and a non-zero exit (2 for
+    bad input, 1 for anything else); never a traceback. Ctrl-C exits 130 without a word."""
     args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code = _render(args)
+        for warning in caught:
+            if issubclass(warning.category, UserWarning):
+                print(f"attnscope: warning: {_one_line(warning.message)}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except AttnscopeError as exc:
+        print(f"attnscope: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the message names the file and what is wrong with it
+        print(f"attnscope: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a command line user needs the message, not a traceback
+        print(f"attnscope: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _render(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from .engine import load  # torch and transformers load here, after --help
     from .export import widget_html
+    from .files import write_atomic
     from .widget import AttentionWidget
 
+    # Before the model loads (seconds): a page that cannot be written is known now.
+    output = args.output.expanduser()
+    if output.is_dir():
+        raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")
+    if not output.parent.is_dir():
+        raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
     start = time.perf_counter()
-    steps = tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr)
-    try:
+    with tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr) as steps:
         steps.set_postfix_str(f"loading {args.model or 'the embedded all-MiniLM-L6-v2'}")
         engine = load(args.model, device=args.device)
         steps.update()
@@ -52,13 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         page = widget_html(widget, args.layers)
         steps.update()
         steps.set_postfix_str(f"writing {args.output}")
-        args.output.write_text(page, encoding="utf-8")
+        write_atomic(output, page)
         steps.update()
-    except (AttnscopeError, ValueError, OSError) as exc:
-        steps.close()
-        print(f"attnscope: error: {exc}", file=sys.stderr)
-        return 2
-    steps.close()
     size = len(page.encode("utf-8"))
     print(f"attnscope: wrote {args.output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0

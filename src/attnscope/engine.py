@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import math
 import sys
+import threading
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,9 +19,10 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from .analysis import word_groups
+from . import checks
+from .analysis import head_label, word_groups
 from .errors import InputError, NoAttentionError
-from .models import LoadedModel, load_model
+from .models import LoadedModel, borrowed, load_model
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,11 @@ class AttentionResult:
     # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
     # of its own); this result is the encoder's.
     parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
+    # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,
+    # broken weights); the views say so and the analyses refuse them.
+    nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
+    # The decoder's text was cut to fit (encoder-decoder models): its untruncated length.
+    decoder_truncated_from: int | None = None
 
     @property
     def n_layers(self) -> int:
@@ -189,12 +196,21 @@ def _module_scaling(module: torch.nn.Module) -> float | None:
 
 @contextmanager
 def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[_Capture]:
-    """Hook the q/k projections of `modules` for the duration of the block."""
+    """Hook the q/k projections of `modules` for the duration of the block.
+
+    Only calls from this thread are recorded: a forward of the same model in another thread (a
+    second widget's run, a callback) must not slip its q and k into this run's."""
     capture = _Capture()
     handles = []
+    owner = threading.get_ident()
+
+    def mine() -> bool:
+        return threading.get_ident() == owner
 
     def on_query(attention_module: torch.nn.Module):
         def hook(_module, _inputs, output):
+            if not mine():
+                return
             if layout.fused_qkv:
                 width = output.shape[-1] // 3
                 capture.queries.append(output[..., :width].detach())
@@ -206,16 +222,19 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
         return hook
 
     def on_key(_module, _inputs, output):
-        capture.keys.append(output.detach())
+        if mine():
+            capture.keys.append(output.detach())
 
     def on_attention_call(module, _args, kwargs):
+        if not mine():
+            return
         rotary = kwargs.get("position_embeddings")
         if isinstance(rotary, tuple) and len(rotary) == 2:
             capture.rotary.append((rotary[0].detach(), rotary[1].detach()))
             capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
 
     def on_attention_output(_module, _inputs, output):
-        if isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
+        if mine() and isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
             capture.bias.append(output[1].detach())
 
     try:
@@ -253,6 +272,7 @@ def head_mask_hooks(
         return
     n_layers, n_heads = mask.shape[-2:]
     calls = [0]
+    owner = threading.get_ident()  # another thread's forward of the same model is not masked
 
     def factors_for(dtype):
         layer = calls[0] % n_layers
@@ -265,6 +285,8 @@ def head_mask_hooks(
         return (values.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
 
     def scale_value(_module, _inputs, output):
+        if threading.get_ident() != owner:
+            return None
         factors = factors_for(output.dtype)
         if layout.fused_qkv:
             width = output.shape[-1] // 3
@@ -272,6 +294,8 @@ def head_mask_hooks(
         return per_head(output, factors)
 
     def scale_heads_input(_module, args):
+        if threading.get_ident() != owner:
+            return None
         (heads_concatenated, *rest) = args
         return (per_head(heads_concatenated, factors_for(heads_concatenated.dtype)), *rest)
 
@@ -338,21 +362,83 @@ def _single_text(value: Any, what: str) -> str | None:
 
 
 def max_positions(model: Any, tokenizer: Any) -> int | None:
-    """The longest input the model accepts, from its config (or the tokenizer's limit)."""
+    """The longest input the model can really take, from its config (or the tokenizer's limit).
+
+    RoBERTa-style embeddings (RoBERTa, XLM-R, CamemBERT, ...) number positions from the padding
+    index + 1, so a table of 514 rows holds 512 tokens: the rows below that are never used."""
     config = getattr(model, "config", None)
     for attr in ("max_position_embeddings", "n_positions", "max_sequence_length"):
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:
-            return value
+            table = _padding_offset_positions(model)
+            return min(value, table) if table is not None else value
     limit = getattr(tokenizer, "model_max_length", None)
     return limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
 
 
+def _padding_offset_positions(model: Any) -> int | None:
+    """Usable positions of an embedding whose position ids start after its padding index."""
+    for module in model.modules():
+        padding, table = getattr(module, "padding_idx", None), getattr(module, "position_embeddings", None)
+        if isinstance(padding, int) and isinstance(table, torch.nn.Embedding):
+            return table.num_embeddings - padding - 1
+    return None
+
+
+def _stack_first(layers: list[torch.Tensor | None]) -> torch.Tensor:
+    """Batch item 0 of every layer's map as one float32 tensor (layers × ...), on the first
+    layer's device. Each layer is released from `layers` (a list the caller owns, emptied here)
+    as it is copied, so the peak is one copy plus a layer, not two (150 MB at 512 tokens on
+    bert-base)."""
+    first = layers[0][0]
+    stacked = torch.empty((len(layers), *first.shape), dtype=torch.float32, device=first.device)
+    for index in range(len(layers)):
+        stacked[index] = layers[index][0]
+        layers[index] = None
+    del first
+    return stacked
+
+
+def has_nonfinite(values: torch.Tensor) -> torch.Tensor:
+    """Per row (last dimension), whether it holds NaN or ±inf: the row sum is then NaN or ±inf.
+    Cheaper than isfinite over every weight (no T² mask), and rows of probabilities never
+    overflow a float32 sum."""
+    return ~torch.isfinite(values.sum(-1, dtype=torch.float32))
+
+
+def nonfinite_heads(attention: torch.Tensor) -> list[tuple[int, int]]:
+    """(layer, head) of every map in layers × heads × ... that holds NaN or ±inf."""
+    bad = has_nonfinite(attention).flatten(2).any(-1)
+    return [(int(l), int(h)) for l, h in bad.nonzero().tolist()]
+
+
+def describe_heads(heads: Sequence[tuple[int, int]], limit: int = 12) -> str:
+    """"1-2, 1-5, 4-1" (the papers' 1-based layer-head names), shortened past `limit`."""
+    names = [head_label(l, h) for l, h in heads]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+class NonFiniteAttentionWarning(UserWarning):
+    """Some heads' attention holds NaN or infinite values."""
+
+
+def nonfinite_message(heads: Sequence[tuple[int, int]], n_heads_total: int) -> str:
+    return (
+        f"Attention holds NaN or infinite values in {len(heads)} of {n_heads_total} heads (layer-head, "
+        f"1-based): {describe_heads(heads)}. Half-precision overflow or broken weights? Those heads are "
+        "drawn empty; run the model in float32 (model.float()) to see them."
+    )
+
+
 class AttentionModel:
-    """A loaded model that turns text into an AttentionResult. Made by `attnscope.load`."""
+    """A loaded model that turns text into an AttentionResult. Made by `attnscope.load`.
+
+    One AttentionModel may serve several widgets and threads: runs take turns (a lock), so each
+    gets its own queries and keys."""
 
     def __init__(self, loaded: LoadedModel):
         self.loaded = loaded
+        self._lock = threading.RLock()
         self.is_encoder_decoder = bool(getattr(getattr(loaded.model, "config", None), "is_encoder_decoder", False))
         if self.is_encoder_decoder:
             self.groups, self.layout = encoder_decoder_groups(loaded.model)
@@ -403,12 +489,12 @@ class AttentionModel:
 
     def head_mask(self, masked_heads: Sequence[Sequence[int]] = ()) -> torch.Tensor | None:
         """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based)."""
-        pairs = [tuple(int(v) for v in pair) for pair in masked_heads]
+        pairs = [head_pair(pair) for pair in masked_heads]
         if not pairs:
             return None
         mask = torch.ones(self.n_layers, self.n_heads, device=self.device)
         for pair in pairs:
-            if len(pair) != 2 or not (0 <= pair[0] < self.n_layers and 0 <= pair[1] < self.n_heads):
+            if not (0 <= pair[0] < self.n_layers and 0 <= pair[1] < self.n_heads):
                 raise InputError(
                     f"Cannot mask head {pair}: heads are (layer, head) with layer in 0…{self.n_layers - 1} "
                     f"and head in 0…{self.n_heads - 1}."
@@ -423,16 +509,33 @@ class AttentionModel:
         track_grad it may require grad, and the returned attentions are part of the graph.
         """
         inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        for name in ("input_ids", "decoder_input_ids"):
+            if name in inputs:
+                self.check_token_ids(inputs[name])
         if self.is_encoder_decoder:
             inputs["use_cache"] = False  # one pass over known text: no cache to build
-        was_training = self.model.training
-        self.model.eval()  # dropout off: attention must be deterministic; restored below
         context = torch.enable_grad() if track_grad else torch.inference_mode()
+        # Dropout off (attention must be deterministic) and eager attention, both undone after.
+        with self._lock, borrowed(self.model), context, head_mask_hooks(self.attention_modules, self.layout, head_mask):
+            return self.model(**inputs, output_attentions=True)
+
+    def check_token_ids(self, ids: torch.Tensor) -> None:
+        """Token ids past the embedding table mean the tokenizer belongs to another model; the
+        model would fail with an index error deep in its embedding (or a CUDA assert)."""
         try:
-            with context, head_mask_hooks(self.attention_modules, self.layout, head_mask):
-                return self.model(**inputs, output_attentions=True)
-        finally:
-            self.model.train(was_training)
+            embeddings = self.model.get_input_embeddings()
+        except (AttributeError, NotImplementedError):  # a model without a token embedding to check
+            embeddings = None
+        rows = getattr(embeddings, "num_embeddings", None)
+        if rows is None or ids.numel() == 0:
+            return
+        largest = int(ids.max())
+        if largest >= rows or int(ids.min()) < 0:
+            raise InputError(
+                f"The tokenizer gave token id {largest}, but {self.name}'s embedding table has {rows} rows "
+                f"(ids 0..{rows - 1}): the tokenizer (vocabulary of {len(self.tokenizer)}) does not belong to "
+                "this model. Pass the model's own tokenizer."
+            )
 
     def __repr__(self) -> str:
         return f"AttentionModel({self.name!r}, device={self.device})"
@@ -462,24 +565,39 @@ class AttentionModel:
             raise InputError("The text is empty: type a sentence to see its attention.")
         if text_b is not None and not text_b.strip():
             raise InputError("text_b is empty: give a second sentence, or leave text_b out.")
-        limit = max_positions(self.model, self.tokenizer)
-        reason = f"max_length={max_length}"
-        if max_length is None:
-            max_length, reason = limit or 512, "the model's maximum"
-        elif limit is not None and max_length > limit:
-            raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
+        max_length, reason = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
+        with self._lock:  # the hooks below see only this run (see capture_queries_keys)
+            return self._run(text, text_b, max_length, reason, masked_heads)
 
+    def resolve_max_length(self, max_length: Any, pair: bool = False) -> tuple[int, str]:
+        """The token limit of a run and how to name it in a truncation notice: `max_length`,
+        checked against the room the special tokens need and the model's positions, or the
+        model's own limit."""
+        limit = max_positions(self.model, self.tokenizer)
+        if max_length is None:
+            return limit or 512, "the model's maximum"
+        try:
+            special = int(self.tokenizer.num_special_tokens_to_add(pair=pair))
+        except (AttributeError, TypeError, ValueError):
+            special = 0
+        max_length = checks.integer("max_length", max_length, minimum=special + 1)
+        if limit is not None and max_length > limit:
+            raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
+        return max_length, f"max_length={max_length}"
+
+    def _run(self, text: str, text_b: str | None, max_length: int, reason: str, masked_heads) -> AttentionResult:
         if self.is_encoder_decoder:
             if masked_heads:
                 raise InputError("Masking heads of encoder-decoder models is not supported yet.")
             return self._run_encoder_decoder(text, text_b, max_length, reason)
         encoded, full_length = self._encode(text, text_b, max_length)
+        self._check_known_words(encoded["input_ids"][0])
         input_ids = encoded["input_ids"]
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
             warnings.warn(
                 f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).",
-                stacklevel=2,
+                stacklevel=3,
             )
         sentence_b_start = self._sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
@@ -488,13 +606,14 @@ class AttentionModel:
         with capturing as capture:
             outputs = self.forward(encoded, head_mask=mask)
 
-        attentions = getattr(outputs, "attentions", None)
+        attentions = list(getattr(outputs, "attentions", None) or [])
+        outputs = None  # only the attentions are kept (and freed layer by layer below)
         if not attentions or any(a is None for a in attentions):
             raise NoAttentionError(
                 f"Model {self.name} returned no attention weights, so there is nothing to show. "
                 "attnscope needs a transformer whose attention layers support output_attentions."
             )
-        attention = torch.stack([a[0] for a in attentions]).float()
+        attention = _stack_first(attentions)
         n_layers, n_heads, _, _ = attention.shape
         queries, keys, scaling = self._queries_keys(capture, n_layers, n_heads)
 
@@ -515,10 +634,34 @@ class AttentionModel:
             word_groups=self.word_groups(encoded, tokens),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
             score_bias=self._score_bias(capture, attention),
+            nonfinite_heads=self._warn_nonfinite(attention),
         )
 
-    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> torch.Tensor:
-        """Teacher forcing: the decoder reads its start token, then the target text shifted right."""
+    def _warn_nonfinite(self, attention: torch.Tensor) -> list[tuple[int, int]]:
+        heads = nonfinite_heads(attention)
+        if heads:
+            warnings.warn(nonfinite_message(heads, attention.shape[0] * attention.shape[1]), NonFiniteAttentionWarning, stacklevel=4)
+        return heads
+
+    def _check_known_words(self, ids: torch.Tensor) -> None:
+        """Every word an unknown token means the tokenizer does not fit (e.g. a model directory
+        without tokenizer files gives transformers an empty vocabulary): a view of [UNK]s is refused."""
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        if unk is None:
+            return
+        special = set(getattr(self.tokenizer, "all_special_ids", ())) - {unk}
+        words = [i for i in ids.tolist() if i not in special]
+        if words and all(i == unk for i in words):
+            raise InputError(
+                f"Every token of the text is the unknown token {self.tokenizer.unk_token}: the tokenizer "
+                f"(vocabulary of {len(self.tokenizer)}) does not know any of its words. Is it the model's own "
+                "tokenizer? (A model directory without its tokenizer files gives an empty vocabulary.)"
+            )
+
+    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> tuple[torch.Tensor, int]:
+        """Teacher forcing: the decoder reads its start token, then the target text shifted right.
+        Also the target's untruncated length."""
+        full_length = len(self.tokenizer(text_target=decoder_text, truncation=False, verbose=False)["input_ids"])
         target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt")
         config = self.model.config
         start = next(
@@ -529,17 +672,23 @@ class AttentionModel:
         if start is None:
             raise NoAttentionError(f"{self.name} names no decoder start token, so its decoder cannot be run.")
         ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
-        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1)
+        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length
 
     def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
         """Encoder self-attention over `text`; decoder self-attention and cross-attention over
         `decoder_text` (e.g. a translation), or over `text` itself when none is given."""
         encoded, full_length = self._encode(text, None, max_length)
         input_ids = encoded["input_ids"]
+        self._check_known_words(input_ids[0])
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
-            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=3)
-        decoder_ids = self._decoder_input_ids(decoder_text if decoder_text is not None else text, max_length)
+            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=4)
+        decoder_ids, decoder_length = self._decoder_input_ids(decoder_text if decoder_text is not None else text, max_length)
+        decoder_truncated_from = decoder_length if decoder_length > decoder_ids.shape[1] else None
+        if decoder_truncated_from is not None:
+            warnings.warn(
+                f"Decoder text truncated from {decoder_length} to {decoder_ids.shape[1]} tokens ({reason}).", stacklevel=4
+            )
         inputs = {**encoded, "decoder_input_ids": decoder_ids}
         captures = {}
         with contextlib.ExitStack() as stack:
@@ -550,15 +699,17 @@ class AttentionModel:
         tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
         decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
         found = {
-            "encoder": getattr(outputs, "encoder_attentions", None),
-            "decoder": getattr(outputs, "decoder_attentions", None),
-            "cross": getattr(outputs, "cross_attentions", None),
+            "encoder": list(getattr(outputs, "encoder_attentions", None) or []),
+            "decoder": list(getattr(outputs, "decoder_attentions", None) or []),
+            "cross": list(getattr(outputs, "cross_attentions", None) or []),
         }
+        outputs = None  # only the attentions are kept (and freed layer by layer below)
         parts: dict[str, AttentionResult] = {}
         for part, attentions in found.items():
             if not attentions or any(a is None for a in attentions):
                 raise NoAttentionError(f"Model {self.name} returned no {part} attention weights.")
-            attention = torch.stack([a[0] for a in attentions]).float()
+            attention = _stack_first(attentions)
+            found[part] = None
             n_layers, n_heads = attention.shape[:2]
             queries, keys, scaling = self._queries_keys(captures[part], n_layers, n_heads)
             parts[part] = AttentionResult(
@@ -582,6 +733,8 @@ class AttentionModel:
                     groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ())) if part == "cross" else None
                 ),
                 score_bias=self._score_bias(captures[part], attention),
+                nonfinite_heads=self._warn_nonfinite(attention),
+                decoder_truncated_from=decoder_truncated_from,
             )
         for part in parts.values():
             part.parts = parts
@@ -621,7 +774,10 @@ class AttentionModel:
             # Grouped-query attention: query head h uses key head h // (query heads per key head).
             queries.append(q)
             keys.append(k.repeat_interleave(n_heads // k.shape[0], dim=0))
-        queries_t, keys_t = torch.stack(queries).float(), torch.stack(keys).float()
+        # A model split over GPUs (device_map) gives each layer's q and k on its own device.
+        device = queries[0].device
+        queries_t = torch.stack([q.to(device) for q in queries]).float()
+        keys_t = torch.stack([k.to(device) for k in keys]).float()
         head_dim = queries_t.shape[-1]
         scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
         return queries_t, keys_t, scaling
@@ -646,6 +802,13 @@ class AttentionModel:
         if token_types is not None and bool((token_types[0] == 1).any()):
             return int((token_types[0] == 1).nonzero()[0, 0])
         return None
+
+
+def head_pair(pair: Any) -> tuple[int, int]:
+    """(layer, head) as two whole numbers: (1.5, 2) is a mistake, not head (1, 2)."""
+    if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+        raise InputError(f"Cannot mask head {pair!r}: heads to mask are (layer, head) pairs, e.g. [(4, 2), (5, 11)].")
+    return checks.integer("masked head's layer", pair[0]), checks.integer("masked head's head", pair[1])
 
 
 def _accepted_inputs(model: Any) -> set[str]:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
+import secrets
 from pathlib import Path
 from typing import Any
 
+from . import checks
+from .files import write_atomic
 from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
 
 STATIC = Path(__file__).parent / "static"
@@ -27,24 +31,41 @@ _PAGE = """<!doctype html>
 <style>{css}</style>
 </head>
 <body>
-<div id="attnscope"></div>
-<script type="application/json" id="attnscope-data">{data}</script>
+<div id="attnscope-{uid}" class="attnscope-page"></div>
+<script type="application/json" id="attnscope-data-{uid}">{data}</script>
 <script>{js}</script>
 <script>
-attnscopeStandalone.mount(document.getElementById("attnscope"),
-  JSON.parse(document.getElementById("attnscope-data").textContent));
+attnscopeStandalone.mount(document.getElementById("attnscope-{uid}"),
+  JSON.parse(document.getElementById("attnscope-data-{uid}").textContent));
 </script>
 </body>
 </html>
 """
+# Every page's ids end in a random suffix of its own: a notebook that shows two returned pages
+# (IPython's HTML output inlines both into one document) mounts each page's own data. Random, not
+# content-derived, so the same page shown twice is two mounts too. Looking the data up relative to
+# document.currentScript would need no ids, but the classic notebook runs inlined scripts from
+# copies appended to <head> (jQuery), where no relative lookup finds the page.
+
+
+def _page_uid() -> str:
+    return secrets.token_hex(8)
+
+
+def _no_lone_surrogates(text: str) -> str:
+    """Lone UTF-16 surrogates (which token lists can hold) as U+FFFD: UTF-8 cannot encode them."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def script_safe_json(value: Any) -> str:
     """JSON that cannot end or open markup inside a <script> element."""
     text = json.dumps(value, ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace(
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace(
         "\u2028", "\\u2028"
     ).replace("\u2029", "\\u2029")
+    # A lone surrogate (only JSON strings can hold one) as its \\u escape: the page stays encodable
+    # as UTF-8 and JSON.parse gives the browser the same token text back.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _b64(data: bytes) -> str:
@@ -54,10 +75,7 @@ def _b64(data: bytes) -> str:
 def page_data(widget: Any, layers: list[int] | None = None) -> dict:
     """Everything the static page needs: the widget's view state, the chosen layers, q and k."""
     result = widget.result
-    layers = list(range(result.n_layers)) if layers is None else list(layers)
-    bad = [layer for layer in layers if not 0 <= layer < result.n_layers]
-    if not layers or bad:
-        raise ValueError(f"layers must name some of 0..{result.n_layers - 1}; got {layers}.")
+    layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
     layer = widget.layer if widget.layer in layers else layers[0]
     state = {
         name: getattr(widget, name)
@@ -103,10 +121,11 @@ def widget_html(widget: Any, layers: list[int] | None = None, title: str | None 
     css = (STATIC / "standalone.css").read_text(encoding="utf-8").replace("</style", "<\\/style")
     tokens_title = " ".join(display_tokens(widget.result.tokens[:12]))
     return _PAGE.format(
-        title=html.escape(title or f"attnscope: {tokens_title}"),
+        title=html.escape(_no_lone_surrogates(title or f"attnscope: {tokens_title}")),
         css=css,
         js=js,
         data=script_safe_json(page_data(widget, layers)),
+        uid=_page_uid(),
     )
 
 
@@ -126,5 +145,5 @@ def render_html(
     widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
     page = widget_html(widget, layers)
     if path is not None:
-        Path(path).write_text(page, encoding="utf-8")
+        write_atomic(path, page)
     return page

@@ -7,13 +7,15 @@ attention fuse the softmax away), so every model is loaded with, or switched to,
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
-from .errors import AttnscopeError, ModelNotFoundError
+from . import checks
+from .errors import AttnscopeError, InputError, ModelNotFoundError
 
 DEFAULT_MODEL_LABEL = "all-MiniLM-L6-v2 (embedded)"
 
@@ -61,6 +63,46 @@ def use_eager_attention(model: Any) -> None:
         config._attn_implementation = "eager"
 
 
+def _attention_configs(model: Any) -> list[Any]:
+    """Every config object of the model and its sub-models (each once), where the attention
+    implementation is recorded."""
+    found: dict[int, Any] = {}
+    pending = [getattr(m, "config", None) for m in model.modules()]
+    while pending:
+        config = pending.pop()
+        if config is None or id(config) in found or not hasattr(config, "to_dict"):
+            continue
+        found[id(config)] = config
+        pending.extend(getattr(config, key, None) for key in (getattr(config, "sub_configs", None) or {}))
+    return list(found.values())
+
+
+_UNSET = object()
+
+
+@contextmanager
+def borrowed(model: Any) -> Iterator[None]:
+    """Run-time settings for a run (eval mode: dropout off; eager attention: the weights come
+    back), undone on exit so the model leaves exactly as it came: each module's own train/eval
+    mode (a user may have frozen some) and each config's attention implementation."""
+    modes = [(module, module.training) for module in model.modules()]
+    configs = [
+        (config, config.__dict__.get("_attn_implementation_internal", _UNSET)) for config in _attention_configs(model)
+    ]
+    try:
+        model.eval()
+        use_eager_attention(model)
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+        for config, implementation in configs:
+            if implementation is _UNSET:
+                config.__dict__.pop("_attn_implementation_internal", None)
+            else:
+                config.__dict__["_attn_implementation_internal"] = implementation
+
+
 def _is_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") or os.environ.get(
         "TRANSFORMERS_OFFLINE", "0"
@@ -69,10 +111,18 @@ def _is_offline() -> bool:
 
 def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
     """Load from the local cache first, then (when online) from the hub; name the model on failure."""
+    if not _could_be_model_name(name):
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        raise ModelNotFoundError(
+            f"model={shown!r} is neither a local directory nor a Hugging Face name (such as 'bert-base-uncased' "
+            "or 'org/model'). Was the text passed as the model? attnscope.show(text, text_b, model=...)."
+        )
+    if checks.looks_like_path(name) and checks.existing_file(name) is None:
+        raise ModelNotFoundError(f"No such model directory: '{name}'.")
     try:
         return loader.from_pretrained(name, local_files_only=True, **kwargs)
     except OSError as local_error:
-        if Path(name).exists():
+        if checks.existing_file(name) is not None:
             # A local directory that does not load is not a download problem: say what is wrong.
             raise ModelNotFoundError(f"Could not load model from the local path '{name}': {local_error}") from None
         if _is_offline():
@@ -89,15 +139,30 @@ def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
         ) from None
 
 
+def _could_be_model_name(name: str) -> bool:
+    """A hub id ("name" or "org/name": no spaces, at most 96 characters each) or a local path."""
+    if checks.existing_file(name) is not None or checks.looks_like_path(name):
+        return True
+    parts = name.split("/")
+    return 0 < len(parts) <= 2 and all(0 < len(p) <= 96 and not any(c.isspace() for c in p) for p in parts)
+
+
 def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> LoadedModel:
     """Resolve `model` (None, a name/path, or a ready PreTrainedModel) into a LoadedModel."""
     from transformers import AutoModel, AutoTokenizer
 
+    dispatched = isinstance(model, torch.nn.Module) and isinstance(getattr(model, "hf_device_map", None), dict)
+    if isinstance(model, torch.nn.Module):
+        check_placement(model)
     if device is not None:
-        target = torch.device(device)
+        target = parse_device(device)
+        if dispatched:
+            raise InputError("This model is spread over devices by its device_map: leave device= out, and it stays there.")
     elif isinstance(model, torch.nn.Module):
-        # A ready model stays where the user put it unless a device is asked for.
-        target = next(model.parameters(), torch.empty(0)).device
+        # A ready model stays where the user put it unless a device is asked for; one spread over
+        # GPUs by device_map takes its inputs on the device of its token embedding.
+        first = model.get_input_embeddings() if dispatched else model
+        target = next(first.parameters(), torch.empty(0)).device
     else:
         target = default_device()
     if model is None:
@@ -106,9 +171,10 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         name = DEFAULT_MODEL_LABEL
     elif isinstance(model, (str, os.PathLike)):
-        name = str(model)
+        name = os.fspath(model)
         hf_model = _from_pretrained(AutoModel, name, attn_implementation="eager")
         if tokenizer is None:
+            _check_tokenizer_files(name)
             tokenizer = _from_pretrained(AutoTokenizer, name)
     elif isinstance(model, torch.nn.Module):
         hf_model = model
@@ -123,7 +189,72 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
             f"model must be None, a Hugging Face name or path, or a PreTrainedModel; got {type(model).__name__}"
         )
     if isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = _from_pretrained(AutoTokenizer, str(tokenizer))
-    use_eager_attention(hf_model)
-    hf_model.to(target)
+        _check_tokenizer_files(os.fspath(tokenizer))
+        tokenizer = _from_pretrained(AutoTokenizer, os.fspath(tokenizer))
+    # Eager attention is switched on for each run and back off after it (engine.borrowed), so a
+    # model the user hands over keeps its own attention implementation.
+    if not dispatched:
+        hf_model.to(target)
     return LoadedModel(model=hf_model, tokenizer=tokenizer, name=name, device=target)
+
+
+def parse_device(device: str | torch.device) -> torch.device:
+    """A torch device that exists on this machine; a clear error naming `device` otherwise."""
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError(f"device={device!r} is not a device: use 'cpu', 'cuda', 'cuda:1' or 'mps'.") from None
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device={device!r}, but PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False). Use device='cpu'.")
+        if target.index is not None and target.index >= torch.cuda.device_count():
+            raise InputError(f"device={device!r}, but there are only {torch.cuda.device_count()} CUDA GPUs (cuda:0..).")
+    if target.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise InputError(f"device={device!r}, but PyTorch sees no Apple GPU (MPS) here. Use device='cpu'.")
+    if target.type == "meta":
+        raise InputError("device='meta' holds no weights, so nothing can be computed on it. Use 'cpu' or 'cuda'.")
+    return target
+
+
+def check_placement(model: torch.nn.Module) -> None:
+    """Refuse models whose weights are not in memory: on the meta device (made without weights), or
+    offloaded to the CPU or disk by accelerate's device_map, where each layer's weights are
+    swapped in during the forward and attention capture would see a model split across devices."""
+    device_map = getattr(model, "hf_device_map", None)
+    if isinstance(device_map, dict):
+        offloaded = sorted({str(v) for v in device_map.values()} & {"disk", "meta"})
+        places = {str(v) for v in device_map.values()}
+        if offloaded or (len(places) > 1 and "cpu" in places):
+            raise InputError(
+                f"This model is offloaded with device_map (parts on {', '.join(sorted(places))}): attnscope needs "
+                "every weight in memory on one device. Load it without device_map (or with device_map={'': 0}), "
+                "or on the CPU."
+            )
+    meta = next((name for name, p in model.named_parameters() if p.is_meta), None)
+    if meta is None:
+        meta = next((name for name, b in model.named_buffers() if b.is_meta), None)
+    if meta is not None:
+        raise InputError(
+            f"This model's weights are on the 'meta' device (e.g. {meta}): it was made without its weights "
+            "(init_empty_weights, device_map='meta' or low_cpu_mem_usage without loading). Load the weights first."
+        )
+
+
+# Files one of which every tokenizer directory holds (fast or slow, WordPiece, BPE or SentencePiece).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "merges.txt")
+
+
+def _check_tokenizer_files(name: str) -> None:
+    """A local model directory without tokenizer files gives transformers an empty tokenizer that
+    turns every word into [UNK]; say so instead of showing a view of [UNK]s."""
+    path = Path(name).expanduser()
+    try:
+        is_dir = path.is_dir()
+    except OSError:
+        return
+    if is_dir and not any((path / f).is_file() for f in TOKENIZER_FILES) and not any(path.glob("*.model")):
+        raise ModelNotFoundError(
+            f"The model directory '{name}' has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...), so every "
+            "word would become [UNK]. Save the tokenizer there too (tokenizer.save_pretrained), or pass tokenizer=."
+        )

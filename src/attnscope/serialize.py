@@ -17,6 +17,8 @@ _SPACE_MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\\n"}
 def quantize_uint8(values: torch.Tensor) -> dict:
     """Probabilities in [0, 1] → one byte each (value ≈ byte · scale), a quarter of float32."""
     cpu = values.detach().to("cpu", torch.float32)
+    # NaN (a broken head, which the view's notice names) is sent as 0: drawn as nothing.
+    cpu = torch.nan_to_num(cpu, nan=0.0)
     data = torch.round(cpu.clamp(0.0, 1.0) * 255.0).to(torch.uint8).contiguous()
     return {"data": data.numpy().tobytes(), "dtype": "uint8", "shape": list(cpu.shape), "scale": UINT8_SCALE}
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import warnings
 from pathlib import Path
@@ -46,9 +47,11 @@ import traitlets
 from traitlets import Dict, Enum, Int, List, Unicode
 
 from . import analysis as an
+from . import checks
 from .bertology import SyntaxHeads, word_attention
-from .engine import AttentionModel, AttentionResult, load
+from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load, nonfinite_message
 from .errors import AttnscopeError, InputError
+from .files import write_atomic
 from .neuron import neuron_slice
 from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
 
@@ -68,9 +71,12 @@ export default { render({ el }) {
 """
 
 
-def _static(name: str, fallback: str) -> Path | str:
+def _static(name: str, fallback: str) -> str:
+    """The bundle's text. Never a Path: anywidget turns a path into a watched FileContents whose
+    change signal keeps a reference to every widget ever made, so closed widgets were never freed.
+    The trailing newline keeps anywidget from reading a one-line bundle as a file name."""
     path = STATIC / name
-    return path if path.is_file() else fallback
+    return path.read_text(encoding="utf-8").rstrip("\n") + "\n" if path.is_file() else fallback
 
 
 @functools.lru_cache(maxsize=4)
@@ -87,10 +93,23 @@ def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None 
     return load(model, tokenizer, device)
 
 
-def truncation_notice(result: AttentionResult) -> str:
-    if result.truncated_from is None:
-        return ""
-    return f"Input truncated: {result.truncated_from} tokens → {len(result.tokens)}. The rest of the text is not shown."
+def result_notice(result: AttentionResult, token_result: AttentionResult | None = None) -> str:
+    """What the view must say about a run: truncated text (either side of an encoder-decoder
+    model) and heads whose attention is not finite."""
+    lines = []
+    encoder = (result.parts or {}).get("encoder", result)
+    if result.truncated_from is not None:
+        lines.append(f"Input truncated: {result.truncated_from} tokens → {len(encoder.tokens)}. The rest of the text is not shown.")
+    if result.decoder_truncated_from is not None:
+        decoder = (result.parts or {}).get("decoder", result)
+        lines.append(
+            f"Decoder text truncated: {result.decoder_truncated_from} tokens → {len(decoder.tokens)}. The rest of it is not shown."
+        )
+    bad = (token_result or result).nonfinite_heads
+    if bad:
+        total = (token_result or result).n_layers * (token_result or result).n_heads
+        lines.append(nonfinite_message(bad, total))
+    return "\n".join(lines)
 
 
 class AttentionWidget(anywidget.AnyWidget):
@@ -172,22 +191,25 @@ class AttentionWidget(anywidget.AnyWidget):
             raise InputError("Give either precomputed attention (result=) or a text to run, not both.")
         if result is None and text is None:
             raise InputError("Give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
+        self._thumbnail_size = checks.integer("thumbnail_size", thumbnail_size, minimum=1, maximum=4096)
+        checks.integer("layer", layer, minimum=0)
+        if heads is not None:
+            heads = checks.indices("heads", heads, 1 << 30, "heads")  # type and repeats; range once the model is known
         self._engine = None if result is not None else resolve_engine(model, tokenizer, device)
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
-        self._thumbnail_size = thumbnail_size
         self._thumbnails_of: tuple | None = None
         self._rollout_of: tuple | None = None
         self._applying = False
-        self._masks = [list(map(int, pair)) for pair in (masked_heads or [])]
+        self._masks = [list(head_pair(pair)) for pair in (masked_heads or [])]
         self._word_level = bool(word_level)
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         if result is None:
             result = self._run(text, text_b)
         elif self._masks:
             raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
-        for name, chosen, count in (("include_layers", include_layers, result.n_layers), ("include_heads", include_heads, result.n_heads)):
-            _check_subset(name, chosen, count)
+        include_layers = checks.indices("include_layers", include_layers, result.n_layers, "layers")
+        include_heads = checks.indices("include_heads", include_heads, result.n_heads, "heads")
         super().__init__(
             theme=theme, include_layers=include_layers, include_heads=include_heads,
             word_level=self._word_level, masked_heads=self._masks, editable=self._engine is not None, **kwargs,
@@ -214,12 +236,30 @@ class AttentionWidget(anywidget.AnyWidget):
     def result(self) -> AttentionResult:
         """The AttentionResult behind the current view (tensors on the model's device): word-level
         when `word_level` is on, with `masked_heads` switched off when any are."""
-        return self._result
+        return self._kept("_result")
 
     @property
     def token_result(self) -> AttentionResult:
         """The per-token result (what the neuron view uses), with masked heads applied."""
-        return self._token_result
+        return self._kept("_token_result")
+
+    def _kept(self, name: str) -> AttentionResult:
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise InputError("This widget was closed, and its results were freed with it.") from None
+
+    def close(self) -> None:
+        """Close the widget (its views go) and free its results: a closed widget can never be
+        shown again, and its tensors (0.2 GB at 512 tokens on bert-base) must not outlive it."""
+        super().close()
+        for name in ("_result", "_token_result", "_full_result"):
+            self.__dict__.pop(name, None)
+        self._applying = True  # the payloads go too, without recomputing anything
+        try:
+            self.attention, self.thumbnails, self.rollout = {}, {}, {}
+        finally:
+            self._applying = False
 
     @property
     def engine(self) -> AttentionModel | None:
@@ -231,8 +271,10 @@ class AttentionWidget(anywidget.AnyWidget):
         if self._engine is None:
             raise InputError(NEEDS_A_MODEL.format(what="Changing the text"))
         with warnings.catch_warnings():
-            # Truncation is shown in the widget's notice; a warning would print under the cell too.
-            warnings.filterwarnings("ignore", message="Input truncated", category=UserWarning)
+            # Truncation and NaN heads are shown in the widget's notice; a warning would print the
+            # same under the cell too.
+            warnings.filterwarnings("ignore", message="(Input|Decoder text) truncated", category=UserWarning)
+            warnings.filterwarnings("ignore", category=NonFiniteAttentionWarning)
             plain = self._engine.run(text, text_b, self._max_length)
             if not self._masks:
                 return plain
@@ -263,13 +305,13 @@ class AttentionWidget(anywidget.AnyWidget):
         # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
         layer = min(self.layer, n_layers - 1) if layer is None else layer
         if not 0 <= layer < n_layers:
-            raise AttnscopeError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
+            raise InputError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
         if heads is None:
             kept = [h for h in self.heads if h < n_heads]
             heads = kept if self.n_heads == n_heads and self.heads else list(range(n_heads))
         bad = [h for h in heads if not 0 <= h < n_heads]
         if bad:
-            raise AttnscopeError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
+            raise InputError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
         self._result = result
         self._token_result = token_result
         self._full_result = full_result
@@ -304,7 +346,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 else:
                     self.rollout, self._rollout_of = {}, None
                 self.mask_summary = mask_summary(token_result)
-                self.notice = truncation_notice(result)
+                self.notice = result_notice(full_result, token_result)
                 self.error = ""
                 self.result_id = request_id
         finally:
@@ -409,10 +451,29 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("include_layers", "include_heads")
     def _check_included(self, proposal: dict) -> list[int] | None:
         name = proposal["trait"].name
-        if hasattr(self, "_result"):
-            count = self._result.n_layers if name == "include_layers" else self._result.n_heads
-            _check_subset(name, proposal["value"], count)
-        return proposal["value"]
+        if not hasattr(self, "_result"):
+            return proposal["value"]
+        count = self._result.n_layers if name == "include_layers" else self._result.n_heads
+        return _as_trait_error(checks.indices, name, proposal["value"], count, name.split("_")[1])
+
+    @traitlets.validate("heads")
+    def _check_heads(self, proposal: dict) -> list[int]:
+        heads = proposal["value"]
+        if self.n_heads:
+            # An empty list hides every head (the swatches bring them back); each must exist.
+            if heads:
+                _as_trait_error(checks.indices, "heads", heads, self.n_heads, "heads")
+        return heads
+
+    @traitlets.validate("neuron_head", "neuron_query")
+    def _check_neuron(self, proposal: dict) -> int:
+        name, value = proposal["trait"].name, proposal["value"]
+        if hasattr(self, "_token_result"):
+            count = self._token_result.n_heads if name == "neuron_head" else len(self._token_result.tokens)
+            if not 0 <= value < count:
+                what = "heads" if name == "neuron_head" else "query tokens"
+                raise traitlets.TraitError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
+        return value
 
     def _on_custom_message(self, _widget: Any, content: dict, buffers: list) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -503,7 +564,7 @@ class AttentionWidget(anywidget.AnyWidget):
             )
         self._image_requests = getattr(self, "_image_requests", {})
         request = ImageRequest(path, image_format)
-        request_id = len(self._image_requests) + 1
+        request_id = next(_IMAGE_REQUEST_IDS)  # unique for the kernel's life, whatever was answered
         self._image_requests[request_id] = request
         self.send({"type": "image", "id": request_id, "format": image_format})
         return request
@@ -515,16 +576,18 @@ class AttentionWidget(anywidget.AnyWidget):
         if content.get("error") or not buffers:
             request.error = content.get("error") or "the view sent no image"
             return
-        request.path.write_bytes(bytes(buffers[0]))
+        try:
+            write_atomic(request.path, bytes(buffers[0]))
+        except OSError as exc:  # in a comm callback nobody sees a raise: the request says why
+            request.error = f"cannot write {request.path}: {exc.strerror}" if exc.strerror else str(exc)
+            return
         request.done = True
 
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
         from .export import widget_html
 
-        path = Path(path)
-        path.write_text(widget_html(self, layers), encoding="utf-8")
-        return path
+        return write_atomic(path, widget_html(self, layers))
 
     def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
         """This view as a self-contained iframe for slideshows (RISE), where widgets do not render.
@@ -538,6 +601,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
         from .export import widget_html
 
+        height = checks.integer("height", height, minimum=100)
         page = html_escaping.escape(widget_html(self, layers), quote=True)
         # Wrapped in a div: IPython warns about a bare <iframe> string.
         return HTML(
@@ -549,6 +613,9 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
+
+
+_IMAGE_REQUEST_IDS = itertools.count(1)
 
 
 @dataclasses.dataclass
@@ -634,16 +701,22 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         ]
         payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
     elif kind == "syntax_heads":
+        from .bertology import UNSCORED
+
         accuracy = data.accuracy
         best = accuracy.groupby(["relation", "layer", "head"], as_index=False)["accuracy"].max()
         counts = accuracy.groupby("relation")["count"].first().sort_values(ascending=False)
-        order = ["All"] + [r for r in counts.index if r != "All"]
+        # As Table 1: no root or punct map (under scoring="clark" they are scored, heads miss roots).
+        order = ["All"] + [r for r in counts.index if r != "All" and r.lower() not in UNSCORED]
         measures = [
             {"key": r, "label": f"{r} ({int(counts[r])} words)", "values": grid(best[best.relation == r], "accuracy")}
             for r in order
             if r in counts.index
         ]
-        payload["note"] = f"Accuracy of each head's strongest attention, best direction; {data.source}."
+        payload["note"] = (
+            f"Accuracy of each head's strongest attention, best direction; {data.source}; "
+            f"scoring {getattr(data, 'scoring', 'clark')}."
+        )
     else:
         measures = []
         frame = data.sort_values(["layer", "head"])
@@ -663,15 +736,12 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
     return payload
 
 
-def _check_subset(name: str, chosen: list[int] | None, count: int) -> None:
-    """None means all; an empty list is a mistake (BertViz silently shows everything)."""
-    if chosen is None:
-        return
-    if len(chosen) == 0:
-        raise AttnscopeError(f"{name}=[] selects nothing; leave it out (None) to show all.")
-    bad = [i for i in chosen if not 0 <= i < count]
-    if bad:
-        raise AttnscopeError(f"{name} has {bad} out of range 0..{count - 1}.")
+def _as_trait_error(check: Any, *args: Any) -> Any:
+    """A check from `checks` inside a trait validator: its message as a TraitError."""
+    try:
+        return check(*args)
+    except InputError as exc:
+        raise traitlets.TraitError(str(exc)) from None
 
 
 def show(

@@ -183,6 +183,14 @@ def test_dark_theme_and_notice_are_visible(page):
 THUMBNAILS = HEAD0 + HEAD1 + HEAD1 + HEAD0
 
 
+
+def test_a_notice_of_several_lines_shows_each_line(page):
+    """Truncation and NaN heads are two lines of one notice (result_notice): both must read as lines."""
+    start(page, notice="Input truncated: 600 tokens → 512.\nAttention holds NaN or infinite values in 1 of 4 heads: 1-2.")
+    assert page.is_visible(".attnscope-notice")
+    assert page.eval_on_selector(".attnscope-notice", "n => n.innerText.split('\\n').length") == 2
+
+
 def start_model_view(page) -> None:
     start(page, view="model")
     page.evaluate(

@@ -98,3 +98,101 @@ def test_cli_renders_a_page_and_reports_errors(tmp_path, capsys, offline_page):
     assert "not cached locally" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli_main(["render", "hi", "--layers", "one", "-o", str(tmp_path / "z.html")])
+
+
+# Token text with C0/C1 controls, DEL and a lone surrogate (precomputed attention can bring any).
+CONTROL_TOKENS = ["[CLS]", "a\x00b", "\x1b[31m", "tab\there", "\ud800x", "\x7f\x85", "[SEP]"]
+
+
+def test_control_characters_in_tokens_export_valid_svg_and_png(offline_page, tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    import torch
+
+    page = offline_page
+    n = len(CONTROL_TOKENS)
+    attention = tuple(torch.softmax(torch.randn(1, 2, n, n, generator=torch.Generator().manual_seed(i)), -1) for i in range(2))
+    path = attnscope.head_view(attention, CONTROL_TOKENS).save_html(tmp_path / "controls.html")
+    page.goto(path.as_uri())
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+
+    with page.expect_download(timeout=15000) as svg_download:
+        page.click("button.attnscope-export-button[data-format='svg']")
+    svg = open(svg_download.value.path(), "rb").read()
+    root = ElementTree.fromstring(svg)  # expat: well-formed XML 1.0, or it raises
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    for shown in ["a\u2400b", "\u241b[31m", "tab\u2409here", "\ufffdx", "\u2421\\u0085"]:
+        assert texts.count(shown) == 2, (shown, texts)  # both token columns
+    errors = page.evaluate(
+        "svg => new DOMParser().parseFromString(svg, 'image/svg+xml').getElementsByTagName('parsererror').length",
+        svg.decode("utf-8"),
+    )
+    assert errors == 0
+
+    with page.expect_download(timeout=15000) as png_download:
+        page.click("button.attnscope-export-button[data-format='png']")
+    png = open(png_download.value.path(), "rb").read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    assert page.is_hidden(".attnscope-error"), page.text_content(".attnscope-error")
+    assert not page.requests and not page.problems, (page.requests, page.problems)
+
+
+def _two_pages():
+    import torch
+
+    sentences = [["[CLS]", "alpha", "beta", "[SEP]"], ["[CLS]", "gamma", "delta", "epsilon", "[SEP]"]]
+    pages = []
+    for tokens in sentences:
+        n = len(tokens)
+        attention = tuple(torch.full((1, 2, n, n), 1 / n) for _ in range(2))
+        pages.append(attnscope.head_view(attention, tokens, html_action="return").data)
+    return sentences, pages
+
+
+MOUNTED_TOKENS = """() => [...document.querySelectorAll('.attnscope-root')]
+    .map(root => [...new Set([...root.querySelectorAll('.attnscope-token-text')].map(t => t.textContent))])"""
+
+
+def test_two_returned_pages_in_one_document_each_mount_their_own_data(offline_page, tmp_path):
+    import re
+
+    sentences, pages = _two_pages()
+    page = offline_page
+    # What a notebook does with two HTML outputs: both pages' markup in one document, in order.
+    style = re.search(r"<style>.*?</style>", pages[0], re.S).group(0)
+    bodies = [re.search(r"<body>(.*)</body>", p, re.S).group(1) for p in pages]
+    path = tmp_path / "two.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'>{style}</head><body>"
+                    f"<div class='out'>{bodies[0]}</div><div class='out'>{bodies[1]}</div></body></html>", encoding="utf-8")
+    page.goto(path.as_uri())
+    page.wait_for_function("document.querySelectorAll('canvas.attnscope-lines').length === 2")
+    assert page.evaluate(MOUNTED_TOKENS) == sentences
+    assert page.evaluate("[...document.querySelectorAll('.out')].map(o => o.querySelectorAll('.attnscope-root').length)") == [1, 1]
+    ids = page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")
+    assert len(ids) == len(set(ids)) == 4, ids
+
+    # Outputs added later, as JupyterLab (scripts re-created in place) and the classic notebook
+    # (jQuery: scripts run from copies appended to <head>) insert them.
+    for mode in ["lab", "classic"]:
+        page.goto((tmp_path / "two.html").as_uri())
+        page.evaluate("document.body.replaceChildren()")
+        page.evaluate(
+            """([pages, mode]) => { for (const html of pages) {
+                const out = document.createElement('div');
+                out.className = 'out';
+                document.body.appendChild(out);
+                out.innerHTML = html;  // scripts inserted this way do not run...
+                for (const old of out.querySelectorAll('script')) {  // ...so the notebook runs them
+                  if (mode === 'classic' && old.type) continue;  // jQuery leaves JSON data in place
+                  const script = document.createElement('script');
+                  for (const a of old.attributes) script.setAttribute(a.name, a.value);
+                  script.textContent = old.textContent;
+                  if (mode === 'lab') old.replaceWith(script);
+                  else { document.head.appendChild(script); script.remove(); old.remove(); }
+                }
+              } }""",
+            [pages, mode],
+        )
+        assert page.evaluate(MOUNTED_TOKENS) == sentences, mode
+        assert page.evaluate("[...document.querySelectorAll('.out')].map(o => o.querySelectorAll('.attnscope-root').length)") == [1, 1]
+    assert not page.requests and not page.problems, (page.requests, page.problems)

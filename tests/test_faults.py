@@ -1,0 +1,376 @@
+"""The fault suite: every public entry point given what new users give it in their first week.
+
+Each row is (id, what is done, the exception kind, the message it must say). A failure must name
+the problem (and the parameter), never be a raw traceback from deep inside torch, transformers or
+the file system, never a silently wrong number. Rows that need a model get the session's engines.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+import traitlets
+import transformers
+
+import attnscope
+from attnscope import InputError, ModelNotFoundError
+from attnscope.bertology import read_conllu
+
+SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+TEXTS = ["The cat sat on the mat.", "A dog barked at the mailman.", "It rained all day in the city."]
+
+
+@pytest.fixture(scope="module")
+def engine(default_model):
+    return default_model
+
+
+@pytest.fixture(scope="module")
+def widget(engine):
+    return attnscope.AttentionWidget("The cat sat on the mat.", model=engine)
+
+
+@pytest.fixture(scope="module")
+def small_bert(bert_tokenizer):
+    torch.manual_seed(0)
+    return attnscope.load(transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL)), bert_tokenizer, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def nan_engine(bert_tokenizer):
+    """A model whose layer 2 query weights of head 1 are NaN (as after a half-precision overflow)."""
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
+    with torch.no_grad():
+        model.encoder.layer[1].attention.self.query.weight[:8] = float("nan")
+    return attnscope.load(model, bert_tokenizer, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def model_dir_without_tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("no-tokenizer")
+    transformers.BertModel(transformers.BertConfig(vocab_size=100, **SMALL)).save_pretrained(path)
+    return path
+
+
+def _tiny_vocab_tokenizer(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    return transformers.BertTokenizer(vocab_file=str(tmp_path / "vocab.txt"))
+
+
+# (id, action(fixtures) -> anything, exception kind, message regex)
+CASES = [
+    # --- parameters of the corpus analyses
+    ("head_stats batch_size=0", lambda f: attnscope.head_stats(f.engine, TEXTS, batch_size=0, progress=False),
+     InputError, r"batch_size=0 is too small: it must be at least 1"),
+    ("head_stats batch_size=2.0", lambda f: attnscope.head_stats(f.engine, TEXTS, batch_size=2.0, progress=False),
+     InputError, r"batch_size must be a whole number, not 2\.0"),
+    ("head_distances batch_size=-1", lambda f: attnscope.head_distances(f.engine, TEXTS, batch_size=-1, progress=False),
+     InputError, r"batch_size=-1 is too small"),
+    ("head_importance batch_size=0", lambda f: attnscope.head_importance(f.engine, TEXTS, batch_size=0, progress=False),
+     InputError, r"batch_size=0 is too small"),
+    ("attention_gradients batch_size=True", lambda f: attnscope.attention_gradients(f.engine, TEXTS, batch_size=True, progress=False),
+     InputError, r"batch_size must be a whole number, not True"),
+    ("syntax_heads batch_size=0", lambda f: attnscope.syntax_heads(f.engine, f.conllu, batch_size=0, progress=False),
+     InputError, r"batch_size=0 is too small"),
+    ("head_stats max_length=0", lambda f: attnscope.head_stats(f.engine, TEXTS, max_length=0, progress=False),
+     InputError, r"max_length=0 is too small: it must be at least 3"),
+    ("head_stats max_length=1", lambda f: attnscope.head_stats(f.engine, TEXTS, max_length=1, progress=False),
+     InputError, r"max_length=1 is too small"),
+    ("head_stats max_length=-5", lambda f: attnscope.head_stats(f.engine, TEXTS, max_length=-5, progress=False),
+     InputError, r"max_length=-5 is too small"),
+    ("head_stats max_length past the model", lambda f: attnscope.head_stats(f.engine, TEXTS, max_length=5000, progress=False),
+     InputError, r"max_length=5000 is longer than the model's 512 positions"),
+    ("syntax_heads max_length=-5", lambda f: attnscope.syntax_heads(f.engine, f.conllu, max_length=-5, progress=False),
+     InputError, r"max_length=-5 is too small"),
+    ("head_importance max_length=1", lambda f: attnscope.head_importance(f.engine, TEXTS, max_length=1, progress=False),
+     InputError, r"max_length=1 is too small"),
+    ("corpus of numbers", lambda f: attnscope.head_stats(f.engine, 42, progress=False),
+     InputError, r"The corpus must be texts"),
+    ("corpus of empty texts", lambda f: attnscope.head_stats(f.engine, ["", "  "], progress=False),
+     InputError, r"The corpus has no non-empty text"),
+    ("contrastive loss, one text", lambda f: attnscope.head_importance(f.engine, TEXTS[:1], progress=False),
+     InputError, r"compares texts in a batch: give at least 2 texts"),
+    ("head_distances n_init=0", lambda f: attnscope.head_distances(f.engine, TEXTS, n_init=0, progress=False),
+     InputError, r"n_init"),
+    # --- one run and one widget
+    ("run max_length=0", lambda f: f.engine.run("The cat sat.", max_length=0), InputError, r"max_length=0 is too small: it must be at least 3"),
+    ("run max_length=1", lambda f: f.engine.run("The cat sat.", max_length=1), InputError, r"max_length=1 is too small"),
+    ("run max_length=-5", lambda f: f.engine.run("The cat sat.", max_length=-5), InputError, r"max_length=-5 is too small"),
+    ("run max_length=2 for a pair", lambda f: f.engine.run("The cat sat.", "It slept.", max_length=3),
+     InputError, r"max_length=3 is too small: it must be at least 4"),
+    ("run max_length='128'", lambda f: f.engine.run("The cat sat.", max_length="128"), InputError, r"max_length must be a whole number"),
+    ("show max_length=0", lambda f: attnscope.show("The cat sat.", model=f.engine, max_length=0), InputError, r"max_length=0 is too small"),
+    ("rollout residual=1.5", lambda f: attnscope.rollout(f.widget.result, residual=1.5), InputError, r"residual=1\.5 is outside \[0, 1\]"),
+    ("rollout residual=-0.1", lambda f: attnscope.rollout(f.widget.result, residual=-0.1), InputError, r"residual=-0\.1 is outside \[0, 1\]"),
+    ("rollout residual='half'", lambda f: attnscope.rollout(f.widget.result, residual="half"), InputError, r"residual must be a number between 0 and 1"),
+    ("rollout residual=nan", lambda f: attnscope.rollout(f.widget.result, residual=float("nan")), InputError, r"residual must be a number"),
+    ("thumbnail_size=0", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, thumbnail_size=0),
+     InputError, r"thumbnail_size=0 is too small: it must be at least 1"),
+    ("thumbnail_size=4.5", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, thumbnail_size=4.5),
+     InputError, r"thumbnail_size must be a whole number"),
+    ("layer=99", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, layer=99), InputError, r"layer=99 is out of range: the model has layers 0\.\.5"),
+    ("layer=-1", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, layer=-1), InputError, r"layer=-1 is too small"),
+    ("heads=[12]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads=[12]), InputError, r"heads \[12\] are out of range"),
+    ("heads=[1, 1]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads=[1, 1]), InputError, r"heads names heads \[1\] more than once"),
+    ("heads='0'", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads="0"), InputError, r"heads must be a list"),
+    ("include_layers=[]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, include_layers=[]), InputError, r"include_layers=\[\] selects nothing"),
+    ("include_layers=[6]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, include_layers=[6]),
+     InputError, r"include_layers has \[6\] out of range: layers are numbered 0\.\.5"),
+    ("include_heads=[0.5]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, include_heads=[0.5]),
+     InputError, r"include_heads must hold whole numbers; 0\.5 is not one"),
+    ("save_html layers=[]", lambda f: f.widget.save_html(f.tmp_path / "x.html", layers=[]), InputError, r"layers=\[\] selects nothing"),
+    ("save_html layers=[6]", lambda f: f.widget.save_html(f.tmp_path / "x.html", layers=[6]), InputError, r"layers has \[6\] out of range"),
+    ("masked head out of range", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, masked_heads=[(6, 0)]),
+     InputError, r"Cannot mask head \(6, 0\)"),
+    ("masked head (1.5, 2)", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, masked_heads=[(1.5, 2)]),
+     InputError, r"masked head's layer must be a whole number, not 1\.5"),
+    ("masked head 4", lambda f: f.engine.run("Hi.", masked_heads=[4]), InputError, r"Cannot mask head 4: heads to mask are \(layer, head\) pairs"),
+    ("slide height='tall'", lambda f: f.widget.slide(height="tall"), InputError, r"height must be a whole number"),
+    ("head_stats of a file name", lambda f: attnscope.head_stats(f.engine, "corpus.txt", progress=False),
+     InputError, r"The corpus 'corpus\.txt' is a file name, and attnscope analyses texts"),
+    ("head_importance of a path", lambda f: attnscope.head_importance(f.engine, f.tmp_path / "corpus.txt", progress=False),
+     InputError, r"is a file name"),
+    # --- widget traits, assigned later (from Python or the front end)
+    ("trait layer=99", lambda f: setattr(f.widget, "layer", 99), traitlets.TraitError, r"layer=99 is out of range"),
+    ("trait heads=[99]", lambda f: setattr(f.widget, "heads", [99]), traitlets.TraitError, r"heads has \[99\] out of range: heads are numbered 0\.\.11"),
+    ("trait neuron_head=99", lambda f: setattr(f.widget, "neuron_head", 99), traitlets.TraitError,
+     r"neuron_head=99 is out of range: the heads are numbered 0\.\.11"),
+    ("trait neuron_query=-1", lambda f: setattr(f.widget, "neuron_query", -1), traitlets.TraitError,
+     r"neuron_query=-1 is out of range: the query tokens are numbered 0\.\.\d+"),
+    ("trait neuron_query=999", lambda f: setattr(f.widget, "neuron_query", 999), traitlets.TraitError, r"neuron_query=999 is out of range"),
+    ("trait include_layers=[9]", lambda f: setattr(f.widget, "include_layers", [9]), traitlets.TraitError, r"include_layers has \[9\] out of range"),
+    ("trait include_heads=[]", lambda f: setattr(f.widget, "include_heads", []), traitlets.TraitError, r"include_heads=\[\] selects nothing"),
+    # --- text that could be a path, a path that does not exist
+    ("read_conllu of a long text", lambda f: read_conllu("word " * 2000), InputError, r"CoNLL-U line 1 has 1 tab-separated fields"),
+    ("read_conllu of a missing file", lambda f: read_conllu("parses/dev.conllu"), InputError, r"No such CoNLL-U file: 'parses/dev\.conllu'"),
+    ("read_conllu of a missing path", lambda f: read_conllu(f.tmp_path / "missing.conllu"), InputError, r"No such CoNLL-U file"),
+    ("syntax_heads of a missing file", lambda f: attnscope.syntax_heads(f.engine, "dev.conllu", progress=False),
+     InputError, r"No such CoNLL-U file: 'dev\.conllu'"),
+    ("load of a sentence", lambda f: attnscope.load("The cat sat on the mat and looked at the dog " * 20),
+     ModelNotFoundError, r"is neither a local directory nor a Hugging Face name"),
+    ("load of a missing directory", lambda f: attnscope.load("./models/my-bert"), ModelNotFoundError, r"No such model directory: './models/my-bert'"),
+    ("load of a long path", lambda f: attnscope.load("/" + "x" * 300), ModelNotFoundError, r"No such model directory"),
+    ("load, device='gpu'", lambda f: attnscope.load(device="gpu"), InputError, r"device='gpu' is not a device"),
+    ("load, device='meta'", lambda f: attnscope.load(device="meta"), InputError, r"device='meta' holds no weights"),
+    # --- what models and tokenizers bring
+    ("tokenizer past the embedding table", lambda f: attnscope.load(
+        transformers.BertModel(transformers.BertConfig(vocab_size=1000, **SMALL)), f.bert_tokenizer, device="cpu").run("The cat sat on the mat."),
+     InputError, r"token id \d+, but .* embedding table has 1000 rows \(ids 0\.\.999\): the tokenizer \(vocabulary of 30522\) does not belong"),
+    ("model directory without tokenizer files", lambda f: attnscope.load(f.model_dir_without_tokenizer),
+     ModelNotFoundError, r"has no tokenizer files .* so every word would become \[UNK\]"),
+    ("every word [UNK]", lambda f: attnscope.load(
+        transformers.BertModel(transformers.BertConfig(vocab_size=100, **SMALL)), _tiny_vocab_tokenizer(f.tmp_path), device="cpu").run("The cat sat."),
+     InputError, r"Every token of the text is the unknown token \[UNK\]"),
+    ("model on the meta device", lambda f: attnscope.load(f.meta_model, f.bert_tokenizer), InputError, r"weights are on the 'meta' device"),
+    ("model offloaded by device_map", lambda f: attnscope.load(f.offloaded_model, f.bert_tokenizer), InputError,
+     r"offloaded with device_map \(parts on 0, disk\)"),
+    ("device= for a model spread by device_map", lambda f: attnscope.load(f.dispatched_model, f.bert_tokenizer, device="cpu"),
+     InputError, r"spread over devices by its device_map: leave device= out"),
+    ("NaN attention in an analysis", lambda f: attnscope.head_stats(f.nan_engine, ["", *TEXTS], progress=False),
+     InputError, r"Text 1 of the corpus gives NaN or infinite attention in heads 2-1, 3-1"),
+    ("NaN attention in head_importance", lambda f: attnscope.head_importance(f.nan_engine, TEXTS, loss=lambda o, e: o.last_hidden_state.sum(), progress=False),
+     InputError, r"Text 0 of the corpus gives NaN"),
+]
+
+
+class Fixtures:
+    """What the table's actions may use, made lazily so each row builds only what it needs."""
+
+    def __init__(self, request, tmp_path):
+        self._request, self.tmp_path = request, tmp_path
+
+    def __getattr__(self, name):
+        if name == "conllu":
+            path = self.tmp_path / "tiny.conllu"
+            path.write_text("1\tThe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n3\tsat\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+            return path
+        if name == "meta_model":
+            with torch.device("meta"):
+                return transformers.BertModel(transformers.BertConfig(vocab_size=100, **SMALL))
+        if name == "offloaded_model":
+            model = transformers.BertModel(transformers.BertConfig(vocab_size=100, **SMALL))
+            model.hf_device_map = {"embeddings": 0, "encoder": "disk"}  # as accelerate records it
+            return model
+        if name == "dispatched_model":
+            model = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
+            model.hf_device_map = {"": "cpu"}  # dispatched whole to one device: it stays there
+            return model
+        return self._request.getfixturevalue(name)
+
+
+@pytest.mark.parametrize("action, kind, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_fault(action, kind, message, request, tmp_path):
+    with pytest.raises(kind, match=message):
+        action(Fixtures(request, tmp_path))
+
+
+def test_a_model_dispatched_by_device_map_stays_where_it_is(bert_tokenizer):
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
+    model.hf_device_map = {"": "cpu"}
+    model.to = None  # moving a dispatched model would undo its dispatch: never called
+    result = attnscope.load(model, bert_tokenizer).run("The cat sat.")
+    assert result.attention.shape[:2] == (3, 4)
+
+
+def test_a_failed_trait_assignment_keeps_the_view(widget):
+    before = (widget.layer, list(widget.heads), widget.neuron_head, widget.neuron_query)
+    for name, value in (("layer", 99), ("heads", [99]), ("neuron_head", 99), ("neuron_query", -1)):
+        with pytest.raises(traitlets.TraitError):
+            setattr(widget, name, value)
+    assert (widget.layer, list(widget.heads), widget.neuron_head, widget.neuron_query) == before
+
+
+def test_nan_attention_is_named_in_a_warning_and_in_the_view(nan_engine):
+    with pytest.warns(attnscope.engine.NonFiniteAttentionWarning, match=r"NaN or infinite values in \d+ of 12 heads .*: 2-1, 3-1"):
+        result = nan_engine.run("The cat sat on the mat.")
+    assert (1, 0) in result.nonfinite_heads and (0, 0) not in result.nonfinite_heads
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the widget says it in its notice, not twice under the cell
+        widget = attnscope.AttentionWidget("The cat sat on the mat.", model=nan_engine, layer=1)
+    assert "NaN or infinite values" in widget.notice and "2-1" in widget.notice
+    # The bytes sent for a NaN head are zeros (nothing drawn), never undefined casts.
+    layer = attnscope.serialize.decode(widget.attention)
+    assert layer[0].abs().sum() == 0 and layer[1:].sum() > 0
+
+
+def test_decoder_truncation_gets_the_encoders_notice(bert_tokenizer):
+    model = transformers.BartModel(transformers.BartConfig(
+        vocab_size=30522, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=16,
+        pad_token_id=0, bos_token_id=101, eos_token_id=102, decoder_start_token_id=101))
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    long = " ".join(["word"] * 40)
+    with pytest.warns(UserWarning, match=r"Decoder text truncated from 42 to 16 tokens"):
+        result = engine.run("A short source.", long)
+    assert len(result.parts["decoder"].tokens) == 16 and result.decoder_truncated_from == 42
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        widget = attnscope.AttentionWidget("A short source.", long, model=engine)
+    assert "Decoder text truncated: 42 tokens → 16" in widget.notice
+    assert "Input truncated" not in widget.notice
+
+
+def test_contrastive_loss_with_a_last_batch_of_one(engine):
+    nine = [f"{t} ({i})" for i, t in enumerate(TEXTS * 3)]
+    importance = attnscope.head_importance(engine, nine, batch_size=8, progress=False)
+    assert importance.attrs["documents"] == 9 and importance["value"].notna().all()
+    gradients = attnscope.attention_gradients(engine, nine, batch_size=8, progress=False)
+    assert gradients["value"].notna().all()
+
+
+def test_pairwise_batches_never_leave_one_alone():
+    from attnscope.bertology import _pairwise_batches
+
+    assert [len(b) for b in _pairwise_batches(list(range(9)), 8)] == [7, 2]
+    assert [len(b) for b in _pairwise_batches(list(range(3)), 2)] == [3]
+    assert [len(b) for b in _pairwise_batches(list(range(16)), 8)] == [8, 8]
+    assert sorted(x for b in _pairwise_batches(list(range(17)), 8) for x in b) == list(range(17))
+
+
+def test_two_threads_on_one_model_each_get_their_own_queries_and_keys(engine):
+    texts = ["The cat sat on the mat.", "Colourless green ideas sleep furiously tonight, said the linguist."]
+    alone = [engine.run(t) for t in texts]
+    results: dict[int, list] = {0: [], 1: []}
+    caught: list = []
+
+    def work(which):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for _ in range(6):
+                results[which].append(engine.run(texts[which]))
+        caught.extend(seen)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not [w for w in caught if "Could not capture" in str(w.message)]
+    for which in (0, 1):
+        for result in results[which]:
+            assert torch.allclose(result.queries, alone[which].queries, atol=1e-5)
+            assert torch.allclose(result.keys, alone[which].keys, atol=1e-5)
+            assert torch.allclose(result.attention_from_qk(), result.attention, atol=1e-5)
+
+
+def test_save_image_request_ids_are_unique(widget, monkeypatch, tmp_path):
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append(content))
+    monkeypatch.setattr(widget, "_rendered", True, raising=False)
+    first = widget.save_image(tmp_path / "a.svg")
+    widget._on_custom_message(widget, {"type": "image", "id": sent[0]["id"], "format": "svg"}, [b"<svg/>"])
+    assert first.done
+    second = widget.save_image(tmp_path / "b.svg")
+    third = widget.save_image(tmp_path / "c.svg")
+    assert len({m["id"] for m in sent}) == 3
+    widget._on_custom_message(widget, {"type": "image", "id": sent[2]["id"], "format": "svg"}, [b"<svg>c</svg>"])
+    assert third.done and not second.done and (tmp_path / "c.svg").read_bytes() == b"<svg>c</svg>"
+
+
+# --- the command line: one line on stderr, a non-zero exit, never a traceback
+
+
+def _cli(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "attnscope.cli", *args], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("attnscope: error:")]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cli_device_cuda_without_cuda(tmp_path):
+    out = _cli("render", "Hi.", "--device", "cuda", "-o", str(tmp_path / "x.html"))
+    assert out.returncode == 2
+    assert "device='cuda', but PyTorch sees no CUDA GPU" in _error_line(out.stderr)
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_cli_model_without_tokenizer_does_not_write_a_page_of_unk(tmp_path, model_dir_without_tokenizer):
+    out = _cli("render", "Hi there.", "--model", str(model_dir_without_tokenizer), "-o", str(tmp_path / "x.html"))
+    assert out.returncode == 2
+    assert "has no tokenizer files" in _error_line(out.stderr)
+    assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["render", "Hi.", "-o", "/no/such/folder/x.html"], r"the folder /no/such/folder does not exist"),
+    (["render", "Hi.", "--layers", "0,x", "-o", "x.html"], r"argument --layers: layers are integers"),
+    (["render", "Hi."], r"the following arguments are required: -o/--output"),
+    (["render", "Hi.", "--layers", "9", "-o", "{tmp}/x.html"], r"layers has \[9\] out of range"),
+    (["render", "Hi.", "-o", "{tmp}"], r"is a folder"),
+])
+def test_cli_errors_are_one_line(args, message, tmp_path):
+    out = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert out.returncode == 2
+    import re
+
+    assert re.search(message, _error_line(out.stderr))
+
+
+def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
+    from attnscope import cli
+
+    def crash(_args):
+        raise RuntimeError("CUDA error: device-side assert triggered\nsecond line")
+
+    monkeypatch.setattr(cli, "_render", crash)
+    assert cli.main(["render", "Hi.", "-o", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err
+    assert err == "attnscope: error: RuntimeError: CUDA error: device-side assert triggered second line\n"
+
+    def interrupted(_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_render", interrupted)
+    assert cli.main(["render", "Hi.", "-o", str(tmp_path / "x.html")]) == 130
+    assert capsys.readouterr().err == ""

@@ -1,0 +1,198 @@
+"""attnscope.files.write_atomic, and the writers that use it (save_html, save_image's answer, render_html)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+
+import pytest
+import torch
+
+import attnscope
+from attnscope import files
+from attnscope.files import write_atomic
+
+OLD = b"the old file, which must survive\n"
+
+
+def listing(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.fixture
+def old_file(tmp_path):
+    path = tmp_path / "out.html"
+    path.write_bytes(OLD)
+    return path
+
+
+@pytest.fixture
+def umask():
+    def set_to(mask):
+        os.umask(mask)
+
+    previous = os.umask(0o022)
+    yield set_to
+    os.umask(previous)
+
+
+def test_writes_text_and_bytes_and_leaves_only_the_file(tmp_path):
+    assert write_atomic(tmp_path / "a.html", "héllo ✓") == tmp_path / "a.html"
+    assert (tmp_path / "a.html").read_bytes() == "héllo ✓".encode("utf-8")
+    assert write_atomic(str(tmp_path / "b.png"), b"\x89PNG\r\n") == tmp_path / "b.png"
+    assert (tmp_path / "b.png").read_bytes() == b"\x89PNG\r\n"
+    write_atomic(tmp_path / "a.html", bytearray(b"new"))  # replaces
+    assert (tmp_path / "a.html").read_bytes() == b"new"
+    assert listing(tmp_path) == ["a.html", "b.png"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_new_files_respect_the_umask_and_replaced_files_keep_their_mode(tmp_path, umask):
+    umask(0o022)
+    write_atomic(tmp_path / "a.svg", "x")
+    assert stat.S_IMODE((tmp_path / "a.svg").stat().st_mode) == 0o644  # not mkstemp's 0o600
+    umask(0o007)
+    write_atomic(tmp_path / "b.svg", "x")
+    assert stat.S_IMODE((tmp_path / "b.svg").stat().st_mode) == 0o660
+    (tmp_path / "a.svg").chmod(0o640)
+    write_atomic(tmp_path / "a.svg", "y")
+    assert stat.S_IMODE((tmp_path / "a.svg").stat().st_mode) == 0o640
+    assert (tmp_path / "a.svg").read_text() == "y"
+
+
+REAL_FDOPEN = os.fdopen
+
+
+class HalfWriter:
+    """os.fdopen's file that writes half the data to disk, then fails (a full disk, an I/O error)."""
+
+    written: list[int] = []
+
+    def __init__(self, fd, mode):
+        self.file = REAL_FDOPEN(fd, mode)
+
+    def write(self, data):
+        half = bytes(data[: len(data) // 2])
+        self.file.write(half)
+        self.file.flush()
+        HalfWriter.written.append(len(half))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def fail_in_mid_write(monkeypatch):
+    HalfWriter.written = []
+    monkeypatch.setattr(files.os, "fdopen", HalfWriter)
+
+
+def test_a_failure_in_mid_write_leaves_the_old_file_and_no_temp_file(old_file, monkeypatch):
+    fail_in_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(old_file, "<html>" + "x" * 10_000)
+    assert HalfWriter.written == [5003]  # a half-written temp file existed...
+    assert old_file.read_bytes() == OLD  # ...and never replaced the old file
+    assert listing(old_file.parent) == ["out.html"]
+
+
+def test_an_interrupt_before_the_replace_cleans_up(old_file, monkeypatch):
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(old_file, b"new")
+    assert old_file.read_bytes() == OLD
+    assert listing(old_file.parent) == ["out.html"]
+
+
+def test_text_that_cannot_be_encoded_writes_nothing(old_file, tmp_path):
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(old_file, "token \ud800")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomic(tmp_path / "new.html", "é", encoding="ascii")
+    assert old_file.read_bytes() == OLD
+    assert listing(tmp_path) == ["out.html"]
+
+
+def test_a_missing_folder_is_a_clear_error_naming_the_path(tmp_path):
+    path = tmp_path / "no-such-folder" / "view.html"
+    with pytest.raises(FileNotFoundError, match="no-such-folder") as info:
+        write_atomic(path, "x")
+    assert str(path) in str(info.value) and "does not exist" in str(info.value)
+    assert listing(tmp_path) == []
+    with pytest.raises(IsADirectoryError, match="folder"):
+        write_atomic(tmp_path, "x")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
+def test_a_symbolic_link_stays_a_link(tmp_path):
+    real = tmp_path / "real.html"
+    real.write_bytes(OLD)
+    link = tmp_path / "link.html"
+    link.symlink_to(real)
+    write_atomic(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert listing(tmp_path) == ["link.html", "real.html"]
+
+
+# The writers that use it.
+
+
+@pytest.fixture(scope="module")
+def precomputed():
+    attention = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))
+    return attnscope.head_view(attention, ["[CLS]", "hi", "[SEP]"])
+
+
+def test_save_html_is_atomic(precomputed, old_file, monkeypatch):
+    assert precomputed.save_html(old_file) == old_file
+    page = old_file.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>")
+    fail_in_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        precomputed.save_html(old_file)
+    assert old_file.read_text(encoding="utf-8") == page
+    assert listing(old_file.parent) == ["out.html"]
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        precomputed.save_html(old_file.parent / "nowhere" / "x.html")
+
+
+def test_save_image_answer_is_written_atomically(precomputed, tmp_path, monkeypatch):
+    from attnscope.widget import ImageRequest
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    old = tmp_path / "view.png"
+    old.write_bytes(OLD)
+    precomputed._image_requests = {1: ImageRequest(old, "png"), 2: ImageRequest(old, "png"),
+                                   3: ImageRequest(tmp_path / "gone" / "v.png", "png")}
+    precomputed._on_image({"id": 1}, [memoryview(png)])
+    assert precomputed._image_requests.keys() == {2, 3} and old.read_bytes() == png
+    fail_in_mid_write(monkeypatch)
+    request = precomputed._image_requests[2]
+    precomputed._on_image({"id": 2}, [png])  # a comm callback: the request carries the error
+    assert not request.done and request.error == f"cannot write {old}: No space left on device"
+    assert old.read_bytes() == png and listing(tmp_path) == ["view.png"]
+    monkeypatch.undo()
+    request = precomputed._image_requests[3]
+    precomputed._on_image({"id": 3}, [png])
+    assert not request.done and str(tmp_path / "gone" / "v.png") in request.error and "does not exist" in request.error
+
+
+def test_render_html_writes_atomically(default_model, tmp_path, monkeypatch):
+    path = tmp_path / "page.html"
+    page = attnscope.render_html("Dogs bark.", model=default_model, layers=[0], path=path)
+    assert path.read_text(encoding="utf-8") == page
+    fail_in_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        attnscope.render_html("Cats purr.", model=default_model, layers=[0], path=path)
+    assert path.read_text(encoding="utf-8") == page and listing(tmp_path) == ["page.html"]
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match="missing"):
+        attnscope.render_html("Dogs bark.", model=default_model, layers=[0], path=tmp_path / "missing" / "p.html")
