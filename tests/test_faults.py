@@ -117,6 +117,8 @@ CASES = [
     ("layer=99", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, layer=99), InputError, r"layer=99 is out of range: the model has layers 0\.\.5"),
     ("layer=-1", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, layer=-1), InputError, r"layer=-1 is too small"),
     ("heads=[12]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads=[12]), InputError, r"heads \[12\] are out of range"),
+    ("heads=[-1]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads=[-1]),
+     InputError, r"heads has \[-1\] out of range: heads are numbered from 0"),
     ("heads=[1, 1]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads=[1, 1]), InputError, r"heads names heads \[1\] more than once"),
     ("heads='0'", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, heads="0"), InputError, r"heads must be a list"),
     ("include_layers=[]", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine, include_layers=[]), InputError, r"include_layers=\[\] selects nothing"),

@@ -47,8 +47,9 @@ def fraction(name: str, value: Any) -> float:
     return float(value)
 
 
-def indices(name: str, values: Any, count: int, what: str, allow_none: bool = True) -> list[int] | None:
+def indices(name: str, values: Any, count: int | None, what: str, allow_none: bool = True) -> list[int] | None:
     """A list of distinct 0-based indices into `count` things (layers, heads), or None for all.
+    count None: the range is checked later, once the model is known.
 
     An empty list is refused (BertViz silently shows everything for include_layers=[])."""
     if values is None:
@@ -64,9 +65,10 @@ def indices(name: str, values: Any, count: int, what: str, allow_none: bool = Tr
     if bad_type:
         raise InputError(f"{name} must hold whole numbers; {bad_type[0]!r} is not one.")
     values = [operator.index(v) for v in values]
-    bad = [v for v in values if not 0 <= v < count]
+    bad = [v for v in values if v < 0 or count is not None and v >= count]
     if bad:
-        raise InputError(f"{name} has {bad} out of range: {what} are numbered 0..{count - 1}.")
+        numbered = f"0..{count - 1}" if count is not None else "from 0"
+        raise InputError(f"{name} has {bad} out of range: {what} are numbered {numbered}.")
     repeated = sorted({v for v in values if values.count(v) > 1})
     if repeated:
         raise InputError(f"{name} names {what} {repeated} more than once.")

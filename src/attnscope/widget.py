@@ -194,7 +194,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._thumbnail_size = checks.integer("thumbnail_size", thumbnail_size, minimum=1, maximum=4096)
         checks.integer("layer", layer, minimum=0)
         if heads is not None:
-            heads = checks.indices("heads", heads, 1 << 30, "heads")  # type and repeats; range once the model is known
+            heads = checks.indices("heads", heads, None, "heads")  # the range once the model is known
         self._engine = None if result is not None else resolve_engine(model, tokenizer, device)
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
