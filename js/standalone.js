@@ -1,7 +1,10 @@
-// Standalone pages (attnscope.render_html / widget.save_html): the same views, driven by a static
-// model that holds every included layer, with no kernel, no widget manager and no network.
-// Layer switches read the stored layers; the neuron view computes q × k, q·k and the softmax
-// here from the stored queries and keys (what the kernel does in a notebook).
+// Saved pages (widget.save_html, attnscope.render_html, html_action="return", the CLI,
+// widget.slide): the widget's own render() over a static model that holds the widget's state,
+// with no kernel, no widget manager and no network (export.page_state says what is saved).
+// The model does in the kernel's place what a page can need: a layer switch serves the saved
+// layer, a "neuron" request is answered from the stored queries and keys, and a change that needs
+// the model says so.
+import { createResponder } from "./channel.js";
 import { halfToFloat } from "./codec.js";
 import widget from "./widget.js";
 
@@ -10,6 +13,17 @@ function base64Bytes(text) {
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
+}
+
+/** The page's JSON with each binary part back at its path, as a DataView (what anywidget gives). */
+export function withBuffers(json, buffers) {
+  const value = structuredClone(json);
+  for (const { path, data } of buffers) {
+    let parent = value;
+    for (const key of path.slice(0, -1)) parent = parent[key];
+    parent[path.at(-1)] = new DataView(base64Bytes(data).buffer);
+  }
+  return value;
 }
 
 function floatToHalf(value) {
@@ -30,95 +44,99 @@ function toHalfView(values) {
   return new DataView(words.buffer);
 }
 
-/** One query's computation from stored q and k: float16 DataViews, as the kernel would send. */
-export function neuronAnswer(stored, request) {
+/**
+ * The kernel's answer to a "neuron" request (payloads.neuron_payload), computed from the stored
+ * float16 queries and keys of the saved layers: {content, buffers} or {error}.
+ */
+export function neuronAnswer(store, request, state) {
   const { layer, head, query } = request;
-  const slot = stored.layers.indexOf(layer);
-  if (slot < 0) return { error: `Layer ${layer + 1} is not in this saved page (it holds layers ${stored.layers.map((l) => l + 1).join(", ")}).` };
-  const [, nHeads, nQueries, d] = stored.shape;
-  const n = stored.key_shape?.[2] ?? nQueries; // cross-attention: the keys are the encoder's tokens
-  const at = (arr, count, t, k) => halfToFloat(arr.getUint16(2 * (((slot * nHeads + head) * count + t) * d + k), true));
-  const q = Float32Array.from({ length: d }, (_, k) => at(stored.queries, nQueries, query, k));
+  const slot = store.layers.indexOf(layer);
+  if (slot < 0) return { error: `Layer ${layer + 1} is not in this saved page (it holds layers ${store.layers.map((l) => l + 1).join(", ")}).` };
+  const [, nHeads, nQueries, d] = store.queries.shape;
+  const n = store.keys.shape[2]; // cross-attention: the keys are the encoder's tokens
+  if (!(head >= 0 && head < nHeads)) return { error: `head=${head} is out of range 0..${nHeads - 1}.` };
+  if (!(query >= 0 && query < nQueries)) return { error: `query_index=${query} is out of range 0..${nQueries - 1}.` };
+  const at = (view, count, t, k) => halfToFloat(view.getUint16(2 * (((slot * nHeads + head) * count + t) * d + k), true));
+  const q = Float32Array.from({ length: d }, (_, k) => at(store.queries.data, nQueries, query, k));
   const keys = new Float32Array(n * d);
   const products = new Float32Array(n * d);
   const scores = new Float32Array(n);
   for (let j = 0; j < n; j++) {
     let dot = 0;
     for (let k = 0; k < d; k++) {
-      const kv = at(stored.keys, n, j, k);
+      const kv = at(store.keys.data, n, j, k);
       keys[j * d + k] = kv;
       products[j * d + k] = kv * q[k];
       dot += kv * q[k];
     }
-    const bias = stored.bias ? halfToFloat(stored.bias.getUint16(2 * (((slot * nHeads + head) * nQueries + query) * n + j), true)) : 0;
-    scores[j] = stored.causal && j > query ? -Infinity : dot * stored.scaling[layer] + bias;
+    const bias = store.bias ? halfToFloat(store.bias.data.getUint16(2 * (((slot * nHeads + head) * nQueries + query) * n + j), true)) : 0;
+    scores[j] = store.causal && j > query ? -Infinity : dot * store.scaling[layer] + bias;
   }
   const max = Math.max(...scores);
   const exps = scores.map((s) => Math.exp(s - max));
   const total = exps.reduce((a, b) => a + b, 0);
   const softmax = exps.map((e) => e / total);
-  return { d, n, nQueries, buffers: [q, keys, products, scores, softmax].map(toHalfView) };
+  return {
+    content: { layer, head, query, d, n_tokens: n, n_queries: store.n_queries, part: store.part,
+      result_id: state.result_id, score_label: store.score_labels[String(layer)], shapes: [[d], [n, d], [n, d], [n], [n]] },
+    buffers: [q, keys, products, scores, softmax].map(toHalfView),
+  };
 }
 
-/** A model with the anywidget interface over a saved state. */
-export function createStaticModel(data) {
-  const state = { ...data.state };
+/** A model with the anywidget interface over a saved page's state (export.page_state). */
+export function createStaticModel(page) {
+  const { state: saved, served, traits } = withBuffers(page.json, page.buffers);
+  const state = { ...saved };
   const listeners = new Map();
   const emit = (name, ...args) => { for (const fn of listeners.get(name) ?? []) fn(...args); };
-  const attention = data.attention.layers.map((layer, i) => ({
-    layer, data: new DataView(base64Bytes(data.attention.data[i]).buffer), dtype: "uint8",
-    shape: data.attention.shape, scale: data.attention.scale,
-  }));
-  const stored = data.neuron && {
-    ...data.neuron,
-    queries: new DataView(base64Bytes(data.neuron.queries).buffer),
-    keys: new DataView(base64Bytes(data.neuron.keys).buffer),
-    bias: data.neuron.bias ? new DataView(base64Bytes(data.neuron.bias).buffer) : null,
+  const before = new Map(); // trait → its value before the changes not yet saved
+
+  // What the kernel would do on a change the view makes, by the trait's page behaviour (contract.py).
+  const onChange = {
+    view: () => {},
+    layer(name) {
+      const payload = served.attention[String(state.layer)];
+      if (payload) { state.attention = payload; emit("change:attention"); return; }
+      state.error = `Layer ${state.layer + 1} is not in this saved page (it holds layers ${Object.keys(served.attention).map((l) => Number(l) + 1).join(", ")}).`;
+      state[name] = before.get(name);
+      emit("change:error");
+    },
+    edit() {
+      state.error = "This is a saved page: editing the sentence needs a running notebook kernel.";
+      state.result_id = state.request.id; // answered, as the kernel answers a failed edit
+      emit("change:error");
+      emit("change:result_id");
+    },
+    fixed(name) {
+      state.error = `This saved page cannot change ${traits[name]?.label ?? name}: that needs a running notebook kernel.`;
+      state[name] = before.get(name);
+      emit("change:error");
+    },
   };
-  if (data.thumbnails) state.thumbnails = { ...data.thumbnails, data: new DataView(base64Bytes(data.thumbnails.data).buffer) };
-  state.attention = attention[Math.max(0, data.attention.layers.indexOf(state.layer))];
-  const changed = [];
+  const respond = createResponder(
+    { neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }) },
+    (content, buffers) => emit("msg:custom", content, buffers),
+  );
+
   return {
     get: (name) => state[name],
-    set(name, value) { state[name] = value; changed.push(name); },
+    set(name, value) {
+      if (!before.has(name)) before.set(name, state[name]);
+      state[name] = value;
+    },
     save_changes() {
-      for (const name of changed.splice(0)) {
-        if (name === "layer") {
-          const i = data.attention.layers.indexOf(state.layer);
-          if (i >= 0) { state.attention = attention[i]; emit("change:attention"); }
-          else { state.error = `Layer ${state.layer + 1} is not in this saved page.`; emit("change:error"); }
-        }
-        if (name === "request") {
-          state.error = "This is a saved page: editing the sentence needs a running notebook kernel.";
-          state.result_id = state.request.id;
-          emit("change:error");
-          emit("change:result_id");
-        }
-        if (name === "view" && state.view === "model" && !state.thumbnails?.data) {
-          state.error = "This saved page has no model view thumbnails.";
-          emit("change:error");
-        }
+      for (const name of [...before.keys()]) {
+        onChange[traits[name]?.page ?? "fixed"](name);
         emit(`change:${name}`);
       }
+      before.clear();
     },
     on(name, fn) { if (!listeners.has(name)) listeners.set(name, new Set()); listeners.get(name).add(fn); },
     off(name, fn) { listeners.get(name)?.delete(fn); },
-    send(content) {
-      if (content?.type !== "neuron") return;
-      // Answer asynchronously, as a kernel would.
-      setTimeout(() => {
-        const reply = { type: "neuron", id: content.id, result_id: state.result_id, layer: content.layer,
-          head: content.head, query: content.query };
-        if (!stored) { emit("msg:custom", { ...reply, error: "This saved page holds no queries and keys." }, []); return; }
-        const answer = neuronAnswer(stored, content);
-        if (answer.error) { emit("msg:custom", { ...reply, error: answer.error }, []); return; }
-        emit("msg:custom", { ...reply, d: answer.d, n_tokens: answer.n, n_queries: answer.nQueries,
-          shapes: [[answer.d], [answer.n, answer.d], [answer.n, answer.d], [answer.n], [answer.n]] }, answer.buffers);
-      }, 0);
-    },
+    send: respond,
   };
 }
 
-export function mount(el, data) {
-  return widget.render({ model: createStaticModel(data), el });
+export function mount(el, page) {
+  return widget.render({ model: createStaticModel(page), el });
 }

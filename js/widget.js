@@ -2,6 +2,8 @@
 import "./widget.css";
 import "./analysis_view.css";
 import { createHeadMapView, createHeadScatterView, createMatrixView } from "./analysis_view.js";
+import { createChannel } from "./channel.js";
+import { TRAITS } from "./contract.js";
 import { decodeArray } from "./codec.js";
 import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
@@ -20,10 +22,6 @@ const FILTERS = [
 ];
 const VIEWS = [["head", "Head"], ["model", "Model"], ["neuron", "Neuron"], ["rollout", "Rollout"],
   ["analysis", "Analysis"]];
-const TRAITS = ["tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
-  "sentence_filter", "theme", "text", "text_b", "result_id", "notice", "error", "view", "thumbnails",
-  "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-  "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens", "causal"];
 const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 function labelled(parent, text, control) {
@@ -125,7 +123,11 @@ function render({ model, el: host }) {
   let editTimer = null;
   let frame = null;
   const decoded = new Map(); // trait name → {payload, value}: decode each payload once
-  const neuron = { cache: new Map(), pending: new Map(), nextId: 1 };
+  const neuron = { cache: new Map(), pending: new Set() };
+  // The kernel asks the view for images (save_image); the view asks the kernel for neuron numbers.
+  const channel = createChannel(model, {
+    image: async ({ format }) => ({ content: { format }, buffers: [(await imageBytes(format)).buffer] }),
+  });
 
   function setTraits(values) {
     for (const [name, value] of Object.entries(values)) model.set(name, value);
@@ -168,37 +170,24 @@ function render({ model, el: host }) {
     return [model.get("result_id"), model.get("layer"), model.get("neuron_head"), model.get("neuron_query"),
       model.get("tokens").length, (model.get("parts") ?? []).length > 1 ? model.get("attention_part") : ""].join(":");
   }
-  function onCustomMessage(msg, buffers) {
-    if (msg?.type === "image") { answerImageRequest(msg); return; }
-    if (!msg || msg.type !== "neuron") return;
-    const key = neuron.pending.get(msg.id);
-    neuron.pending.delete(msg.id);
-    if (key === undefined) return;
-    if (msg.error) {
-      neuron.cache.set(key, { error: msg.error });
-    } else {
-      try {
-        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
-          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
-        // Keyed by what the kernel answered, so an answer for an older run is never shown as current.
-        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
-        neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label });
-      } catch (err) {
-        neuron.cache.set(key, { error: `attnscope cannot read the neuron data: ${err.message}` });
-      }
-    }
-    schedule();
-  }
-  model.on("msg:custom", onCustomMessage);
-
   function neuronData() {
     const key = neuronKey();
     if (neuron.cache.has(key)) return neuron.cache.get(key);
-    if (![...neuron.pending.values()].includes(key)) {
-      const id = neuron.nextId++;
-      neuron.pending.set(id, key);
-      model.send({ type: "neuron", id, layer: model.get("layer"), head: model.get("neuron_head"),
-        query: model.get("neuron_query") });
+    if (!neuron.pending.has(key)) {
+      neuron.pending.add(key);
+      const params = { layer: model.get("layer"), head: model.get("neuron_head"), query: model.get("neuron_query") };
+      channel.request("neuron", params).then(({ content: msg, buffers }) => {
+        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
+          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
+        // Filed under what the kernel answered, so an answer for an older run is never shown as current.
+        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
+        neuron.cache.set(answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label });
+      }).catch((err) => {
+        neuron.cache.set(key, { error: err.message });
+      }).finally(() => {
+        neuron.pending.delete(key);
+        schedule();
+      });
     }
     return null;
   }
@@ -237,15 +226,6 @@ function render({ model, el: host }) {
       showError(`cannot save the image: ${err.message}`);
     }
   }
-  async function answerImageRequest(msg) {
-    try {
-      const bytes = await imageBytes(msg.format);
-      model.send({ type: "image", id: msg.id, format: msg.format }, undefined, [bytes.buffer]);
-    } catch (err) {
-      model.send({ type: "image", id: msg.id, format: msg.format, error: err.message });
-    }
-  }
-
   function sendEdit() {
     clearTimeout(editTimer);
     editTimer = null;
@@ -474,12 +454,12 @@ function render({ model, el: host }) {
   const events = TRAITS.map((name) => `change:${name}`);
   for (const event of events) model.on(event, schedule);
   const stopWatchingTheme = watchJupyterTheme(schedule);
-  model.send({ type: "rendered" }); // the kernel's save_image needs a view that can answer
+  channel.notify("rendered"); // the kernel's save_image needs a view that can answer
   draw();
 
   return () => {
     for (const event of events) model.off(event, schedule);
-    model.off("msg:custom", onCustomMessage);
+    channel.destroy();
     stopWatchingTheme();
     clearTimeout(editTimer);
     if (frame !== null) cancelAnimationFrame(frame);

@@ -121,10 +121,16 @@ def test_show_analysis_syntax_heads_by_relation(widget):
     assert "machine parses" in widget.analysis["note"]
 
 
-def test_standalone_export_falls_back_to_the_head_view(widget, tmp_path):
+def test_saved_page_opens_on_the_rollout_with_its_data(widget):
+    # It once fell back to the head view (its rollout tab hung); a page now opens as the widget stood.
+    from attnscope.export import page_state
+
     widget.view = "rollout"
-    html = widget.save_html(tmp_path / "page.html").read_text()
-    assert '"view": "head"' in html or '"view":"head"' in html
+    state = page_state(widget)["state"]
+    n = len(widget.result.tokens)
+    assert state["view"] == "rollout"
+    layers = widget.result.n_layers
+    assert state["rollout"]["shape"] == [layers, n, n] and len(state["rollout"]["data"]) == layers * n * n
 
 
 def test_save_image_needs_a_displayed_view_and_a_known_format(widget, tmp_path):
@@ -132,9 +138,9 @@ def test_save_image_needs_a_displayed_view_and_a_known_format(widget, tmp_path):
         widget.save_image(tmp_path / "view.jpg")
     with pytest.raises(InputError, match="display it first"):
         widget.save_image(tmp_path / "view.png")
-    widget._on_custom_message(widget, {"type": "rendered"}, [])
+    widget._handle_custom_msg({"kind": "event", "type": "rendered"}, [])
     sent = []
     widget.send = lambda content, buffers=None: sent.append(content)
     request = widget.save_image(tmp_path / "view.svg")
-    widget._on_custom_message(widget, {"type": "image", "id": sent[0]["id"], "error": "boom"}, [])
+    widget._handle_custom_msg({"kind": "reply", "type": "image", "id": sent[0]["id"], "error": "boom"}, [])
     assert request.error == "boom" and not request.done and not (tmp_path / "view.svg").exists()

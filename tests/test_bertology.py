@@ -165,7 +165,7 @@ def test_syntax_heads_clark_scoring_from_conllu_counts_every_word(default_model)
     assert table.relation.iloc[0] == "All" and not {"root", "punct"} & set(table.relation)
     assert table.attrs["scoring"] == "clark"
     # The widget's maps follow the table: no root or punct map; the note names the scoring.
-    payload = attnscope.widget.analysis_payload(syntax, 6, 12)
+    payload = attnscope.payloads.analysis_payload(syntax, 6, 12)
     keys = [m["key"] for m in payload["measures"]]
     assert keys[0] == "All" and "det" in keys and not {"root", "punct"} & set(keys)
     assert "scoring clark" in payload["note"]

@@ -106,7 +106,7 @@ def test_returned_page_with_control_characters_and_lone_surrogates_in_tokens():
     page = attnscope.head_view(attention, tokens, html_action="return").data
     page.encode("utf-8")  # raised UnicodeEncodeError on the lone surrogate
     data = re.search(r'<script type="application/json" id="[^"]+">(.*?)</script>', page, re.S).group(1)
-    assert json.loads(data)["state"]["tokens"] == tokens
+    assert json.loads(data)["json"]["state"]["tokens"] == tokens
     assert "\ufffdx" in re.search("<title>(.*)</title>", page).group(1)
 
 

@@ -109,7 +109,7 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     widget.attention_part = "cross"
     sent = []
     widget.send = lambda content, buffers=None: sent.append((content, buffers))
-    widget._on_custom_message(widget, {"type": "neuron", "id": 7, "layer": 0, "head": 1, "query": 2}, [])
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 7, "layer": 0, "head": 1, "query": 2}, [])
     reply, buffers = sent[0]
     assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
     assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == 5
@@ -139,13 +139,13 @@ def test_t5_relative_position_bias_is_part_of_the_scores(bert_tokenizer):
 
 
 def test_neuron_reply_names_how_scores_are_made(bart, bert_tokenizer):
-    from attnscope.widget import score_label
+    from attnscope.payloads import score_label
 
     cross = bart.run(SOURCE, TARGET).parts["cross"]
-    assert score_label(cross, 0, 8) == "q·k / √d"
+    assert cross.queries.shape[-1] == 8 and score_label(cross, 0) == "q·k / √d"
     cross.scaling = [1.0] * 3
     cross.score_bias = torch.zeros_like(cross.attention)
-    assert score_label(cross, 0, 8) == "q·k + position bias"
+    assert score_label(cross, 0) == "q·k + position bias"
 
 
 @pytest.mark.parametrize("family", [*encoder_decoder_models(), "t5"])

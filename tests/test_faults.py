@@ -306,12 +306,12 @@ def test_save_image_request_ids_are_unique(widget, monkeypatch, tmp_path):
     monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append(content))
     monkeypatch.setattr(widget, "_rendered", True, raising=False)
     first = widget.save_image(tmp_path / "a.svg")
-    widget._on_custom_message(widget, {"type": "image", "id": sent[0]["id"], "format": "svg"}, [b"<svg/>"])
+    widget._handle_custom_msg({"kind": "reply", "type": "image", "id": sent[0]["id"], "format": "svg"}, [b"<svg/>"])
     assert first.done
     second = widget.save_image(tmp_path / "b.svg")
     third = widget.save_image(tmp_path / "c.svg")
     assert len({m["id"] for m in sent}) == 3
-    widget._on_custom_message(widget, {"type": "image", "id": sent[2]["id"], "format": "svg"}, [b"<svg>c</svg>"])
+    widget._handle_custom_msg({"kind": "reply", "type": "image", "id": sent[2]["id"], "format": "svg"}, [b"<svg>c</svg>"])
     assert third.done and not second.done and (tmp_path / "c.svg").read_bytes() == b"<svg>c</svg>"
 
 

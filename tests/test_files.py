@@ -165,24 +165,25 @@ def test_save_html_is_atomic(precomputed, old_file, monkeypatch):
 
 
 def test_save_image_answer_is_written_atomically(precomputed, tmp_path, monkeypatch):
-    from attnscope.widget import ImageRequest
-
     png = b"\x89PNG\r\n\x1a\n" + bytes(100)
     old = tmp_path / "view.png"
     old.write_bytes(OLD)
-    precomputed._image_requests = {1: ImageRequest(old, "png"), 2: ImageRequest(old, "png"),
-                                   3: ImageRequest(tmp_path / "gone" / "v.png", "png")}
-    precomputed._on_image({"id": 1}, [memoryview(png)])
-    assert precomputed._image_requests.keys() == {2, 3} and old.read_bytes() == png
+    precomputed._handle_custom_msg({"kind": "event", "type": "rendered"}, [])
+    precomputed.send = lambda content, buffers=None: None
+    first, second, third = (precomputed.save_image(p) for p in (old, old, tmp_path / "gone" / "v.png"))
+
+    def answer(request, data):  # the view's reply, as the comm delivers it
+        precomputed._handle_custom_msg({"kind": "reply", "type": "image", "id": request.id}, [data])
+
+    answer(first, memoryview(png))
+    assert first.done and old.read_bytes() == png
     fail_in_mid_write(monkeypatch)
-    request = precomputed._image_requests[2]
-    precomputed._on_image({"id": 2}, [png])  # a comm callback: the request carries the error
-    assert not request.done and request.error == f"cannot write {old}: No space left on device"
+    answer(second, png)  # a comm callback: the request carries the error
+    assert not second.done and second.error == f"cannot write {old}: No space left on device"
     assert old.read_bytes() == png and listing(tmp_path) == ["view.png"]
     monkeypatch.undo()
-    request = precomputed._image_requests[3]
-    precomputed._on_image({"id": 3}, [png])
-    assert not request.done and str(tmp_path / "gone" / "v.png") in request.error and "does not exist" in request.error
+    answer(third, png)
+    assert not third.done and str(tmp_path / "gone" / "v.png") in third.error and "does not exist" in third.error
 
 
 def test_render_html_writes_atomically(default_model, tmp_path, monkeypatch):

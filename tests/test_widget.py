@@ -150,15 +150,16 @@ def test_included_layers_and_heads_are_checked(default_model):
 def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
     sent = []
     monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
-    widget._on_custom_message(widget, {"type": "neuron", "id": 3, "layer": 4, "head": 7, "query": 2}, [])
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 3, "layer": 4, "head": 7, "query": 2}, [])
     (content, buffers), = sent
     n, d = len(widget.tokens), 32
-    assert content["id"] == 3 and (content["layer"], content["head"], content["query"]) == (4, 7, 2)
+    assert (content["kind"], content["type"], content["id"]) == ("reply", "neuron", 3)
+    assert (content["layer"], content["head"], content["query"]) == (4, 7, 2)
     assert (content["d"], content["n_tokens"]) == (d, n)
     assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n, 2 * n]
     softmax = torch.frombuffer(bytearray(buffers[4]), dtype=torch.float16).float()
     assert torch.allclose(softmax, widget.result.attention[4, 7, 2].cpu(), atol=1e-3)
-    widget._on_custom_message(widget, {"type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
     assert "head=99" in sent[-1][0]["error"]
 
 

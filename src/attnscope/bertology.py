@@ -15,6 +15,7 @@ import torch
 
 from . import analysis as an
 from . import checks
+from .results import word_attention  # noqa: F401 - part of this module's API (attnscope.word_attention)
 from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
 from .errors import InputError
 
@@ -360,41 +361,6 @@ def head_distances(
 
 # ---------------------------------------------------------------------------------------------
 # Word-level attention and rollout (single results)
-
-
-def word_attention(result: AttentionResult) -> AttentionResult:
-    """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
-    FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
-    word-level result has none (the neuron view stays token-level)."""
-    if result.word_groups is None:
-        raise InputError("This result has no word boundaries (its word_groups are None), so its words cannot be merged.")
-    groups = result.word_groups
-    key_groups = key_tokens = None
-    if result.key_tokens is not None:  # cross-attention: the keys are the encoder's tokens
-        if result.key_word_groups is None:
-            raise InputError("This cross-attention result has no word boundaries for its keys.")
-        key_groups = result.key_word_groups
-        key_tokens = an.merge_tokens(result.key_tokens, key_groups)
-    merged = an.merge_words(result.attention, groups, key_groups)
-    b_start = None
-    if result.sentence_b_start is not None:
-        b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
-    return AttentionResult(
-        tokens=an.merge_tokens(result.tokens, groups),
-        sentence_b_start=b_start,
-        attention=merged,
-        queries=None,
-        keys=None,
-        scaling=list(result.scaling),
-        causal=result.causal,
-        model_name=result.model_name,
-        text=result.text,
-        text_b=result.text_b,
-        truncated_from=result.truncated_from,
-        word_groups=[[w] for w in range(len(groups))],
-        masked_heads=list(result.masked_heads),
-        key_tokens=key_tokens,
-    )
 
 
 def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:

@@ -23,6 +23,7 @@ from . import checks
 from .analysis import head_label, word_groups
 from .errors import InputError, NoAttentionError
 from .models import LoadedModel, borrowed, load_model
+from .results import AttentionResult
 
 
 @dataclass(frozen=True)
@@ -63,73 +64,6 @@ LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
 }
 ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
-
-
-@dataclass
-class AttentionResult:
-    """What one run returns. Tensors live on the model's device.
-
-    attention: layers × heads × T × T (float32), row i = how query token i attends to each key.
-    queries, keys: layers × heads × T × head_dim (float32), or None if they could not be captured.
-    """
-
-    tokens: list[str]
-    sentence_b_start: int | None
-    attention: torch.Tensor
-    queries: torch.Tensor | None
-    keys: torch.Tensor | None
-    scaling: list[float]
-    causal: bool
-    model_name: str
-    text: str
-    text_b: str | None
-    truncated_from: int | None = None
-    input_ids: torch.Tensor | None = field(default=None, repr=False)
-    # Token positions of each word ([CLS]/[SEP] are words of their own), for word-level views.
-    word_groups: list[list[int]] | None = None
-    # Heads switched off for this run (layer, head), 0-based; see `head_mask_hooks`.
-    masked_heads: list[tuple[int, int]] = field(default_factory=list)
-    # The same input without masking, when the caller keeps it to show what masking changed.
-    unmasked: AttentionResult | None = field(default=None, repr=False)
-    # Cross-attention: the key tokens (the encoder's) differ from the query tokens (the decoder's).
-    key_tokens: list[str] | None = None
-    key_word_groups: list[list[int]] | None = None
-    # Added to q·kᵀ·scale before the softmax (T5's relative-position bias): layers × heads × Tq × Tk.
-    score_bias: torch.Tensor | None = field(default=None, repr=False)
-    # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
-    # of its own); this result is the encoder's.
-    parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
-    # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,
-    # broken weights); the views say so and the analyses refuse them.
-    nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
-    # The decoder's text was cut to fit (encoder-decoder models): its untruncated length.
-    decoder_truncated_from: int | None = None
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.attention.shape[0])
-
-    @property
-    def n_heads(self) -> int:
-        return int(self.attention.shape[1])
-
-    def scores(self) -> torch.Tensor:
-        """q·kᵀ scaled as the model scales it, plus the model's mask: layers × heads × T × T."""
-        if self.queries is None or self.keys is None:
-            raise NoAttentionError("Queries and keys were not captured for this model.")
-        scale = torch.tensor(self.scaling, device=self.queries.device, dtype=self.queries.dtype)
-        scores = torch.matmul(self.queries, self.keys.transpose(-1, -2)) * scale.view(-1, 1, 1, 1)
-        if self.score_bias is not None:
-            scores = scores + self.score_bias
-        if self.causal:
-            t = scores.shape[-1]
-            future = torch.ones(t, t, dtype=torch.bool, device=scores.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        return scores
-
-    def attention_from_qk(self) -> torch.Tensor:
-        """softmax(q·kᵀ·scale + mask): reproduces `attention` (the engine's invariant)."""
-        return torch.softmax(self.scores(), dim=-1)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import checks
 from .files import write_atomic
-from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
+from .serialize import display_tokens
 
 STATIC = Path(__file__).parent / "static"
 
@@ -68,49 +68,61 @@ def script_safe_json(value: Any) -> str:
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def split_buffers(value: Any, path: tuple = ()) -> tuple[Any, list[tuple[list, bytes]]]:
+    """`value` with every bytes part replaced by None, and the parts with their paths (keys and
+    indices), as ipywidgets sends state over a comm; js/standalone.js puts them back."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return None, [(list(path), bytes(value))]
+    if isinstance(value, dict):
+        out, found = {}, []
+        for key, item in value.items():
+            out[key], inner = split_buffers(item, (*path, key))
+            found += inner
+        return out, found
+    if isinstance(value, (list, tuple)):
+        out_list, found = [], []
+        for index, item in enumerate(value):
+            converted, inner = split_buffers(item, (*path, index))
+            out_list.append(converted)
+            found += inner
+        return out_list, found
+    return value, []
+
+
+def page_state(widget: Any, layers: list[int] | None = None) -> dict:
+    """The widget's own state as a saved page holds it:
+    - state: every synced trait of the contract, as the widget has it now, plus what the kernel
+      makes only while a tab is open (thumbnails, rollout), so every tab paints;
+    - served: what the kernel would send on the changes a page can make (the saved layers'
+      attention) and what answers its requests (the queries and keys of those layers);
+    - traits: what the page does when the view changes a trait (contract.page_traits)."""
+    from . import payloads as pl
+    from .contract import contract_traits, page_traits
+
+    result, token_result = widget.result, widget.token_result  # raise for a closed widget
+    layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
+    state = widget.get_state(key=list(contract_traits(type(widget))))
+    # The model view shows the included layers the page holds (all of them when none is).
+    included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
+    state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
+    if not state["rollout"]:
+        state["rollout"] = pl.rollout_payload(token_result, widget.word_level)
+    if state["layer"] not in layers:
+        state["layer"] = layers[0]
+        state["attention"] = pl.layer_payload(result, layers[0])
+    state.update(request={}, error="")
+    served: dict = {"attention": {str(layer): pl.layer_payload(result, layer) for layer in layers}}
+    store = pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
+    if store is not None:
+        store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
+        served["neuron"] = store
+    return {"state": state, "served": served, "traits": page_traits(type(widget))}
 
 
 def page_data(widget: Any, layers: list[int] | None = None) -> dict:
-    """Everything the static page needs: the widget's view state, the chosen layers, q and k."""
-    result = widget.result
-    layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
-    layer = widget.layer if widget.layer in layers else layers[0]
-    state = {
-        name: getattr(widget, name)
-        for name in (
-            "tokens", "sentence_b_start", "n_layers", "causal", "n_heads", "model_name", "heads", "sentence_filter",
-            "theme", "text", "text_b", "result_id", "notice", "view", "neuron_head", "neuron_query",
-        )
-    }
-    state.update(layer=layer, error="", request={}, has_queries_keys=result.queries is not None, thumbnails={},
-                 # One part of an encoder-decoder model is saved: its key tokens, no part selector.
-                 key_tokens=widget.key_tokens, parts=[], attention_part=widget.attention_part)
-    if state["view"] not in ("head", "model", "neuron"):
-        state["view"] = "head"  # the standalone page has the three BertViz views
-    attention = [quantize_uint8(result.attention[i]) for i in layers]
-    data = {
-        "state": state,
-        "attention": {
-            "layers": layers,
-            "shape": attention[0]["shape"],
-            "scale": attention[0]["scale"],
-            "data": [_b64(a["data"]) for a in attention],
-        },
-    }
-    heads = list(range(result.n_heads))
-    pooled = quantize_uint8(pool_thumbnails(result.attention[layers], widget._thumbnail_size))
-    data["thumbnails"] = {"layers": layers, "heads": heads, "n_tokens": len(result.tokens), "dtype": "uint8",
-                          "shape": pooled["shape"], "scale": pooled["scale"], "data": _b64(pooled["data"])}
-    if result.queries is not None:
-        queries = encode_float16(result.queries[layers])
-        keys = encode_float16(result.keys[layers])
-        data["neuron"] = {"layers": layers, "shape": queries["shape"], "key_shape": keys["shape"], "scaling": result.scaling,
-                          "causal": result.causal, "queries": _b64(queries["data"]), "keys": _b64(keys["data"])}
-        if result.score_bias is not None:  # T5's position bias, added to every score
-            data["neuron"]["bias"] = _b64(encode_float16(result.score_bias[layers])["data"])
-    return data
+    """page_state as JSON, its binary parts base64-encoded beside it with their paths."""
+    json_part, buffers = split_buffers(page_state(widget, layers))
+    return {"json": json_part, "buffers": [{"path": path, "data": base64.b64encode(data).decode("ascii")} for path, data in buffers]}
 
 
 def widget_html(widget: Any, layers: list[int] | None = None, title: str | None = None) -> str:

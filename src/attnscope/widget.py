@@ -1,59 +1,29 @@
-"""The anywidget: thin glue between an AttentionModel and the JavaScript views in js/.
+"""The anywidget: thin glue between an AttentionModel and the views in js/.
 
-Trait contract with js/widget.js (all synced):
-- text, text_b: the sentence(s) shown. JS never sets them; an edit in the browser sets `request`
-  = {id, text, text_b}, the kernel recomputes and answers with `result_id` = that id, so the view
-  can ignore stale answers when the user types faster than the model runs.
-- tokens, sentence_b_start, n_layers, n_heads, model_name: the current run.
-- layer: the selected layer; `attention` carries that one layer as uint8 bytes
-  ({layer, data, dtype, shape: [heads, T, T], scale}), replaced when `layer` changes.
-- heads (visible heads), sentence_filter, theme: view state, kept across edits.
-- notice / error: visible messages; after a failed edit the previous view stays.
-- view: "head", "model" or "neuron". `thumbnails` (model view) is computed only while the model
-  view is shown: max-pooled S × S maps of the included layers × heads, uint8
-  ({layers, heads, n_tokens, data, dtype, shape, scale}).
-- editable: False when the view shows precomputed attention (no model to rerun).
-- parts, attention_part, key_tokens: encoder-decoder models have "encoder", "decoder" and "cross"
-  attention; the views show attention_part. For cross-attention key_tokens are the encoder's
-  tokens (the right column and the neuron view's keys); otherwise it is empty.
-- causal: the shown attention is causal (the head view says later tokens are masked).
-- custom messages {type: "rendered"} (a view exists) and {type: "image", id, format}: save_image
-  asks the view for an SVG or PNG and the view answers with its bytes.
-- word_level: wordpieces merged into words (Clark et al. 4.1) in the head, model and rollout views;
-  the neuron view stays per token.
-- masked_heads: [[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns and
-  `mask_summary` says what changed; with show_change the head/model views draw |A_masked − A|.
-- view "rollout": `rollout` carries Abnar & Zuidema's rollout of every layer (uint8, [L, T, T]).
-- view "analysis": `analysis` holds a per-head table set by `show_analysis()` (head_stats,
-  head_importance, syntax_heads, head_distances) as plain lists; it is small (layers × heads).
-- neuron_head, neuron_query: the neuron view's head and query token. Its numbers (q, k, q×k,
-  q·k, softmax of one query) are asked for with a custom message {type: "neuron", id, layer,
-  head, query} and answered with {type: "neuron", id, layer, head, query, result_id, d, n_tokens}
-  plus five float16 buffers: query (d), keys (T×d), products (T×d), scores (T), softmax (T).
+Each synced trait is documented where it is declared (`synced`, see contract.py): what it holds,
+who writes it, and what a saved page does with it. Payloads are built in payloads.py, requests
+and answers go through messages.Channel, and export.py saves the widget's own state as a page.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
-import math
 import warnings
 from pathlib import Path
 from typing import Any
 
 import anywidget
 import traitlets
-from traitlets import Dict, Enum, Int, List, Unicode
+from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
-from . import analysis as an
 from . import checks
-from .bertology import SyntaxHeads, word_attention
-from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load, nonfinite_message
+from . import payloads as pl
+from .contract import synced
+from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load
 from .errors import AttnscopeError, InputError
 from .files import write_atomic
-from .neuron import neuron_slice
-from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
+from .messages import Channel
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis")
@@ -93,23 +63,10 @@ def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None 
     return load(model, tokenizer, device)
 
 
-def result_notice(result: AttentionResult, token_result: AttentionResult | None = None) -> str:
-    """What the view must say about a run: truncated text (either side of an encoder-decoder
-    model) and heads whose attention is not finite."""
-    lines = []
-    encoder = (result.parts or {}).get("encoder", result)
-    if result.truncated_from is not None:
-        lines.append(f"Input truncated: {result.truncated_from} tokens → {len(encoder.tokens)}. The rest of the text is not shown.")
-    if result.decoder_truncated_from is not None:
-        decoder = (result.parts or {}).get("decoder", result)
-        lines.append(
-            f"Decoder text truncated: {result.decoder_truncated_from} tokens → {len(decoder.tokens)}. The rest of it is not shown."
-        )
-    bad = (token_result or result).nonfinite_heads
-    if bad:
-        total = (token_result or result).n_layers * (token_result or result).n_heads
-        lines.append(nonfinite_message(bad, total))
-    return "\n".join(lines)
+NEEDS_A_MODEL = (
+    "{what} needs a model, and this view was made from precomputed attention. "
+    "Use attnscope.show(text, model=...) to run a model live."
+)
 
 
 class AttentionWidget(anywidget.AnyWidget):
@@ -122,46 +79,63 @@ class AttentionWidget(anywidget.AnyWidget):
     _esm = _static("widget.js", _MISSING_BUNDLE_ESM)
     _css = _static("widget.css", "")
 
-    view = Enum(VIEWS, default_value="head").tag(sync=True)
-    text = Unicode("").tag(sync=True)
-    text_b = Unicode(None, allow_none=True).tag(sync=True)
-    request = Dict().tag(sync=True)
-    result_id = Int(0).tag(sync=True)
+    # What is shown
+    view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis.",
+                  writer="both", page="view")
+    text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
+    text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
+    request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
+                     "result_id = id, so the view ignores answers older than what is typed.",
+                     writer="view", page="edit", label="the sentence")
+    result_id = synced(Int(0), "The id of the edit the current run answers (0 for the first run).")
+    error = synced(Unicode(""), "A visible message when an edit or setting failed; the previous view stays.")
+    notice = synced(Unicode(""), "Visible notes on the run, a line each: truncation, heads with NaN attention.")
+    editable = synced(Bool(True), "False for precomputed attention: no model to rerun, no sentence editor.")
 
-    tokens = List(Unicode()).tag(sync=True)
-    sentence_b_start = Int(None, allow_none=True).tag(sync=True)
-    n_layers = Int(0).tag(sync=True)
-    n_heads = Int(0).tag(sync=True)
-    model_name = Unicode("").tag(sync=True)
+    # The run
+    tokens = synced(List(Unicode()), "The query tokens (words when word_level), as shown.")
+    key_tokens = synced(List(Unicode()), "Cross-attention: the keys' (encoder's) tokens; otherwise empty.")
+    sentence_b_start = synced(Int(None, allow_none=True), "Index of sentence B's first token, or None.")
+    n_layers = synced(Int(0), "Layers of the shown attention.")
+    n_heads = synced(Int(0), "Heads per layer of the shown attention.")
+    model_name = synced(Unicode(""), "The model's name, as titles show it.")
+    causal = synced(Bool(False), "The shown attention is causal: later tokens are masked.")
+    has_queries_keys = synced(Bool(True), "Queries and keys were captured (the neuron view needs them).")
+    parts = synced(List(Unicode()), 'Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.')
+    attention_part = synced(Enum(("encoder", "decoder", "cross"), default_value="encoder"),
+                            "The part of an encoder-decoder model the views show.",
+                            writer="both", page="fixed", label="the attention part")
 
-    layer = Int(0).tag(sync=True)
-    attention = Dict().tag(sync=True)
-    heads = List(Int()).tag(sync=True)
-    sentence_filter = Enum(("all", "aa", "bb", "ab", "ba"), default_value="all").tag(sync=True)
-    theme = Enum(("auto", "light", "dark"), default_value="auto").tag(sync=True)
+    # The head view
+    layer = synced(Int(0), "The selected layer, 0-based; `attention` carries it.", writer="both", page="layer")
+    attention = synced(Dict(), "The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.")
+    heads = synced(List(Int()), "The visible heads, 0-based.", writer="both", page="view")
+    sentence_filter = synced(Enum(("all", "aa", "bb", "ab", "ba"), default_value="all"),
+                             "Which sentence's tokens attend to which: all, aa, bb, ab or ba.", writer="both", page="view")
+    theme = synced(Enum(("auto", "light", "dark"), default_value="auto"),
+                   "auto follows JupyterLab's theme.", writer="both", page="view")
+    word_level = synced(Bool(False), "Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.",
+                        writer="both", page="fixed", label="the Words setting")
 
-    thumbnails = Dict().tag(sync=True)
-    include_layers = List(Int(), default_value=None, allow_none=True).tag(sync=True)
-    include_heads = List(Int(), default_value=None, allow_none=True).tag(sync=True)
-    neuron_head = Int(0).tag(sync=True)
-    neuron_query = Int(0).tag(sync=True)
-    has_queries_keys = traitlets.Bool(True).tag(sync=True)
+    # The model view
+    thumbnails = synced(Dict(), "Max-pooled S × S maps of the included layers × heads, made while a view needs them: "
+                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.")
+    include_layers = synced(List(Int(), default_value=None, allow_none=True), "The model view's layers, or None for all.")
+    include_heads = synced(List(Int(), default_value=None, allow_none=True), "The model view's heads, or None for all.")
+    masked_heads = synced(List(List(Int()), default_value=[]),
+                          "[[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns.",
+                          writer="both", page="fixed", label="masked heads")
+    show_change = synced(Bool(False), "With masked heads, the head and model views draw |A_masked − A|.",
+                         writer="both", page="fixed", label="Show change")
+    mask_summary = synced(Unicode(""), "One line on what masking changed.")
 
-    editable = traitlets.Bool(True).tag(sync=True)
-    causal = traitlets.Bool(False).tag(sync=True)
-    # Encoder-decoder models: which attention is shown, and the encoder tokens for cross-attention.
-    attention_part = Enum(("encoder", "decoder", "cross"), default_value="encoder").tag(sync=True)
-    parts = List(Unicode()).tag(sync=True)
-    key_tokens = List(Unicode()).tag(sync=True)
-    word_level = traitlets.Bool(False).tag(sync=True)
-    masked_heads = List(List(Int()), default_value=[]).tag(sync=True)
-    show_change = traitlets.Bool(False).tag(sync=True)
-    mask_summary = Unicode("").tag(sync=True)
-    rollout = Dict().tag(sync=True)
-    analysis = Dict().tag(sync=True)
-
-    notice = Unicode("").tag(sync=True)
-    error = Unicode("").tag(sync=True)
+    # The neuron, rollout and analysis views
+    neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
+                         writer="both", page="view")
+    neuron_query = synced(Int(0), "The neuron view's query token.", writer="both", page="view")
+    rollout = synced(Dict(), "Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: "
+                     "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.")
+    analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
 
     def __init__(
         self,
@@ -216,7 +190,7 @@ class AttentionWidget(anywidget.AnyWidget):
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         self.view = view  # after the first result: the model view's thumbnails need it
-        self.on_msg(self._on_custom_message)
+        self._channel = Channel(self, {"neuron": self._answer_neuron}, {"rendered": self._on_rendered})
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
@@ -282,25 +256,12 @@ class AttentionWidget(anywidget.AnyWidget):
         masked.unmasked = plain
         return masked
 
-    def _displayed(self, token_result: AttentionResult) -> AttentionResult:
-        """What the views draw: word-level or not, and |A_masked − A| when showing the change."""
-        plain = token_result.unmasked or token_result
-        shown, reference = token_result, plain
-        if self._word_level:
-            shown, reference = word_attention(token_result), word_attention(plain)
-        if self.show_change and self._masks:
-            change = (shown.attention - reference.attention).abs()
-            # Changes are small next to attention itself: scaled so the largest (in any layer) is a
-            # full-strength line; mask_summary gives the unscaled size.
-            shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
-        return shown
-
     def _apply(self, full_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
         parts = full_result.parts or {}
         if parts and self.attention_part not in parts:
             raise InputError(f"attention_part must be one of {list(parts)}.")
         token_result = parts.get(self.attention_part, full_result)
-        result = self._displayed(token_result)
+        result = pl.displayed(token_result, self._word_level, self.show_change)
         n_layers, n_heads = result.n_layers, result.n_heads
         # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
         layer = min(self.layer, n_layers - 1) if layer is None else layer
@@ -320,9 +281,8 @@ class AttentionWidget(anywidget.AnyWidget):
             with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
                 self.text = result.text
                 self.text_b = result.text_b
-                shown = display_tokens if self._prettify else list
-                self.tokens = shown(result.tokens)
-                self.key_tokens = shown(result.key_tokens) if result.key_tokens is not None else []
+                self.tokens = pl.shown_tokens(result.tokens, self._prettify)
+                self.key_tokens = pl.shown_tokens(result.key_tokens, self._prettify)
                 self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
@@ -332,63 +292,44 @@ class AttentionWidget(anywidget.AnyWidget):
                 if result.sentence_b_start is None:
                     self.sentence_filter = "all"
                 self.layer = layer
-                self.attention = self._layer_payload(layer)
+                self.attention = pl.layer_payload(result, layer)
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
                 self.neuron_query = min(self.neuron_query, len(token_result.tokens) - 1)
                 self.has_queries_keys = token_result.queries is not None
                 self.causal = bool(result.causal)
-                if self._needs_thumbnails():
-                    self.thumbnails = self._thumbnail_payload()
-                else:
-                    self.thumbnails, self._thumbnails_of = {}, None
-                if self.view == "rollout":
-                    self.rollout = self._rollout_payload()
-                else:
-                    self.rollout, self._rollout_of = {}, None
-                self.mask_summary = mask_summary(token_result)
-                self.notice = result_notice(full_result, token_result)
+                self._thumbnails_of = self._rollout_of = None
+                self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
+                self.mask_summary = pl.mask_summary(token_result)
+                self.notice = pl.result_notice(full_result, token_result)
                 self.error = ""
                 self.result_id = request_id
         finally:
             self._applying = False
 
-    def _layer_payload(self, layer: int) -> dict:
-        return {"layer": layer, **quantize_uint8(self._result.attention[layer])}
+    # Thumbnails and rollout cost a pass over every layer: made only while a view needs them, and
+    # remade only when what they depend on changed.
+    def _thumbnails_if_needed(self) -> dict:
+        if not pl.needs_thumbnails(self.view, self.analysis):
+            return self.thumbnails if self._thumbnails_of else {}
+        key = self._thumbnail_key()
+        if key != self._thumbnails_of:
+            self._thumbnails_of = key
+            return pl.thumbnails_payload(self._result, self.include_layers, self.include_heads, self._thumbnail_size)
+        return self.thumbnails
 
-    def _thumbnail_payload(self) -> dict:
-        result = self._result
-        # An encoder and a decoder may differ in depth: included layers the part lacks are left out.
-        included = [l for l in (self.include_layers or []) if l < result.n_layers]
-        layers = included or list(range(result.n_layers))
-        heads = self.include_heads if self.include_heads is not None else list(range(result.n_heads))
-        chosen = result.attention[layers][:, heads]
-        pooled = pool_thumbnails(chosen, self._thumbnail_size)
-        self._thumbnails_of = self._thumbnail_key()
-        n_keys = len(result.key_tokens) if result.key_tokens is not None else len(result.tokens)
-        return {"layers": list(layers), "heads": list(heads), "n_tokens": len(result.tokens), "n_key_tokens": n_keys,
-                **quantize_uint8(pooled)}
-
-    def _needs_thumbnails(self) -> bool:
-        # The analysis scatter shows a head's map on hover; the model view draws them all.
-        return self.view == "model" or (self.view == "analysis" and self.analysis.get("kind") == "head_distances")
-
-    def _rollout_payload(self) -> dict:
-        self._rollout_of = id(self._result)
-        if self._result.key_tokens is not None:
-            return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
-        # Rollout of the attention itself, even while the views show a masking's change.
-        source = word_attention(self._token_result) if self._word_level else self._token_result
-        return {"n_tokens": len(self._result.tokens), **quantize_uint8(an.rollout(source.attention))}
+    def _rollout_if_needed(self) -> dict:
+        if self.view != "rollout":
+            return self.rollout if self._rollout_of else {}
+        if self._rollout_of != id(self._result):
+            self._rollout_of = id(self._result)
+            return pl.rollout_payload(self._token_result, self._word_level)
+        return self.rollout
 
     @traitlets.observe("view", "include_layers", "include_heads", "analysis")
     def _on_view(self, change: dict) -> None:
-        # Thumbnails and rollout cost a pass over every layer: made only when their view is shown.
-        if self._applying or not hasattr(self, "_result"):
+        if self._applying or "_result" not in self.__dict__:
             return
-        if self._needs_thumbnails() and self._thumbnails_of != self._thumbnail_key():
-            self.thumbnails = self._thumbnail_payload()
-        if self.view == "rollout" and self._rollout_of != id(self._result):
-            self.rollout = self._rollout_payload()
+        self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
 
     @traitlets.observe("attention_part")
     def _on_part(self, change: dict) -> None:
@@ -438,7 +379,7 @@ class AttentionWidget(anywidget.AnyWidget):
         """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
         `syntax_heads` result as heatmaps, `head_distances` as the MDS scatter. Clicking a head
         opens it in the head view."""
-        self.analysis = analysis_payload(data, self.n_layers, self.n_heads, measure)
+        self.analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         self.view = "analysis"
         return self
 
@@ -475,34 +416,17 @@ class AttentionWidget(anywidget.AnyWidget):
                 raise traitlets.TraitError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
         return value
 
-    def _on_custom_message(self, _widget: Any, content: dict, buffers: list) -> None:
-        kind = content.get("type") if isinstance(content, dict) else None
-        if kind == "rendered":
-            self._rendered = True
-            return
-        if kind == "image":
-            self._on_image(content, buffers)
-            return
-        if kind != "neuron":
-            return
-        # Answers name the part and the number of queries, so the view never files one part's
-        # numbers under another's key.
-        reply = {"type": "neuron", "id": content.get("id"), "result_id": self.result_id,
-                 "part": self.attention_part if self._full_result.parts else "",
-                 "n_queries": len(self._token_result.tokens)}
-        try:
-            layer, head, query = (int(content[k]) for k in ("layer", "head", "query"))
-            piece = neuron_slice(self._token_result, layer, head, query)
-        except Exception as exc:  # noqa: BLE001 - the view shows it instead of waiting forever
-            self.send({**reply, "error": str(exc)})
-            return
-        payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
-        self.send(
-            {**reply, "layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
-             "score_label": score_label(self._token_result, layer, int(piece.query.shape[0])),
-             "n_tokens": int(piece.keys.shape[0]), "shapes": [p["shape"] for p in payloads]},
-            buffers=[p["data"] for p in payloads],
+    def _on_rendered(self, _content: dict) -> None:
+        self._rendered = True
+
+    def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """A "neuron" request: one query's numbers. The answer names the run, the part and the
+        number of queries, so the view never files one run's numbers under another's key."""
+        content, buffers = pl.neuron_payload(
+            self._token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
+        return {**content, "result_id": self.result_id, "part": self.attention_part if self._full_result.parts else "",
+                "n_queries": len(self._token_result.tokens)}, buffers
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict) -> int:
@@ -515,7 +439,7 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.observe("layer")
     def _on_layer(self, change: dict) -> None:
         if not self._applying:
-            self.attention = self._layer_payload(change["new"])
+            self.attention = pl.layer_payload(self._result, change["new"])
 
     @traitlets.observe("request")
     def _on_request(self, change: dict) -> None:
@@ -562,26 +486,9 @@ class AttentionWidget(anywidget.AnyWidget):
                 "save_image needs the widget on screen: display it first (make it a cell's last line), "
                 "then call save_image in another cell. Or use the PNG/SVG buttons in the widget."
             )
-        self._image_requests = getattr(self, "_image_requests", {})
         request = ImageRequest(path, image_format)
-        request_id = next(_IMAGE_REQUEST_IDS)  # unique for the kernel's life, whatever was answered
-        self._image_requests[request_id] = request
-        self.send({"type": "image", "id": request_id, "format": image_format})
+        request.id = self._channel.request("image", {"format": image_format}, request.answered)
         return request
-
-    def _on_image(self, content: dict, buffers: list) -> None:
-        request = getattr(self, "_image_requests", {}).pop(content.get("id"), None)
-        if request is None:
-            return
-        if content.get("error") or not buffers:
-            request.error = content.get("error") or "the view sent no image"
-            return
-        try:
-            write_atomic(request.path, bytes(buffers[0]))
-        except OSError as exc:  # in a comm callback nobody sees a raise: the request says why
-            request.error = f"cannot write {request.path}: {exc.strerror}" if exc.strerror else str(exc)
-            return
-        request.done = True
 
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
@@ -614,8 +521,10 @@ class AttentionWidget(anywidget.AnyWidget):
         """Show another text (pair) with the same model, keeping layer and heads."""
         self._apply(self._run(text, text_b), self.result_id)
 
-
-_IMAGE_REQUEST_IDS = itertools.count(1)
+    def __repr__(self) -> str:
+        if "_result" not in self.__dict__:
+            return "AttentionWidget(closed)"
+        return f"AttentionWidget({self.model_name}, {len(self.tokens)} tokens, {self.view} view)"
 
 
 @dataclasses.dataclass
@@ -626,114 +535,23 @@ class ImageRequest:
     format: str
     done: bool = False
     error: str | None = None
+    id: int = 0
+
+    def answered(self, content: dict, buffers: list) -> None:
+        """The view's reply: the image's bytes, written atomically, or why there are none."""
+        if content.get("error") or not buffers:
+            self.error = content.get("error") or "the view sent no image"
+            return
+        try:
+            write_atomic(self.path, bytes(buffers[0]))
+        except OSError as exc:  # in a comm callback nobody sees a raise: the request says why
+            self.error = f"cannot write {self.path}: {exc.strerror}" if exc.strerror else str(exc)
+            return
+        self.done = True
 
     def __repr__(self) -> str:
         state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
         return f"ImageRequest({str(self.path)!r}, {state})"
-
-
-def score_label(result: AttentionResult, layer: int, head_dim: int) -> str:
-    """How the neuron view's scores are made, in the column's title."""
-    scale = result.scaling[layer]
-    scaled = "q·k / √d" if abs(scale * math.sqrt(head_dim) - 1) < 1e-6 else ("q·k" if scale == 1 else f"q·k × {scale:.3g}")
-    return f"{scaled} + position bias" if result.score_bias is not None else scaled
-
-
-NEEDS_A_MODEL = (
-    "{what} needs a model, and this view was made from precomputed attention. "
-    "Use attnscope.show(text, model=...) to run a model live."
-)
-
-
-def mask_summary(token_result: AttentionResult) -> str:
-    """One line on what masking changed, in total variation (½ Σ_j |ΔA_ij|, averaged over rows)."""
-    plain = token_result.unmasked
-    if not token_result.masked_heads or plain is None:
-        return ""
-    names = ", ".join(an.head_label(l, h) for l, h in token_result.masked_heads)
-    change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
-    changed = [layer for layer in range(len(change)) if change[layer] > 1e-6]
-    if not changed:
-        return f"Masked {names}: no layer's attention changed (the masked heads feed only the output)."
-    worst = int(change.argmax())
-    largest = float((token_result.attention - plain.attention).abs().max())
-    return (
-        f"Masked {names}: attention changes from layer {changed[0] + 1} on; largest mean change "
-        f"{float(change[worst]):.3f} (total variation) in layer {worst + 1}; largest single weight "
-        f"change {largest:.3f} (Show change draws it as a full line)."
-    )
-
-
-def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None = None) -> dict:
-    """A per-head analysis result as plain lists for the analysis view (layers × heads is small)."""
-    kind = data.attrs.get("attnscope") if hasattr(data, "attrs") else None
-    if isinstance(data, SyntaxHeads):
-        kind = "syntax_heads"
-    if kind not in ("head_stats", "head_importance", "head_distances", "syntax_heads"):
-        raise InputError(
-            "show_analysis takes what attnscope.head_stats, head_importance, head_distances or "
-            f"syntax_heads return, not {type(data).__name__}."
-        )
-
-    def grid(rows, value_column: str) -> list[float]:
-        values = [float("nan")] * (n_layers * n_heads)
-        for layer, head, value in zip(rows["layer"], rows["head"], rows[value_column]):
-            if not (0 <= layer < n_layers and 0 <= head < n_heads):
-                raise InputError(
-                    f"This analysis has head {an.head_label(layer, head)}, but the widget's model has "
-                    f"{n_layers} layers × {n_heads} heads: analyse the same model."
-                )
-            values[int(layer) * n_heads + int(head)] = None if value != value else float(value)
-        return values
-
-    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": ""}
-    if kind == "head_stats":
-        measures = [
-            {"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
-            for key, label in an.MEASURE_LABELS.items()
-            if key in set(data.measure)
-        ]
-        payload["note"] = f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."
-    elif kind == "head_importance":
-        measures = [
-            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data[data.measure == "importance"], "value")},
-            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data[data.measure == "raw"], "value")},
-        ]
-        payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
-    elif kind == "syntax_heads":
-        from .bertology import UNSCORED
-
-        accuracy = data.accuracy
-        best = accuracy.groupby(["relation", "layer", "head"], as_index=False)["accuracy"].max()
-        counts = accuracy.groupby("relation")["count"].first().sort_values(ascending=False)
-        # As Table 1: no root or punct map (under scoring="clark" they are scored, heads miss roots).
-        order = ["All"] + [r for r in counts.index if r != "All" and r.lower() not in UNSCORED]
-        measures = [
-            {"key": r, "label": f"{r} ({int(counts[r])} words)", "values": grid(best[best.relation == r], "accuracy")}
-            for r in order
-            if r in counts.index
-        ]
-        payload["note"] = (
-            f"Accuracy of each head's strongest attention, best direction; {data.source}; "
-            f"scoring {getattr(data, 'scoring', 'clark')}."
-        )
-    else:
-        measures = []
-        frame = data.sort_values(["layer", "head"])
-        payload["points"] = [v for xy in zip(frame.x, frame.y) for v in (float(xy[0]), float(xy[1]))]
-        payload["behaviours"] = list(frame.behaviour)
-        grid(frame, "x")  # checks the shape
-        payload["note"] = "Jensen–Shannon divergence between heads, laid out by MDS (Clark et al. 2019 §6)."
-    for m in measures:
-        finite = [v for v in m["values"] if v is not None]
-        m["max"] = max(finite) if finite else 1.0
-    payload["measures"] = measures
-    keys = [m["key"] for m in measures]
-    if measure is not None and measure not in keys:
-        raise InputError(f"measure={measure!r} is not in this analysis; choose one of {keys}.")
-    payload["measure"] = measure or (keys[0] if keys else "")
-    payload["model"] = data.attrs.get("model", "") if hasattr(data, "attrs") else ""
-    return payload
 
 
 def _as_trait_error(check: Any, *args: Any) -> Any:

@@ -166,11 +166,11 @@ def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_pat
 
     # widget.save_image: the kernel asks the view, the view answers with the bytes.
     assert page.evaluate("() => window.attnscopeHarness.model.sentMessages.some(m => m.type === 'rendered')")
-    widget._on_custom_message(widget, {"type": "rendered"}, [])
+    widget._handle_custom_msg({"kind": "event", "type": "rendered"}, [])
     sent = []
     widget.send = lambda content, buffers=None: sent.append(content)
     request = widget.save_image(tmp_path / "saved.png")
-    assert not request.done and sent == [{"type": "image", "id": 1, "format": "png"}]
+    assert not request.done and sent == [{"kind": "request", "type": "image", "id": request.id, "format": "png"}]
     page.evaluate("m => window.attnscopeHarness.model.emitCustom(m, [])", sent[0])
     page.wait_for_function("() => window.attnscopeHarness.model.sentMessages.some(m => m.type === 'image')")
     reply, data = page.evaluate(
@@ -179,7 +179,7 @@ def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_pat
             const bytes = new Uint8Array(h.sentBuffers[i][0]);
             return [h.sentMessages[i], Array.from(bytes)]; }"""
     )
-    widget._on_custom_message(widget, reply, [bytes(data)])
+    widget._handle_custom_msg(reply, [bytes(data)])
     assert request.done and (tmp_path / "saved.png").read_bytes()[:4] == b"\x89PNG"
     assert page.problems == []
 
@@ -217,7 +217,7 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, f
     page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
-    widget._on_custom_message(widget, request, [])
+    widget._handle_custom_msg(request, [])
     content, buffers = replies[-1]
     page.evaluate(
         """([content, arrays]) => { const h = window.attnscopeHarness;

@@ -228,8 +228,8 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     import numpy as np
 
     start(page, view="neuron", neuron_head=1, neuron_query=0, has_queries_keys=True)
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
-    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
     assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}
     assert page.text_content(".attnscope-status") == "loading…"
 
@@ -243,7 +243,7 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     arrays[1] = half_words(keys)
     page.evaluate(
         """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
-            h.model.emitCustom({type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 0, d, n_tokens: n,
+            h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 0, d, n_tokens: n,
                                 shapes: [[d], [n, d], [n, d], [n], [n]]}, h.halfBuffers(arrays)); }""",
         [request["id"], arrays, d, n],
     )
@@ -253,7 +253,7 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     assert shown[n:] == [f"{float(np.float16(p)):.3f}" for p in softmax]
     # Choosing another query token asks for that query only.
     page.click(".attnscope-neuron-queries .attnscope-token[data-index='2']")
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1).query === 2")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request').query === 2")
     assert not page.problems, page.problems
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "neuron_view.png"))
@@ -261,10 +261,10 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
 
 def test_neuron_view_shows_the_kernels_error(page):
     start(page, view="neuron")
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
-    request_id = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1).id")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
+    request_id = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request').id")
     page.evaluate(
-        "id => window.attnscopeHarness.model.emitCustom({type: 'neuron', id, error: 'head=9 is out of range'}, [])",
+        "id => window.attnscopeHarness.model.emitCustom({kind: 'reply', type: 'neuron', id, error: 'head=9 is out of range'}, [])",
         request_id,
     )
     page.wait_for_function("document.querySelector('.attnscope-neuron-view .attnscope-status').textContent.includes('head=9')")

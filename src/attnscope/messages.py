@@ -1,0 +1,68 @@
+"""Requests and answers over the widget's custom messages, the kernel's side of js/channel.js.
+
+Every message is an envelope (the same on both sides, and in a saved page, where the static model
+answers in the kernel's place):
+- request: {kind: "request", type, id, ...params}, answered by exactly one
+- reply:   {kind: "reply", type, id, ...content} (the request's type and id), or {..., error}
+- event:   {kind: "event", type, ...}, no answer.
+
+Types:
+- "neuron" (view → kernel request): {layer, head, query} → q, k, q×k, q·k and softmax of one
+  query as five float16 buffers (payloads.neuron_payload), plus result_id, part and n_queries so
+  the view files the answer under the run it belongs to.
+- "image" (kernel → view request): {format: "svg" | "png"} → the view's image as one buffer.
+- "rendered" (view → kernel event): a view exists (save_image needs one to answer).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+Handler = Callable[[dict, list], "tuple[dict, list] | dict"]
+ReplyCallback = Callable[[dict, list], None]
+
+# Unique for the kernel's life: an answered request's id is never reused.
+_REQUEST_IDS = itertools.count(1)
+
+
+class Channel:
+    """Answers the view's requests with `handlers[type](content, buffers)` (returning content or
+    (content, buffers)); a handler's exception becomes the reply's `error`, so the view shows it
+    instead of waiting forever. `request` sends the kernel's own requests to the view."""
+
+    def __init__(self, widget: Any, handlers: dict[str, Handler], events: dict[str, Callable[[dict], None]] | None = None):
+        self._widget = widget
+        self._handlers = handlers
+        self._events = events or {}
+        self._pending: dict[int, ReplyCallback] = {}
+        widget.on_msg(self._receive)
+
+    def request(self, type_: str, params: dict, on_reply: ReplyCallback) -> int:
+        request_id = next(_REQUEST_IDS)
+        self._pending[request_id] = on_reply
+        self._widget.send({"kind": "request", "type": type_, "id": request_id, **params})
+        return request_id
+
+    def _receive(self, _widget: Any, content: Any, buffers: list) -> None:
+        if not isinstance(content, dict):
+            return
+        kind, type_ = content.get("kind"), content.get("type")
+        if kind == "event" and type_ in self._events:
+            self._events[type_](content)
+        elif kind == "reply":
+            callback = self._pending.pop(content.get("id"), None)
+            if callback is not None:
+                callback(content, list(buffers or []))
+        elif kind == "request" and type_ in self._handlers:
+            self._answer(content, list(buffers or []))
+
+    def _answer(self, request: dict, buffers: list) -> None:
+        envelope = {"kind": "reply", "type": request["type"], "id": request.get("id")}
+        try:
+            answer = self._handlers[request["type"]](request, buffers)
+        except Exception as exc:  # noqa: BLE001 - the view shows it instead of waiting forever
+            self._widget.send({**envelope, "error": str(exc) or type(exc).__name__})
+            return
+        content, reply_buffers = answer if isinstance(answer, tuple) else (answer, [])
+        self._widget.send({**envelope, **content}, buffers=reply_buffers)

@@ -1,0 +1,223 @@
+"""What each view needs, built from results: pure functions, no widget and no traitlets.
+
+The widget puts these into its traits and message replies; a saved page stores the same
+payloads (see export.py). Binary parts are `{data: bytes, dtype, shape[, scale]}` (serialize.py),
+never JSON lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+from . import analysis as an
+from .engine import AttentionResult, nonfinite_message
+from .errors import InputError
+from .neuron import neuron_slice
+from .results import word_attention
+from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
+
+
+def shown_tokens(tokens: Sequence[str] | None, prettify: bool = True) -> list[str]:
+    """Token labels as the views show them (space markers as spaces unless `prettify` is off)."""
+    if tokens is None:
+        return []
+    return display_tokens(list(tokens)) if prettify else list(tokens)
+
+
+def displayed(token_result: AttentionResult, word_level: bool, show_change: bool) -> AttentionResult:
+    """What the views draw: word-level or not, and |A_masked − A| when showing a masking's change."""
+    plain = token_result.unmasked or token_result
+    shown, reference = token_result, plain
+    if word_level:
+        shown, reference = word_attention(token_result), word_attention(plain)
+    if show_change and token_result.masked_heads:
+        change = (shown.attention - reference.attention).abs()
+        # Changes are small next to attention itself: scaled so the largest (in any layer) is a
+        # full-strength line; mask_summary gives the unscaled size.
+        shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
+    return shown
+
+
+def layer_payload(result: AttentionResult, layer: int) -> dict:
+    """One layer's attention, heads × Tq × Tk, one byte per weight."""
+    return {"layer": layer, **quantize_uint8(result.attention[layer])}
+
+
+def thumbnails_payload(
+    result: AttentionResult, include_layers: Sequence[int] | None, include_heads: Sequence[int] | None, size: int
+) -> dict:
+    """Max-pooled size × size maps of the included layers × heads (the model view's cells)."""
+    # An encoder and a decoder may differ in depth: included layers the part lacks are left out.
+    included = [l for l in (include_layers or []) if l < result.n_layers]
+    layers = included or list(range(result.n_layers))
+    heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
+    pooled = pool_thumbnails(result.attention[layers][:, heads], size)
+    n_keys = len(result.key_tokens) if result.key_tokens is not None else len(result.tokens)
+    return {"layers": list(layers), "heads": heads, "n_tokens": len(result.tokens), "n_key_tokens": n_keys,
+            **quantize_uint8(pooled)}
+
+
+def rollout_payload(token_result: AttentionResult, word_level: bool) -> dict:
+    """Abnar & Zuidema's rollout through every layer, L × T × T, of the attention itself (even
+    while the views show a masking's change)."""
+    if token_result.key_tokens is not None:
+        return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
+    source = word_attention(token_result) if word_level else token_result
+    return {"n_tokens": len(source.tokens), **quantize_uint8(an.rollout(source.attention))}
+
+
+def score_label(result: AttentionResult, layer: int) -> str:
+    """How the neuron view's scores are made, in the column's title."""
+    head_dim = result.queries.shape[-1] if result.queries is not None else 1
+    scale = result.scaling[layer]
+    scaled = "q·k / √d" if abs(scale * math.sqrt(head_dim) - 1) < 1e-6 else ("q·k" if scale == 1 else f"q·k × {scale:.3g}")
+    return f"{scaled} + position bias" if result.score_bias is not None else scaled
+
+
+def neuron_payload(token_result: AttentionResult, layer: int, head: int, query: int) -> tuple[dict, list[bytes]]:
+    """The neuron view's numbers for one query: q (d), keys (T×d), q×k (T×d), scores (T) and
+    softmax (T) as float16 buffers, with what they are (the reply of a "neuron" request)."""
+    piece = neuron_slice(token_result, layer, head, query)
+    encoded = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
+    content = {"layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
+               "n_tokens": int(piece.keys.shape[0]), "score_label": score_label(token_result, layer),
+               "shapes": [e["shape"] for e in encoded]}
+    return content, [e["data"] for e in encoded]
+
+
+def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict | None:
+    """The queries and keys of `layers` (float16) and how scores are made, from which a saved page
+    answers "neuron" requests as the kernel would (js/standalone.js)."""
+    if token_result.queries is None or token_result.keys is None:
+        return None
+    layers = list(layers)
+    queries, keys = encode_float16(token_result.queries[layers]), encode_float16(token_result.keys[layers])
+    store = {"layers": layers, "queries": queries, "keys": keys, "causal": bool(token_result.causal),
+             "scaling": [float(s) for s in token_result.scaling],
+             "score_labels": {str(l): score_label(token_result, l) for l in layers}}
+    if token_result.score_bias is not None:  # T5's position bias, added to every score
+        store["bias"] = encode_float16(token_result.score_bias[layers])
+    return store
+
+
+def mask_summary(token_result: AttentionResult) -> str:
+    """One line on what masking changed, in total variation (½ Σ_j |ΔA_ij|, averaged over rows)."""
+    plain = token_result.unmasked
+    if not token_result.masked_heads or plain is None:
+        return ""
+    names = ", ".join(an.head_label(l, h) for l, h in token_result.masked_heads)
+    change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
+    changed = [layer for layer in range(len(change)) if change[layer] > 1e-6]
+    if not changed:
+        return f"Masked {names}: no layer's attention changed (the masked heads feed only the output)."
+    worst = int(change.argmax())
+    largest = float((token_result.attention - plain.attention).abs().max())
+    return (
+        f"Masked {names}: attention changes from layer {changed[0] + 1} on; largest mean change "
+        f"{float(change[worst]):.3f} (total variation) in layer {worst + 1}; largest single weight "
+        f"change {largest:.3f} (Show change draws it as a full line)."
+    )
+
+
+def result_notice(result: AttentionResult, token_result: AttentionResult | None = None) -> str:
+    """What the view must say about a run: truncated text (either side of an encoder-decoder
+    model) and heads whose attention is not finite, a line each."""
+    lines = []
+    encoder = (result.parts or {}).get("encoder", result)
+    if result.truncated_from is not None:
+        lines.append(f"Input truncated: {result.truncated_from} tokens → {len(encoder.tokens)}. The rest of the text is not shown.")
+    if result.decoder_truncated_from is not None:
+        decoder = (result.parts or {}).get("decoder", result)
+        lines.append(
+            f"Decoder text truncated: {result.decoder_truncated_from} tokens → {len(decoder.tokens)}. The rest of it is not shown."
+        )
+    shown = token_result or result
+    if shown.nonfinite_heads:
+        lines.append(nonfinite_message(shown.nonfinite_heads, shown.n_layers * shown.n_heads))
+    return "\n".join(lines)
+
+
+ANALYSIS_KINDS = ("head_stats", "head_importance", "head_distances", "syntax_heads")
+
+
+def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None = None) -> dict:
+    """A per-head analysis result as plain lists for the analysis view (layers × heads is small)."""
+    from .bertology import UNSCORED, SyntaxHeads
+
+    kind = "syntax_heads" if isinstance(data, SyntaxHeads) else (data.attrs.get("attnscope") if hasattr(data, "attrs") else None)
+    if kind not in ANALYSIS_KINDS:
+        raise InputError(
+            "show_analysis takes what attnscope.head_stats, head_importance, head_distances or "
+            f"syntax_heads return, not {type(data).__name__}."
+        )
+
+    def grid(rows, value_column: str) -> list[float | None]:
+        values: list[float | None] = [None] * (n_layers * n_heads)
+        for layer, head, value in zip(rows["layer"], rows["head"], rows[value_column]):
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise InputError(
+                    f"This analysis has head {an.head_label(layer, head)}, but the widget's model has "
+                    f"{n_layers} layers × {n_heads} heads: analyse the same model."
+                )
+            values[int(layer) * n_heads + int(head)] = None if value != value else float(value)
+        return values
+
+    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": ""}
+    if kind == "head_stats":
+        measures = [
+            {"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
+            for key, label in an.MEASURE_LABELS.items()
+            if key in set(data.measure)
+        ]
+        payload["note"] = f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."
+    elif kind == "head_importance":
+        measures = [
+            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data[data.measure == "importance"], "value")},
+            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data[data.measure == "raw"], "value")},
+        ]
+        payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
+    elif kind == "syntax_heads":
+        accuracy = data.accuracy
+        best = accuracy.groupby(["relation", "layer", "head"], as_index=False)["accuracy"].max()
+        counts = accuracy.groupby("relation")["count"].first().sort_values(ascending=False)
+        # As Table 1: no root or punct map (under scoring="clark" they are scored, heads miss roots).
+        order = ["All"] + [r for r in counts.index if r != "All" and r.lower() not in UNSCORED]
+        measures = [
+            {"key": r, "label": f"{r} ({int(counts[r])} words)", "values": grid(best[best.relation == r], "accuracy")}
+            for r in order
+            if r in counts.index
+        ]
+        payload["note"] = (
+            f"Accuracy of each head's strongest attention, best direction; {data.source}; "
+            f"scoring {getattr(data, 'scoring', 'clark')}."
+        )
+    else:
+        measures = []
+        frame = data.sort_values(["layer", "head"])
+        payload["points"] = [v for xy in zip(frame.x, frame.y) for v in (float(xy[0]), float(xy[1]))]
+        payload["behaviours"] = list(frame.behaviour)
+        grid(frame, "x")  # checks the shape
+        payload["note"] = "Jensen–Shannon divergence between heads, laid out by MDS (Clark et al. 2019 §6)."
+    for m in measures:
+        finite = [v for v in m["values"] if v is not None]
+        m["max"] = max(finite) if finite else 1.0
+    payload["measures"] = measures
+    keys = [m["key"] for m in measures]
+    if measure is not None and measure not in keys:
+        raise InputError(f"measure={measure!r} is not in this analysis; choose one of {keys}.")
+    payload["measure"] = measure or (keys[0] if keys else "")
+    payload["model"] = data.attrs.get("model", "") if hasattr(data, "attrs") else ""
+    return payload
+
+
+def needs_thumbnails(view: str, analysis: dict) -> bool:
+    """The model view draws every head's thumbnail; the analysis scatter shows one on hover."""
+    return view == "model" or (view == "analysis" and analysis.get("kind") == "head_distances")
+
+
+__all__ = [
+    "analysis_payload", "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
+    "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_tokens", "thumbnails_payload",
+]

@@ -1,0 +1,61 @@
+"""The contract between the kernel and the views: one list of traits, documented once."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import traitlets
+
+import attnscope
+from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_markdown, contract_traits, page_traits
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def js_traits() -> list[str]:
+    text = (ROOT / "js" / "contract.js").read_text(encoding="utf-8")
+    body = re.search(r"export const TRAITS = \[(.*?)\];", text, re.S).group(1)
+    return json.loads(f"[{body.strip().rstrip(',')}]")
+
+
+def test_the_js_list_is_the_python_contract():
+    python = sorted(contract_traits(attnscope.AttentionWidget))
+    assert sorted(js_traits()) == python, (set(js_traits()) ^ set(python))
+
+
+def test_every_synced_trait_of_ours_is_in_the_contract_and_documented():
+    ours = {
+        name for name, trait in attnscope.AttentionWidget.class_traits(sync=True).items()
+        if name not in anywidget_traits()
+    }
+    contract = contract_traits(attnscope.AttentionWidget)
+    assert ours == set(contract), ours ^ set(contract)
+    for name, trait in contract.items():
+        assert len(trait.help or "") > 15, f"{name} has no documentation"
+        assert trait.metadata["writer"] in WRITERS and trait.metadata["page"] in PAGE_BEHAVIOURS
+    table = contract_markdown(attnscope.AttentionWidget)
+    assert all(f"| `{name}` |" in table for name in contract)
+
+
+def anywidget_traits() -> set[str]:
+    import anywidget
+
+    return set(anywidget.AnyWidget.class_traits(sync=True)) | {"_esm", "_css", "_anywidget_id"}
+
+
+def test_a_saved_page_knows_what_to_do_with_every_trait_the_view_writes():
+    behaviours = page_traits(attnscope.AttentionWidget)
+    written = {n for n, t in contract_traits(attnscope.AttentionWidget).items() if t.metadata["writer"] != "kernel"}
+    assert set(behaviours) == written
+    assert behaviours["layer"]["page"] == "layer" and behaviours["request"]["page"] == "edit"
+    assert behaviours["word_level"] == {"page": "fixed", "label": "the Words setting"}
+
+
+def test_synced_refuses_an_unknown_writer():
+    from attnscope.contract import synced
+
+    with pytest.raises(ValueError, match="writer"):
+        synced(traitlets.Int(0), "doc", writer="nobody")
