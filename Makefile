@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JS_SOURCES := $(wildcard js/*.js js/*.css)
 BUNDLE := src/attnscope/static/widget.js
 
-.PHONY: demo test test-python test-js install js chromium bench clean
+.PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract
 
 demo: install
 	@echo
@@ -21,8 +21,20 @@ demo: install
 		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly
 
 test: install chromium
+	$(MAKE) lint
 	$(MAKE) test-js
 	$(MAKE) test-python
+
+# Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
+test-fast: install node_modules/.package-lock.json
+	npm test
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+# ruff (Python), biome (JS) and tsc --checkJs over the JSDoc types (js/contract.js included).
+lint: install node_modules/.package-lock.json
+	$(PY) -m ruff check src tests benchmarks
+	npm run lint
+	npm run typecheck
 
 test-python:
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -54,6 +66,10 @@ $(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
 
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
+
+# js/contract.js from the trait declarations (tests/test_contract.py says when it is out of date).
+contract: install
+	$(PY) -c 'import attnscope.contract as c; c.write_js("js/contract.js")'
 
 # Debian's chromium for the browser tests (playwright never downloads a browser here).
 chromium:

@@ -13,7 +13,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import attnscope  # noqa: E402
+import attnscope
 
 DOCUMENTS = int(os.environ.get("BENCH_ANALYSIS_DOCS", "48"))
 SENTENCE_WORDS = (

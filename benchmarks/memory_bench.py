@@ -36,9 +36,9 @@ def measure() -> dict:
     """In this process: RSS growth of one widget, then of 20 close-and-rerun cycles."""
     import torch
     import transformers
+    from run import text_of_length
 
     import attnscope
-    from run import text_of_length
 
     torch.manual_seed(0)
     tokenizer = attnscope.load(device="cpu").tokenizer

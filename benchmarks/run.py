@@ -10,20 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch
+import transformers
 
-import attnscope  # noqa: E402
-from attnscope.serialize import quantize_uint8  # noqa: E402
+import attnscope
+from attnscope.serialize import quantize_uint8
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # browser_bench beside this file

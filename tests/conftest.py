@@ -86,3 +86,17 @@ def watched_page(chromium_browser, request):
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}.png"), full_page=True)
         context.close()
+
+
+# The tiers: `make test-fast` runs what is left after "-m 'not slow'" (unit tests, in about a
+# minute); `make test` runs everything. Slow: a browser, a Jupyter server, an executed notebook, a
+# built wheel, or a CLI in a fresh interpreter (each pays the import of torch and transformers).
+SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_notebooks.py", "test_packaging.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath))
+        in_subprocess = "run_cli" in getattr(item, "fixturenames", ()) or item.name.startswith("test_cli_")
+        if "browser" in path.parts or path.name in SLOW_FILES or in_subprocess:
+            item.add_marker(pytest.mark.slow)

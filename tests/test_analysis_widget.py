@@ -3,13 +3,12 @@
 import pytest
 import torch
 import transformers
+from test_engine import SMALL, VOCAB
 
 import attnscope
 from attnscope import InputError
 from attnscope import analysis as an
 from attnscope.serialize import decode
-
-from test_engine import SMALL, VOCAB
 
 TEXT = "Tokenization is unbelievable."
 CORPUS = ["The cat sat on the mat.", "Dogs bark, loudly.", "Attention is all you need."]

@@ -6,13 +6,11 @@ import types
 import pytest
 import torch
 import transformers
+from test_engine import SMALL, VOCAB
 
 import attnscope
-from attnscope import InputError
+from attnscope import InputError, bertology
 from attnscope import analysis as an
-from attnscope import bertology
-
-from test_engine import SMALL, VOCAB
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -84,7 +82,7 @@ def test_head_distances_random_starts_never_raise_the_stress(default_model):
     three = attnscope.head_distances(default_model, TEXTS[:3], progress=False, n_init=3, seed=1)
     assert one.attrs["distances"] == three.attrs["distances"]
     d = torch.tensor(one.attrs["distances"])
-    layout = lambda frame: torch.tensor(frame[["x", "y"]].to_numpy())  # noqa: E731
+    layout = lambda frame: torch.tensor(frame[["x", "y"]].to_numpy())
     assert an.stress(d, layout(three)) <= an.stress(d, layout(one))
     assert torch.allclose(layout(one), an.mds(d))  # n_init=1: the classical start alone
     with pytest.raises(InputError, match="n_init"):
@@ -265,7 +263,7 @@ def test_syntax_heads_clark_zeroes_the_diagonal_so_a_word_can_predict_itself(ber
         [1.0, 0.0, 0.0, 0.0],
     ]
     model = WordMapModel(bert_tokenizer, torch.tensor([[head]]))
-    det = lambda result: result.accuracy.query("relation == 'det' and direction == 'dependent_to_head'").accuracy.item()  # noqa: E731
+    det = lambda result: result.accuracy.query("relation == 'det' and direction == 'dependent_to_head'").accuracy.item()
     # Zeroed, "the" sees [0, 0] and argmax takes the first word, itself; with −inf it takes "dog".
     assert det(attnscope.syntax_heads(model, [sentence], progress=False)) == 0.0
     assert det(attnscope.syntax_heads(model, [sentence], progress=False, scoring="uas")) == 1.0
@@ -341,7 +339,7 @@ def test_head_importance_is_an_expectation_over_examples_not_batches(bert_tokeni
     one = attnscope.head_importance(engine, TEXTS, loss=loss, batch_size=1, progress=False)
     many = attnscope.head_importance(engine, TEXTS, loss=loss, batch_size=5, progress=False)
     assert one.attrs["loss"] == "given by the caller"
-    raw = lambda frame: torch.tensor(frame[frame.measure == "raw"].value.to_numpy())  # noqa: E731
+    raw = lambda frame: torch.tensor(frame[frame.measure == "raw"].value.to_numpy())
     assert torch.allclose(raw(one), raw(many), rtol=1e-3)
 
 

@@ -5,12 +5,11 @@ import re
 import pytest
 import torch
 import transformers
+from test_engine import SMALL, VOCAB
 
 import attnscope
 from attnscope import InputError
 from attnscope.serialize import decode
-
-from test_engine import SMALL, VOCAB
 
 TEXT = "The cat sat on the mat."
 
@@ -151,7 +150,7 @@ def test_encoder_decoder_arguments_as_bertviz_takes_them(bert_tokenizer):
     engine = attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
     run = engine.run(SOURCE, TARGET)
     encoder_tokens, decoder_tokens = run.parts["encoder"].tokens, run.parts["decoder"].tokens
-    as_tuple = lambda part: tuple(a[None] for a in run.parts[part].attention)  # noqa: E731
+    as_tuple = lambda part: tuple(a[None] for a in run.parts[part].attention)
     widget = attnscope.head_view(
         encoder_attention=as_tuple("encoder"), decoder_attention=as_tuple("decoder"), cross_attention=as_tuple("cross"),
         encoder_tokens=encoder_tokens, decoder_tokens=decoder_tokens,

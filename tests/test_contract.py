@@ -10,7 +10,7 @@ import pytest
 import traitlets
 
 import attnscope
-from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_markdown, contract_traits, page_traits
+from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_js, contract_markdown, contract_traits, page_traits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,9 +21,21 @@ def js_traits() -> list[str]:
     return json.loads(f"[{body.strip().rstrip(',')}]")
 
 
-def test_the_js_list_is_the_python_contract():
+def test_the_js_contract_is_generated_from_the_python_one():
     python = sorted(contract_traits(attnscope.AttentionWidget))
     assert sorted(js_traits()) == python, (set(js_traits()) ^ set(python))
+    generated = contract_js(attnscope.AttentionWidget)
+    assert (ROOT / "js" / "contract.js").read_text(encoding="utf-8") == generated, (
+        "js/contract.js is out of date: run `make contract`"
+    )
+
+
+def test_the_typedef_gives_each_trait_its_type():
+    text = contract_js(attnscope.AttentionWidget)
+    assert '@property {"head" | "model" | "neuron" | "rollout" | "analysis"} view [both]' in text
+    assert "@property {(Array<number> | null)} include_layers [kernel]" in text
+    assert "@property {Array<Array<number>>} masked_heads [both]" in text
+    assert "@property {(number | null)} sentence_b_start [kernel]" in text
 
 
 def test_every_synced_trait_of_ours_is_in_the_contract_and_documented():
@@ -59,3 +71,32 @@ def test_synced_refuses_an_unknown_writer():
 
     with pytest.raises(ValueError, match="writer"):
         synced(traitlets.Int(0), "doc", writer="nobody")
+
+
+def test_the_views_send_only_declared_messages():
+    from attnscope.messages import MESSAGES
+
+    sent = set()
+    for path in (ROOT / "js").glob("*.js"):
+        if path.name.endswith(".test.js"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        sent |= {(m, "request") for m in re.findall(r"\.request\(\s*\"(\w+)\"", text)}
+        sent |= {(m, "event") for m in re.findall(r"\.notify\(\s*\"(\w+)\"", text)}
+    assert sent, "no channel.request/notify calls found in js/"
+    for type_, kind in sent:
+        assert type_ in MESSAGES and MESSAGES[type_].kind == kind and MESSAGES[type_].sender == "view", type_
+
+
+def test_a_channel_refuses_undeclared_messages():
+    from attnscope.messages import Channel
+
+    class Fake:
+        def on_msg(self, _callback):
+            pass
+
+    with pytest.raises(ValueError, match="not messages the view sends"):
+        Channel(Fake(), {"image": lambda *_: {}})
+    channel = Channel(Fake(), {"neuron": lambda *_: {}}, {"rendered": lambda _: None})
+    with pytest.raises(ValueError, match="not a request the kernel sends"):
+        channel.request("neuron", {}, lambda *_: None)

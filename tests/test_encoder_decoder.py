@@ -3,13 +3,12 @@
 import pytest
 import torch
 import transformers
+from test_engine import VOCAB
 
 import attnscope
 from attnscope import InputError
 from attnscope.neuron import neuron_slice
 from attnscope.serialize import decode
-
-from test_engine import VOCAB
 
 SOURCE = "The quick brown fox jumps."
 TARGET = "Der schnelle braune Fuchs springt."
@@ -45,6 +44,10 @@ def test_every_part_reproduces_the_models_attention_from_q_and_k(family, bert_to
     result = attnscope.load(model, bert_tokenizer, device="cpu").run(SOURCE, TARGET)
     parts = result.parts
     assert set(parts) == {"encoder", "decoder", "cross"} and result is parts["encoder"]
+    # One type per kind of result: the run, plain self-attention, cross-attention with its own keys.
+    assert isinstance(result, attnscope.EncoderDecoderResult)
+    assert type(parts["decoder"]) is attnscope.AttentionResult
+    assert isinstance(parts["cross"], attnscope.CrossAttentionResult)
     n_src, n_dec = len(parts["encoder"].tokens), len(parts["decoder"].tokens)
     assert parts["encoder"].attention.shape == (2, 4, n_src, n_src)
     assert parts["decoder"].attention.shape == (3, 4, n_dec, n_dec)

@@ -40,7 +40,7 @@ def umask():
 
 def test_writes_text_and_bytes_and_leaves_only_the_file(tmp_path):
     assert write_atomic(tmp_path / "a.html", "héllo ✓") == tmp_path / "a.html"
-    assert (tmp_path / "a.html").read_bytes() == "héllo ✓".encode("utf-8")
+    assert (tmp_path / "a.html").read_bytes() == "héllo ✓".encode()
     assert write_atomic(str(tmp_path / "b.png"), b"\x89PNG\r\n") == tmp_path / "b.png"
     assert (tmp_path / "b.png").read_bytes() == b"\x89PNG\r\n"
     write_atomic(tmp_path / "a.html", bytearray(b"new"))  # replaces

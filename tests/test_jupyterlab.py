@@ -60,7 +60,7 @@ def jupyter_server(app: str, root: Path, extra_env: dict | None = None):
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"jupyter {app} did not start:\n" + (root / "server.log").read_text()[-3000:])
+                    raise RuntimeError(f"jupyter {app} did not start:\n" + (root / "server.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
         yield base
     finally:

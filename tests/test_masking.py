@@ -2,12 +2,11 @@
 
 import pytest
 import torch
+from test_engine import small_models
 
 import attnscope
 from attnscope import InputError
 from attnscope.engine import groups_from_tokens
-
-from test_engine import small_models
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 

@@ -11,7 +11,6 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbformat.sign import NotebookNotary
-
 from test_jupyterlab import BUNDLE, TOKEN, jupyter_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -179,7 +179,7 @@ def test_a_closed_widget_is_freed_with_its_results(default_model):
     alive, result = weakref.ref(widget), weakref.ref(widget.result.attention)
     widget.close()
     with pytest.raises(attnscope.InputError, match="closed"):
-        widget.result
+        _ = widget.result
     del widget
     gc.collect()
     assert alive() is None and result() is None

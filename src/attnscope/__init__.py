@@ -1,5 +1,6 @@
 """attnscope: see what a transformer looks at, live in Jupyter."""
 
+from . import neuron_view  # a callable module: attnscope.neuron_view(...) and attnscope.neuron_view.show
 from .bertology import (
     attention_gradients,
     behaviours,
@@ -13,10 +14,10 @@ from .bertology import (
 )
 from .bertviz_compat import head_view, model_view
 from .engine import AttentionModel, AttentionResult, load
-from .export import render_html
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
+from .export import render_html
+from .results import CrossAttentionResult, EncoderDecoderResult
 from .widget import AttentionWidget, show
-from . import neuron_view  # noqa: E402 - a callable module: attnscope.neuron_view(...) and .show
 
 __version__ = "0.1.0"
 
@@ -25,6 +26,8 @@ __all__ = [
     "AttentionResult",
     "AttentionWidget",
     "AttnscopeError",
+    "CrossAttentionResult",
+    "EncoderDecoderResult",
     "InputError",
     "ModelNotFoundError",
     "NoAttentionError",

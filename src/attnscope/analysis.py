@@ -7,8 +7,8 @@ shape), and return tensors on the same device. The corpus loops live in `bertolo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

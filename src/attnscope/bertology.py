@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 
 from . import analysis as an
 from . import checks
-from .results import word_attention  # noqa: F401 - part of this module's API (attnscope.word_attention)
 from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
 from .errors import InputError
+from .results import (
+    key_tokens_of,
+    word_attention,  # noqa: F401 - part of this module's API (attnscope.word_attention)
+)
 
 Document = tuple[str, "str | None"]
 
@@ -369,7 +373,7 @@ def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:
 
     residual: the weight of the identity (the residual connection), in [0, 1]; the paper's 0.5."""
     residual = checks.fraction("residual", residual)
-    if result.key_tokens is not None:
+    if key_tokens_of(result) is not None:
         raise InputError("Rollout follows self-attention through the layers; cross-attention has other keys.")
     return an.rollout(result.attention, residual=residual)
 

@@ -11,12 +11,14 @@ of more than one is refused with its size; tokens that do not match the attentio
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from .engine import AttentionResult, groups_from_tokens, load
 from .errors import InputError
+from .results import CrossAttentionResult, EncoderDecoderResult
 from .widget import AttentionWidget
 
 HTML_ACTIONS = ("view", "return")
@@ -77,8 +79,6 @@ def result_from_attention(
         tokens=tokens,
         sentence_b_start=sentence_b_start,
         attention=stacked,
-        queries=None,
-        keys=None,
         scaling=[1.0] * stacked.shape[0],
         causal=bool(torch.all(stacked.triu(1) == 0)) and n > 1,
         model_name=model_name,
@@ -116,8 +116,8 @@ def result_from_encoder_decoder(
                     f"cross_attention is {stacked.shape[-2]} × {stacked.shape[-1]}, but there are {len(queries)} "
                     f"decoder tokens and {len(keys)} encoder tokens."
                 )
-            parts[part] = AttentionResult(
-                tokens=queries, key_tokens=keys, sentence_b_start=None, attention=stacked, queries=None, keys=None,
+            parts[part] = CrossAttentionResult(
+                tokens=queries, key_tokens=keys, attention=stacked,
                 scaling=[1.0] * stacked.shape[0], causal=False, model_name="precomputed attention", text="",
                 text_b=None, word_groups=groups_from_tokens(queries, SPECIAL_TOKENS),
                 key_word_groups=groups_from_tokens(keys, SPECIAL_TOKENS),
@@ -125,10 +125,7 @@ def result_from_encoder_decoder(
         else:
             tokens = encoder_tokens if part == "encoder" else decoder_tokens
             parts[part] = result_from_attention(attention, tokens, what=f"{part}_attention")
-    for part in parts.values():
-        part.parts = parts
-    first = next(iter(parts))
-    return parts[first], first
+    return EncoderDecoderResult.of(parts), next(iter(parts))
 
 
 def _check_display_mode(display_mode: str) -> None:
@@ -186,6 +183,22 @@ def _first_layer(layer: int | None, include_layers: list[int] | None) -> int:
     return include_layers[0] if include_layers else 0
 
 
+def _attention_view(args: dict, view: str, **options: Any) -> Any:
+    """head_view and model_view over precomputed attention: BertViz's arguments in `args`, the
+    view's own settings in `options`."""
+    _check_action(args["html_action"])
+    result, part = _result_and_part(args)
+    widget = AttentionWidget(
+        result=result,
+        attention_part=part,
+        include_layers=args["include_layers"],
+        prettify_tokens=args["prettify_tokens"],
+        view=view,
+        **options,
+    )
+    return _deliver(widget, args["html_action"])
+
+
 def head_view(
     attention=None,
     tokens=None,
@@ -202,18 +215,7 @@ def head_view(
     html_action="view",
 ):
     """BertViz's head_view, same arguments (layer, heads, include_layers are 0-based)."""
-    _check_action(html_action)
-    result, part = _result_and_part(locals())
-    widget = AttentionWidget(
-        result=result,
-        attention_part=part,
-        layer=_first_layer(layer, include_layers),
-        heads=heads,
-        include_layers=include_layers,
-        prettify_tokens=prettify_tokens,
-        view="head",
-    )
-    return _deliver(widget, html_action)
+    return _attention_view(locals(), "head", layer=_first_layer(layer, include_layers), heads=heads)
 
 
 def model_view(
@@ -232,20 +234,10 @@ def model_view(
     html_action="view",
 ):
     """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme."""
-    _check_action(html_action)
     _check_display_mode(display_mode)
-    result, part = _result_and_part(locals())
-    widget = AttentionWidget(
-        result=result,
-        attention_part=part,
-        layer=_first_layer(None, include_layers),
-        include_layers=include_layers,
-        include_heads=include_heads,
-        prettify_tokens=prettify_tokens,
-        theme=display_mode,
-        view="model",
+    return _attention_view(
+        locals(), "model", layer=_first_layer(None, include_layers), include_heads=include_heads, theme=display_mode
     )
-    return _deliver(widget, html_action)
 
 
 def neuron_view(

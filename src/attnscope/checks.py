@@ -6,8 +6,9 @@ from __future__ import annotations
 import numbers
 import operator
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import InputError
 

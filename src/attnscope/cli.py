@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the message names the file and what is wrong with it
         print(f"attnscope: error: {_one_line(exc)}", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - a command line user needs the message, not a traceback
+    except Exception as exc:
         print(f"attnscope: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 1
 

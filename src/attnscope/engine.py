@@ -13,9 +13,10 @@ import math
 import sys
 import threading
 import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -23,7 +24,7 @@ from . import checks
 from .analysis import head_label, word_groups
 from .errors import InputError, NoAttentionError
 from .models import LoadedModel, borrowed, load_model
-from .results import AttentionResult
+from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult
 
 
 @dataclass(frozen=True)
@@ -343,12 +344,12 @@ def has_nonfinite(values: torch.Tensor) -> torch.Tensor:
 def nonfinite_heads(attention: torch.Tensor) -> list[tuple[int, int]]:
     """(layer, head) of every map in layers × heads × ... that holds NaN or ±inf."""
     bad = has_nonfinite(attention).flatten(2).any(-1)
-    return [(int(l), int(h)) for l, h in bad.nonzero().tolist()]
+    return [(int(layer), int(head)) for layer, head in bad.nonzero().tolist()]
 
 
 def describe_heads(heads: Sequence[tuple[int, int]], limit: int = 12) -> str:
     """"1-2, 1-5, 4-1" (the papers' 1-based layer-head names), shortened past `limit`."""
-    names = [head_label(l, h) for l, h in heads]
+    names = [head_label(layer, head) for layer, head in heads]
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
@@ -646,10 +647,9 @@ class AttentionModel:
             found[part] = None
             n_layers, n_heads = attention.shape[:2]
             queries, keys, scaling = self._queries_keys(captures[part], n_layers, n_heads)
-            parts[part] = AttentionResult(
+            specials = getattr(self.tokenizer, "all_special_tokens", ())
+            fields = dict(
                 tokens=tokens if part == "encoder" else decoder_tokens,
-                key_tokens=tokens if part == "cross" else None,
-                sentence_b_start=None,
                 attention=attention,
                 queries=queries,
                 keys=keys,
@@ -660,19 +660,15 @@ class AttentionModel:
                 text_b=decoder_text,
                 truncated_from=truncated_from,
                 input_ids=input_ids if part == "encoder" else decoder_ids,
-                word_groups=groups_from_tokens(
-                    tokens if part == "encoder" else decoder_tokens, getattr(self.tokenizer, "all_special_tokens", ())
-                ),
-                key_word_groups=(
-                    groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ())) if part == "cross" else None
-                ),
+                word_groups=groups_from_tokens(tokens if part == "encoder" else decoder_tokens, specials),
                 score_bias=self._score_bias(captures[part], attention),
                 nonfinite_heads=self._warn_nonfinite(attention),
-                decoder_truncated_from=decoder_truncated_from,
             )
-        for part in parts.values():
-            part.parts = parts
-        return parts["encoder"]
+            if part == "cross":
+                parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_word_groups=groups_from_tokens(tokens, specials))
+            else:
+                parts[part] = AttentionResult(**fields)
+        return EncoderDecoderResult.of(parts, decoder_truncated_from)
 
     def word_groups(self, encoded: Any, tokens: Sequence[str], index: int = 0) -> list[list[int]]:
         """Token positions of each word of encoding `index` (fast tokenizers know their words)."""

@@ -6,18 +6,39 @@ answers in the kernel's place):
 - reply:   {kind: "reply", type, id, ...content} (the request's type and id), or {..., error}
 - event:   {kind: "event", type, ...}, no answer.
 
-Types:
-- "neuron" (view → kernel request): {layer, head, query} → q, k, q×k, q·k and softmax of one
-  query as five float16 buffers (payloads.neuron_payload), plus result_id, part and n_queries so
-  the view files the answer under the run it belongs to.
-- "image" (kernel → view request): {format: "svg" | "png"} → the view's image as one buffer.
-- "rendered" (view → kernel event): a view exists (save_image needs one to answer).
+The message types are declared once, in MESSAGES below; js/contract.js is generated from it
+(contract.contract_js) and tests/test_contract.py checks that the views send only these.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message type: its kind, who sends it, what it carries and what answers it."""
+
+    type: str
+    kind: str  # "request" or "event"
+    sender: str  # "view" or "kernel"
+    doc: str
+
+
+MESSAGES = {
+    message.type: message
+    for message in (
+        Message("neuron", "request", "view",
+                "{layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers "
+                "(payloads.neuron_payload), with result_id, part and n_queries so the view files the answer "
+                "under the run it belongs to."),
+        Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
+        Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
+    )
+}
 
 Handler = Callable[[dict, list], "tuple[dict, list] | dict"]
 ReplyCallback = Callable[[dict, list], None]
@@ -32,6 +53,10 @@ class Channel:
     instead of waiting forever. `request` sends the kernel's own requests to the view."""
 
     def __init__(self, widget: Any, handlers: dict[str, Handler], events: dict[str, Callable[[dict], None]] | None = None):
+        unknown = set(handlers) - {t for t, m in MESSAGES.items() if m.sender == "view" and m.kind == "request"}
+        unknown |= set(events or {}) - {t for t, m in MESSAGES.items() if m.sender == "view" and m.kind == "event"}
+        if unknown:
+            raise ValueError(f"{sorted(unknown)} are not messages the view sends (messages.MESSAGES)")
         self._widget = widget
         self._handlers = handlers
         self._events = events or {}
@@ -39,6 +64,8 @@ class Channel:
         widget.on_msg(self._receive)
 
     def request(self, type_: str, params: dict, on_reply: ReplyCallback) -> int:
+        if type_ not in MESSAGES or MESSAGES[type_].sender != "kernel":
+            raise ValueError(f"{type_!r} is not a request the kernel sends (messages.MESSAGES)")
         request_id = next(_REQUEST_IDS)
         self._pending[request_id] = on_reply
         self._widget.send({"kind": "request", "type": type_, "id": request_id, **params})
@@ -61,7 +88,7 @@ class Channel:
         envelope = {"kind": "reply", "type": request["type"], "id": request.get("id")}
         try:
             answer = self._handlers[request["type"]](request, buffers)
-        except Exception as exc:  # noqa: BLE001 - the view shows it instead of waiting forever
+        except Exception as exc:
             self._widget.send({**envelope, "error": str(exc) or type(exc).__name__})
             return
         content, reply_buffers = answer if isinstance(answer, tuple) else (answer, [])

@@ -7,10 +7,11 @@ attention fuse the softmax away), so every model is loaded with, or switched to,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import analysis as an
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .neuron import neuron_slice
-from .results import word_attention
+from .results import EncoderDecoderResult, key_tokens_of, parts_of, word_attention
 from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
 
 
@@ -50,11 +51,11 @@ def thumbnails_payload(
 ) -> dict:
     """Max-pooled size × size maps of the included layers × heads (the model view's cells)."""
     # An encoder and a decoder may differ in depth: included layers the part lacks are left out.
-    included = [l for l in (include_layers or []) if l < result.n_layers]
+    included = [layer for layer in (include_layers or []) if layer < result.n_layers]
     layers = included or list(range(result.n_layers))
     heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
     pooled = pool_thumbnails(result.attention[layers][:, heads], size)
-    n_keys = len(result.key_tokens) if result.key_tokens is not None else len(result.tokens)
+    n_keys = len(key_tokens_of(result) or result.tokens)
     return {"layers": list(layers), "heads": heads, "n_tokens": len(result.tokens), "n_key_tokens": n_keys,
             **quantize_uint8(pooled)}
 
@@ -62,7 +63,7 @@ def thumbnails_payload(
 def rollout_payload(token_result: AttentionResult, word_level: bool) -> dict:
     """Abnar & Zuidema's rollout through every layer, L × T × T, of the attention itself (even
     while the views show a masking's change)."""
-    if token_result.key_tokens is not None:
+    if key_tokens_of(token_result) is not None:
         return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
     source = word_attention(token_result) if word_level else token_result
     return {"n_tokens": len(source.tokens), **quantize_uint8(an.rollout(source.attention))}
@@ -96,7 +97,7 @@ def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict |
     queries, keys = encode_float16(token_result.queries[layers]), encode_float16(token_result.keys[layers])
     store = {"layers": layers, "queries": queries, "keys": keys, "causal": bool(token_result.causal),
              "scaling": [float(s) for s in token_result.scaling],
-             "score_labels": {str(l): score_label(token_result, l) for l in layers}}
+             "score_labels": {str(layer): score_label(token_result, layer) for layer in layers}}
     if token_result.score_bias is not None:  # T5's position bias, added to every score
         store["bias"] = encode_float16(token_result.score_bias[layers])
     return store
@@ -107,7 +108,7 @@ def mask_summary(token_result: AttentionResult) -> str:
     plain = token_result.unmasked
     if not token_result.masked_heads or plain is None:
         return ""
-    names = ", ".join(an.head_label(l, h) for l, h in token_result.masked_heads)
+    names = ", ".join(an.head_label(layer, head) for layer, head in token_result.masked_heads)
     change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
     changed = [layer for layer in range(len(change)) if change[layer] > 1e-6]
     if not changed:
@@ -125,13 +126,15 @@ def result_notice(result: AttentionResult, token_result: AttentionResult | None 
     """What the view must say about a run: truncated text (either side of an encoder-decoder
     model) and heads whose attention is not finite, a line each."""
     lines = []
-    encoder = (result.parts or {}).get("encoder", result)
+    parts = parts_of(result)
+    encoder = parts.get("encoder", result)
     if result.truncated_from is not None:
         lines.append(f"Input truncated: {result.truncated_from} tokens → {len(encoder.tokens)}. The rest of the text is not shown.")
-    if result.decoder_truncated_from is not None:
-        decoder = (result.parts or {}).get("decoder", result)
+    cut_from = result.decoder_truncated_from if isinstance(result, EncoderDecoderResult) else None
+    if cut_from is not None:
+        decoder = parts.get("decoder", result)
         lines.append(
-            f"Decoder text truncated: {result.decoder_truncated_from} tokens → {len(decoder.tokens)}. The rest of it is not shown."
+            f"Decoder text truncated: {cut_from} tokens → {len(decoder.tokens)}. The rest of it is not shown."
         )
     shown = token_result or result
     if shown.nonfinite_heads:

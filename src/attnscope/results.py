@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -13,24 +14,27 @@ from . import analysis as an
 from .errors import InputError, NoAttentionError
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AttentionResult:
-    """What one run returns. Tensors live on the model's device.
+    """Self-attention of one run (an encoder, a decoder-only model, or one part of an
+    encoder-decoder model). Tensors live on the model's device.
 
     attention: layers × heads × T × T (float32), row i = how query token i attends to each key.
-    queries, keys: layers × heads × T × head_dim (float32), or None if they could not be captured.
+    queries, keys: layers × heads × T × head_dim (float32); None when they were not captured
+    (precomputed attention, word-level results, models whose attention cannot be hooked).
+    Cross-attention and encoder-decoder runs are the subclasses below.
     """
 
     tokens: list[str]
-    sentence_b_start: int | None
     attention: torch.Tensor
-    queries: torch.Tensor | None
-    keys: torch.Tensor | None
     scaling: list[float]
     causal: bool
     model_name: str
     text: str
     text_b: str | None
+    sentence_b_start: int | None = None
+    queries: torch.Tensor | None = None
+    keys: torch.Tensor | None = None
     truncated_from: int | None = None
     input_ids: torch.Tensor | None = field(default=None, repr=False)
     # Token positions of each word ([CLS]/[SEP] are words of their own), for word-level views.
@@ -39,19 +43,11 @@ class AttentionResult:
     masked_heads: list[tuple[int, int]] = field(default_factory=list)
     # The same input without masking, when the caller keeps it to show what masking changed.
     unmasked: AttentionResult | None = field(default=None, repr=False)
-    # Cross-attention: the key tokens (the encoder's) differ from the query tokens (the decoder's).
-    key_tokens: list[str] | None = None
-    key_word_groups: list[list[int]] | None = None
     # Added to q·kᵀ·scale before the softmax (T5's relative-position bias): layers × heads × Tq × Tk.
     score_bias: torch.Tensor | None = field(default=None, repr=False)
-    # Encoder-decoder models: "encoder", "decoder" and "cross" results of one run (each a result
-    # of its own); this result is the encoder's.
-    parts: dict[str, AttentionResult] | None = field(default=None, repr=False)
     # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,
     # broken weights); the views say so and the analyses refuse them.
     nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
-    # The decoder's text was cut to fit (encoder-decoder models): its untruncated length.
-    decoder_truncated_from: int | None = None
 
     @property
     def n_layers(self) -> int:
@@ -80,6 +76,44 @@ class AttentionResult:
         return torch.softmax(self.scores(), dim=-1)
 
 
+@dataclass(kw_only=True)
+class CrossAttentionResult(AttentionResult):
+    """Cross-attention: the decoder's tokens (queries, `tokens`) attend to the encoder's
+    (`key_tokens`); attention is layers × heads × Tq × Tk."""
+
+    key_tokens: list[str]
+    key_word_groups: list[list[int]] | None = None
+
+
+@dataclass(kw_only=True)
+class EncoderDecoderResult(AttentionResult):
+    """An encoder-decoder run: its own fields are one part's (the encoder's when the run has one),
+    and `parts` holds each part, "encoder", "decoder" and "cross", as a result of its own."""
+
+    parts: dict[str, AttentionResult]
+    # The decoder's text was cut to fit: its untruncated length.
+    decoder_truncated_from: int | None = None
+
+    @classmethod
+    def of(cls, parts: dict[str, AttentionResult], decoder_truncated_from: int | None = None) -> EncoderDecoderResult:
+        """The run of `parts`, standing as the first self-attention part (the encoder's if given)."""
+        first = next((parts[p] for p in ("encoder", "decoder") if p in parts), None) or next(iter(parts.values()))
+        own = {f.name: getattr(first, f.name) for f in dataclasses.fields(AttentionResult)}
+        run = cls(**own, parts={}, decoder_truncated_from=decoder_truncated_from)
+        run.parts = {name: run if part is first else part for name, part in parts.items()}
+        return run
+
+
+def key_tokens_of(result: AttentionResult) -> list[str] | None:
+    """The key tokens when they are not the query tokens (cross-attention), else None."""
+    return result.key_tokens if isinstance(result, CrossAttentionResult) else None
+
+
+def parts_of(result: AttentionResult) -> dict[str, AttentionResult]:
+    """An encoder-decoder run's parts by name; empty for any other result."""
+    return result.parts if isinstance(result, EncoderDecoderResult) else {}
+
+
 def word_attention(result: AttentionResult) -> AttentionResult:
     """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
@@ -88,7 +122,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
         raise InputError("This result has no word boundaries (its word_groups are None), so its words cannot be merged.")
     groups = result.word_groups
     key_groups = key_tokens = None
-    if result.key_tokens is not None:  # cross-attention: the keys are the encoder's tokens
+    if isinstance(result, CrossAttentionResult):  # the keys are the encoder's tokens
         if result.key_word_groups is None:
             raise InputError("This cross-attention result has no word boundaries for its keys.")
         key_groups = result.key_word_groups
@@ -97,7 +131,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     b_start = None
     if result.sentence_b_start is not None:
         b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
-    return AttentionResult(
+    fields = dict(
         tokens=an.merge_tokens(result.tokens, groups),
         sentence_b_start=b_start,
         attention=merged,
@@ -111,5 +145,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
         truncated_from=result.truncated_from,
         word_groups=[[w] for w in range(len(groups))],
         masked_heads=list(result.masked_heads),
-        key_tokens=key_tokens,
     )
+    if key_tokens is not None:
+        return CrossAttentionResult(**fields, key_tokens=key_tokens, key_word_groups=[[w] for w in range(len(key_tokens))])
+    return AttentionResult(**fields)

@@ -24,6 +24,7 @@ from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, 
 from .errors import AttnscopeError, InputError
 from .files import write_atomic
 from .messages import Channel
+from .results import key_tokens_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis")
@@ -257,7 +258,7 @@ class AttentionWidget(anywidget.AnyWidget):
         return masked
 
     def _apply(self, full_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
-        parts = full_result.parts or {}
+        parts = parts_of(full_result)
         if parts and self.attention_part not in parts:
             raise InputError(f"attention_part must be one of {list(parts)}.")
         token_result = parts.get(self.attention_part, full_result)
@@ -282,7 +283,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.text = result.text
                 self.text_b = result.text_b
                 self.tokens = pl.shown_tokens(result.tokens, self._prettify)
-                self.key_tokens = pl.shown_tokens(result.key_tokens, self._prettify)
+                self.key_tokens = pl.shown_tokens(key_tokens_of(result), self._prettify)
                 self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
@@ -371,11 +372,11 @@ class AttentionWidget(anywidget.AnyWidget):
         self._masks = [list(p) for p in change["new"]]
         try:
             self._apply(self._run(self._result.text, self._result.text_b), self.result_id)
-        except Exception as exc:  # noqa: BLE001 - shown in the widget
+        except Exception as exc:
             self._masks = previous
             self.error = str(exc)
 
-    def show_analysis(self, data: Any, measure: str | None = None) -> "AttentionWidget":
+    def show_analysis(self, data: Any, measure: str | None = None) -> AttentionWidget:
         """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
         `syntax_heads` result as heatmaps, `head_distances` as the MDS scatter. Clicking a head
         opens it in the head view."""
@@ -425,7 +426,7 @@ class AttentionWidget(anywidget.AnyWidget):
         content, buffers = pl.neuron_payload(
             self._token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
-        return {**content, "result_id": self.result_id, "part": self.attention_part if self._full_result.parts else "",
+        return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._full_result) else "",
                 "n_queries": len(self._token_result.tokens)}, buffers
 
     @traitlets.validate("layer")
@@ -449,7 +450,7 @@ class AttentionWidget(anywidget.AnyWidget):
         try:
             result = self._run(request.get("text", ""), request.get("text_b"))
             self._apply(result, request_id)
-        except Exception as exc:  # noqa: BLE001 - whatever failed must reach the user in the widget
+        except Exception as exc:
             message = str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}"
             with self.hold_sync():
                 self.error = message
@@ -470,7 +471,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self._applying = False
             raise
 
-    def save_image(self, path: str | Path) -> "ImageRequest":
+    def save_image(self, path: str | Path) -> ImageRequest:
         """Save the current view as PNG or SVG (by the file's suffix), drawn by the widget's view.
 
         The browser draws the image, so the widget must be displayed. The file is written when the

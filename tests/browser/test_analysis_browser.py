@@ -5,20 +5,14 @@ from __future__ import annotations
 import base64
 
 import pytest
+from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
 
 import attnscope
-
-from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
+from attnscope.contract import contract_traits
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
 CORPUS = ["The cat sat on the mat.", "Dogs bark, loudly, at night.", "Attention is all you need."]
-SYNCED = [
-    "tokens", "sentence_b_start", "n_layers", "n_heads", "model_name", "layer", "attention", "heads",
-    "sentence_filter", "theme", "text", "text_b", "result_id", "request", "notice", "error", "view", "thumbnails",
-    "neuron_head", "neuron_query", "has_queries_keys", "word_level", "masked_heads", "show_change", "mask_summary",
-    "rollout", "analysis", "editable", "attention_part", "parts", "key_tokens", "causal",
-]
 
 
 def wire(value):
@@ -38,7 +32,7 @@ def open_widget(watched_page, server):  # noqa: F811
         page = watched_page(viewport={"width": 1100, "height": 900})
         page.goto(f"{server}/tests/browser/harness.html")
         page.wait_for_function("window.harnessReady === true")
-        state = {name: wire(getattr(widget, name)) for name in SYNCED}
+        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
         assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
         return page
 
@@ -129,9 +123,8 @@ def _families():
 
 @pytest.mark.parametrize("family", _families())
 def test_every_family_renders_head_and_model_views(open_widget, family, bert_tokenizer):
-    from test_engine import small_models
-
     import torch
+    from test_engine import small_models
 
     torch.manual_seed(0)
     engine = attnscope.load(small_models()[family](), bert_tokenizer, device="cpu")

@@ -1,0 +1,189 @@
+"""A page saved from any widget state opens as the widget stood, and every tab paints offline.
+
+Each case sets a widget up as a user would (layer, heads, included layers and heads, words,
+theme, encoder-decoder part, masks, view), then renders it twice in chromium: live, from the
+widget's synced state through the harness's fake model, and saved, from save_html opened from
+disk with the network refused. What the user sees (a snapshot of every control and drawing) must
+be the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from test_analysis_browser import wire
+from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
+
+import attnscope
+from attnscope.contract import contract_traits
+from attnscope.neuron import neuron_slice
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+# What the user sees, read from the page: the same function for the live and the saved view.
+SNAPSHOT = """() => {
+  const q = (s) => document.querySelector(s);
+  const all = (s) => [...document.querySelectorAll(s)];
+  const visible = (node) => !!node && node.offsetParent !== null;
+  const texts = (s) => all(s).filter(visible).map((n) => n.textContent);
+  const layer = q("select.attnscope-layer");
+  const part = q("select.attnscope-part");
+  return {
+    view: all("button.attnscope-tab").filter((t) => t.getAttribute("aria-selected") === "true").map((t) => t.dataset.view),
+    layer: layer?.value,
+    layers: [...(layer?.options ?? [])].map((o) => o.textContent),
+    part: visible(part) ? part.value : null,
+    words: q("input.attnscope-words")?.checked,
+    dark: q(".attnscope-root").classList.contains("attnscope-dark"),
+    headsOn: all(".attnscope-swatch").filter((s) => !s.classList.contains("attnscope-off")).map((s) => s.dataset.head),
+    filter: q("select.attnscope-filter")?.value,
+    tokens: texts(".attnscope-head-view .attnscope-left .attnscope-token-text"),
+    keyTokens: texts(".attnscope-head-view .attnscope-right .attnscope-token-text"),
+    lines: visible(q("canvas.attnscope-lines")) ? q("canvas.attnscope-lines").dataset.lineCount : null,
+    cells: visible(q("canvas.attnscope-thumbnails")) ? q("canvas.attnscope-thumbnails").dataset.cells : null,
+    gridLabels: texts(".attnscope-model-view .attnscope-grid-heads span, .attnscope-model-view .attnscope-grid-layers span"),
+    showChange: q("input.attnscope-show-change")?.checked,
+    maskSummary: texts(".attnscope-mask-summary").join(""),
+    notice: texts(".attnscope-notice").join(""),
+    error: texts(".attnscope-error").join(""),
+    rollout: visible(q("canvas.attnscope-matrix")) ? [q("canvas.attnscope-matrix").dataset.n, q("canvas.attnscope-matrix").dataset.layer] : null,
+  };
+}"""
+
+PAINTED = """selector => { const c = document.querySelector(selector);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }"""
+
+
+def settle(page):
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+@pytest.fixture
+def live_and_saved(watched_page, server, tmp_path):  # noqa: F811
+    def open_both(widget, ready: str, kernel_answers: bool = False):
+        viewport = {"width": 1400, "height": 1000}
+        live = watched_page(viewport=viewport)
+        live.goto(f"{server}/tests/browser/harness.html")
+        live.wait_for_function("window.harnessReady === true")
+        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
+        assert live.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
+
+        saved = watched_page(viewport=viewport, offline=True)
+        refused = []
+        saved.context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                            else (refused.append(route.request.url), route.abort()))
+        saved.goto(widget.save_html(tmp_path / "page.html").as_uri())
+        if kernel_answers:
+            answer_as_the_kernel(live, widget)
+        for page in (live, saved):
+            page.wait_for_function(ready)
+            settle(page)
+        assert not refused, refused
+        return live, saved
+
+    return open_both
+
+
+def answer_as_the_kernel(live, widget) -> None:
+    """The live page's pending request answered by the widget's own handler (as the kernel would)."""
+    live.wait_for_function("window.attnscopeHarness.model.sentMessages.some((m) => m.kind === 'request')")
+    request = live.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
+    content, buffers = widget._channel._handlers[request["type"]](request, [])
+    words = [list(np.frombuffer(b, dtype="<u2").tolist()) for b in buffers]
+    live.evaluate(
+        """([content, words]) => { const h = window.attnscopeHarness;
+            h.model.emitCustom(content, h.halfBuffers(words)); }""",
+        [{"kind": "reply", "type": request["type"], "id": request["id"], **content}, words],
+    )
+
+
+def same_view(live, saved) -> dict:
+    shown_live, shown_saved = live.evaluate(SNAPSHOT), saved.evaluate(SNAPSHOT)
+    assert shown_saved == shown_live
+    assert not live.problems and not saved.problems, (live.problems, saved.problems)
+    return shown_saved
+
+
+HEAD_READY = "Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0"
+MODEL_READY = "Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0"
+ROLLOUT_READY = "Number(document.querySelector('canvas.attnscope-matrix')?.dataset.n) > 0"
+
+
+def test_head_view_with_words_heads_filter_and_dark_theme(live_and_saved, default_model):
+    widget = attnscope.AttentionWidget(
+        "Unbelievably, the zookeeper's giraffe sneezed.", "Nobody flinched.", model=default_model,
+        layer=3, heads=[1, 4, 7], word_level=True, theme="dark",
+    )
+    widget.sentence_filter = "ab"
+    shown = same_view(*live_and_saved(widget, HEAD_READY))
+    assert shown["view"] == ["head"] and shown["layer"] == "3" and shown["headsOn"] == ["1", "4", "7"]
+    assert shown["words"] is True and shown["dark"] is True and shown["filter"] == "ab"
+    assert "unbelievably" in shown["tokens"] and "zookeeper" in shown["tokens"]  # words, not wordpieces
+
+
+def test_model_view_with_included_layers_and_heads(live_and_saved, default_model):
+    widget = attnscope.AttentionWidget(
+        "The cat sat on the mat.", model=default_model, view="model", include_layers=[1, 4], include_heads=[0, 2, 5],
+    )
+    shown = same_view(*live_and_saved(widget, MODEL_READY))
+    assert shown["view"] == ["model"] and shown["cells"] == "6"
+    assert shown["gridLabels"] == ["Head 1", "Head 3", "Head 6", "Layer 2", "Layer 5"]
+
+
+def test_masked_heads_with_the_change_shown(live_and_saved, default_model):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model, view="model",
+                                       masked_heads=[(0, 1), (2, 3)])
+    widget.show_change = True
+    live, saved = live_and_saved(widget, MODEL_READY)
+    shown = same_view(live, saved)
+    assert shown["showChange"] is True and shown["maskSummary"].startswith("Masked 1-2, 3-4: attention changes")
+    assert saved.evaluate(PAINTED, "canvas.attnscope-thumbnails") > 100
+
+
+def test_rollout_tab_paints_offline(live_and_saved, default_model):
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=default_model, view="rollout")
+    live, saved = live_and_saved(widget, ROLLOUT_READY)
+    shown = same_view(live, saved)
+    assert shown["rollout"] == [str(len(widget.tokens)), str(widget.n_layers - 1)]
+    assert saved.evaluate(PAINTED, "canvas.attnscope-matrix") > 100
+
+
+def tiny_t5(tokenizer):
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        vocab_size=tokenizer.vocab_size, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0,
+    )
+    return attnscope.load(transformers.T5Model(config), tokenizer, device="cpu")
+
+
+def test_encoder_decoder_part_and_t5_score_label(live_and_saved, bert_tokenizer):
+    engine = tiny_t5(bert_tokenizer)
+    widget = attnscope.AttentionWidget("The quick brown fox.", "Der schnelle Fuchs.", engine)
+    widget.attention_part = "cross"
+    widget.layer = 2  # the decoder has 3 layers, the encoder 2
+    shown = same_view(*live_and_saved(widget, HEAD_READY))
+    assert shown["part"] == "cross" and shown["layer"] == "2" and shown["keyTokens"] != shown["tokens"]
+
+    # The neuron view of the decoder's self-attention: T5 adds its position bias and does not scale.
+    widget.attention_part = "decoder"
+    widget.view = "neuron"
+    widget.neuron_head, widget.neuron_query = 2, 1
+    live, saved = live_and_saved(
+        widget, "document.querySelector('.attnscope-neuron-table:not([hidden])') !== null", kernel_answers=True
+    )
+    same_view(live, saved)
+    numbers = ".attnscope-neuron-numbers .attnscope-neuron-number"
+    assert saved.eval_on_selector_all(numbers, "ns => ns.map(n => n.textContent)") == live.eval_on_selector_all(
+        numbers, "ns => ns.map(n => n.textContent)"
+    )
+    title = saved.eval_on_selector(".attnscope-neuron-numbers .attnscope-neuron-title", "n => n.textContent")
+    assert title == "q·k + position bias"
+    softmax = saved.eval_on_selector_all(
+        ".attnscope-neuron-softmax .attnscope-neuron-number", "ns => ns.map(n => Number(n.textContent.trim().split(/\\s+/).pop()))"
+    )
+    expected = neuron_slice(widget.token_result, 2, 2, 1).softmax.tolist()
+    assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
