@@ -67,7 +67,8 @@ $(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-# js/contract.js from the trait declarations (tests/test_contract.py says when it is out of date).
+# js/contract.js and ARCHITECTURE.md's contract table from the trait and message declarations
+# (tests/test_contract.py says when they are out of date).
 contract: install
 	$(PY) -c 'import attnscope.contract as c; c.write_js("js/contract.js")'
 

@@ -3,7 +3,9 @@
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
 import { el, sizeCanvas } from "./dom.js";
-import { serializeSvg, svgCircle, svgDocument, svgRect, svgText, textWidth } from "./svg.js";
+import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
+import { createScene, drawScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
 const SCATTER_SIZE = 420;
@@ -26,12 +28,10 @@ export function headLabel(layer, head) {
   return `${layer + 1}-${head + 1}`;
 }
 
-/** The cell under canvas coordinates (x, y), or null outside the grid. */
+/** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
 export function cellAt(x, y, cellSize, nLayers, nHeads) {
-  const head = Math.floor(x / cellSize);
-  const layer = Math.floor(y / cellSize);
-  if (x < 0 || y < 0 || layer >= nLayers || head >= nHeads) return null;
-  return { layer, head };
+  const cell = gridCellAt(x, y, cellSize, nLayers, nHeads);
+  return cell && { layer: cell.row, head: cell.col };
 }
 
 function format(value, digits) {
@@ -50,6 +50,32 @@ function placeTooltip(tooltip, x, y) {
 }
 
 /**
+ * The heatmap's cells (viridis from 0 to `max`, grey where a value is missing), one geometry for
+ * the screen's canvas (labels: false) and for images (labels: the title and the grid's labels).
+ */
+export function heatmapScene(state, measure, max, { title = "", labels = true } = {}) {
+  const { nLayers, nHeads } = state;
+  const [left, top] = labels ? [64, 48] : [0, 0];
+  const s = createScene(left + nHeads * HEATMAP_CELL + (labels ? 8 : 0), top + nLayers * HEATMAP_CELL + (labels ? 28 : 0), { background: labels });
+  if (labels) {
+    s.text(6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${format(max, 2)})`, { role: "title" });
+    gridSceneLabels(s, {
+      left, top, cell: HEATMAP_CELL, columnY: 36,
+      columnTexts: Array.from({ length: nHeads }, (_, h) => String(h + 1)),
+      rowTexts: Array.from({ length: nLayers }, (_, l) => `Layer ${l + 1}`),
+    });
+  }
+  for (let l = 0; l < nLayers; l++) {
+    for (let h = 0; h < nHeads; h++) {
+      const value = measure.values[l * nHeads + h];
+      const fill = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
+      s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
+    }
+  }
+  return s.scene;
+}
+
+/**
  * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
  * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?}], measure}
  */
@@ -57,10 +83,10 @@ export function createHeadMapView(container, callbacks = {}) {
   const root = el("div", "attnscope-headmap-view", container);
   const select = el("select", "attnscope-measure", root);
   select.setAttribute("aria-label", "Measure");
-  const grid = el("div", "attnscope-headmap-grid", root);
-  const columnLabels = el("div", "attnscope-headmap-columns", grid);
-  const rowLabels = el("div", "attnscope-headmap-rows", grid);
-  const canvas = el("canvas", "attnscope-headmap", grid);
+  const grid = createGrid(root, HEATMAP_CELL, {
+    frame: "attnscope-headmap-grid", columns: "attnscope-headmap-columns", rows: "attnscope-headmap-rows", canvas: "attnscope-headmap",
+  });
+  const { canvas } = grid;
   const legend = el("div", "attnscope-legend", root);
   const tooltip = el("div", "attnscope-tooltip", root);
   tooltip.hidden = true;
@@ -76,15 +102,7 @@ export function createHeadMapView(container, callbacks = {}) {
     const { nLayers, nHeads } = state;
     const max = Math.max(maxOf(measure), 1e-9);
     const ctx = sizeCanvas(canvas, nHeads * HEATMAP_CELL, nLayers * HEATMAP_CELL);
-    if (ctx) {
-      for (let layer = 0; layer < nLayers; layer++) {
-        for (let head = 0; head < nHeads; head++) {
-          const value = measure.values[layer * nHeads + head];
-          ctx.fillStyle = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
-          ctx.fillRect(head * HEATMAP_CELL, layer * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1);
-        }
-      }
-    }
+    if (ctx) drawScene(ctx, heatmapScene(state, measure, max, { labels: false }));
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
@@ -128,31 +146,14 @@ export function createHeadMapView(container, callbacks = {}) {
         option.value = m.key;
         option.textContent = m.label;
       }
-      columnLabels.replaceChildren();
-      for (let h = 0; h < next.nHeads; h++) el("span", "", columnLabels).textContent = String(h + 1);
-      rowLabels.replaceChildren();
-      for (let l = 0; l < next.nLayers; l++) el("span", "", rowLabels).textContent = `Layer ${l + 1}`;
+      grid.label(Array.from({ length: next.nHeads }, (_, h) => String(h + 1)), Array.from({ length: next.nLayers }, (_, l) => `Layer ${l + 1}`));
       draw();
     },
-    toSvg({ title = "", dark = false } = {}) {
+    ...imageMethods(({ title = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
       const measure = current();
-      const { nLayers, nHeads } = state;
-      const max = Math.max(maxOf(measure), 1e-9);
-      const [left, top] = [64, 48];
-      const svg = svgDocument(left + nHeads * HEATMAP_CELL + 8, top + nLayers * HEATMAP_CELL + 28, dark);
-      svgText(svg, 6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${format(max, 2)})`);
-      for (let h = 0; h < nHeads; h++) svgText(svg, left + (h + 0.5) * HEATMAP_CELL, 36, String(h + 1), { anchor: "middle", size: 11 });
-      for (let l = 0; l < nLayers; l++) {
-        svgText(svg, 6, top + (l + 0.5) * HEATMAP_CELL, `Layer ${l + 1}`, { size: 11 });
-        for (let h = 0; h < nHeads; h++) {
-          const value = measure.values[l * nHeads + h];
-          const fill = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
-          svgRect(svg, left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
-        }
-      }
-      return serializeSvg(svg);
-    },
+      return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), { title });
+    }),
     destroy() { root.remove(); },
   };
 }
@@ -291,18 +292,18 @@ export function createHeadScatterView(container, callbacks = {}) {
       select.options[0].disabled = !next.behaviours;
       draw();
     },
-    toSvg({ title = "", dark = false } = {}) {
+    ...imageMethods(({ title = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
       const top = 24;
-      const svg = svgDocument(SCATTER_SIZE + 160, SCATTER_SIZE + top, dark);
-      svgText(svg, 6, 12, title);
-      for (let i = 0; i < screen.length / 2; i++) svgCircle(svg, screen[2 * i], top + screen[2 * i + 1], POINT_RADIUS, colorOf(i));
+      const s = createScene(SCATTER_SIZE + 160, SCATTER_SIZE + top);
+      s.text(6, 12, title);
+      for (let i = 0; i < screen.length / 2; i++) s.circle(screen[2 * i], top + screen[2 * i + 1], POINT_RADIUS, colorOf(i));
       [...legend.children].forEach((item, i) => {
-        svgCircle(svg, SCATTER_SIZE + 14, top + 16 + i * 18, 5, item.firstChild.style.background);
-        svgText(svg, SCATTER_SIZE + 24, top + 16 + i * 18, item.lastChild.textContent, { size: 11 });
+        s.circle(SCATTER_SIZE + 14, top + 16 + i * 18, 5, item.firstChild.style.background);
+        s.text(SCATTER_SIZE + 24, top + 16 + i * 18, item.lastChild.textContent, { size: 11 });
       });
-      return serializeSvg(svg);
-    },
+      return s.scene;
+    }),
     destroy() { root.remove(); },
   };
 }
@@ -385,27 +386,27 @@ export function createMatrixView(container) {
       state = next;
       draw();
     },
-    toSvg({ title: heading = "", dark = false } = {}) {
+    ...imageMethods(({ title: heading = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
       const [, n] = state.shape;
       const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
       const [left, top] = [labelWidth, 30 + labelWidth];
-      const svg = svgDocument(left + n * cell + 8, top + n * cell + 8, dark);
-      svgText(svg, 6, 12, `${heading}${heading ? " · " : ""}${select.options[layer]?.textContent ?? ""}`);
+      const s = createScene(left + n * cell + 8, top + n * cell + 8);
+      s.text(6, 12, `${heading}${heading ? " · " : ""}${select.options[layer]?.textContent ?? ""}`);
       const base = layer * n * n;
       let max = 1e-9;
       for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
       state.tokens.forEach((token, i) => {
-        svgText(svg, left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11 });
-        svgText(svg, left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90 });
+        s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11 });
+        s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90 });
       });
       for (let row = 0; row < n; row++) {
         for (let col = 0; col < n; col++) {
-          svgRect(svg, left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
+          s.rect(left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
         }
       }
-      return serializeSvg(svg);
-    },
+      return s.scene;
+    }),
     destroy() { root.remove(); },
   };
 }

@@ -19,6 +19,10 @@ export function halfToFloat(h) {
   return sign * 2 ** (exponent - 15) * (1 + fraction / 1024);
 }
 
+/**
+ * @param {{data: DataView, dtype: string, shape: number[], scale?: number}} payload
+ * @returns {{values: Float32Array, shape: number[]}}
+ */
 export function decodeArray({ data, dtype, shape, scale }) {
   const bytes = bytesOf(data);
   const count = shape.reduce((a, b) => a * b, 1);

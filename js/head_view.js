@@ -4,10 +4,11 @@
 import { headColors } from "./colors.js";
 import { el, sizeCanvas } from "./dom.js";
 import { strokeWeightedLines } from "./draw_lines.js";
-import { serializeSvg, svgDocument, svgLines, svgRect, svgText, textWidth } from "./svg.js";
+import { createScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 
-const ROW_HEIGHT = 20;
-const LINES_WIDTH = 220;
+export const ROW_HEIGHT = 20;
+export const LINES_WIDTH = 220;
 // Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
 export const DEFAULT_MIN_WEIGHT = 0.005;
 // Software-rendered canvases (no GPU) draw about 20k long lines in a few hundred ms; past that
@@ -94,8 +95,45 @@ export function computeLines(attention, options = {}) {
   return lines;
 }
 
+/** Where a line from query `from` to key `to` runs, with the plot's top-left corner at (x0, y0):
+ * the one geometry of the lines, on screen and in images. */
+export function lineEnds(ranges, x0, y0) {
+  return ({ from, to }) => [
+    x0, y0 + (from - ranges.from[0] + 0.5) * ROW_HEIGHT, x0 + LINES_WIDTH, y0 + (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
+  ];
+}
+
 /**
- * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), destroy()}
+ * The head view as an image: title, head swatches, the two token columns and every line the view
+ * draws without hover. Token rows sit at the screen's pitch (ROW_HEIGHT) beside the lines' ends.
+ */
+export function headScene(state, { title = "" } = {}) {
+  const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
+  const shown = { visibleHeads, sentenceFilter, sentenceBStart };
+  const budget = chooseMinWeight(attention, shown);
+  const all = computeLines(attention, { ...shown, minWeight: budget.minWeight });
+  const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
+  const leftTokens = tokens.slice(...ranges.from);
+  const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
+  const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
+  const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
+  const top = 44;
+  const rows = Math.max(leftTokens.length, rightTokens.length, 1);
+  const s = createScene(leftWidth + LINES_WIDTH + rightWidth, top + rows * ROW_HEIGHT + 8);
+  s.text(6, 12, title, { role: "title" });
+  const colors = headColors(attention.shape[0]);
+  [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
+    s.rect(6 + i * 26, 24, 22, 14, colors[head], "swatch");
+    s.text(17 + i * 26, 31, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
+  });
+  leftTokens.forEach((t, i) => { s.text(leftWidth - 6, top + (i + 0.5) * ROW_HEIGHT, t, { anchor: "end", role: "token-left" }); });
+  rightTokens.forEach((t, i) => { s.text(leftWidth + LINES_WIDTH + 6, top + (i + 0.5) * ROW_HEIGHT, t, { role: "token-right" }); });
+  s.lines(all, (line) => colors[line.head], lineEnds(ranges, leftWidth, top));
+  return s.scene;
+}
+
+/**
+ * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), scene, toSvg, toPng, destroy()}
  * state: {tokens, keyTokens?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  */
@@ -108,6 +146,7 @@ export function createHeadView(container, callbacks = {}) {
   const note = el("div", "attnscope-hint attnscope-lines-note", root);
   note.hidden = true;
   const plot = el("div", "attnscope-plot", root);
+  plot.style.setProperty("--as-row", `${ROW_HEIGHT}px`); // the rows where headScene puts the labels
   const left = el("div", "attnscope-tokens attnscope-left", plot);
   const canvas = el("canvas", "attnscope-lines", plot);
   const right = el("div", "attnscope-tokens attnscope-right", plot);
@@ -151,7 +190,9 @@ export function createHeadView(container, callbacks = {}) {
     }
   }
 
-  function fillColumn(column, side, [lo, hi], tokens) {
+  /** @param {HTMLElement} column @param {string} side @param {number[]} range @param {string[]} tokens */
+  function fillColumn(column, side, range, tokens) {
+    const [lo, hi] = range;
     column.replaceChildren();
     for (let i = lo; i < hi; i++) {
       const row = el("div", "attnscope-token", column);
@@ -218,9 +259,7 @@ export function createHeadView(container, callbacks = {}) {
     const ctx = sizeCanvas(canvas, LINES_WIDTH, height);
     if (ctx) {
       const colors = headColors(attention.shape[0]);
-      strokeWeightedLines(ctx, lines, (line) => colors[line.head], ({ from, to }) => [
-        0, (from - ranges.from[0] + 0.5) * ROW_HEIGHT, LINES_WIDTH, (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
-      ], hover ? 2 : 1); // 1px lines take the rasteriser's fast path
+      strokeWeightedLines(ctx, lines, (line) => colors[line.head], lineEnds(ranges, 0, 0), hover ? 2 : 1); // 1px: the fast path
     }
     showWeights();
   }
@@ -241,36 +280,11 @@ export function createHeadView(container, callbacks = {}) {
       paint();
     },
     lastLines: () => lines,
-    /** The view as SVG text (all lines the view draws without hover), titled `title`. */
-    toSvg({ title = "", dark = false } = {}) {
+    /** The view as an image (all the lines it draws without hover): scene, toSvg, toPng. */
+    ...imageMethods((options) => {
       if (!state) throw new Error("nothing drawn yet");
-      const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
-      const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-      const budget = chooseMinWeight(attention, shown);
-      const all = computeLines(attention, { ...shown, minWeight: budget.minWeight });
-      const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
-      const leftTokens = tokens.slice(...ranges.from);
-      const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
-      const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
-      const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
-      const top = 44;
-      const rows = Math.max(leftTokens.length, rightTokens.length, 1);
-      const width = leftWidth + LINES_WIDTH + rightWidth;
-      const svg = svgDocument(width, top + rows * ROW_HEIGHT + 8, dark);
-      svgText(svg, 6, 12, title);
-      const colors = headColors(attention.shape[0]);
-      [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
-        svgRect(svg, 6 + i * 26, 24, 22, 14, colors[head]);
-        svgText(svg, 17 + i * 26, 31, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
-      });
-      leftTokens.forEach((t, i) => svgText(svg, leftWidth - 6, top + (i + 0.5) * ROW_HEIGHT, t, { anchor: "end" }));
-      rightTokens.forEach((t, i) => svgText(svg, leftWidth + LINES_WIDTH + 6, top + (i + 0.5) * ROW_HEIGHT, t));
-      svgLines(svg, all, (line) => colors[line.head], ({ from, to }) => [
-        leftWidth, top + (from - ranges.from[0] + 0.5) * ROW_HEIGHT,
-        leftWidth + LINES_WIDTH, top + (to - ranges.to[0] + 0.5) * ROW_HEIGHT,
-      ]);
-      return serializeSvg(svg);
-    },
+      return headScene(state, options);
+    }),
     destroy() { root.remove(); },
   };
 }

@@ -2,8 +2,8 @@
 // drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
 import { headColors } from "./colors.js";
 import { el, sizeCanvas } from "./dom.js";
-import { strokeWeightedLines } from "./draw_lines.js";
-import { serializeSvg, svgDocument, svgLines, svgRect, svgText } from "./svg.js";
+import { createGrid, gridSceneLabels } from "./grid.js";
+import { createScene, drawScene, imageMethods } from "./scene.js";
 
 export const CELL = 84; // px per thumbnail, margins included
 const PAD = 8;
@@ -31,24 +31,35 @@ function thumbnailEnds([rows, cols], x, y, width, height) {
   return ({ from, to }) => [x + PAD, y + PAD + (from + 0.5) * fromStep, x + width - PAD, y + PAD + (to + 0.5) * toStep];
 }
 
-function drawThumbnail(ctx, lines, grid, color, x, y, width, height) {
-  strokeWeightedLines(ctx, lines, () => color, thumbnailEnds(grid, x, y, width, height), 1);
-}
+/**
+ * The grid of thumbnails, one geometry for the screen's canvas (labels: false, the grid alone at
+ * the origin) and for images (labels: true: title, head and layer labels around it). A masked
+ * head's cell is dimmed and crossed out, so switched-off heads are seen at a glance.
+ */
+const headText = (head) => `Head ${head + 1}`;
+const layerText = (layer) => `Layer ${layer + 1}`;
 
-/** Dims a masked head's cell and crosses it out, so switched-off heads are seen at a glance. */
-function drawMasked(ctx, x, y) {
-  ctx.save();
-  ctx.fillStyle = "rgba(128,128,128,0.45)";
-  ctx.fillRect(x + 2, y + 2, CELL - 4, CELL - 4);
-  ctx.strokeStyle = "#d62728";
-  ctx.lineWidth = 2;
-  ctx.beginPath();
-  ctx.moveTo(x + PAD, y + PAD);
-  ctx.lineTo(x + CELL - PAD, y + CELL - PAD);
-  ctx.moveTo(x + CELL - PAD, y + PAD);
-  ctx.lineTo(x + PAD, y + CELL - PAD);
-  ctx.stroke();
-  ctx.restore();
+export function modelScene(state, lineCache, { title = "", labels = true } = {}) {
+  const { thumbnails, layers, heads, nHeads } = state;
+  const grid = thumbnails.shape.slice(2);
+  const [left, top] = labels ? [64, 48] : [0, 0];
+  const s = createScene(left + heads.length * CELL, top + layers.length * CELL, { background: labels });
+  if (labels) {
+    s.text(6, 12, title, { role: "title" });
+    gridSceneLabels(s, { left, top, cell: CELL, columnTexts: heads.map(headText), rowTexts: layers.map(layerText) });
+  }
+  const colors = headColors(nHeads);
+  const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
+  layers.forEach((layer, row) => { heads.forEach((head, col) => {
+    const [x, y] = [left + col * CELL, top + row * CELL];
+    s.lines(lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, CELL, CELL));
+    if (masked.has(`${layer}:${head}`)) {
+      s.rect(x + 2, y + 2, CELL - 4, CELL - 4, "rgba(128,128,128,0.45)", "masked");
+      s.segment(x + PAD, y + PAD, x + CELL - PAD, y + CELL - PAD, "#d62728", 2);
+      s.segment(x + CELL - PAD, y + PAD, x + PAD, y + CELL - PAD, "#d62728", 2);
+    }
+  }); });
+  return s.scene;
 }
 
 /**
@@ -60,10 +71,8 @@ export function createModelView(container, callbacks = {}) {
   const root = el("div", "attnscope-model-view", container);
   const hint = el("div", "attnscope-hint", root);
   hint.textContent = "Hover a head to enlarge it; click to open it in the head view.";
-  const grid = el("div", "attnscope-grid", root);
-  const headLabels = el("div", "attnscope-grid-heads", grid);
-  const layerLabels = el("div", "attnscope-grid-layers", grid);
-  const canvas = el("canvas", "attnscope-thumbnails", grid);
+  const grid = createGrid(root, CELL, { frame: "attnscope-grid", columns: "attnscope-grid-heads", rows: "attnscope-grid-layers", canvas: "attnscope-thumbnails" });
+  const { canvas } = grid;
   const zoom = el("div", "attnscope-zoom", root);
   zoom.hidden = true;
   const zoomTitle = el("div", "attnscope-zoom-title", zoom);
@@ -71,14 +80,7 @@ export function createModelView(container, callbacks = {}) {
   let state = null;
   let lineCache = [];
 
-  function cellAt(event) {
-    if (!state) return null;
-    const rect = canvas.getBoundingClientRect();
-    const col = Math.floor((event.clientX - rect.left) / CELL);
-    const row = Math.floor((event.clientY - rect.top) / CELL);
-    if (row < 0 || col < 0 || row >= state.layers.length || col >= state.heads.length) return null;
-    return { row, col };
-  }
+  const cellAt = (event) => (state ? grid.cellAt(event) : null);
 
   function showZoom(cell) {
     if (!cell) { zoom.hidden = true; return; }
@@ -87,7 +89,11 @@ export function createModelView(container, callbacks = {}) {
     const colors = headColors(state.nHeads);
     zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${state.heads[col] + 1}`;
     const ctx = sizeCanvas(zoomCanvas, CELL * ZOOM, CELL * ZOOM);
-    if (ctx) drawThumbnail(ctx, lineCache[row][col], grid, colors[state.heads[col]], 0, 0, CELL * ZOOM, CELL * ZOOM);
+    if (ctx) {
+      const enlarged = createScene(CELL * ZOOM, CELL * ZOOM, { background: false });
+      enlarged.lines(lineCache[row][col], () => colors[state.heads[col]], thumbnailEnds(grid, 0, 0, CELL * ZOOM, CELL * ZOOM));
+      drawScene(ctx, enlarged.scene);
+    }
     // Beside the hovered cell, kept inside the view.
     zoom.style.left = `${Math.min((col + 1) * CELL + 60, Math.max(0, canvas.clientWidth - CELL * ZOOM))}px`;
     zoom.style.top = `${row * CELL + 40}px`;
@@ -116,54 +122,23 @@ export function createModelView(container, callbacks = {}) {
       if (same) { state = next; return; } // already drawn
       state = next;
       const { thumbnails, layers, heads } = next;
-      const grid = thumbnails.shape.slice(2);
-      const colors = headColors(next.nHeads);
-      headLabels.replaceChildren();
-      for (const h of heads) el("span", "", headLabels).textContent = `Head ${h + 1}`;
-      layerLabels.replaceChildren();
-      for (const l of layers) el("span", "", layerLabels).textContent = `Layer ${l + 1}`;
+      grid.label(heads.map(headText), layers.map(layerText));
       const ctx = sizeCanvas(canvas, heads.length * CELL, layers.length * CELL);
       lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
-      let count = 0;
-      layers.forEach((_, row) => heads.forEach((head, col) => {
-        const lines = lineCache[row][col];
-        count += lines.length;
-        if (ctx) drawThumbnail(ctx, lines, grid, colors[head], col * CELL, row * CELL, CELL, CELL);
-      }));
+      const count = lineCache.flat().reduce((n, lines) => n + lines.length, 0);
+      if (ctx) drawScene(ctx, modelScene(next, lineCache, { labels: false }));
       const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
-      let maskedCount = 0;
-      layers.forEach((layer, row) => heads.forEach((head, col) => {
-        if (!masked.has(`${layer}:${head}`)) return;
-        maskedCount += 1;
-        if (ctx) drawMasked(ctx, col * CELL, row * CELL);
-      }));
+      const maskedCount = layers.reduce((n, layer) => n + heads.filter((head) => masked.has(`${layer}:${head}`)).length, 0);
       canvas.dataset.masked = String(maskedCount);
       canvas.dataset.lineCount = String(count);
       canvas.dataset.cells = String(layers.length * heads.length);
       zoom.hidden = true;
     },
-    /** Every shown layer × head as SVG: the same thumbnails, lines and masks. */
-    toSvg({ title = "", dark = false } = {}) {
+    /** Every shown layer × head as an image: the same thumbnails, lines and masks. */
+    ...imageMethods((options) => {
       if (!state) throw new Error("nothing drawn yet");
-      const { thumbnails, layers, heads, nHeads } = state;
-      const grid = thumbnails.shape.slice(2);
-      const [left, top] = [64, 48];
-      const svg = svgDocument(left + heads.length * CELL, top + layers.length * CELL, dark);
-      svgText(svg, 6, 12, title);
-      heads.forEach((h, col) => svgText(svg, left + (col + 0.5) * CELL, 34, `Head ${h + 1}`, { anchor: "middle", size: 11 }));
-      layers.forEach((l, row) => svgText(svg, 6, top + (row + 0.5) * CELL, `Layer ${l + 1}`, { size: 11 }));
-      const colors = headColors(nHeads);
-      const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
-      layers.forEach((layer, row) => heads.forEach((head, col) => {
-        const [x, y] = [left + col * CELL, top + row * CELL];
-        svgLines(svg, lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, CELL, CELL));
-        if (masked.has(`${layer}:${head}`)) {
-          const cross = svgRect(svg, x + 2, y + 2, CELL - 4, CELL - 4, "rgba(128,128,128,0.45)");
-          cross.setAttribute("class", "masked");
-        }
-      }));
-      return serializeSvg(svg);
-    },
+      return modelScene(state, lineCache, options);
+    }),
     destroy() { root.remove(); },
   };
 }

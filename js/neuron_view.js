@@ -3,9 +3,10 @@
 // product q·k_j and the softmax. The query vector q sits above the key column. Blue is
 // negative, orange positive, intensity the magnitude (as BertViz's neuron view).
 import { el, sizeCanvas } from "./dom.js";
-import { serializeSvg, svgDocument, svgRect, svgText, textWidth } from "./svg.js";
+import { createScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 
-const ROW_HEIGHT = 20;
+export const ROW_HEIGHT = 20;
 const NEGATIVE = [31, 119, 180];
 const POSITIVE = [255, 127, 14];
 
@@ -52,6 +53,59 @@ function paintMatrix(canvas, values, rows, d) {
 }
 
 /**
+ * The computation as an image, in the screen's rows: a title row, the row of q (beside "q →"),
+ * then one row per key token j, where query token j stands too (as in the view's table).
+ */
+export function neuronScene(state, { title = "" } = {}) {
+  const { data } = state;
+  const keyTokens = state.keyTokens ?? state.tokens;
+  const n = keyTokens.length;
+  const { d } = data;
+  const w = cellWidth(d);
+  const leftWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t))) + 12;
+  const top = 50;
+  const rowY = (row) => top + (row + 0.5) * ROW_HEIGHT; // row 0: q; row j + 1: key j and query token j
+  const xKeys = leftWidth;
+  const xProducts = xKeys + d * w + 16;
+  const xScores = xProducts + d * w + 16;
+  const xSoftmax = xScores + 70;
+  const xTokens = xSoftmax + 70;
+  const rows = Math.max(state.tokens.length, n) + 1;
+  const s = createScene(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, top + rows * ROW_HEIGHT + 8);
+  s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${state.tokens[state.query]}"`, { role: "title" });
+  for (const [x, label] of [[xKeys, `q, k (d = ${d})`], [xProducts, "q × k"], [xScores, data.scoreLabel ?? "q·k / √d"], [xSoftmax, "softmax"]]) {
+    s.text(x, 34, label, { size: 11, role: "column-title" });
+  }
+  s.text(leftWidth - 6, rowY(0), "q →", { anchor: "end", size: 11 });
+  state.tokens.forEach((t, i) => {
+    s.text(leftWidth - 6, rowY(i + 1), t, { anchor: "end", color: i === state.query ? "#d62728" : null, role: "query-token" });
+  });
+  const matrix = (values, count, x, firstRow) => {
+    const scale = maxAbs(values);
+    for (let r = 0; r < count; r++) {
+      for (let k = 0; k < d; k++) {
+        const v = values[r * d + k];
+        if (Number.isFinite(v) && v !== 0) s.rect(x + k * w, top + (firstRow + r) * ROW_HEIGHT, w, ROW_HEIGHT - 2, divergingColor(v, scale));
+      }
+    }
+  };
+  matrix(data.query, 1, xKeys, 0);
+  matrix(data.keys, n, xKeys, 1);
+  matrix(data.products, n, xProducts, 1);
+  const scoreScale = maxAbs(data.scores);
+  for (let j = 0; j < n; j++) {
+    const y = rowY(j + 1);
+    const masked = !Number.isFinite(data.scores[j]);
+    s.rect(xScores, y - ROW_HEIGHT / 2, 60, ROW_HEIGHT - 2, divergingColor(data.scores[j], scoreScale));
+    s.text(xScores + 4, y, masked ? "masked" : data.scores[j].toFixed(2), { size: 11, role: "score" });
+    s.rect(xSoftmax, y - ROW_HEIGHT / 2, Math.max(1, data.softmax[j] * 60), ROW_HEIGHT - 2, "rgba(31,119,180,0.35)");
+    s.text(xSoftmax + 4, y, data.softmax[j].toFixed(3), { size: 11, role: "softmax" });
+    s.text(xTokens, y, keyTokens[j], { role: "key-token" });
+  }
+  return s.scene;
+}
+
+/**
  * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}
  * state: {tokens, keyTokens?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
  * keyTokens: the key rows when keys are other tokens (cross-attention); default tokens.
@@ -67,6 +121,7 @@ export function createNeuronView(container, callbacks = {}) {
   const message = el("div", "attnscope-status", root);
 
   const table = el("div", "attnscope-neuron-table", root);
+  table.style.setProperty("--as-row", `${ROW_HEIGHT}px`); // the rows where neuronScene puts them
   table.hidden = true; // until numbers arrive: an empty table would flash (and look finished)
   const queries = el("div", "attnscope-tokens attnscope-left attnscope-neuron-queries", table);
   const keyColumn = el("div", "attnscope-neuron-col", table);
@@ -152,54 +207,11 @@ export function createNeuronView(container, callbacks = {}) {
       root.dataset.query = String(next.query);
       root.dataset.head = String(next.head);
     },
-    /** The drawn computation as SVG: query tokens, q, every k, q × k, the scores and softmax. */
-    toSvg({ title = "", dark = false } = {}) {
-      const data = state?.data;
-      if (!data) throw new Error("the neuron view has no numbers to draw yet");
-      const keyTokens = state.keyTokens ?? state.tokens;
-      const n = keyTokens.length;
-      const { d } = data;
-      const w = cellWidth(d);
-      const leftWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t))) + 12;
-      const top = 50;
-      const xKeys = leftWidth;
-      const xProducts = xKeys + d * w + 16;
-      const xScores = xProducts + d * w + 16;
-      const xSoftmax = xScores + 70;
-      const xTokens = xSoftmax + 70;
-      const rows = Math.max(state.tokens.length, n + 1);
-      const svg = svgDocument(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, top + rows * ROW_HEIGHT + 8, dark);
-      svgText(svg, 6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${state.tokens[state.query]}"`);
-      for (const [x, label] of [[xKeys, `q, k (d = ${d})`], [xProducts, "q × k"], [xScores, data.scoreLabel ?? "q·k / √d"], [xSoftmax, "softmax"]]) {
-        svgText(svg, x, 34, label, { size: 11 });
-      }
-      state.tokens.forEach((t, i) => svgText(svg, leftWidth - 6, top + (i + 0.5) * ROW_HEIGHT, t, {
-        anchor: "end", color: i === state.query ? "#d62728" : undefined,
-      }));
-      const matrix = (values, count, x, y) => {
-        const scale = maxAbs(values);
-        for (let r = 0; r < count; r++) {
-          for (let k = 0; k < d; k++) {
-            const v = values[r * d + k];
-            if (Number.isFinite(v) && v !== 0) svgRect(svg, x + k * w, y + r * ROW_HEIGHT, w, ROW_HEIGHT - 2, divergingColor(v, scale));
-          }
-        }
-      };
-      matrix(data.query, 1, xKeys, top);
-      matrix(data.keys, n, xKeys, top + ROW_HEIGHT);
-      matrix(data.products, n, xProducts, top + ROW_HEIGHT);
-      const scoreScale = maxAbs(data.scores);
-      for (let j = 0; j < n; j++) {
-        const y = top + (j + 1.5) * ROW_HEIGHT;
-        const masked = !Number.isFinite(data.scores[j]);
-        svgRect(svg, xScores, y - ROW_HEIGHT / 2, 60, ROW_HEIGHT - 2, divergingColor(data.scores[j], scoreScale));
-        svgText(svg, xScores + 4, y, masked ? "masked" : data.scores[j].toFixed(2), { size: 11 });
-        svgRect(svg, xSoftmax, y - ROW_HEIGHT / 2, Math.max(1, data.softmax[j] * 60), ROW_HEIGHT - 2, "rgba(31,119,180,0.35)");
-        svgText(svg, xSoftmax + 4, y, data.softmax[j].toFixed(3), { size: 11 });
-        svgText(svg, xTokens, y, keyTokens[j]);
-      }
-      return serializeSvg(svg);
-    },
+    /** The drawn computation as an image: scene, toSvg, toPng. */
+    ...imageMethods((options) => {
+      if (!state?.data) throw new Error("the neuron view has no numbers to draw yet");
+      return neuronScene(state, options);
+    }),
     destroy() { root.remove(); },
   };
 }

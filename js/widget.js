@@ -9,7 +9,6 @@ import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
 import { createModelView } from "./model_view.js";
 import { createNeuronView } from "./neuron_view.js";
-import { svgToPng } from "./svg.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
 
 const EDIT_DEBOUNCE_MS = 350;
@@ -157,7 +156,7 @@ function render({ model, el: host }) {
       setTraits({ masked_heads: masked });
     },
   });
-  const rolloutView = createMatrixView(rolloutBody, {});
+  const rolloutView = createMatrixView(rolloutBody);
   const heatmapView = createHeadMapView(heatmapBox, { onOpenHead: openHead });
   const scatterView = createHeadScatterView(scatterBox, { onOpenHead: openHead });
   const neuronView = createNeuronView(neuronBody, {
@@ -192,25 +191,26 @@ function render({ model, el: host }) {
     return null;
   }
 
-  // Image export: every view but the neuron view can draw itself as SVG; PNG is rendered from it.
-  function currentSvg() {
+  // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
+  function currentImage() {
     const view = model.get("view");
-    const dark = root.classList.contains("attnscope-dark");
     const name = model.get("model_name");
     const layer = model.get("layer") + 1;
-    if (view === "head") return headView.toSvg({ title: `${name} · layer ${layer}`, dark });
-    if (view === "model") return modelView.toSvg({ title: name, dark });
-    if (view === "rollout") return rolloutView.toSvg({ title: `${name} · attention rollout`, dark });
-    if (view === "analysis") {
-      const scatter = model.get("analysis")?.kind === "head_distances";
-      return (scatter ? scatterView : heatmapView).toSvg({ title: name, dark });
-    }
-    if (view === "neuron") return neuronView.toSvg({ title: `${name} · layer ${layer}`, dark });
-    throw new Error(`no image of the ${view} view`);
+    const scatter = model.get("analysis")?.kind === "head_distances";
+    const images = {
+      head: [headView, `${name} · layer ${layer}`],
+      model: [modelView, name],
+      rollout: [rolloutView, `${name} · attention rollout`],
+      analysis: [scatter ? scatterView : heatmapView, name],
+      neuron: [neuronView, `${name} · layer ${layer}`],
+    };
+    if (!images[view]) throw new Error(`no image of the ${view} view`);
+    const [shown, title] = images[view];
+    return { shown, options: { title, dark: root.classList.contains("attnscope-dark") } };
   }
   async function imageBytes(format) {
-    const svg = currentSvg();
-    return format === "svg" ? new TextEncoder().encode(svg) : svgToPng(svg);
+    const { shown, options } = currentImage();
+    return format === "svg" ? new TextEncoder().encode(shown.toSvg(options)) : shown.toPng(options);
   }
   async function downloadImage(format) {
     try {
@@ -273,7 +273,7 @@ function render({ model, el: host }) {
 
   function keyTokens() {
     const keys = model.get("key_tokens");
-    return keys && keys.length ? keys : null; // cross-attention only
+    return keys?.length ? keys : null; // cross-attention only
   }
 
   function drawHead(tokens, nHeads, layer, sentenceBStart) {
@@ -299,7 +299,7 @@ function render({ model, el: host }) {
 
   function drawModel(tokens, nHeads) {
     const payload = model.get("thumbnails");
-    if (!payload || !payload.data) return "loading thumbnails…";
+    if (!payload?.data) return "loading thumbnails…";
     const thumbnails = decodeTrait("thumbnails");
     if (payload.n_tokens !== tokens.length) return "loading thumbnails…";
     modelView.update({ thumbnails, layers: payload.layers, heads: payload.heads, nHeads,
@@ -310,7 +310,7 @@ function render({ model, el: host }) {
   function drawRollout(tokens) {
     const payload = model.get("rollout");
     if (payload?.error) return payload.error;
-    if (!payload || !payload.data || payload.n_tokens !== tokens.length) return "loading rollout…";
+    if (!payload?.data || payload.n_tokens !== tokens.length) return "loading rollout…";
     const rollout = decodeTrait("rollout");
     rolloutView.update({
       title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
@@ -322,7 +322,7 @@ function render({ model, el: host }) {
 
   function drawAnalysis() {
     const analysis = model.get("analysis");
-    if (!analysis || !analysis.kind) {
+    if (!analysis?.kind) {
       analysisNote.textContent = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
       heatmapBox.hidden = scatterBox.hidden = true;
       return "";

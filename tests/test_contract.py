@@ -100,3 +100,8 @@ def test_a_channel_refuses_undeclared_messages():
     channel = Channel(Fake(), {"neuron": lambda *_: {}}, {"rendered": lambda _: None})
     with pytest.raises(ValueError, match="not a request the kernel sends"):
         channel.request("neuron", {}, lambda *_: None)
+
+
+def test_architecture_md_ends_with_the_current_contract_table():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert text.rstrip().endswith(contract_markdown(attnscope.AttentionWidget)), "ARCHITECTURE.md is out of date: run `make contract`"

@@ -58,7 +58,9 @@ def contract_markdown(widget_class: type) -> str:
     rows = ["| trait | writer | saved page | what it holds |", "|---|---|---|---|"]
     for name, trait in contract_traits(widget_class).items():
         doc = " ".join((trait.help or "").split()).replace("|", "\\|")
-        rows.append(f"| `{name}` | {trait.metadata['writer']} | {trait.metadata['page']} | {doc} |")
+        writer = trait.metadata["writer"]
+        page = trait.metadata["page"] if writer != "kernel" else "–"  # a page never changes what the kernel writes
+        rows.append(f"| `{name}` | {writer} | {page} | {doc} |")
     return "\n".join(rows)
 
 
@@ -108,10 +110,18 @@ def contract_js(widget_class: type) -> str:
     return "\n".join(lines)
 
 
-def write_js(path: str = "js/contract.js") -> None:
-    """Regenerate js/contract.js (run from the repository root)."""
+CONTRACT_HEADING = "## The trait contract\n"
+
+
+def write_js(path: str = "js/contract.js", architecture: str = "ARCHITECTURE.md") -> None:
+    """Regenerate js/contract.js and the contract table that ends ARCHITECTURE.md (run from the
+    repository root)."""
     from pathlib import Path
 
     from .widget import AttentionWidget
 
     Path(path).write_text(contract_js(AttentionWidget), encoding="utf-8")
+    page = Path(architecture)
+    text = page.read_text(encoding="utf-8")
+    head = text[: text.index(CONTRACT_HEADING) + len(CONTRACT_HEADING)]
+    page.write_text(f"{head}\n{contract_markdown(AttentionWidget)}\n", encoding="utf-8")

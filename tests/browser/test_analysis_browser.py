@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
+from test_head_view_browser import BUNDLE
 
 import attnscope
 from attnscope.contract import contract_traits
@@ -27,7 +27,7 @@ def wire(value):
 
 
 @pytest.fixture
-def open_widget(watched_page, server):  # noqa: F811
+def open_widget(watched_page, server):
     def open_(widget):
         page = watched_page(viewport={"width": 1100, "height": 900})
         page.goto(f"{server}/tests/browser/harness.html")

@@ -5,9 +5,6 @@ tests/browser/harness.html imports src/attnscope/static/widget.js, so this tests
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
@@ -33,29 +30,6 @@ HEAD1 = [
     0.0, 0.0, 0.0, 1.0,
 ]
 HEAD0_LINES = sum(w >= 0.005 for w in HEAD0)
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def server():
-    handler = functools.partial(QuietHandler, directory=str(ROOT))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-@pytest.fixture
-def page(watched_page, server):
-    page = watched_page(viewport={"width": 900, "height": 700})
-    page.goto(f"{server}/tests/browser/harness.html")
-    page.wait_for_function("window.harnessReady === true")
-    return page
 
 
 def start(page, **over) -> None:

@@ -14,7 +14,7 @@ import pytest
 import torch
 import transformers
 from test_analysis_browser import wire
-from test_head_view_browser import BUNDLE, server  # noqa: F401 - the fixture serves the repo
+from test_head_view_browser import BUNDLE
 
 import attnscope
 from attnscope.contract import contract_traits
@@ -62,7 +62,7 @@ def settle(page):
 
 
 @pytest.fixture
-def live_and_saved(watched_page, server, tmp_path):  # noqa: F811
+def live_and_saved(watched_page, server, tmp_path):
     def open_both(widget, ready: str, kernel_answers: bool = False):
         viewport = {"width": 1400, "height": 1000}
         live = watched_page(viewport=viewport)

@@ -1,0 +1,79 @@
+"""Export equals the screen: the SVG's text sits where the view's labels sit on screen.
+
+Both come from one scene per view (js/scene.js); the SVG is asked for as the kernel asks
+(save_image's "image" request), then its <text> positions are compared with the on-screen
+labels' boxes, relative to one reference label in each.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from test_head_view_browser import BUNDLE, TOKENS, half_words, start
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
+
+# [text, y centre] of the on-screen labels matching `selector`.
+SCREEN = """selector => [...document.querySelectorAll(selector)].map((n) => {
+  const box = n.getBoundingClientRect(); return [n.textContent, box.top + box.height / 2]; })"""
+# [text, y] of the SVG's text elements of class `role`.
+SVG = """([svg, role]) => { const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+  return [...doc.querySelectorAll(`text.${role}`)].map((t) => [t.textContent, Number(t.getAttribute("y"))]); }"""
+
+
+def exported_svg(page) -> str:
+    page.evaluate("""() => window.attnscopeHarness.model.emitCustom(
+        {kind: "request", type: "image", id: 991, format: "svg"}, [])""")
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.some((m) => m.kind === 'reply' && m.id === 991)")
+    reply = page.evaluate("""() => { const h = window.attnscopeHarness.model;
+        const i = h.sentMessages.findIndex((m) => m.kind === 'reply' && m.id === 991);
+        const b = h.sentBuffers[i][0]; const bytes = new Uint8Array(b.buffer ?? b, b.byteOffset ?? 0, b.byteLength);
+        return {error: h.sentMessages[i].error, data: btoa(String.fromCharCode(...bytes))}; }""")
+    assert not reply["error"], reply["error"]
+    return base64.b64decode(reply["data"]).decode("utf-8")
+
+
+def relative(rows, reference):
+    return [(text, round(y - reference, 1)) for text, y in rows]
+
+
+def test_head_view_svg_labels_sit_where_the_screen_shows_them(page):
+    start(page)
+    svg = exported_svg(page)
+    for side, role in (("left", "token-left"), ("right", "token-right")):
+        screen = page.evaluate(SCREEN, f".attnscope-head-view .attnscope-{side} .attnscope-token-text")
+        image = page.evaluate(SVG, [svg, role])
+        assert [t for t, _ in image] == [t for t, _ in screen] == TOKENS
+        got, want = relative(image, image[0][1]), relative(screen, screen[0][1])
+        assert all(abs(a[1] - b[1]) <= 1.5 for a, b in zip(got, want)), (got, want)
+
+
+def test_neuron_view_svg_rows_are_the_screens_rows(page):
+    start(page, view="neuron", neuron_head=1, neuron_query=2)
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
+    rng = np.random.default_rng(1)
+    d, n = 8, len(TOKENS)
+    q, keys = rng.normal(size=d), rng.normal(size=(n, d))
+    scores = keys @ q / np.sqrt(d)
+    softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    arrays = [half_words(a) for a in (q, keys, keys * q, scores, softmax)]
+    page.evaluate(
+        """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
+            h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 2, d, n_tokens: n,
+                                shapes: [[d], [n, d], [n, d], [n], [n]]}, h.halfBuffers(arrays)); }""",
+        [request["id"], arrays, d, n],
+    )
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    svg = exported_svg(page)
+    screen_keys = page.evaluate(SCREEN, ".attnscope-neuron-view .attnscope-right .attnscope-token-text")
+    screen_queries = page.evaluate(SCREEN, ".attnscope-neuron-queries .attnscope-token-text")
+    image_keys, image_queries = page.evaluate(SVG, [svg, "key-token"]), page.evaluate(SVG, [svg, "query-token"])
+    assert [t for t, _ in image_queries] == [t for t, _ in screen_queries] == TOKENS
+    # Every label relative to the first key token: query token j beside key row j, on both.
+    for image, screen in ((image_keys, screen_keys), (image_queries, screen_queries)):
+        got, want = relative(image, image_keys[0][1]), relative(screen, screen_keys[0][1])
+        assert all(abs(a[1] - b[1]) <= 1.5 for a, b in zip(got, want)), (got, want)
+    assert not page.problems, page.problems
