@@ -189,6 +189,41 @@ export function nearestPoint(px, py, screenPoints, radius) {
   return best;
 }
 
+const layerColor = (layer, nLayers) => interpolateViridis(nLayers > 1 ? layer / (nLayers - 1) : 0.5);
+
+/** The colour of head `index` (layer-major) when points are coloured by "behaviour" or "layer". */
+function scatterColor(state, colorBy, index) {
+  if (colorBy === "behaviour" && state.behaviours) return BEHAVIOUR_COLORS[state.behaviours[index]] ?? BEHAVIOUR_COLORS.other;
+  return layerColor(Math.floor(index / state.nHeads), state.nLayers);
+}
+
+/** The scatter's legend: [[name, colour]] of the behaviours present, or of every layer. */
+export function scatterLegend(state, colorBy) {
+  if (colorBy === "behaviour" && state.behaviours) {
+    return Object.entries(BEHAVIOUR_COLORS).filter(([name]) => state.behaviours.includes(name));
+  }
+  return Array.from({ length: state.nLayers }, (_, l) => [`Layer ${l + 1}`, layerColor(l, state.nLayers)]);
+}
+
+/**
+ * The scatter's points fitted into SCATTER_SIZE², one geometry for the screen's canvas
+ * (labels: false, the points alone) and for images (labels: title above, legend beside).
+ */
+export function scatterScene(state, colorBy, { title = "", labels = true } = {}) {
+  const points = fitPoints(state.points, SCATTER_SIZE, SCATTER_SIZE, 16);
+  const top = labels ? 24 : 0;
+  const s = createScene(SCATTER_SIZE + (labels ? 160 : 0), SCATTER_SIZE + top, { background: labels });
+  if (labels) s.text(6, 12, title, { role: "title" });
+  for (let i = 0; i < points.length / 2; i++) s.circle(points[2 * i], top + points[2 * i + 1], POINT_RADIUS, scatterColor(state, colorBy, i));
+  if (labels) {
+    scatterLegend(state, colorBy).forEach(([name, color], i) => {
+      s.circle(SCATTER_SIZE + 14, top + 16 + i * 18, 5, color);
+      s.text(SCATTER_SIZE + 24, top + 16 + i * 18, name, { size: 11, role: "legend" });
+    });
+  }
+  return s.scene;
+}
+
 function drawMap(canvas, values, shape, layer, head, size) {
   const [, nHeads, s] = shape;
   const ctx = sizeCanvas(canvas, size, size);
@@ -227,32 +262,15 @@ export function createHeadScatterView(container, callbacks = {}) {
   let colorBy = null;
   let screen = new Float32Array(0);
 
-  function colorOf(index) {
-    const layer = Math.floor(index / state.nHeads);
-    if (colorBy === "behaviour" && state.behaviours) return BEHAVIOUR_COLORS[state.behaviours[index]] ?? BEHAVIOUR_COLORS.other;
-    return interpolateViridis(state.nLayers > 1 ? layer / (state.nLayers - 1) : 0.5);
-  }
-
   function draw() {
     const ctx = sizeCanvas(canvas, SCATTER_SIZE, SCATTER_SIZE);
     screen = fitPoints(state.points, SCATTER_SIZE, SCATTER_SIZE, 16);
-    const count = screen.length / 2;
-    if (ctx) {
-      for (let i = 0; i < count; i++) {
-        ctx.fillStyle = colorOf(i);
-        ctx.beginPath();
-        ctx.arc(screen[2 * i], screen[2 * i + 1], POINT_RADIUS, 0, 2 * Math.PI);
-        ctx.fill();
-      }
-    }
-    canvas.dataset.points = String(count);
+    if (ctx) drawScene(ctx, scatterScene(state, colorBy, { labels: false }));
+    canvas.dataset.points = String(screen.length / 2);
     canvas.dataset.colorBy = colorBy;
     select.value = colorBy;
     legend.replaceChildren();
-    const entries = colorBy === "behaviour" && state.behaviours
-      ? Object.entries(BEHAVIOUR_COLORS).filter(([name]) => state.behaviours.includes(name))
-      : Array.from({ length: state.nLayers }, (_, l) => [`Layer ${l + 1}`, interpolateViridis(state.nLayers > 1 ? l / (state.nLayers - 1) : 0.5)]);
-    for (const [name, color] of entries) {
+    for (const [name, color] of scatterLegend(state, colorBy)) {
       const item = el("span", "attnscope-legend-item", legend);
       el("span", "attnscope-legend-swatch", item).style.background = color;
       el("span", "", item).textContent = name;
@@ -294,18 +312,46 @@ export function createHeadScatterView(container, callbacks = {}) {
     },
     ...imageMethods(({ title = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
-      const top = 24;
-      const s = createScene(SCATTER_SIZE + 160, SCATTER_SIZE + top);
-      s.text(6, 12, title);
-      for (let i = 0; i < screen.length / 2; i++) s.circle(screen[2 * i], top + screen[2 * i + 1], POINT_RADIUS, colorOf(i));
-      [...legend.children].forEach((item, i) => {
-        s.circle(SCATTER_SIZE + 14, top + 16 + i * 18, 5, item.firstChild.style.background);
-        s.text(SCATTER_SIZE + 24, top + 16 + i * 18, item.lastChild.textContent, { size: 11 });
-      });
-      return s.scene;
+      return scatterScene(state, colorBy, { title });
     }),
     destroy() { root.remove(); },
   };
+}
+
+/** Cell size in px of an n × n matrix: about MATRIX_SIZE wide, 4 to MATRIX_CELL_MAX px a cell. */
+export function matrixCell(n) {
+  return Math.max(4, Math.min(MATRIX_CELL_MAX, Math.floor(MATRIX_SIZE / Math.max(n, 1))));
+}
+
+const defaultLayerLabel = (i) => `Layer ${i + 1}`;
+
+/**
+ * One layer of the matrices (Blues, relative to the layer's largest value), one geometry for the
+ * screen's canvas (labels: false, the cells alone) and for images (labels: title, the tokens
+ * left of the rows and, turned, above the columns, at the cells' pitch).
+ */
+export function matrixScene(state, layer, { title = "", labels = true } = {}) {
+  const [, n] = state.shape;
+  const cell = matrixCell(n);
+  const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
+  const [left, top] = labels ? [labelWidth, 30 + labelWidth] : [0, 0];
+  const s = createScene(left + n * cell + (labels ? 8 : 0), top + n * cell + (labels ? 8 : 0), { background: labels });
+  if (labels) {
+    s.text(6, 12, `${title}${title ? " · " : ""}${(state.layerLabel ?? defaultLayerLabel)(layer)}`, { role: "title" });
+    state.tokens.forEach((token, i) => {
+      s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11, role: "row-label" });
+      s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90, role: "col-label" });
+    });
+  }
+  const base = layer * n * n;
+  let max = 1e-9;
+  for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
+  for (let row = 0; row < n; row++) {
+    for (let col = 0; col < n; col++) {
+      s.rect(left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
+    }
+  }
+  return s.scene;
 }
 
 /**
@@ -326,23 +372,12 @@ export function createMatrixView(container) {
   tooltip.hidden = true;
   let state = null;
   let layer = null;
-  let cell = MATRIX_CELL_MAX;
 
   function draw() {
     const [, n] = state.shape;
-    cell = Math.max(4, Math.min(MATRIX_CELL_MAX, Math.floor(MATRIX_SIZE / Math.max(n, 1))));
-    const base = layer * n * n;
-    let max = 1e-9;
-    for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
+    const cell = matrixCell(n);
     const ctx = sizeCanvas(canvas, n * cell, n * cell);
-    if (ctx) {
-      for (let row = 0; row < n; row++) {
-        for (let col = 0; col < n; col++) {
-          ctx.fillStyle = interpolateBlues(state.values[base + row * n + col] / max);
-          ctx.fillRect(col * cell, row * cell, cell, cell);
-        }
-      }
-    }
+    if (ctx) drawScene(ctx, matrixScene(state, layer, { labels: false }));
     for (const labels of [topLabels, leftLabels]) {
       labels.replaceChildren();
       for (const token of state.tokens) {
@@ -361,10 +396,10 @@ export function createMatrixView(container) {
     if (!state) return;
     const [x, y] = pointerIn(canvas, event);
     const [, n] = state.shape;
-    const hit = cellAt(x, y, cell, n, n);
+    const hit = gridCellAt(x, y, matrixCell(n), n, n);
     if (!hit) { tooltip.hidden = true; return; }
-    const value = state.values[layer * n * n + hit.layer * n + hit.head];
-    tooltip.textContent = `${state.tokens[hit.layer]} → ${state.tokens[hit.head]}: ${format(value, 3)}`;
+    const value = state.values[layer * n * n + hit.row * n + hit.col];
+    tooltip.textContent = `${state.tokens[hit.row]} → ${state.tokens[hit.col]}: ${format(value, 3)}`;
     placeTooltip(tooltip, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
@@ -373,7 +408,7 @@ export function createMatrixView(container) {
     update(next) {
       if (state === next) return;
       const [nLayers] = next.shape;
-      const label = next.layerLabel ?? ((i) => `Layer ${i + 1}`);
+      const label = next.layerLabel ?? defaultLayerLabel;
       select.replaceChildren(); // rebuilt each time: the labels may change with the same count
       for (let i = 0; i < nLayers; i++) {
         const option = el("option", "", select);
@@ -388,24 +423,7 @@ export function createMatrixView(container) {
     },
     ...imageMethods(({ title: heading = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
-      const [, n] = state.shape;
-      const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
-      const [left, top] = [labelWidth, 30 + labelWidth];
-      const s = createScene(left + n * cell + 8, top + n * cell + 8);
-      s.text(6, 12, `${heading}${heading ? " · " : ""}${select.options[layer]?.textContent ?? ""}`);
-      const base = layer * n * n;
-      let max = 1e-9;
-      for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
-      state.tokens.forEach((token, i) => {
-        s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11 });
-        s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90 });
-      });
-      for (let row = 0; row < n; row++) {
-        for (let col = 0; col < n; col++) {
-          s.rect(left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
-        }
-      }
-      return s.scene;
+      return matrixScene(state, layer, { title: heading });
     }),
     destroy() { root.remove(); },
   };

@@ -3,7 +3,8 @@ import { expect, it } from "vitest";
 import { gridCellAt } from "./grid.js";
 import { headScene, LINES_WIDTH, ROW_HEIGHT } from "./head_view.js";
 import { neuronScene } from "./neuron_view.js";
-import { createScene, sceneToSvg } from "./scene.js";
+import { createScene, drawScene, sceneToSvg } from "./scene.js";
+import { svgSafeText } from "./svg.js";
 
 const texts = (scene, role) => scene.items.filter((item) => item.type === "text" && item.role === role);
 
@@ -62,4 +63,38 @@ it("draws a scene as SVG with its texts where the scene puts them, as data", () 
 it("finds the grid cell under a point and nothing outside", () => {
   expect(gridCellAt(85, 1, 84, 2, 3)).toEqual({ row: 0, col: 1 });
   expect(gridCellAt(1, 170, 84, 2, 3)).toBeNull();
+});
+
+/** A canvas context that records where each text is drawn (drawScene translates to it). */
+function recordingContext() {
+  const drawn = [];
+  let origin = [0, 0];
+  const ignore = () => {};
+  return {
+    drawn,
+    save: ignore, beginPath: ignore, moveTo: ignore, lineTo: ignore, stroke: ignore, fill: ignore, arc: ignore, fillRect: ignore, rotate: ignore,
+    restore() { origin = [0, 0]; },
+    translate(x, y) { origin = [x, y]; },
+    fillText(text, x, y) { drawn.push([text, origin[0] + x, origin[1] + y]); },
+  };
+}
+
+it("draws a view's scene as SVG and on a canvas with the same texts, in order, where the scene puts them", () => {
+  const tokens = ["[CLS]", "a\u0000b", "<i>c</i>", "[SEP]"];
+  const values = new Float32Array(16).fill(0.25);
+  const scene = headScene({
+    tokens, attention: { values, shape: [1, 4, 4] }, visibleHeads: [0], sentenceFilter: "all", sentenceBStart: null,
+  }, { title: "m · layer 1" });
+  const round = (v) => Math.round(v * 10) / 10;
+  const want = scene.items.filter((item) => item.type === "text")
+    .map((t) => [svgSafeText(t.text), round(t.x), round(t.y), t.anchor, t.role || null]);
+  const doc = new DOMParser().parseFromString(sceneToSvg(scene), "image/svg+xml");
+  const svg = [...doc.querySelectorAll("text")].map((t) => [
+    t.textContent, Number(t.getAttribute("x")), Number(t.getAttribute("y")), t.getAttribute("text-anchor"), t.getAttribute("class"),
+  ]);
+  expect(svg).toEqual(want);
+  expect(svg.filter(([, , , , role]) => role === "token-right").map(([text]) => text)).toEqual(["[CLS]", "a\u2400b", "<i>c</i>", "[SEP]"]);
+  const ctx = recordingContext();
+  drawScene(ctx, scene);
+  expect(ctx.drawn.map(([text, x, y]) => [text, round(x), round(y)])).toEqual(want.map(([text, x, y]) => [text, x, y]));
 });
