@@ -84,7 +84,8 @@ def test_head_distances_random_starts_never_raise_the_stress(default_model):
     d = torch.tensor(one.attrs["distances"])
     layout = lambda frame: torch.tensor(frame[["x", "y"]].to_numpy())
     assert an.stress(d, layout(three)) <= an.stress(d, layout(one))
-    assert torch.allclose(layout(one), an.mds(d))  # n_init=1: the classical start alone
+    # n_init=1: the classical start alone (to float32 rounding: BLAS paths differ across CPUs by ~1e-6)
+    assert torch.allclose(layout(one), an.mds(d), atol=1e-5)
     with pytest.raises(InputError, match="n_init"):
         attnscope.head_distances(default_model, TEXTS[:3], progress=False, n_init=0)
 

@@ -1,0 +1,230 @@
+// The widget's controls: header (tabs, part, layer, filter, words, image buttons, status), the
+// sentence editor, the head-mask bar, the notice and the error line. They read the synced state
+// in update() and write back only through `actions`; they never draw attention.
+import { el } from "./dom.js";
+
+const EDIT_DEBOUNCE_MS = 350;
+const FILTERS = [
+  ["all", "All"],
+  ["aa", "Sentence A → A"],
+  ["bb", "Sentence B → B"],
+  ["ab", "Sentence A → B"],
+  ["ba", "Sentence B → A"],
+];
+const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
+
+function labelled(parent, text, control) {
+  const label = el("label", "attnscope-control", parent);
+  el("span", "", label).textContent = text;
+  label.appendChild(control);
+  return label;
+}
+
+function select(className, options) {
+  const node = el("select", className);
+  for (const [value, text] of options) {
+    const option = el("option", "", node);
+    option.value = value;
+    option.textContent = text;
+  }
+  return node;
+}
+
+function checkbox(className) {
+  const box = el("input", className);
+  box.type = "checkbox";
+  return box;
+}
+
+function button(className, parent, text) {
+  const node = el("button", className, parent);
+  node.type = "button";
+  node.textContent = text;
+  return node;
+}
+
+/**
+ * @typedef {object} ControlActions
+ * @property {(values: object) => void} setTraits  write synced traits (and redraw)
+ * @property {(request: {id: number, text: string, text_b: string|null}) => void} sendRequest  an edited text
+ * @property {(format: string) => void} saveImage  the SVG / PNG buttons
+ * @property {() => void} redraw  a change that only the view shows (mask mode, typing)
+ */
+
+/**
+ * Builds the controls in `root` for the views `[[name, label], ...]`.
+ * @param {HTMLElement} root
+ * @param {[string, string][]} views
+ * @param {ControlActions} actions
+ */
+export function createControls(root, views, actions) {
+  const { setTraits } = actions;
+  const header = el("div", "attnscope-header", root);
+  const title = el("span", "attnscope-title", header);
+  const tabs = el("div", "attnscope-tabs", header);
+  tabs.setAttribute("role", "tablist");
+  for (const [value, text] of views) {
+    const tab = button("attnscope-tab", tabs, text);
+    tab.dataset.view = value;
+    tab.setAttribute("role", "tab");
+    tab.addEventListener("click", () => setTraits({ view: value }));
+  }
+  // Encoder-decoder models: which attention to show (as BertViz's Encoder / Decoder / Cross).
+  const partSelect = select("attnscope-part", PARTS);
+  const partControl = labelled(header, "Attention", partSelect);
+  partSelect.addEventListener("change", () => setTraits({ attention_part: partSelect.value }));
+  const layerSelect = el("select", "attnscope-layer");
+  const layerControl = labelled(header, "Layer", layerSelect);
+  layerSelect.addEventListener("change", () => setTraits({ layer: Number(layerSelect.value) }));
+  const filterSelect = select("attnscope-filter", FILTERS);
+  const filterControl = labelled(header, "Attention", filterSelect);
+  filterSelect.addEventListener("change", () => setTraits({ sentence_filter: filterSelect.value }));
+  const wordsBox = checkbox("attnscope-words");
+  const wordsControl = labelled(header, "Words", wordsBox);
+  wordsControl.title = "Merge wordpieces into words: attention to a word is summed over its pieces, from a word averaged.";
+  wordsBox.addEventListener("change", () => setTraits({ word_level: wordsBox.checked }));
+  const exportBox = el("span", "attnscope-export", header);
+  const imageButtons = ["svg", "png"].map((format) => {
+    const node = button("attnscope-export-button", exportBox, format.toUpperCase());
+    node.dataset.format = format;
+    node.title = `Save this view as ${format.toUpperCase()}`;
+    node.addEventListener("click", () => actions.saveImage(format));
+    return node;
+  });
+  const status = el("span", "attnscope-status", header);
+
+  const editor = createEditor(root, actions);
+
+  // Head masking (Michel et al.): switch heads off in the model view; the kernel reruns.
+  const maskBar = el("div", "attnscope-maskbar", root);
+  const maskModeBox = checkbox("attnscope-mask-mode");
+  const maskModeControl = labelled(maskBar, "Click to mask heads", maskModeBox);
+  const changeBox = checkbox("attnscope-show-change");
+  const changeControl = labelled(maskBar, "Show change |A_masked − A|", changeBox);
+  const unmask = button("attnscope-unmask", maskBar, "Unmask all");
+  const maskSummary = el("span", "attnscope-mask-summary", maskBar);
+  maskModeBox.addEventListener("change", actions.redraw);
+  changeBox.addEventListener("change", () => setTraits({ show_change: changeBox.checked }));
+  unmask.addEventListener("click", () => setTraits({ masked_heads: [], show_change: false }));
+
+  const notice = el("div", "attnscope-notice", root);
+  const error = el("div", "attnscope-error", root);
+  error.setAttribute("role", "alert");
+
+  function syncLayers(nLayers, layer) {
+    if (layerSelect.options.length !== nLayers) {
+      layerSelect.replaceChildren();
+      for (let l = 0; l < nLayers; l++) {
+        const option = el("option", "", layerSelect);
+        option.value = String(l);
+        option.textContent = String(l + 1); // shown 1-based as in the papers; the trait is 0-based
+      }
+    }
+    layerSelect.value = String(layer);
+  }
+
+  return {
+    editor,
+    /** Whether clicks in the model view mask heads (a view-only setting, not synced). */
+    get maskMode() { return maskModeBox.checked; },
+    /** Brings every control in line with the state; `get(name)` reads a synced trait. */
+    update(get) {
+      const view = get("view");
+      const parts = get("parts") ?? [];
+      const masked = get("masked_heads") ?? [];
+      title.textContent = get("model_name");
+      for (const tab of tabs.children) {
+        tab.setAttribute("aria-selected", String(tab.dataset.view === view));
+        if (tab.dataset.view === "analysis") tab.hidden = !get("analysis")?.kind;
+      }
+      syncLayers(get("n_layers"), get("layer"));
+      layerControl.hidden = view === "model" || view === "analysis" || view === "rollout";
+      filterSelect.value = get("sentence_filter");
+      filterControl.hidden = get("sentence_b_start") === null || view !== "head";
+      partControl.hidden = parts.length < 2 || view === "analysis";
+      partSelect.value = get("attention_part") ?? "encoder";
+      wordsBox.checked = Boolean(get("word_level"));
+      wordsControl.hidden = view === "analysis";
+      for (const node of imageButtons) node.disabled = view === "neuron" && !get("has_queries_keys");
+      editor.update(get);
+      maskBar.hidden = !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
+      maskModeControl.hidden = view !== "model";
+      changeBox.checked = Boolean(get("show_change"));
+      changeControl.hidden = masked.length === 0;
+      unmask.hidden = masked.length === 0;
+      maskSummary.textContent = get("mask_summary") ?? "";
+      notice.textContent = get("notice");
+      notice.hidden = !get("notice");
+      error.textContent = get("error");
+      error.hidden = !get("error");
+    },
+    setStatus(text) { status.textContent = text; },
+    showError(message) {
+      error.textContent = `attnscope cannot draw this data: ${message}`;
+      error.hidden = false;
+    },
+    destroy() { editor.destroy(); },
+  };
+}
+
+/**
+ * The sentence editor: edits are sent as a `request` after a pause in typing (or on Enter), each
+ * with a new id, so the view knows which answer is current and never overwrites what is typed.
+ */
+function createEditor(root, actions) {
+  const box = el("div", "attnscope-editor", root);
+  const inputA = el("input", "attnscope-text");
+  inputA.type = "text";
+  inputA.setAttribute("aria-label", "Sentence A");
+  const inputB = el("input", "attnscope-text");
+  inputB.type = "text";
+  inputB.setAttribute("aria-label", "Sentence B");
+  labelled(box, "Sentence", inputA);
+  const sentenceB = labelled(box, "Sentence B", inputB);
+  let lastSentId = 0;
+  let timer = null;
+  let state = null; // the `get` of the last update
+
+  function send() {
+    clearTimeout(timer);
+    timer = null;
+    lastSentId = Math.max(lastSentId, state("result_id")) + 1;
+    const encoderDecoder = (state("parts") ?? []).length > 1;
+    const hasB = state("text_b") !== null || (encoderDecoder && inputB.value.trim() !== "");
+    actions.sendRequest({ id: lastSentId, text: inputA.value, text_b: hasB ? inputB.value : null });
+  }
+  for (const input of [inputA, inputB]) {
+    input.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(send, EDIT_DEBOUNCE_MS);
+      actions.redraw();
+    });
+    input.addEventListener("keydown", (event) => { if (event.key === "Enter") send(); });
+  }
+  function sync(input, value) {
+    // Never overwrite what the user is typing.
+    const typing = document.activeElement === input && (timer !== null || lastSentId > state("result_id"));
+    if (!typing && input.value !== (value ?? "")) input.value = value ?? "";
+  }
+
+  return {
+    /** An edit is waiting to be sent or to be answered: what is drawn is older than the text. */
+    computing() { return timer !== null || (state !== null && lastSentId > state("result_id")); },
+    update(get) {
+      state = get;
+      const encoderDecoder = (get("parts") ?? []).length > 1;
+      sentenceB.hidden = get("text_b") === null && !encoderDecoder;
+      // An encoder-decoder model reads sentence B as the decoder's text (e.g. a translation).
+      sentenceB.firstChild.textContent = encoderDecoder ? "Decoder text" : "Sentence B";
+      // After a failed edit the inputs keep what the user typed, so it can be fixed, not retyped.
+      const failedEdit = Boolean(get("error")) && lastSentId > 0 && get("result_id") === lastSentId;
+      if (!failedEdit) {
+        sync(inputA, get("text"));
+        sync(inputB, get("text_b"));
+      }
+      // Precomputed attention (BertViz-style calls) has no model to rerun: no sentence editor then.
+      box.hidden = get("editable") === false;
+    },
+    destroy() { clearTimeout(timer); },
+  };
+}

@@ -1,0 +1,78 @@
+// @vitest-environment jsdom
+import { afterEach, expect, it, vi } from "vitest";
+import { createControls } from "./controls.js";
+
+const VIEWS = [["head", "Head"], ["model", "Model"], ["analysis", "Analysis"]];
+const BASE = { view: "head", parts: [], masked_heads: [], model_name: "m", n_layers: 3, layer: 1, sentence_filter: "all",
+  sentence_b_start: null, attention_part: "encoder", word_level: false, has_queries_keys: true, analysis: {},
+  result_id: 0, text: "the cat", text_b: null, editable: true, notice: "", error: "", show_change: false, mask_summary: "" };
+
+function mount(state = {}) {
+  const values = { ...BASE, ...state };
+  const get = (name) => values[name];
+  const actions = { setTraits: vi.fn((v) => Object.assign(values, v)), sendRequest: vi.fn(), saveImage: vi.fn(), redraw: vi.fn() };
+  const root = document.createElement("div");
+  document.body.appendChild(root);
+  const controls = createControls(root, VIEWS, actions);
+  controls.update(get);
+  return { root, values, get, actions, controls, input: root.querySelector("input.attnscope-text") };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+  document.body.replaceChildren();
+});
+
+it("shows the state: layers 1-based, the open tab, no analysis tab without an analysis", () => {
+  const { root } = mount();
+  expect([...root.querySelectorAll(".attnscope-layer option")].map((o) => o.textContent)).toEqual(["1", "2", "3"]);
+  expect(root.querySelector(".attnscope-layer").value).toBe("1");
+  expect(root.querySelector('[data-view="head"]').getAttribute("aria-selected")).toBe("true");
+  expect(root.querySelector('[data-view="analysis"]').hidden).toBe(true);
+});
+
+it("writes control changes as traits", () => {
+  const { root, actions } = mount();
+  root.querySelector('[data-view="model"]').click();
+  expect(actions.setTraits).toHaveBeenLastCalledWith({ view: "model" });
+  const layer = root.querySelector(".attnscope-layer");
+  layer.value = "2";
+  layer.dispatchEvent(new Event("change"));
+  expect(actions.setTraits).toHaveBeenLastCalledWith({ layer: 2 });
+});
+
+it("sends an edit after a pause with a new id, and is computing until that id is answered", () => {
+  vi.useFakeTimers();
+  const { values, get, actions, controls, input } = mount();
+  input.focus();
+  input.value = "the dog";
+  input.dispatchEvent(new Event("input"));
+  expect(controls.editor.computing()).toBe(true);
+  expect(actions.sendRequest).not.toHaveBeenCalled();
+  vi.advanceTimersByTime(400);
+  expect(actions.sendRequest).toHaveBeenCalledWith({ id: 1, text: "the dog", text_b: null });
+  // An answer to an older request does not overwrite what is typed.
+  controls.update(get);
+  expect(input.value).toBe("the dog");
+  expect(controls.editor.computing()).toBe(true);
+  Object.assign(values, { result_id: 1, text: "the dog" });
+  controls.update(get);
+  expect(controls.editor.computing()).toBe(false);
+});
+
+it("keeps a failed edit's text so it can be fixed", () => {
+  vi.useFakeTimers();
+  const { values, get, controls, input } = mount();
+  input.value = "x".repeat(5);
+  input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+  Object.assign(values, { result_id: 1, error: "text too long", text: "the cat" });
+  input.blur();
+  controls.update(get);
+  expect(input.value).toBe("xxxxx");
+  expect(input.closest("div").parentElement.querySelector(".attnscope-error").textContent).toBe("text too long");
+});
+
+it("hides the editor for precomputed attention", () => {
+  const { root } = mount({ editable: false });
+  expect(root.querySelector(".attnscope-editor").hidden).toBe(true);
+});

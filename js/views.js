@@ -1,0 +1,208 @@
+// The table of views the widget shows, one adapter each: how to create the view in its body,
+// what of the synced state it draws (decoded once, checked against the tokens) and the title of
+// its image. Adding a view is one entry here plus its module; render() in widget.js loops.
+import { createHeadMapView, createHeadScatterView, createMatrixView } from "./analysis_view.js";
+import { el } from "./dom.js";
+import { createHeadView } from "./head_view.js";
+import { createModelView } from "./model_view.js";
+import { createNeuronView } from "./neuron_view.js";
+
+/**
+ * What an adapter reads the state through.
+ * @typedef {object} ViewContext
+ * @property {(name: string) => any} get  a synced trait
+ * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
+ * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
+ * @property {boolean} maskMode  clicks in the model view mask heads
+ */
+
+/**
+ * What a view does for the widget; draw() returns the status line ("" when drawn).
+ * @typedef {object} ViewAdapter
+ * @property {string} name
+ * @property {string} label
+ * @property {(body: HTMLElement, actions: {setTraits: (values: object) => void}, get: (name: string) => any) => any} create
+ * @property {(view: any, context: ViewContext) => string} draw
+ * @property {(context: ViewContext) => string} title  the image's title
+ */
+
+function keyTokens(get) {
+  const keys = get("key_tokens");
+  return keys?.length ? keys : null; // cross-attention only
+}
+
+const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer") + 1}`;
+
+/** @type {ViewAdapter} */
+const head = {
+  name: "head",
+  label: "Head",
+  create(body, { setTraits }, get) {
+    return createHeadView(body, {
+      onToggleHead(h) {
+        const heads = new Set(get("heads"));
+        if (heads.has(h)) heads.delete(h); else heads.add(h);
+        setTraits({ heads: [...heads].sort((a, b) => a - b) });
+      },
+      onSoloHead(h) {
+        const heads = get("heads");
+        const all = [...Array(get("n_heads")).keys()];
+        setTraits({ heads: heads.length === 1 && heads[0] === h ? all : [h] });
+      },
+    });
+  },
+  draw(view, { get, decoded }) {
+    const payload = get("attention");
+    if (!payload || payload.layer !== get("layer")) return "loading layer…";
+    const attention = decoded("attention");
+    const tokens = get("tokens");
+    const nHeads = get("n_heads");
+    const keys = keyTokens(get);
+    const [h, t1, t2] = attention.shape;
+    if (h !== nHeads || t1 !== tokens.length || t2 !== (keys ?? tokens).length) {
+      throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
+    }
+    const sentenceBStart = get("sentence_b_start");
+    view.update({
+      tokens,
+      keyTokens: keys,
+      causal: Boolean(get("causal")),
+      sentenceBStart,
+      attention,
+      visibleHeads: get("heads"),
+      sentenceFilter: sentenceBStart === null ? "all" : get("sentence_filter"),
+    });
+    return "";
+  },
+  title: layerTitle,
+};
+
+const openHead = (setTraits) => (layer, h) => setTraits({ view: "head", layer, heads: [h] });
+
+/** @type {ViewAdapter} */
+const model = {
+  name: "model",
+  label: "Model",
+  create(body, { setTraits }, get) {
+    return createModelView(body, {
+      onOpenHead: openHead(setTraits),
+      onToggleMask(layer, h) {
+        const current = get("masked_heads") ?? [];
+        const masked = current.filter(([l, m]) => !(l === layer && m === h));
+        if (masked.length === current.length) masked.push([layer, h]);
+        setTraits({ masked_heads: masked });
+      },
+    });
+  },
+  draw(view, { get, decoded, maskMode }) {
+    const payload = get("thumbnails");
+    if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
+    view.update({ thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
+      nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode });
+    return "";
+  },
+  title: ({ get }) => get("model_name"),
+};
+
+/** @type {ViewAdapter} */
+const neuron = {
+  name: "neuron",
+  label: "Neuron",
+  create(body, { setTraits }) {
+    return createNeuronView(body, {
+      onQuery: (query) => setTraits({ neuron_query: query }),
+      onHead: (h) => setTraits({ neuron_head: h }),
+    });
+  },
+  draw(view, { get, neuronData }) {
+    const base = { tokens: get("tokens"), keyTokens: keyTokens(get), nHeads: get("n_heads"),
+      head: get("neuron_head"), query: get("neuron_query") };
+    let message = "";
+    if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
+    else if (!get("has_queries_keys")) message = "This model's queries and keys could not be captured.";
+    const data = message ? null : neuronData();
+    if (data?.error) message = data.error;
+    if (!data && !message) return "loading…";
+    view.update({ ...base, data: message ? null : data, message });
+    return "";
+  },
+  title: layerTitle,
+};
+
+/** @type {ViewAdapter} */
+const rollout = {
+  name: "rollout",
+  label: "Rollout",
+  create: (body) => createMatrixView(body),
+  draw(view, { get, decoded }) {
+    const payload = get("rollout");
+    const tokens = get("tokens");
+    if (payload?.error) return payload.error;
+    if (!payload?.data || payload.n_tokens !== tokens.length) return "loading rollout…";
+    const { values, shape } = decoded("rollout");
+    view.update({
+      title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
+      tokens, values, shape, layer: shape[0] - 1,
+      layerLabel: (i) => `Rolled out through layer ${i + 1}`,
+    });
+    return "";
+  },
+  title: ({ get }) => `${get("model_name")} · attention rollout`,
+};
+
+// The analysis tab shows one of two views, by the kind of analysis the kernel sent.
+function createAnalysisView(body, { setTraits }) {
+  const note = el("div", "attnscope-hint", body);
+  const heatmapBox = el("div", "", body);
+  const scatterBox = el("div", "", body);
+  const heatmap = createHeadMapView(heatmapBox, { onOpenHead: openHead(setTraits) });
+  const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits) });
+  const shown = () => (scatterBox.hidden ? heatmap : scatter);
+  return {
+    update(analysis, thumbnails) {
+      if (!analysis?.kind) {
+        note.textContent = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
+        heatmapBox.hidden = scatterBox.hidden = true;
+        return;
+      }
+      note.textContent = analysis.note;
+      const isScatter = analysis.kind === "head_distances";
+      heatmapBox.hidden = isScatter;
+      scatterBox.hidden = !isScatter;
+      const { n_layers: nLayers, n_heads: nHeads } = analysis;
+      if (isScatter) {
+        scatter.update({ nLayers, nHeads, points: Float32Array.from(analysis.points),
+          behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails });
+      } else {
+        const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
+          values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
+        heatmap.update({ nLayers, nHeads, measures, measure: analysis.measure });
+      }
+    },
+    toSvg: (options) => shown().toSvg(options),
+    toPng: (options) => shown().toPng(options),
+    destroy() {
+      heatmap.destroy();
+      scatter.destroy();
+    },
+  };
+}
+
+/** @type {ViewAdapter} */
+const analysis = {
+  name: "analysis",
+  label: "Analysis",
+  create: createAnalysisView,
+  draw(view, { get, decoded }) {
+    const shown = get("analysis");
+    const thumbs = get("thumbnails");
+    // The scatter's hover shows a head's thumbnail when every head's is there.
+    const complete = shown?.kind === "head_distances" && thumbs?.data && thumbs.layers.length === shown.n_layers && thumbs.heads.length === shown.n_heads;
+    view.update(shown, complete ? decoded("thumbnails") : null);
+    return "";
+  },
+  title: ({ get }) => get("model_name"),
+};
+
+/** The views in tab order. */
+export const VIEWS = [head, model, neuron, rollout, analysis];
