@@ -4,6 +4,7 @@
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
 import { el, sizeCanvas } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
 
@@ -43,10 +44,26 @@ function pointerIn(canvas, event) {
   return [event.clientX - rect.left, event.clientY - rect.top];
 }
 
-function placeTooltip(tooltip, x, y) {
-  tooltip.style.left = `${x + 14}px`;
-  tooltip.style.top = `${y + 14}px`;
+/**
+ * Shows `tooltip` (absolutely placed in its offset parent) near the point (x, y) of `canvas`,
+ * flipped to the other side of the pointer where it would leave that parent: hover cards stay
+ * inside the widget.
+ */
+function placeTooltip(tooltip, canvas, x, y) {
   tooltip.hidden = false;
+  const box = tooltip.offsetParent ?? canvas.parentElement;
+  const [px, py] = [canvas.offsetLeft + x, canvas.offsetTop + y];
+  const width = box?.clientWidth ?? Infinity;
+  const height = Math.max(box?.clientHeight ?? Infinity, box?.scrollHeight ?? 0);
+  const left = px + 14 + tooltip.offsetWidth > width ? px - 14 - tooltip.offsetWidth : px + 14;
+  const top = py + 14 + tooltip.offsetHeight > height ? py - 14 - tooltip.offsetHeight : py + 14;
+  tooltip.style.left = `${Math.max(0, left)}px`;
+  tooltip.style.top = `${Math.max(0, top)}px`;
+}
+
+/** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
+export function heatmapBar(measure, max) {
+  return colorBar(measure.label, 0, max, interpolateViridis);
 }
 
 /**
@@ -56,7 +73,8 @@ function placeTooltip(tooltip, x, y) {
 export function heatmapScene(state, measure, max, { title = "", labels = true } = {}) {
   const { nLayers, nHeads } = state;
   const [left, top] = labels ? [64, 48] : [0, 0];
-  const s = createScene(left + nHeads * HEATMAP_CELL + (labels ? 8 : 0), top + nLayers * HEATMAP_CELL + (labels ? 28 : 0), { background: labels });
+  const width = labels ? Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8) : nHeads * HEATMAP_CELL;
+  const s = createScene(width, top + nLayers * HEATMAP_CELL + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${format(max, 2)})`, { role: "title" });
     gridSceneLabels(s, {
@@ -72,6 +90,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
       s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
     }
   }
+  if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
   return s.scene;
 }
 
@@ -106,11 +125,7 @@ export function createHeadMapView(container, callbacks = {}) {
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
-    legend.replaceChildren();
-    el("span", "", legend).textContent = "0";
-    const bar = el("span", "attnscope-legend-bar", legend);
-    bar.style.background = `linear-gradient(to right, ${[0, 0.25, 0.5, 0.75, 1].map((t) => interpolateViridis(t)).join(",")})`;
-    el("span", "", legend).textContent = format(max, 2);
+    renderColorBar(legend, heatmapBar(measure, max));
   }
 
   select.addEventListener("change", () => { chosen = select.value; draw(); });
@@ -122,7 +137,7 @@ export function createHeadMapView(container, callbacks = {}) {
     const measure = current();
     const value = measure.values[cell.layer * state.nHeads + cell.head];
     tooltip.textContent = `${headLabel(cell.layer, cell.head)} · ${measure.label}: ${format(value, 3)}`;
-    placeTooltip(tooltip, x, y);
+    placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
   canvas.addEventListener("click", (event) => {
@@ -205,20 +220,26 @@ export function scatterLegend(state, colorBy) {
   return Array.from({ length: state.nLayers }, (_, l) => [`Layer ${l + 1}`, layerColor(l, state.nLayers)]);
 }
 
+/** The scatter's side in px for a view `width` px wide: as wide as fits, 320 to 640 px. */
+export function scatterSize(width) {
+  return width ? Math.max(320, Math.min(640, Math.floor(width) - 8)) : SCATTER_SIZE;
+}
+
 /**
- * The scatter's points fitted into SCATTER_SIZE², one geometry for the screen's canvas
+ * The scatter's points fitted into size² (state.size, SCATTER_SIZE by default), one geometry for the screen's canvas
  * (labels: false, the points alone) and for images (labels: title above, legend beside).
  */
 export function scatterScene(state, colorBy, { title = "", labels = true } = {}) {
-  const points = fitPoints(state.points, SCATTER_SIZE, SCATTER_SIZE, 16);
+  const size = state.size ?? SCATTER_SIZE;
+  const points = fitPoints(state.points, size, size, 16);
   const top = labels ? 24 : 0;
-  const s = createScene(SCATTER_SIZE + (labels ? 160 : 0), SCATTER_SIZE + top, { background: labels });
+  const s = createScene(size + (labels ? 160 : 0), size + top, { background: labels });
   if (labels) s.text(6, 12, title, { role: "title" });
   for (let i = 0; i < points.length / 2; i++) s.circle(points[2 * i], top + points[2 * i + 1], POINT_RADIUS, scatterColor(state, colorBy, i));
   if (labels) {
     scatterLegend(state, colorBy).forEach(([name, color], i) => {
-      s.circle(SCATTER_SIZE + 14, top + 16 + i * 18, 5, color);
-      s.text(SCATTER_SIZE + 24, top + 16 + i * 18, name, { size: 11, role: "legend" });
+      s.circle(size + 14, top + 16 + i * 18, 5, color);
+      s.text(size + 24, top + 16 + i * 18, name, { size: 11, role: "legend" });
     });
   }
   return s.scene;
@@ -263,8 +284,9 @@ export function createHeadScatterView(container, callbacks = {}) {
   let screen = new Float32Array(0);
 
   function draw() {
-    const ctx = sizeCanvas(canvas, SCATTER_SIZE, SCATTER_SIZE);
-    screen = fitPoints(state.points, SCATTER_SIZE, SCATTER_SIZE, 16);
+    const size = state.size ?? SCATTER_SIZE;
+    const ctx = sizeCanvas(canvas, size, size);
+    screen = fitPoints(state.points, size, size, 16);
     if (ctx) drawScene(ctx, scatterScene(state, colorBy, { labels: false }));
     canvas.dataset.points = String(screen.length / 2);
     canvas.dataset.colorBy = colorBy;
@@ -293,7 +315,7 @@ export function createHeadScatterView(container, callbacks = {}) {
     tooltipText.textContent = `${headLabel(layer, head)}${behaviour}`;
     tooltipMap.hidden = !state.thumbnails;
     if (state.thumbnails) drawMap(tooltipMap, state.thumbnails.values, state.thumbnails.shape, layer, head, 96);
-    placeTooltip(tooltip, x, y);
+    placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
   canvas.addEventListener("click", (event) => {
@@ -324,18 +346,55 @@ export function matrixCell(n) {
 }
 
 const defaultLayerLabel = (i) => `Layer ${i + 1}`;
+// One blue over any background: 0 is transparent, so the dark theme shows no white block.
+const matrixColor = (t) => `rgba(33,113,181,${Math.max(0, Math.min(1, t)).toFixed(3)})`;
 
 /**
- * One layer of the matrices (Blues, relative to the layer's largest value), one geometry for the
+ * The matrices as shown: without the special tokens' rows and columns (dropSpecial) and with
+ * each row rescaled to sum to 1 (rowNorm). → {tokens, values, shape}
+ */
+export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}) {
+  const [nLayers, n] = state.shape;
+  const special = new Set(dropSpecial ? state.special ?? [] : []);
+  const keep = [...Array(n).keys()].filter((i) => !special.has(i));
+  if (!special.size && !rowNorm) return { tokens: state.tokens, values: state.values, shape: state.shape };
+  const m = keep.length;
+  const values = new Float32Array(nLayers * m * m);
+  for (let l = 0; l < nLayers; l++) {
+    keep.forEach((row, r) => {
+      let sum = 0;
+      keep.forEach((col, c) => { sum += values[(l * m + r) * m + c] = state.values[(l * n + row) * n + col]; });
+      if (rowNorm && sum > 0) for (let c = 0; c < m; c++) values[(l * m + r) * m + c] /= sum;
+    });
+  }
+  return { tokens: keep.map((i) => state.tokens[i]), values, shape: [nLayers, m, m] };
+}
+
+function layerMax(values, layer, n) {
+  let max = 1e-9;
+  for (let i = layer * n * n; i < (layer + 1) * n * n; i++) max = Math.max(max, values[i]);
+  return max;
+}
+
+/** The matrix's colour bar: 0 to the shown layer's largest value. */
+export function matrixBar(shown, layer, label = "value") {
+  const [, n] = shown.shape;
+  return colorBar(`${label} (colour ÷ this layer's largest)`, 0, layerMax(shown.values, layer, n), matrixColor, { digits: 3 });
+}
+
+/**
+ * One layer of the matrices (one blue, relative to the layer's largest value), one geometry for the
  * screen's canvas (labels: false, the cells alone) and for images (labels: title, the tokens
- * left of the rows and, turned, above the columns, at the cells' pitch).
+ * left of the rows and, turned, above the columns, at the cells' pitch, and the colour bar).
+ * `state` is what matrixShown returns, with the view's title and layerLabel.
  */
 export function matrixScene(state, layer, { title = "", labels = true } = {}) {
   const [, n] = state.shape;
   const cell = matrixCell(n);
   const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
   const [left, top] = labels ? [labelWidth, 30 + labelWidth] : [0, 0];
-  const s = createScene(left + n * cell + (labels ? 8 : 0), top + n * cell + (labels ? 8 : 0), { background: labels });
+  const width = Math.max(left + n * cell + 8, 6 + BAR_WIDTH + 8);
+  const s = createScene(labels ? width : n * cell, top + n * cell + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
     s.text(6, 12, `${title}${title ? " · " : ""}${(state.layerLabel ?? defaultLayerLabel)(layer)}`, { role: "title" });
     state.tokens.forEach((token, i) => {
@@ -344,26 +403,42 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
     });
   }
   const base = layer * n * n;
-  let max = 1e-9;
-  for (let i = 0; i < n * n; i++) max = Math.max(max, state.values[base + i]);
+  const max = layerMax(state.values, layer, n);
   for (let row = 0; row < n; row++) {
     for (let col = 0; col < n; col++) {
-      s.rect(left + col * cell, top + row * cell, cell, cell, interpolateBlues(state.values[base + row * n + col] / max));
+      const v = state.values[base + row * n + col];
+      if (v > 0) s.rect(left + col * cell, top + row * cell, cell, cell, matrixColor(v / max));
     }
   }
+  if (labels) colorBarScene(s, 6, top + n * cell + 10, matrixBar(state, layer, state.valueLabel));
   return s.scene;
 }
 
 /**
  * createMatrixView(container) → {update(state), destroy()}: one token × token matrix per layer.
- * state: {title, tokens, values: Float32Array(L·n·n), shape: [L, n, n], layer, layerLabel?}
+ * state: {title, tokens, values: Float32Array(L·n·n), shape: [L, n, n], layer, layerLabel?,
+ *         special?: [token indices the view may leave out], valueLabel?}
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
+ * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
 export function createMatrixView(container) {
   const root = el("div", "attnscope-matrix-view", container);
   const title = el("div", "attnscope-matrix-title", root);
-  const select = el("select", "attnscope-matrix-layer", root);
+  const bar = el("div", "attnscope-matrix-options", root);
+  const select = el("select", "attnscope-matrix-layer", bar);
   select.setAttribute("aria-label", "Layer");
+  const option = (className, text) => {
+    const label = el("label", "attnscope-control", bar);
+    const box = el("input", className, label);
+    box.type = "checkbox";
+    el("span", "", label).textContent = text;
+    box.addEventListener("change", draw);
+    return box;
+  };
+  const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]");
+  const normBox = option("attnscope-matrix-row-norm", "Each row to 1");
+  const legend = el("div", "attnscope-legends", root);
+  const legendBar = el("div", "", legend);
   const grid = el("div", "attnscope-matrix-grid", root);
   const topLabels = el("div", "attnscope-matrix-top", grid);
   const leftLabels = el("div", "attnscope-matrix-left", grid);
@@ -371,21 +446,24 @@ export function createMatrixView(container) {
   const tooltip = el("div", "attnscope-tooltip", root);
   tooltip.hidden = true;
   let state = null;
+  let shown = null;
   let layer = null;
 
   function draw() {
-    const [, n] = state.shape;
+    shown = { ...state, ...matrixShown(state, { dropSpecial: dropBox.checked, rowNorm: normBox.checked }) };
+    const [, n] = shown.shape;
     const cell = matrixCell(n);
     const ctx = sizeCanvas(canvas, n * cell, n * cell);
-    if (ctx) drawScene(ctx, matrixScene(state, layer, { labels: false }));
+    if (ctx) drawScene(ctx, matrixScene(shown, layer, { labels: false }));
     for (const labels of [topLabels, leftLabels]) {
       labels.replaceChildren();
-      for (const token of state.tokens) {
+      for (const token of shown.tokens) {
         const label = el("span", "", labels);
         label.textContent = token;
         label.style[labels === topLabels ? "width" : "height"] = `${cell}px`;
       }
     }
+    renderColorBar(legendBar, matrixBar(shown, layer, state.valueLabel));
     canvas.dataset.n = String(n);
     canvas.dataset.layer = String(layer);
     select.value = String(layer);
@@ -393,14 +471,14 @@ export function createMatrixView(container) {
 
   select.addEventListener("change", () => { layer = Number(select.value); draw(); });
   canvas.addEventListener("mousemove", (event) => {
-    if (!state) return;
+    if (!shown) return;
     const [x, y] = pointerIn(canvas, event);
-    const [, n] = state.shape;
+    const [, n] = shown.shape;
     const hit = gridCellAt(x, y, matrixCell(n), n, n);
     if (!hit) { tooltip.hidden = true; return; }
-    const value = state.values[layer * n * n + hit.row * n + hit.col];
-    tooltip.textContent = `${state.tokens[hit.row]} → ${state.tokens[hit.col]}: ${format(value, 3)}`;
-    placeTooltip(tooltip, x, y);
+    const value = shown.values[layer * n * n + hit.row * n + hit.col];
+    tooltip.textContent = `“${shown.tokens[hit.row]}” (row) ← “${shown.tokens[hit.col]}” (column): ${format(value, 3)}`;
+    placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
 
@@ -411,19 +489,21 @@ export function createMatrixView(container) {
       const label = next.layerLabel ?? defaultLayerLabel;
       select.replaceChildren(); // rebuilt each time: the labels may change with the same count
       for (let i = 0; i < nLayers; i++) {
-        const option = el("option", "", select);
-        option.value = String(i);
-        option.textContent = label(i);
+        const choice = el("option", "", select);
+        choice.value = String(i);
+        choice.textContent = label(i);
       }
       // The view's own choice wins once made; a new shape falls back to the given layer.
       if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);
       title.textContent = next.title;
+      dropBox.parentElement.hidden = !next.special?.length;
+      if (!next.special?.length) dropBox.checked = false;
       state = next;
       draw();
     },
     ...imageMethods(({ title: heading = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
-      return matrixScene(state, layer, { title: heading });
+      return matrixScene(shown, layer, { title: heading });
     }),
     destroy() { root.remove(); },
   };

@@ -109,7 +109,7 @@ it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
   expect(container.querySelector("img")).toBeNull();
   expect([...container.querySelectorAll(".attnscope-matrix-left span")].map((s) => s.textContent)).toEqual(tokens);
   move(canvas, 28 + 2, 2); // row 0 ([CLS]) → column 1
-  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("[CLS] → <img src=x onerror=alert(1)>: 0.100");
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("“[CLS]” (row) ← “<img src=x onerror=alert(1)>” (column): 0.100");
   const select = container.querySelector("select.attnscope-matrix-layer");
   select.value = "0";
   select.dispatchEvent(new Event("change"));
@@ -157,7 +157,10 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
   const heatmap = createHeadMapView(document.createElement("div"), {});
   heatmap.update({ nLayers: 2, nHeads: 3, measures, measure: "sep" });
   const heat = new DOMParser().parseFromString(heatmap.toSvg({ title: "m" }), "image/svg+xml");
-  expect(heat.querySelectorAll("rect").length).toBe(1 + 6); // background + one per head
+  expect(heat.querySelectorAll("rect:not(.legend-bar)").length).toBe(1 + 6); // background + one per head
+  // The colour bar goes with the figure: its label and its ends in numbers.
+  expect(heat.querySelectorAll("rect.legend-bar").length).toBeGreaterThan(8);
+  expect([...heat.querySelectorAll("text.legend-tick")].map((t) => t.textContent)).toEqual(["0.00", "0.50"]);
   expect(heat.querySelector("text").textContent).toBe("m · Attention to [SEP] (0 to 0.50)");
 
   const modelView = createModelView(document.createElement("div"), {});
@@ -166,4 +169,16 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
   const grid = new DOMParser().parseFromString(modelView.toSvg(), "image/svg+xml");
   expect(grid.querySelectorAll("rect.masked").length).toBe(1);
   expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 2");
+});
+
+it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be rescaled to 1", async () => {
+  const { matrixShown } = await import("./analysis_view.js");
+  const state = { tokens: ["[CLS]", "a", "b", "[SEP]"], shape: [1, 4, 4], special: [0, 3],
+    values: Float32Array.from([1, 0, 0, 0, 0.5, 0.25, 0.05, 0.2, 0.6, 0.1, 0.1, 0.2, 0, 0, 0, 1]) };
+  expect(matrixShown(state)).toMatchObject({ tokens: state.tokens, shape: [1, 4, 4] });
+  const dropped = matrixShown(state, { dropSpecial: true });
+  expect(dropped.tokens).toEqual(["a", "b"]);
+  expect([...dropped.values].map((v) => +v.toFixed(3))).toEqual([0.25, 0.05, 0.1, 0.1]);
+  const normed = matrixShown(state, { dropSpecial: true, rowNorm: true });
+  expect([...normed.values].map((v) => +v.toFixed(3))).toEqual([0.833, 0.167, 0.5, 0.5]);
 });

@@ -56,8 +56,9 @@ function button(className, parent, text) {
  * @param {HTMLElement} root
  * @param {[string, string][]} views
  * @param {ControlActions} actions
+ * @param {{page?: boolean}} options  page: a saved page (no kernel: the sentences are read-only)
  */
-export function createControls(root, views, actions) {
+export function createControls(root, views, actions, { page = false } = {}) {
   const { setTraits } = actions;
   const header = el("div", "attnscope-header", root);
   const title = el("span", "attnscope-title", header);
@@ -93,7 +94,7 @@ export function createControls(root, views, actions) {
   });
   const status = el("span", "attnscope-status", header);
 
-  const editor = createEditor(root, actions);
+  const editor = createEditor(root, actions, page);
 
   // Head masking (Michel et al.): switch heads off in the model view; the kernel reruns.
   const maskBar = el("div", "attnscope-maskbar", root);
@@ -138,13 +139,15 @@ export function createControls(root, views, actions) {
         if (tab.dataset.view === "analysis") tab.hidden = !get("analysis")?.kind;
       }
       syncLayers(get("n_layers"), get("layer"));
-      layerControl.hidden = view === "model" || view === "analysis" || view === "rollout";
+      layerControl.classList.toggle("attnscope-idle", view === "model" || view === "analysis" || view === "rollout");
       filterSelect.value = get("sentence_filter");
-      filterControl.hidden = get("sentence_b_start") === null || view !== "head";
-      partControl.hidden = parts.length < 2 || view === "analysis";
+      filterControl.hidden = get("sentence_b_start") === null;
+      filterControl.classList.toggle("attnscope-idle", view !== "head");
+      partControl.hidden = parts.length < 2;
+      partControl.classList.toggle("attnscope-idle", view === "analysis");
       partSelect.value = get("attention_part") ?? "encoder";
       wordsBox.checked = Boolean(get("word_level"));
-      wordsControl.hidden = view === "analysis";
+      wordsControl.classList.toggle("attnscope-idle", view === "analysis");
       for (const node of imageButtons) node.disabled = view === "neuron" && !get("has_queries_keys");
       editor.update(get);
       maskBar.hidden = !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
@@ -171,7 +174,7 @@ export function createControls(root, views, actions) {
  * The sentence editor: edits are sent as a `request` after a pause in typing (or on Enter), each
  * with a new id, so the view knows which answer is current and never overwrites what is typed.
  */
-function createEditor(root, actions) {
+function createEditor(root, actions, page) {
   const box = el("div", "attnscope-editor", root);
   const inputA = el("input", "attnscope-text");
   inputA.type = "text";
@@ -181,6 +184,14 @@ function createEditor(root, actions) {
   inputB.setAttribute("aria-label", "Sentence B");
   labelled(box, "Sentence", inputA);
   const sentenceB = labelled(box, "Sentence B", inputB);
+  if (page) {
+    // A saved page has no model to rerun: the text is shown as it was run, and says so.
+    for (const input of [inputA, inputB]) {
+      input.readOnly = true;
+      input.title = "Saved page: editing the text needs a running notebook kernel.";
+    }
+    el("span", "attnscope-hint attnscope-page-note", box).textContent = "Saved page: editing needs a running kernel.";
+  }
   let lastSentId = 0;
   let timer = null;
   let state = null; // the `get` of the last update

@@ -13,18 +13,22 @@ export function gridCellAt(x, y, cell, nRows, nCols) {
 
 /**
  * The frame: {frame, columns, rows, canvas, label(columnTexts, rowTexts), cellAt(event)}, with
- * the given class names (CSS and tests know them) and every label cell `cell` px long.
+ * the given class names (CSS and tests know them) and every label cell `defaultCell` px long
+ * unless label() says otherwise.
  */
-export function createGrid(parent, cell, classes) {
+export function createGrid(parent, defaultCell, classes) {
   const frame = el("div", `attnscope-cellgrid ${classes.frame}`, parent);
   const columns = el("div", `attnscope-cellgrid-columns ${classes.columns}`, frame);
   const rows = el("div", `attnscope-cellgrid-rows ${classes.rows}`, frame);
   const canvas = el("canvas", `attnscope-cellgrid-canvas ${classes.canvas}`, frame);
   let size = [0, 0];
+  let cell = defaultCell;
 
   return {
     frame, columns, rows, canvas,
-    label(columnTexts, rowTexts) {
+    /** Labels at the pitch `cellSize` (the views may size cells to the width they have). */
+    label(columnTexts, rowTexts, cellSize = defaultCell) {
+      cell = cellSize;
       columns.replaceChildren();
       for (const text of columnTexts) {
         const label = el("span", "", columns);

@@ -8,12 +8,26 @@ HTMLCanvasElement.prototype.getContext = () => null;
 // 1 layer × 2 heads of 2 × 2 thumbnails.
 const thumbnails = { shape: [1, 2, 2, 2], values: new Float32Array([0.9, 0.1, 0.0, 1.0, 0.5, 0.5, 0.01, 0.99]) };
 
-it("lists a thumbnail's lines above the threshold", () => {
+it("lists a thumbnail's lines relative to the head's largest weight", () => {
   expect(thumbnailLines(thumbnails.values, thumbnails.shape, 0, 0)).toEqual([
-    { from: 0, to: 0, weight: expect.closeTo(0.9) }, { from: 0, to: 1, weight: expect.closeTo(0.1) },
-    { from: 1, to: 1, weight: 1 },
+    { from: 0, to: 0, weight: expect.closeTo(0.9), value: expect.closeTo(0.9) },
+    { from: 0, to: 1, weight: expect.closeTo(0.1), value: expect.closeTo(0.1) },
+    { from: 1, to: 1, weight: 1, value: 1 },
   ]);
-  expect(thumbnailLines(thumbnails.values, thumbnails.shape, 0, 1).map((l) => l.to)).toEqual([0, 1, 1]);
+  // 0.01 is under a tenth of this head's largest weight (0.99): left out.
+  const second = thumbnailLines(thumbnails.values, thumbnails.shape, 0, 1);
+  expect(second.map((l) => l.to)).toEqual([0, 1, 1]);
+  expect(second[0].weight).toBeCloseTo(0.5 / 0.99);
+});
+
+it("shows a broad head: a uniform 1/512 head at full opacity, sampled over every row past the cap", () => {
+  const size = 48;
+  const values = new Float32Array(size * size).fill(1 / 512);
+  const lines = thumbnailLines(values, [1, 1, size, size], 0, 0, 0.1, 600);
+  expect(lines).toHaveLength(600);
+  expect(lines.every((l) => l.weight === 1)).toBe(true);
+  expect(new Set(lines.map((l) => l.from)).size).toBe(size); // not just the first rows
+  expect(thumbnailLines(new Float32Array(4), [1, 1, 2, 2], 0, 0)).toEqual([]); // all zero: nothing
 });
 
 it("labels the model view's grid and counts its cells", () => {
@@ -48,4 +62,17 @@ it("renders masked scores as 'masked' and tokens as text", () => {
   expect(numbers).toEqual(["0.50", "masked", "1.000", "0.000"]);
   expect(container.querySelector("b")).toBeNull();
   expect(container.querySelector(".attnscope-selected").textContent).toBe("<b>a</b>");
+});
+
+it("labels the enlarged head with the tokens its pooled rows stand for", async () => {
+  const { enlargedScene, pooledRowLabels } = await import("./model_view.js");
+  expect(pooledRowLabels(["a", "b", "c", "d"], 2)).toEqual(["a …", "c …"]);
+  expect(pooledRowLabels(["a", "b"], 2)).toEqual(["a", "b"]);
+  const tokens = Array.from({ length: 6 }, (_, i) => `t${i}`);
+  const values = new Float32Array(36).fill(1 / 6);
+  const state = { thumbnails: { values, shape: [1, 1, 6, 6] }, nHeads: 1, tokens };
+  const scene = enlargedScene(state, thumbnailLines(values, [1, 1, 6, 6], 0, 0), 0);
+  const texts = (role) => scene.items.filter((i) => i.role === role).map((i) => i.text);
+  expect(texts("token-left")).toEqual(tokens);
+  expect(texts("token-right")).toEqual(tokens);
 });

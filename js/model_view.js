@@ -5,21 +5,47 @@ import { el, sizeCanvas } from "./dom.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
-export const CELL = 84; // px per thumbnail, margins included
+export const CELL = 84; // px per thumbnail (the largest), margins included
+export const MIN_CELL = 40;
+const LAYER_LABELS = 70; // px left of the grid for "Layer 12"
 const PAD = 8;
 const ZOOM = 3;
-export const THUMBNAIL_MIN_WEIGHT = 0.02;
+const ZOOM_LABELS = 90; // px for token labels each side of the enlargement
+// Opacity is relative to each head's largest weight, so broad (near-uniform) heads show as a
+// dense mesh instead of vanishing at 1/n; lines under this share of the head's maximum are left out.
+export const THUMBNAIL_MIN_WEIGHT = 0.1;
+// Past this many lines in one head, an even sample over the head's weights is drawn.
+export const THUMBNAIL_MAX_LINES = 600;
+export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
 
-/** Lines of one thumbnail: [{from, to, weight}] over its S pooled rows, for values [L,H,S,S]. */
-export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT) {
+/** px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown). */
+export function modelCell(width, nHeads) {
+  if (!width) return CELL;
+  return Math.max(MIN_CELL, Math.min(CELL, Math.floor((width - LAYER_LABELS) / Math.max(nHeads, 1))));
+}
+
+/**
+ * Lines of one thumbnail: [{from, to, weight, value}] over its pooled rows, for values [L,H,S,S];
+ * weight is relative to the head's largest (value is the attention itself).
+ */
+export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT, maxLines = THUMBNAIL_MAX_LINES) {
   const [, nHeads, size, nCols = size] = shape; // cross-attention thumbnails are not square
   const base = (layerIndex * nHeads + headIndex) * size * nCols;
-  const lines = [];
+  let largest = 0;
+  for (let i = 0; i < size * nCols; i++) largest = Math.max(largest, values[base + i]);
+  if (!(largest > 0)) return [];
+  let lines = [];
   for (let from = 0; from < size; from++) {
     for (let to = 0; to < nCols; to++) {
-      const weight = values[base + from * nCols + to];
-      if (weight >= minWeight) lines.push({ from, to, weight });
+      const value = values[base + from * nCols + to];
+      const weight = value / largest;
+      if (weight >= minWeight) lines.push({ from, to, weight, value });
     }
+  }
+  if (lines.length > maxLines) {
+    lines.sort((a, b) => b.weight - a.weight); // stable: equal weights stay in row order
+    const step = lines.length / maxLines;
+    lines = Array.from({ length: maxLines }, (_, i) => lines[Math.floor(i * step)]);
   }
   return lines;
 }
@@ -41,24 +67,58 @@ const layerText = (layer) => `Layer ${layer + 1}`;
 
 export function modelScene(state, lineCache, { title = "", labels = true } = {}) {
   const { thumbnails, layers, heads, nHeads } = state;
+  const cell = state.cell ?? CELL;
   const grid = thumbnails.shape.slice(2);
   const [left, top] = labels ? [64, 48] : [0, 0];
-  const s = createScene(left + heads.length * CELL, top + layers.length * CELL, { background: labels });
+  const s = createScene(left + heads.length * cell, top + layers.length * cell + (labels ? 22 : 0), { background: labels });
   if (labels) {
     s.text(6, 12, title, { role: "title" });
-    gridSceneLabels(s, { left, top, cell: CELL, columnTexts: heads.map(headText), rowTexts: layers.map(layerText) });
+    gridSceneLabels(s, { left, top, cell, columnTexts: heads.map(headText), rowTexts: layers.map(layerText) });
+    s.text(6, top + layers.length * cell + 14, SCALE_NOTE, { size: 10, role: "scale" });
   }
   const colors = headColors(nHeads);
   const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
   layers.forEach((layer, row) => { heads.forEach((head, col) => {
-    const [x, y] = [left + col * CELL, top + row * CELL];
-    s.lines(lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, CELL, CELL));
+    const [x, y] = [left + col * cell, top + row * cell];
+    s.lines(lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, cell, cell));
     if (masked.has(`${layer}:${head}`)) {
-      s.rect(x + 2, y + 2, CELL - 4, CELL - 4, "rgba(128,128,128,0.45)", "masked");
-      s.segment(x + PAD, y + PAD, x + CELL - PAD, y + CELL - PAD, "#d62728", 2);
-      s.segment(x + CELL - PAD, y + PAD, x + PAD, y + CELL - PAD, "#d62728", 2);
+      s.rect(x + 2, y + 2, cell - 4, cell - 4, "rgba(128,128,128,0.45)", "masked");
+      s.segment(x + PAD, y + PAD, x + cell - PAD, y + cell - PAD, "#d62728", 2);
+      s.segment(x + cell - PAD, y + PAD, x + PAD, y + cell - PAD, "#d62728", 2);
     }
   }); });
+  return s.scene;
+}
+
+/** The first token of each pooled row: row i of `rows` covers tokens from floor(i·n / rows). */
+export function pooledRowLabels(tokens, rows) {
+  const n = tokens.length;
+  return Array.from({ length: rows }, (_, i) => {
+    const start = Math.floor((i * n) / rows);
+    const end = Math.ceil(((i + 1) * n) / rows);
+    return end - start > 1 ? `${tokens[start]} …` : tokens[start];
+  });
+}
+
+/**
+ * One head enlarged, with the tokens each pooled row stands for (queries left, keys right),
+ * labelled as densely as 11 px rows allow.
+ */
+export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
+  const [rows, cols] = state.thumbnails.shape.slice(2);
+  const s = createScene(size + 2 * ZOOM_LABELS, size, { background: false });
+  const ends = thumbnailEnds([rows, cols], ZOOM_LABELS, 0, size, size);
+  s.lines(lines, () => headColors(state.nHeads)[head], ends, 1.5);
+  const label = (texts, n, x, anchor, role) => {
+    if (!texts?.length) return;
+    const pitch = (size - 2 * PAD) / n;
+    const every = Math.max(1, Math.ceil(11 / pitch));
+    pooledRowLabels(texts, n).forEach((text, i) => {
+      if (i % every === 0) s.text(x, PAD + (i + 0.5) * pitch, text.length > 14 ? `${text.slice(0, 13)}…` : text, { anchor, size: 10, role });
+    });
+  };
+  label(state.tokens, rows, ZOOM_LABELS - 4, "end", "token-left");
+  label(state.keyTokens ?? state.tokens, cols, ZOOM_LABELS + size + 4, "start", "token-right");
   return s.scene;
 }
 
@@ -70,13 +130,15 @@ export function modelScene(state, lineCache, { title = "", labels = true } = {})
 export function createModelView(container, callbacks = {}) {
   const root = el("div", "attnscope-model-view", container);
   const hint = el("div", "attnscope-hint", root);
-  hint.textContent = "Hover a head to enlarge it; click to open it in the head view.";
   const grid = createGrid(root, CELL, { frame: "attnscope-grid", columns: "attnscope-grid-heads", rows: "attnscope-grid-layers", canvas: "attnscope-thumbnails" });
+  const scale = el("div", "attnscope-hint attnscope-scale-note", root);
+  scale.textContent = SCALE_NOTE;
   const { canvas } = grid;
   const zoom = el("div", "attnscope-zoom", root);
   zoom.hidden = true;
   const zoomTitle = el("div", "attnscope-zoom-title", zoom);
   const zoomCanvas = el("canvas", "", zoom);
+  const zoomNote = el("div", "attnscope-hint", zoom);
   let state = null;
   let lineCache = [];
 
@@ -85,19 +147,25 @@ export function createModelView(container, callbacks = {}) {
   function showZoom(cell) {
     if (!cell) { zoom.hidden = true; return; }
     const { row, col } = cell;
-    const grid = state.thumbnails.shape.slice(2);
-    const colors = headColors(state.nHeads);
-    zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${state.heads[col] + 1}`;
-    const ctx = sizeCanvas(zoomCanvas, CELL * ZOOM, CELL * ZOOM);
-    if (ctx) {
-      const enlarged = createScene(CELL * ZOOM, CELL * ZOOM, { background: false });
-      enlarged.lines(lineCache[row][col], () => colors[state.heads[col]], thumbnailEnds(grid, 0, 0, CELL * ZOOM, CELL * ZOOM));
-      drawScene(ctx, enlarged.scene);
-    }
-    // Beside the hovered cell, kept inside the view.
-    zoom.style.left = `${Math.min((col + 1) * CELL + 60, Math.max(0, canvas.clientWidth - CELL * ZOOM))}px`;
-    zoom.style.top = `${row * CELL + 40}px`;
+    const head = state.heads[col];
+    const lines = lineCache[row][col];
+    zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${head + 1}`;
+    const largest = lines.reduce((m, l) => Math.max(m, l.value), 0);
+    const nKeys = (state.keyTokens ?? state.tokens)?.length;
+    zoomNote.textContent = `largest weight ${largest.toFixed(3)}${nKeys ? ` (uniform: ${(1 / nKeys).toFixed(3)})` : ""}`;
+    const scene = enlargedScene(state, lines, head);
+    const ctx = sizeCanvas(zoomCanvas, scene.width, scene.height);
+    if (ctx) drawScene(ctx, scene);
     zoom.hidden = false;
+    // Beside the hovered cell, kept inside the view (and so inside the cell's output).
+    const size = state.cell ?? CELL;
+    const [gridX, gridY] = [canvas.offsetLeft, canvas.offsetTop];
+    const right = gridX + (col + 1) * size + 8;
+    const fitsRight = right + zoom.offsetWidth <= root.clientWidth;
+    const x = fitsRight ? right : Math.max(0, gridX + col * size - zoom.offsetWidth - 8);
+    const y = Math.max(0, Math.min(gridY + row * size, root.clientHeight - zoom.offsetHeight));
+    zoom.style.left = `${x}px`;
+    zoom.style.top = `${y}px`;
   }
 
   const maskKey = (masked) => JSON.stringify(masked ?? []);
@@ -113,18 +181,25 @@ export function createModelView(container, callbacks = {}) {
   });
 
   return {
+    /**
+     * state: {thumbnails, layers, heads, nHeads, tokens, keyTokens?, masked?, maskMode?, width?}
+     * (width: px the view may use; the cells shrink to fit it, down to MIN_CELL)
+     */
     update(next) {
+      const cell = modelCell(next.width, next.heads.length);
+      next = { ...next, cell };
       const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads
-        && maskKey(state.masked) === maskKey(next.masked);
+        && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
       hint.textContent = next.maskMode
         ? "Click a head to switch it off (or on again); the kernel recomputes every later layer."
         : "Hover a head to enlarge it; click to open it in the head view.";
       if (same) { state = next; return; } // already drawn
+      const sameData = state && state.thumbnails === next.thumbnails;
       state = next;
       const { thumbnails, layers, heads } = next;
-      grid.label(heads.map(headText), layers.map(layerText));
-      const ctx = sizeCanvas(canvas, heads.length * CELL, layers.length * CELL);
-      lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
+      grid.label(heads.map(headText), layers.map(layerText), cell);
+      const ctx = sizeCanvas(canvas, heads.length * cell, layers.length * cell);
+      if (!sameData) lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
       const count = lineCache.flat().reduce((n, lines) => n + lines.length, 0);
       if (ctx) drawScene(ctx, modelScene(next, lineCache, { labels: false }));
       const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
@@ -132,6 +207,7 @@ export function createModelView(container, callbacks = {}) {
       canvas.dataset.masked = String(maskedCount);
       canvas.dataset.lineCount = String(count);
       canvas.dataset.cells = String(layers.length * heads.length);
+      canvas.dataset.cell = String(cell);
       zoom.hidden = true;
     },
     /** Every shown layer × head as an image: the same thumbnails, lines and masks. */

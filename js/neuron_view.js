@@ -3,6 +3,7 @@
 // product q·k_j and the softmax. The query vector q sits above the key column. Blue is
 // negative, orange positive, intensity the magnitude (as BertViz's neuron view).
 import { el, sizeCanvas } from "./dom.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
 
@@ -52,6 +53,15 @@ function paintMatrix(canvas, values, rows, d) {
   ctx.drawImage(offscreen, 0, 0, d * w, rows * ROW_HEIGHT);
 }
 
+/** Each column's colour scale: blue below 0, orange above, full at the column's largest |value|. */
+export function neuronBars(data) {
+  const bar = (label, values) => {
+    const scale = maxAbs(values);
+    return colorBar(label, -scale, scale, (t) => divergingColor((2 * t - 1) * scale, scale));
+  };
+  return [bar("q", data.query), bar("k", data.keys), bar("q × k", data.products), bar(data.scoreLabel ?? "q·k / √d", data.scores)];
+}
+
 /**
  * The computation as an image, in the screen's rows: a title row, the row of q (beside "q →"),
  * then one row per key token j, where query token j stands too (as in the view's table).
@@ -71,7 +81,9 @@ export function neuronScene(state, { title = "" } = {}) {
   const xSoftmax = xScores + 70;
   const xTokens = xSoftmax + 70;
   const rows = Math.max(state.tokens.length, n) + 1;
-  const s = createScene(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, top + rows * ROW_HEIGHT + 8);
+  const bars = neuronBars(data);
+  const width = Math.max(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, 6 + bars.length * (BAR_WIDTH + 16));
+  const s = createScene(width, top + rows * ROW_HEIGHT + 16 + BAR_HEIGHT);
   s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${state.tokens[state.query]}"`, { role: "title" });
   for (const [x, label] of [[xKeys, `q, k (d = ${d})`], [xProducts, "q × k"], [xScores, data.scoreLabel ?? "q·k / √d"], [xSoftmax, "softmax"]]) {
     s.text(x, 34, label, { size: 11, role: "column-title" });
@@ -102,6 +114,7 @@ export function neuronScene(state, { title = "" } = {}) {
     s.text(xSoftmax + 4, y, data.softmax[j].toFixed(3), { size: 11, role: "softmax" });
     s.text(xTokens, y, keyTokens[j], { role: "key-token" });
   }
+  bars.forEach((bar, i) => { colorBarScene(s, 6 + i * (BAR_WIDTH + 16), top + rows * ROW_HEIGHT + 12, bar); });
   return s.scene;
 }
 
@@ -120,6 +133,7 @@ export function createNeuronView(container, callbacks = {}) {
   hint.textContent = "Click a token on the left to make it the query.";
   const message = el("div", "attnscope-status", root);
 
+  const legends = el("div", "attnscope-legends", root);
   const table = el("div", "attnscope-neuron-table", root);
   table.style.setProperty("--as-row", `${ROW_HEIGHT}px`); // the rows where neuronScene puts them
   table.hidden = true; // until numbers arrive: an empty table would flash (and look finished)
@@ -182,8 +196,10 @@ export function createNeuronView(container, callbacks = {}) {
       }
       message.textContent = next.message ?? "";
       const data = next.data;
-      table.hidden = !data;
+      table.hidden = legends.hidden = !data;
       if (!data) return;
+      legends.replaceChildren();
+      for (const bar of neuronBars(data)) renderColorBar(el("div", "", legends), bar);
       const n = (next.keyTokens ?? next.tokens).length;
       keyTitle.textContent = `k (d = ${data.d})`;
       // T5 adds a position bias and does not scale; GPT-2 may scale by layer: the kernel says.

@@ -92,7 +92,7 @@ it("draws the model view's lines and masks inside their grid cells", () => {
 it("labels the matrix's rows and columns at its cells' centres", () => {
   const { matrix } = everyScene();
   const cell = matrixCell(n);
-  const cells = matrix.items.filter((item) => item.type === "rect");
+  const cells = matrix.items.filter((item) => item.type === "rect" && item.role !== "legend-bar");
   expect(cells).toHaveLength(n * n);
   texts(matrix, "row-label").forEach((label, row) => { expect(label.y).toBe(cells[row * n].y + cell / 2); });
   texts(matrix, "col-label").forEach((label, col) => { expect(label.x).toBe(cells[col].x + cell / 2); });

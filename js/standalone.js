@@ -138,5 +138,5 @@ export function createStaticModel(page) {
 }
 
 export function mount(el, page) {
-  return widget.render({ model: createStaticModel(page), el });
+  return widget.render({ model: createStaticModel(page), el, page: true });
 }

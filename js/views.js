@@ -1,7 +1,7 @@
 // The table of views the widget shows, one adapter each: how to create the view in its body,
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
 // its image. Adding a view is one entry here plus its module; render() in widget.js loops.
-import { createHeadMapView, createHeadScatterView, createMatrixView } from "./analysis_view.js";
+import { createHeadMapView, createHeadScatterView, createMatrixView, scatterSize } from "./analysis_view.js";
 import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
 import { createModelView } from "./model_view.js";
@@ -14,6 +14,7 @@ import { createNeuronView } from "./neuron_view.js";
  * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
  * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
  * @property {boolean} maskMode  clicks in the model view mask heads
+ * @property {number} width  px the open view may use (0 when unknown)
  */
 
 /**
@@ -42,12 +43,14 @@ const head = {
       onToggleHead(h) {
         const heads = new Set(get("heads"));
         if (heads.has(h)) heads.delete(h); else heads.add(h);
-        setTraits({ heads: [...heads].sort((a, b) => a - b) });
+        const visible = [...heads].sort((a, b) => a - b);
+        setTraits(visible.length === 1 ? { heads: visible, neuron_head: visible[0] } : { heads: visible });
       },
       onSoloHead(h) {
         const heads = get("heads");
         const all = [...Array(get("n_heads")).keys()];
-        setTraits({ heads: heads.length === 1 && heads[0] === h ? all : [h] });
+        // The head shown alone is the one the neuron view opens on.
+        setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h });
       },
     });
   },
@@ -77,7 +80,7 @@ const head = {
   title: layerTitle,
 };
 
-const openHead = (setTraits) => (layer, h) => setTraits({ view: "head", layer, heads: [h] });
+const openHead = (setTraits) => (layer, h) => setTraits({ view: "head", layer, heads: [h], neuron_head: h });
 
 /** @type {ViewAdapter} */
 const model = {
@@ -94,11 +97,12 @@ const model = {
       },
     });
   },
-  draw(view, { get, decoded, maskMode }) {
+  draw(view, { get, decoded, maskMode, width }) {
     const payload = get("thumbnails");
     if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
     view.update({ thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
-      nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode });
+      nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width,
+      tokens: get("tokens"), keyTokens: keyTokens(get) });
     return "";
   },
   title: ({ get }) => get("model_name"),
@@ -142,7 +146,7 @@ const rollout = {
     const { values, shape } = decoded("rollout");
     view.update({
       title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
-      tokens, values, shape, layer: shape[0] - 1,
+      tokens, values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
       layerLabel: (i) => `Rolled out through layer ${i + 1}`,
     });
     return "";
@@ -159,7 +163,7 @@ function createAnalysisView(body, { setTraits }) {
   const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits) });
   const shown = () => (scatterBox.hidden ? heatmap : scatter);
   return {
-    update(analysis, thumbnails) {
+    update(analysis, thumbnails, width) {
       if (!analysis?.kind) {
         note.textContent = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
         heatmapBox.hidden = scatterBox.hidden = true;
@@ -172,7 +176,7 @@ function createAnalysisView(body, { setTraits }) {
       const { n_layers: nLayers, n_heads: nHeads } = analysis;
       if (isScatter) {
         scatter.update({ nLayers, nHeads, points: Float32Array.from(analysis.points),
-          behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails });
+          behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails, size: scatterSize(width) });
       } else {
         const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
           values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
@@ -193,12 +197,12 @@ const analysis = {
   name: "analysis",
   label: "Analysis",
   create: createAnalysisView,
-  draw(view, { get, decoded }) {
+  draw(view, { get, decoded, width }) {
     const shown = get("analysis");
     const thumbs = get("thumbnails");
     // The scatter's hover shows a head's thumbnail when every head's is there.
     const complete = shown?.kind === "head_distances" && thumbs?.data && thumbs.layers.length === shown.n_layers && thumbs.heads.length === shown.n_heads;
-    view.update(shown, complete ? decoded("thumbnails") : null);
+    view.update(shown, complete ? decoded("thumbnails") : null, width);
     return "";
   },
   title: ({ get }) => get("model_name"),

@@ -14,10 +14,11 @@ import { resolveTheme, watchJupyterTheme } from "./theme.js";
 import { VIEWS } from "./views.js";
 
 /**
- * @param {{model: any, el: HTMLElement}} props  anywidget's model and the output's element
+ * @param {{model: any, el: HTMLElement, page?: boolean}} props  anywidget's model and the output's
+ *   element; page: a saved page (standalone.js), where the text cannot be rerun
  * @returns {() => void} cleanup
  */
-function render({ model, el: host }) {
+function render({ model, el: host, page = false }) {
   const get = (name) => model.get(name);
   const root = el("div", "attnscope-root", host);
   let frame = null;
@@ -32,7 +33,7 @@ function render({ model, el: host }) {
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
     redraw: schedule,
-  });
+  }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
     return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits }, get) }];
@@ -52,7 +53,13 @@ function render({ model, el: host }) {
     decodedCache.set(name, { payload, value });
     return value;
   }
-  const context = () => ({ get, decoded, neuronData: neuron.data, maskMode: controls.maskMode });
+  // The views fit the width they are given and follow the output's resizing.
+  let width = 0;
+  const resizes = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
+    if (root.clientWidth !== width) schedule();
+  });
+  resizes?.observe(root);
+  const context = (body) => ({ get, decoded, neuronData: neuron.data, maskMode: controls.maskMode, width: body?.clientWidth ?? 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
   async function imageBytes(format) {
@@ -82,13 +89,14 @@ function render({ model, el: host }) {
     controls.update(get);
     const open = views.get(get("view")) ?? views.get("head");
     for (const { body } of views.values()) body.hidden = body !== open.body;
+    width = root.clientWidth;
     if (controls.editor.computing()) {
       // Stale data (an older edit) is never drawn: the last good drawing stays.
       controls.setStatus("computing…");
       return;
     }
     try {
-      controls.setStatus(open.adapter.draw(open.view, context()));
+      controls.setStatus(open.adapter.draw(open.view, context(open.body)));
     } catch (err) {
       controls.setStatus("");
       controls.showError(err.message);
@@ -107,6 +115,7 @@ function render({ model, el: host }) {
   return () => {
     for (const event of events) model.off(event, schedule);
     channel.destroy();
+    resizes?.disconnect();
     stopWatchingTheme();
     controls.destroy();
     if (frame !== null) cancelAnimationFrame(frame);

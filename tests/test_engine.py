@@ -263,3 +263,20 @@ def test_a_users_model_leaves_a_run_as_it_came(bert_tokenizer):
     assert model.config._attn_implementation == "sdpa"
     assert calls  # the user's own hook ran, and is still there
     assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5  # eager during the run
+
+
+def test_loading_is_quiet_and_leaves_the_progress_setting_as_it_was(capfd):
+    from transformers.utils import logging as hf_logging
+
+    import attnscope
+
+    assert hf_logging.is_progress_bar_enabled()
+    attnscope.load(device="cpu")
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the user's own loads still show theirs
+    hf_logging.disable_progress_bar()
+    try:
+        attnscope.load(device="cpu")
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()

@@ -110,8 +110,28 @@ def _is_offline() -> bool:
     ).lower() in ("1", "true", "yes")
 
 
+@contextmanager
+def quiet_loading():
+    """transformers' "Loading weights" bar off while attnscope loads (it cluttered every first
+    output), and back as it was after: the user's own loads keep their setting."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
     """Load from the local cache first, then (when online) from the hub; name the model on failure."""
+    with quiet_loading():
+        return _load(loader, name, **kwargs)
+
+
+def _load(loader: Any, name: str, **kwargs: Any) -> Any:
     if not _could_be_model_name(name):
         shown = name if len(name) <= 80 else name[:77] + "..."
         raise ModelNotFoundError(
@@ -168,7 +188,8 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
         target = default_device()
     if model is None:
         path = str(default_model_path())
-        hf_model = AutoModel.from_pretrained(path, attn_implementation="eager")
+        with quiet_loading():
+            hf_model = AutoModel.from_pretrained(path, attn_implementation="eager")
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         name = DEFAULT_MODEL_LABEL
     elif isinstance(model, (str, os.PathLike)):

@@ -66,7 +66,10 @@ def rollout_payload(token_result: AttentionResult, word_level: bool) -> dict:
     if key_tokens_of(token_result) is not None:
         return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
     source = word_attention(token_result) if word_level else token_result
-    return {"n_tokens": len(source.tokens), **quantize_uint8(an.rollout(source.attention))}
+    kinds = an.token_kinds(source.tokens)
+    # [CLS] / [SEP] (and <s> / </s>) soak up rollout; the view can leave them out.
+    special = [i for i, (c, s) in enumerate(zip(kinds.cls.tolist(), kinds.sep.tolist())) if c or s]
+    return {"n_tokens": len(source.tokens), "special": special, **quantize_uint8(an.rollout(source.attention))}
 
 
 def score_label(result: AttentionResult, layer: int) -> str:

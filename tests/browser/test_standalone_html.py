@@ -72,12 +72,16 @@ def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_
     assert len(softmax) == len(expected)
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
 
-    # Editing needs a kernel: the page says so instead of failing silently.
+    # Editing needs a kernel: the sentence is read-only and the page says so, instead of a box
+    # that looks editable and does nothing.
     page.click("button.attnscope-tab[data-view='head']")
-    page.fill("input.attnscope-text", "something else")
-    page.press("input.attnscope-text", "Enter")
-    page.wait_for_function("document.querySelector('.attnscope-error').textContent.includes('saved page')")
-    assert page.input_value("input.attnscope-text") == "something else"
+    assert page.eval_on_selector("input.attnscope-text", "i => i.readOnly")
+    assert "needs a running kernel" in page.text_content(".attnscope-page-note")
+    before = page.input_value("input.attnscope-text")
+    page.click("input.attnscope-text")
+    page.keyboard.type("something else")
+    page.keyboard.press("Enter")
+    assert page.input_value("input.attnscope-text") == before
     assert not page.requests, page.requests
     assert not page.problems, page.problems
     ARTIFACTS.mkdir(exist_ok=True)

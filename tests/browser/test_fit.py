@@ -1,0 +1,183 @@
+"""Views that fit the cell and explain themselves (issue 13), on saved pages of real widgets
+opened offline at JupyterLab-like sizes: the same render() the notebook runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import attnscope
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDALONE = ROOT / "src" / "attnscope" / "static" / "standalone.js"
+pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not built (make test builds it)")
+
+WORDS = ("The café owner in Zürich said 東京 was 🙂 lovely, and the naïve critic agreed at length. " * 25).strip()
+BOX = "s => { const b = document.querySelector(s).getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; }"
+
+
+@pytest.fixture
+def open_saved(watched_page, tmp_path):
+    def open_(widget, width=1400, height=1000, **state):
+        for name, value in state.items():
+            setattr(widget, name, value)
+        path = widget.save_html(tmp_path / "page.html")
+        page = watched_page(viewport={"width": width, "height": height})
+        page.goto(path.as_uri())
+        page.wait_for_selector(".attnscope-root")
+        return page
+
+    return open_
+
+
+def frame(page):
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def test_a_long_text_scrolls_inside_one_screen_with_the_controls_in_view(open_saved, default_model):
+    widget = attnscope.AttentionWidget(WORDS, model=default_model)
+    assert len(widget.result.tokens) > 400
+    page = open_saved(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    root = page.evaluate(BOX, ".attnscope-root")
+    assert root[3] - root[1] <= 1000, root  # one screen, not thousands of pixels
+    body = ".attnscope-body:not([hidden])"
+    assert page.eval_on_selector(body, "b => b.scrollHeight > 3 * b.clientHeight")
+    header = page.evaluate(BOX, ".attnscope-header")
+    page.eval_on_selector(body, "b => { b.scrollTop = b.scrollHeight; }")
+    frame(page)
+    assert page.evaluate(BOX, ".attnscope-header") == header  # the controls stay put
+    assert page.evaluate(BOX, ".attnscope-tab[data-view='model']")[3] <= root[3]
+    assert not page.problems, page.problems
+
+
+def test_the_header_does_not_jump_between_tabs_and_its_buttons_are_apart(open_saved, default_model):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    widget.show_analysis(attnscope.head_stats(default_model, ["The cat sat.", "Dogs bark loudly."], progress=False))
+    page = open_saved(widget, view="head")
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    parts = [".attnscope-tabs", ".attnscope-export", ".attnscope-status", "select.attnscope-layer"]
+    where = {}
+    for view in ("head", "model", "neuron", "rollout", "analysis"):
+        page.click(f"button.attnscope-tab[data-view='{view}']")
+        frame(page)
+        where[view] = [page.evaluate(BOX, p)[:2] for p in parts[:2]]
+    assert all(boxes == where["head"] for boxes in where.values()), where
+    svg, png = page.evaluate(BOX, "[data-format='svg']"), page.evaluate(BOX, "[data-format='png']")
+    assert png[0] - svg[2] >= 3  # not "SVGPNG"
+    assert page.eval_on_selector("[data-format='svg']", "b => parseFloat(getComputedStyle(b).borderTopWidth)") >= 1
+
+
+@pytest.mark.parametrize("width", [1000, 760])
+def test_the_model_view_fits_the_width_and_follows_a_resize(open_saved, default_model, width):
+    widget = attnscope.AttentionWidget("The cat sat on the mat because it was warm.", model=default_model)
+    page = open_saved(widget, width=1400, view="model")
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '72'")
+    assert page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell") == "84"
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails').dataset.cell !== '84'")
+    root = page.evaluate(BOX, ".attnscope-root")
+    grid = page.evaluate(BOX, "canvas.attnscope-thumbnails")
+    assert grid[2] <= root[2], (grid, root)  # head 12 is not cut off
+    assert page.eval_on_selector(".attnscope-body:not([hidden])", "b => b.scrollWidth <= b.clientWidth")
+    # The enlargement of the last head of a row stays inside the widget.
+    cell = float(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell"))
+    page.mouse.move(grid[2] - cell / 2, grid[1] + cell / 2)
+    page.wait_for_selector(".attnscope-zoom:not([hidden])")
+    zoom = page.evaluate(BOX, ".attnscope-zoom")
+    assert root[0] <= zoom[0] and zoom[2] <= root[2], (zoom, root)
+    assert "uniform" in page.text_content(".attnscope-zoom")
+    assert "largest weight" in page.text_content(".attnscope-scale-note")
+
+
+def test_a_broad_head_is_visible_in_the_model_view(open_saved):
+    from transformers import BertConfig, BertModel
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=96, num_hidden_layers=2, num_attention_heads=12,
+                        intermediate_size=128, max_position_embeddings=512)
+    model = BertModel(config).eval()
+    tokenizer = attnscope.load(device="cpu").tokenizer
+    widget = attnscope.AttentionWidget(" ".join(["word"] * 500), model=model, tokenizer=tokenizer)
+    assert widget.result.attention.max() < 0.02  # near-uniform: every weight about 1/500
+    page = open_saved(widget, view="model")
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '24'")
+    cell = int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell"))
+    inked = page.eval_on_selector(
+        "canvas.attnscope-thumbnails",
+        """(c, cell) => { const r = c.width / c.clientWidth; const ctx = c.getContext('2d'); const out = [];
+            for (let row = 0; row < 2; row++) for (let col = 0; col < 12; col++) {
+              const d = ctx.getImageData(col * cell * r, row * cell * r, cell * r, cell * r).data;
+              let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 60) n++; out.push(n); }
+            return out; }""",
+        cell,
+    )
+    assert min(inked) > 200, inked  # every head shows, none reads as "not loaded"
+
+
+def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, default_model):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    page = open_saved(widget, view="rollout", theme="dark")
+    page.wait_for_selector("canvas.attnscope-matrix")
+    frame(page)
+    ticks = page.eval_on_selector_all(".attnscope-body:not([hidden]) .attnscope-colorbar-tick", "ts => ts.map(t => t.textContent)")
+    assert ticks[0] == "0.000" and float(ticks[-1]) > 0, ticks
+    # No white block on the dark background: no opaque near-white pixel in the matrix.
+    white = page.eval_on_selector(
+        "canvas.attnscope-matrix",
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;"
+        " for (let i = 0; i < d.length; i += 4) if (d[i] > 230 && d[i+1] > 230 && d[i+2] > 230 && d[i+3] > 200) n++; return n; }",
+    )
+    assert white == 0
+    n = int(page.eval_on_selector("canvas.attnscope-matrix", "c => c.dataset.n"))
+    page.check("input.attnscope-matrix-drop-special")
+    page.wait_for_function(f"Number(document.querySelector('canvas.attnscope-matrix').dataset.n) === {n - 2}")
+    box = page.evaluate(BOX, "canvas.attnscope-matrix")
+    page.mouse.move(box[0] + 3, box[1] + 3)
+    assert "(row) ←" in page.text_content(".attnscope-body:not([hidden]) .attnscope-tooltip")
+
+    page.click("button.attnscope-tab[data-view='neuron']")
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    labels = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-colorbar-label", "ls => ls.map(l => l.textContent)")
+    assert labels[:3] == ["q", "k", "q × k"] and len(labels) == 4
+    ends = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-colorbar-tick", "ts => ts.map(t => t.textContent)")
+    assert float(ends[0]) < 0 < float(ends[2]) and ends[1] == "0"
+    assert not page.problems, page.problems
+
+
+def test_the_neuron_view_opens_on_the_head_shown_alone(open_saved, default_model):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    page = open_saved(widget)
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.dblclick(".attnscope-swatch[data-head='4']")
+    page.wait_for_function("document.querySelectorAll('.attnscope-swatch.attnscope-off').length === 11")
+    page.click("button.attnscope-tab[data-view='neuron']")
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    assert page.eval_on_selector(".attnscope-neuron-view", "v => v.dataset.head") == "4"
+
+
+def test_hover_cards_stay_inside_the_widget(open_saved, default_model):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    widget.show_analysis(attnscope.head_distances(default_model, ["The cat sat.", "Dogs bark loudly."], progress=False))
+    page = open_saved(widget, width=900, view="analysis")
+    page.wait_for_selector("canvas.attnscope-scatter")
+    frame(page)
+    size = page.eval_on_selector("canvas.attnscope-scatter", "c => c.clientWidth")
+    assert size > 420  # wider than before, as the width allows
+    root = page.evaluate(BOX, ".attnscope-root")
+    points = page.eval_on_selector("canvas.attnscope-scatter", "c => Number(c.dataset.points)")
+    assert points == 72
+    # The rightmost point, placed as fitPoints (analysis_view.js) places it: its card would
+    # leave the widget on the right if it were not flipped.
+    xy = [(x, y) for x, y in zip(widget.analysis["points"][0::2], widget.analysis["points"][1::2])]
+    xs, ys = [p[0] for p in xy], [p[1] for p in xy]
+    span = max(max(xs) - min(xs), max(ys) - min(ys))
+    scale = (size - 32) / span
+    x, y = max(xy)
+    box = page.evaluate(BOX, "canvas.attnscope-scatter")
+    page.mouse.move(box[0] + size / 2 + (x - (min(xs) + max(xs)) / 2) * scale, box[1] + size / 2 + (y - (min(ys) + max(ys)) / 2) * scale)
+    page.wait_for_selector(".attnscope-scatter-view .attnscope-tooltip:not([hidden])")
+    shown = page.evaluate(BOX, ".attnscope-scatter-view .attnscope-tooltip")
+    assert root[0] <= shown[0] and shown[2] <= root[2], (shown, root)
