@@ -75,6 +75,8 @@ def test_the_model_view_fits_the_width_and_follows_a_resize(open_saved, default_
     page = open_saved(widget, width=1400, view="model")
     page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '72'")
     assert page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell") == "84"
+    # No gap between the layer labels and the cells (the free width went there on a wide page).
+    assert page.evaluate(BOX, "canvas.attnscope-thumbnails")[0] - page.evaluate(BOX, ".attnscope-root")[0] <= 90
     page.set_viewport_size({"width": width, "height": 1000})
     page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails').dataset.cell !== '84'")
     root = page.evaluate(BOX, ".attnscope-root")
