@@ -2,7 +2,7 @@
 // clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
-import { el, sizeCanvas } from "./dom.js";
+import { el, placeBeside, sizeCanvas } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
@@ -44,21 +44,10 @@ function pointerIn(canvas, event) {
   return [event.clientX - rect.left, event.clientY - rect.top];
 }
 
-/**
- * Shows `tooltip` (absolutely placed in its offset parent) near the point (x, y) of `canvas`,
- * flipped to the other side of the pointer where it would leave that parent: hover cards stay
- * inside the widget.
- */
+/** The hover card near the point (x, y) of `canvas`, kept inside the view (dom.placeBeside). */
 function placeTooltip(tooltip, canvas, x, y) {
-  tooltip.hidden = false;
-  const box = tooltip.offsetParent ?? canvas.parentElement;
   const [px, py] = [canvas.offsetLeft + x, canvas.offsetTop + y];
-  const width = box?.clientWidth ?? Infinity;
-  const height = Math.max(box?.clientHeight ?? Infinity, box?.scrollHeight ?? 0);
-  const left = px + 14 + tooltip.offsetWidth > width ? px - 14 - tooltip.offsetWidth : px + 14;
-  const top = py + 14 + tooltip.offsetHeight > height ? py - 14 - tooltip.offsetHeight : py + 14;
-  tooltip.style.left = `${Math.max(0, left)}px`;
-  tooltip.style.top = `${Math.max(0, top)}px`;
+  placeBeside(tooltip, { left: px - 14, right: px + 14, top: py + 14 });
 }
 
 /** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
@@ -449,8 +438,15 @@ export function createMatrixView(container) {
   let shown = null;
   let layer = null;
 
+  let derived = null; // matrixShown's answer, recomputed only when the data or an option changes
+  let derivedFrom = [];
   function draw() {
-    shown = { ...state, ...matrixShown(state, { dropSpecial: dropBox.checked, rowNorm: normBox.checked }) };
+    const from = [state.values, state.tokens, dropBox.checked, normBox.checked];
+    if (from.some((part, i) => part !== derivedFrom[i])) {
+      derived = matrixShown(state, { dropSpecial: dropBox.checked, rowNorm: normBox.checked });
+      derivedFrom = from;
+    }
+    shown = { ...state, ...derived };
     const [, n] = shown.shape;
     const cell = matrixCell(n);
     const ctx = sizeCanvas(canvas, n * cell, n * cell);

@@ -18,3 +18,19 @@ export function sizeCanvas(canvas, width, height) {
   ctx?.setTransform(ratio, 0, 0, ratio, 0, 0);
   return ctx;
 }
+
+/**
+ * Shows `box` (absolutely placed in its offset parent) beside `anchor`, a {left, right, top}
+ * in that parent's px: right of anchor.right, or left of anchor.left where it would leave the
+ * parent; at anchor.top, moved up to stay inside. Hover cards stay inside the widget.
+ */
+export function placeBeside(box, anchor) {
+  box.hidden = false;
+  const parent = box.offsetParent;
+  const width = parent?.clientWidth ?? Infinity;
+  const height = Math.max(parent?.clientHeight ?? 0, parent?.scrollHeight ?? 0) || Infinity;
+  const left = anchor.right + box.offsetWidth <= width ? anchor.right : anchor.left - box.offsetWidth;
+  const top = Math.min(anchor.top, height - box.offsetHeight);
+  box.style.left = `${Math.max(0, left)}px`;
+  box.style.top = `${Math.max(0, top)}px`;
+}

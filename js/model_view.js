@@ -1,7 +1,7 @@
 // The model view: every included layer × head as a small line diagram (as BertViz's model_view),
 // drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
 import { headColors } from "./colors.js";
-import { el, sizeCanvas } from "./dom.js";
+import { el, placeBeside, sizeCanvas } from "./dom.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
@@ -156,16 +156,10 @@ export function createModelView(container, callbacks = {}) {
     const scene = enlargedScene(state, lines, head);
     const ctx = sizeCanvas(zoomCanvas, scene.width, scene.height);
     if (ctx) drawScene(ctx, scene);
-    zoom.hidden = false;
     // Beside the hovered cell, kept inside the view (and so inside the cell's output).
     const size = state.cell ?? CELL;
-    const [gridX, gridY] = [canvas.offsetLeft, canvas.offsetTop];
-    const right = gridX + (col + 1) * size + 8;
-    const fitsRight = right + zoom.offsetWidth <= root.clientWidth;
-    const x = fitsRight ? right : Math.max(0, gridX + col * size - zoom.offsetWidth - 8);
-    const y = Math.max(0, Math.min(gridY + row * size, root.clientHeight - zoom.offsetHeight));
-    zoom.style.left = `${x}px`;
-    zoom.style.top = `${y}px`;
+    const [x, y] = [canvas.offsetLeft + col * size, canvas.offsetTop + row * size];
+    placeBeside(zoom, { left: x - 8, right: x + size + 8, top: y });
   }
 
   const maskKey = (masked) => JSON.stringify(masked ?? []);

@@ -68,7 +68,7 @@ def rollout_payload(token_result: AttentionResult, word_level: bool) -> dict:
     source = word_attention(token_result) if word_level else token_result
     kinds = an.token_kinds(source.tokens)
     # [CLS] / [SEP] (and <s> / </s>) soak up rollout; the view can leave them out.
-    special = [i for i, (c, s) in enumerate(zip(kinds.cls.tolist(), kinds.sep.tolist())) if c or s]
+    special = (kinds.cls | kinds.sep).nonzero().flatten().tolist()
     return {"n_tokens": len(source.tokens), "special": special, **quantize_uint8(an.rollout(source.attention))}
 
 
