@@ -23,6 +23,7 @@ from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
 from attnscope.neuron import neuron_slice
+from attnscope.payloads import layer_payload
 from attnscope.serialize import encode_float16
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +107,7 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
     # Kernel side of a layer switch and of a neuron-view token switch.
     def time_payload():
         start = time.perf_counter()
-        head._layer_payload(1)
+        layer_payload(result, 1)
         return (time.perf_counter() - start) * 1000
 
     def time_neuron():
@@ -159,7 +160,7 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
                 layer = 1 + i % (result.n_layers - 1)
                 page.evaluate("layer => { const s = document.querySelector('select.attnscope-layer');"
                               " s.value = String(layer); s.dispatchEvent(new Event('change')); }", layer)
-                stripped, buffers, paths = split_state({"attention": head._layer_payload(layer)})
+                stripped, buffers, paths = split_state({"attention": layer_payload(result, layer)})
                 layer_ms.append(page.evaluate(EMIT_AND_TIME, {"kind": "trait", "content": stripped, "b64s": b64(buffers), "paths": paths}))
                 assert int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount")) >= 0
 
@@ -173,7 +174,7 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
                 request = page.evaluate(f"{neuron_requests}.at(-1)")
                 piece = neuron_slice(result, request["layer"], request["head"], request["query"])
                 payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
-                content = {"type": "neuron", "id": request["id"], "result_id": 0, "layer": request["layer"],
+                content = {"kind": "reply", "type": "neuron", "id": request["id"], "result_id": 0, "layer": request["layer"],
                            "head": request["head"], "query": request["query"], "d": int(piece.query.shape[0]),
                            "n_tokens": n_tokens, "shapes": [pl["shape"] for pl in payloads]}
                 ms = page.evaluate(EMIT_AND_TIME, {"kind": "custom", "content": content,
