@@ -91,8 +91,13 @@ def serve_root():
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/tests/browser/harness.html"
 
 
-def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
-    """First paint, layer switch, neuron token switch and JS heap for one model and text."""
+def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
+    """First paint, layer switch, neuron token switch and JS heap for one model and text.
+
+    `browser` is an open playwright Chromium to reuse (the test session has one, and
+    playwright's sync API allows one per thread); without it a headless one is launched."""
+    from contextlib import ExitStack
+
     from playwright.sync_api import sync_playwright
 
     head = AttentionWidget(text, model=engine)
@@ -121,11 +126,17 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
 
     httpd, url = serve_root()
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
+        with ExitStack() as stack:
+            if browser is None:
+                p = stack.enter_context(sync_playwright())
+                browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
+                stack.callback(browser.close)
+            pages = []
+            stack.callback(lambda: [pg.close() for pg in pages if not pg.is_closed()])
 
             def fresh_page():
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
+                pages.append(page)
                 page.goto(url)
                 page.wait_for_function("window.harnessReady === true")
                 return page
@@ -186,7 +197,6 @@ def bench_front_end(engine, text: str, repeats: int = 5) -> dict:
             cdp.send("HeapProfiler.collectGarbage")
             metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             row["js_heap_bytes_after_neuron"] = int(metrics["JSHeapUsedSize"])
-            browser.close()
     finally:
         httpd.shutdown()
 

@@ -14,12 +14,12 @@ BUNDLE = Path(__file__).resolve().parents[2] / "src" / "attnscope" / "static" / 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
 
-def test_the_front_end_benchmark_runs_its_every_step(default_model, monkeypatch):
+def test_the_front_end_benchmark_runs_its_every_step(default_model, chromium_browser, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     sys.modules.pop("browser_bench", None)
     from browser_bench import bench_front_end
 
-    row = bench_front_end(default_model, "The café in 東京 was lovely. " * 4, repeats=1)
+    row = bench_front_end(default_model, "The café in 東京 was lovely. " * 4, repeats=1, browser=chromium_browser)
     for key in ("head_first_paint_ms", "model_first_paint_ms", "layer_switch_ms", "neuron_switch_ms"):
         assert row[key] > 0, row
     assert row["bytes_before_head_paint"] < row["bytes_before_model_paint"]
