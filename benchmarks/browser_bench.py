@@ -173,7 +173,7 @@ def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
                               " s.value = String(layer); s.dispatchEvent(new Event('change')); }", layer)
                 stripped, buffers, paths = split_state({"attention": layer_payload(result, layer)})
                 layer_ms.append(page.evaluate(EMIT_AND_TIME, {"kind": "trait", "content": stripped, "b64s": b64(buffers), "paths": paths}))
-                assert int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount")) >= 0
+                assert int(page.eval_on_selector(".attnscope-lines", "c => c.dataset.lineCount")) >= 0
 
             # Neuron view: answer the view's own requests with real slices.
             page.evaluate("window.attnscopeHarness.model.emit({view: 'neuron'})")

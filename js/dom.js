@@ -34,3 +34,22 @@ export function placeBeside(box, anchor) {
   box.style.left = `${Math.max(0, left)}px`;
   box.style.top = `${Math.max(0, top)}px`;
 }
+
+/**
+ * The part of `element` on screen, {top, bottom} in px from its own top: its box cut by the
+ * window and by every ancestor that clips (a scrolling body, a notebook's scroller). Null when
+ * it is not laid out (display: none, or no layout as in jsdom).
+ */
+export function visibleSpan(element) {
+  const rect = element.getBoundingClientRect();
+  if (!rect.height) return null;
+  let top = Math.max(rect.top, 0);
+  let bottom = Math.min(rect.bottom, globalThis.innerHeight || rect.bottom);
+  for (let parent = element.parentElement; parent; parent = parent.parentElement) {
+    if (getComputedStyle(parent).overflowY === "visible") continue;
+    const clip = parent.getBoundingClientRect();
+    top = Math.max(top, clip.top);
+    bottom = Math.min(bottom, clip.bottom);
+  }
+  return { top: top - rect.top, bottom: Math.max(top, bottom) - rect.top };
+}

@@ -2,8 +2,8 @@
 // one line per visible head, coloured by head, as opaque as the attention weight.
 // It takes data and callbacks, never the widget model, so a plain page can test it.
 import { headColors } from "./colors.js";
-import { el, sizeCanvas } from "./dom.js";
-import { strokeWeightedLines } from "./draw_lines.js";
+import { el } from "./dom.js";
+import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
 
@@ -16,33 +16,58 @@ export const DEFAULT_MIN_WEIGHT = 0.005;
 export const LINE_BUDGET = 20000;
 const THRESHOLDS = [DEFAULT_MIN_WEIGHT, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.01];
 
-/** The smallest threshold whose line count fits the budget: {minWeight, kept, total}. */
-export function chooseMinWeight(attention, options = {}, budget = LINE_BUDGET) {
-  const [nHeads, nTokens, nKeys] = attention.shape;
+/**
+ * The lines the view draws without hover: the strongest that fit the budget, found in one pass
+ * over the weights. → {lines: [{head, from, to, weight}], minWeight, kept, total}, where
+ * minWeight is the smallest threshold whose line count fits and total counts every line at
+ * least DEFAULT_MIN_WEIGHT.
+ */
+export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
+  const [nHeads, nTokens, nKeys = nTokens] = attention.shape;
   const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null } = options;
   const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
   const values = attention.values;
-  for (const head of visibleHeads) {
+  const floor = THRESHOLDS[0];
+  // Flat indices of the weights ≥ floor (float64: exact past 2^32 for long inputs).
+  let found = new Float64Array(1 << 14);
+  let n = 0;
+  for (const head of [...visibleHeads].sort((a, b) => a - b)) {
     if (head < 0 || head >= nHeads) continue;
     for (let from = ranges.from[0]; from < ranges.from[1]; from++) {
       const row = (head * nTokens + from) * nKeys;
-      for (let to = ranges.to[0]; to < ranges.to[1]; to++) {
-        const w = values[row + to];
-        if (w < THRESHOLDS[0]) continue;
+      for (let i = row + ranges.to[0], end = row + ranges.to[1]; i < end; i++) {
+        const w = values[i];
+        if (!(w >= floor)) continue;
         let k = 0;
         while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
         counts[k]++;
+        if (n === found.length) {
+          const grown = new Float64Array(2 * n);
+          grown.set(found);
+          found = grown;
+        }
+        found[n++] = i;
       }
     }
   }
-  const total = counts.reduce((a, b) => a + b, 0);
+  const total = n;
   let kept = total;
-  for (let k = 0; k < THRESHOLDS.length; k++) {
-    if (kept <= budget) return { minWeight: THRESHOLDS[k], kept, total };
-    kept -= counts[k];
+  let level = 0;
+  while (level < THRESHOLDS.length - 1 && kept > budget) kept -= counts[level++];
+  const minWeight = THRESHOLDS[level];
+  const lines = [];
+  const perHead = nTokens * nKeys;
+  for (let j = 0; j < n; j++) {
+    const i = found[j];
+    const weight = values[i];
+    if (weight < minWeight) continue;
+    const head = Math.floor(i / perHead);
+    const at = i - head * perHead;
+    const from = Math.floor(at / nKeys);
+    lines.push({ head, from, to: at - from * nKeys, weight });
   }
-  return { minWeight: THRESHOLDS.at(-1), kept: 0, total };
+  return { lines, minWeight, kept: lines.length, total };
 }
 
 /** Which token ranges [start, end) each column shows for a sentence filter. */
@@ -110,8 +135,7 @@ export function lineEnds(ranges, x0, y0) {
 export function headScene(state, { title = "" } = {}) {
   const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
   const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-  const budget = chooseMinWeight(attention, shown);
-  const all = computeLines(attention, { ...shown, minWeight: budget.minWeight });
+  const all = strongestLines(attention, shown).lines;
   const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   const leftTokens = tokens.slice(...ranges.from);
   const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
@@ -148,9 +172,12 @@ export function createHeadView(container, callbacks = {}) {
   const plot = el("div", "attnscope-plot", root);
   plot.style.setProperty("--as-row", `${ROW_HEIGHT}px`); // the rows where headScene puts the labels
   const left = el("div", "attnscope-tokens attnscope-left", plot);
-  const canvas = el("canvas", "attnscope-lines", plot);
+  // As tall as the token columns; its canvas tiles hold the lines where the plot is in view.
+  const linesBox = el("div", "attnscope-lines", plot);
+  linesBox.style.width = `${LINES_WIDTH}px`;
+  const tiles = createLineTiles(linesBox, { width: LINES_WIDTH });
   const right = el("div", "attnscope-tokens attnscope-right", plot);
-  canvas.dataset.lineCount = "0";
+  linesBox.dataset.lineCount = "0";
 
   let state = null;
   let hover = null;
@@ -205,14 +232,18 @@ export function createHeadView(container, callbacks = {}) {
     }
   }
 
+  let weightsShown = false; // clearing 1,000 rows' weights costs a relayout: only when some are shown
   function showWeights() {
-    for (const column of [left, right]) {
-      for (const row of column.children) {
-        row.classList.toggle("attnscope-hovered", false);
-        row.lastChild.replaceChildren();
-        row.title = "";
+    if (weightsShown) {
+      for (const column of [left, right]) {
+        for (const row of column.children) {
+          row.classList.toggle("attnscope-hovered", false);
+          row.lastChild.replaceChildren();
+          row.title = "";
+        }
       }
     }
+    weightsShown = Boolean(hover);
     if (!hover) return;
     const own = hover.side === "left" ? left : right;
     const other = hover.side === "left" ? right : left;
@@ -244,8 +275,8 @@ export function createHeadView(container, callbacks = {}) {
     if (!state) return;
     const { attention, visibleHeads, sentenceFilter, sentenceBStart } = state;
     const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-    const budget = hover ? null : chooseMinWeight(attention, shown);
-    lines = computeLines(attention, { ...shown, hover, minWeight: budget?.minWeight ?? DEFAULT_MIN_WEIGHT });
+    const budget = hover ? null : strongestLines(attention, shown);
+    lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
     if (thinned) {
@@ -254,13 +285,15 @@ export function createHeadView(container, callbacks = {}) {
     }
     const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
-    const height = Math.max(rows, 1) * ROW_HEIGHT;
-    canvas.dataset.lineCount = String(lines.length);
-    const ctx = sizeCanvas(canvas, LINES_WIDTH, height);
-    if (ctx) {
-      const colors = headColors(attention.shape[0]);
-      strokeWeightedLines(ctx, lines, (line) => colors[line.head], lineEnds(ranges, 0, 0), hover ? 2 : 1); // 1px: the fast path
-    }
+    linesBox.dataset.lineCount = String(lines.length);
+    const colors = headColors(attention.shape[0]);
+    tiles.show({
+      lines,
+      colorOf: (line) => colors[line.head],
+      ends: lineEnds(ranges, 0, 0),
+      lineWidth: hover ? 2 : 1, // 1px: the fast path
+      height: Math.max(rows, 1) * ROW_HEIGHT,
+    });
     showWeights();
   }
 
@@ -273,6 +306,7 @@ export function createHeadView(container, callbacks = {}) {
       if (layoutChanged) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
+        weightsShown = false; // fresh rows
         fillColumn(left, "left", ranges.from, next.tokens);
         fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens);
       }
@@ -285,6 +319,9 @@ export function createHeadView(container, callbacks = {}) {
       if (!state) throw new Error("nothing drawn yet");
       return headScene(state, options);
     }),
-    destroy() { root.remove(); },
+    destroy() {
+      tiles.destroy();
+      root.remove();
+    },
   };
 }

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
-import { chooseMinWeight, computeLines, createHeadView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
+import { computeLines, strongestLines, createHeadView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
 
 // jsdom has no canvas: the view must still lay out tokens and count lines without painting.
 HTMLCanvasElement.prototype.getContext = () => null;
@@ -64,7 +64,7 @@ describe("createHeadView", () => {
     expect(container.querySelector("img")).toBeNull();
     const texts = [...container.querySelectorAll(".attnscope-left .attnscope-token-text")].map((n) => n.textContent);
     expect(texts).toEqual(["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"]);
-    expect(container.querySelector("canvas").dataset.lineCount).toBe("11");
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("11");
   });
 
   it("toggles and solos heads through its callbacks", () => {
@@ -82,7 +82,7 @@ describe("createHeadView", () => {
     expect(onToggleHead).toHaveBeenCalledWith(0);
     swatches[1].dispatchEvent(new MouseEvent("dblclick"));
     expect(onSoloHead).toHaveBeenCalledWith(1);
-    expect(container.querySelector("canvas").dataset.lineCount).toBe("3");
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("3");
     vi.useRealTimers();
   });
 
@@ -91,25 +91,39 @@ describe("createHeadView", () => {
     const view = createHeadView(container);
     view.update(state({ visibleHeads: [0] }));
     container.querySelector('.attnscope-left .attnscope-token[data-index="1"]').dispatchEvent(new MouseEvent("mouseenter"));
-    expect(container.querySelector("canvas").dataset.lineCount).toBe("3");
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("3");
     const weights = [...container.querySelectorAll(".attnscope-right .attnscope-weight-value")].map((n) => n.textContent);
     expect(weights).toEqual(["0.10", "0.80", "0.10"]);
     container.querySelector('.attnscope-left .attnscope-token[data-index="1"]').dispatchEvent(new MouseEvent("mouseleave"));
-    expect(container.querySelector("canvas").dataset.lineCount).toBe("8");
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("8");
     expect(container.querySelectorAll(".attnscope-weight-value")).toHaveLength(0);
   });
 });
 
-describe("chooseMinWeight", () => {
+describe("strongestLines", () => {
+  const picked = (...args) => { const { minWeight, kept, total } = strongestLines(...args); return { minWeight, kept, total }; };
+
   it("keeps every line that fits the budget", () => {
-    expect(chooseMinWeight(attention)).toEqual({ minWeight: DEFAULT_MIN_WEIGHT, kept: 11, total: 11 });
+    expect(picked(attention)).toEqual({ minWeight: DEFAULT_MIN_WEIGHT, kept: 11, total: 11 });
+    expect(strongestLines(attention).lines).toEqual(computeLines(attention));
   });
 
   it("raises the threshold until the strongest lines fit", () => {
     // Weights ≥ 0.5: 0.5, 0.8, 0.6 (head 0) and three 1.0 (head 1).
-    expect(chooseMinWeight(attention, {}, 6)).toEqual({ minWeight: 0.5, kept: 6, total: 11 });
-    expect(chooseMinWeight(attention, { visibleHeads: [0] }, 3)).toEqual({ minWeight: 0.5, kept: 3, total: 8 });
-    expect(chooseMinWeight(attention, {}, 0).kept).toBe(0);
+    expect(picked(attention, {}, 6)).toEqual({ minWeight: 0.5, kept: 6, total: 11 });
+    expect(strongestLines(attention, {}, 6).lines).toEqual(computeLines(attention, { minWeight: 0.5 }));
+    expect(picked(attention, { visibleHeads: [0] }, 3)).toEqual({ minWeight: 0.5, kept: 3, total: 8 });
+    expect(strongestLines(attention, {}, 0).lines).toEqual([]);
+  });
+
+  it("finds the same lines as computeLines for every head set and sentence filter", () => {
+    const opts = { sentenceBStart: 2 };
+    for (const sentenceFilter of ["all", "aa", "ab", "ba", "bb"]) {
+      for (const visibleHeads of [[0], [1], [1, 0], []]) {
+        const shown = { ...opts, sentenceFilter, visibleHeads };
+        expect(strongestLines(attention, shown).lines).toEqual(computeLines(attention, shown));
+      }
+    }
   });
 
   it("says so in the view", () => {
@@ -119,7 +133,7 @@ describe("chooseMinWeight", () => {
     const view = createHeadView(container);
     view.update({ tokens: Array.from({ length: 200 }, (_, i) => `t${i}`), sentenceBStart: null,
       attention: { shape: [1, 200, 200], values }, visibleHeads: [0], sentenceFilter: "all" });
-    expect(container.querySelector("canvas").dataset.lineCount).toBe("200");
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("200");
     const note = container.querySelector(".attnscope-lines-note");
     expect(note.hidden).toBe(false);
     expect(note.textContent).toContain("200 strongest lines (weight ≥ 0.01) of 40,000");

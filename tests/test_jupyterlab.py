@@ -128,8 +128,8 @@ def run_all_cells(page) -> None:
     page.get_by_text("Run All Cells", exact=True).click()
 
 
-def line_count(canvas) -> int:
-    return int(canvas.get_attribute("data-line-count") or 0)
+def line_count(lines) -> int:
+    return int(lines.get_attribute("data-line-count") or 0)
 
 
 def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
@@ -137,18 +137,18 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     run_all_cells(page)
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=120_000)
-    canvas = widget.locator("canvas").first
+    lines = widget.locator(".attnscope-lines").first
     page.wait_for_function(
-        "c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle(), timeout=60_000
+        "c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=60_000
     )
-    assert line_count(canvas) > 0
+    assert line_count(lines) > 0
     assert widget.get_by_text("[CLS]").first.is_visible()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_head_view.png"))  # for a person to look at
 
     # Another layer redraws with that layer's data.
     widget.locator("select.attnscope-layer").select_option(index=5)
-    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=canvas.element_handle())
+    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle())
 
     # Editing the sentence recomputes in the kernel: the new words appear as tokens.
     editor = widget.locator("input[type=text], textarea").first
@@ -216,7 +216,7 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=120_000)
     page.wait_for_function(
-        "w => Number(w.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0",
+        "w => Number(w.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
         arg=widget.element_handle(), timeout=60_000,
     )
     widget.locator("select.attnscope-layer").select_option(index=4)
@@ -271,7 +271,7 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
     widgets = page.locator(".jp-OutputArea-output .attnscope-root")
     assert widgets.count() == 3
     for index in range(3):
-        page.wait_for_function("w => Number(w.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0",
+        page.wait_for_function("w => Number(w.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
                                arg=widgets.nth(index).element_handle(), timeout=60_000)
     first, second, broken = (widgets.nth(i) for i in range(3))
     # The broken model's view says which heads are NaN, above the lines of the others.

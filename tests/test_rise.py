@@ -41,7 +41,7 @@ def test_slides_show_the_views_fitting_the_slide(watched_page, rise_server):
         page.locator(control).first.click(timeout=60_000)
         page.wait_for_timeout(1500)  # the slide transition
     frame = page.frame_locator("iframe.attnscope-slide").first
-    canvas = frame.locator("canvas.attnscope-lines")
+    canvas = frame.locator(".attnscope-lines")
     canvas.wait_for(timeout=60_000)
     assert int(canvas.get_attribute("data-line-count")) > 0
     iframe = page.locator("iframe.attnscope-slide").first

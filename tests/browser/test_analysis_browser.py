@@ -99,8 +99,11 @@ def test_words_box_and_mask_mode_send_their_traits(open_widget, default_model):
     page.check("input.attnscope-words")
     assert saved(page)["word_level"] is True
     page.check("input.attnscope-mask-mode")
+    # Measured once the view has redrawn in mask mode (its hint says so), not before.
+    page.get_by_text("Click a head to switch it off", exact=False).wait_for(timeout=10_000)
     box = page.query_selector("canvas.attnscope-thumbnails").bounding_box()
-    page.mouse.click(box["x"] + 84 * 3 + 10, box["y"] + 84 * 1 + 10)
+    cell = int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell"))
+    page.mouse.click(box["x"] + cell * 3 + 10, box["y"] + cell * 1 + 10)
     state = saved(page)
     assert state["masked_heads"] == [[1, 3]] and state["view"] == "model"
     assert page.problems == []
@@ -110,7 +113,7 @@ def test_precomputed_attention_has_no_editor(open_widget, default_model):
     result = default_model.run("The cat sat.")
     widget = attnscope.head_view(tuple(a[None] for a in result.attention), result.tokens)
     page = open_widget(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     assert page.is_hidden(".attnscope-editor")
     assert page.problems == []
 
@@ -130,7 +133,7 @@ def test_every_family_renders_head_and_model_views(open_widget, family, bert_tok
     engine = attnscope.load(small_models()[family](), bert_tokenizer, device="cpu")
     widget = attnscope.AttentionWidget("The quick brown fox jumps.", model=engine)
     page = open_widget(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     # Causal models say that later tokens are masked.
     assert page.is_visible(".attnscope-causal-note") == ("gpt2" in family or "gqa" in family)
     widget.view = "model"  # the kernel makes the thumbnails; the page is given the new state
@@ -145,7 +148,7 @@ def test_every_family_renders_head_and_model_views(open_widget, family, bert_tok
 def test_image_export_buttons_and_save_image(open_widget, default_model, tmp_path):
     widget = attnscope.AttentionWidget("The <cat> sat.", model=default_model)
     page = open_widget(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     with page.expect_download() as svg_download:
         page.click("button.attnscope-export-button[data-format='svg']")
     svg = (tmp_path / "view.svg")
@@ -189,7 +192,7 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, f
     widget = attnscope.AttentionWidget(SOURCE, TARGET, model=engine)
     widget.attention_part = "cross"
     page = open_widget(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     assert page.is_visible("select.attnscope-part") and page.input_value("select.attnscope-part") == "cross"
     right = page.eval_on_selector_all(".attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)")
     left = page.eval_on_selector_all(".attnscope-left .attnscope-token-text", "ns => ns.map(n => n.textContent)")
@@ -252,7 +255,7 @@ def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, be
     path = widget.save_html(tmp_path / "cross.html")
     page = watched_page()
     page.goto(path.as_uri())
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     page.click("button.attnscope-tab[data-view='neuron']")
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     softmax = page.eval_on_selector_all(

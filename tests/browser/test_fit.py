@@ -39,7 +39,7 @@ def test_a_long_text_scrolls_inside_one_screen_with_the_controls_in_view(open_sa
     widget = attnscope.AttentionWidget(WORDS, model=default_model)
     assert len(widget.result.tokens) > 400
     page = open_saved(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     root = page.evaluate(BOX, ".attnscope-root")
     assert root[3] - root[1] <= 1000, root  # one screen, not thousands of pixels
     body = ".attnscope-body:not([hidden])"
@@ -52,11 +52,60 @@ def test_a_long_text_scrolls_inside_one_screen_with_the_controls_in_view(open_sa
     assert not page.problems, page.problems
 
 
+# Per tile canvas: its index, whether it has ink, and its box on screen.
+TILES = """() => [...document.querySelectorAll('.attnscope-lines canvas.attnscope-lines-tile')].map(c => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let ink = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
+  const b = c.getBoundingClientRect();
+  return {index: Number(c.dataset.tile), ink, top: b.top, bottom: b.bottom};
+})"""
+
+
+def test_a_long_plot_draws_the_lines_where_it_is_seen_and_follows_the_scroll(open_saved, default_model):
+    widget = attnscope.AttentionWidget(WORDS, model=default_model)
+    page = open_saved(widget)
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
+    frame(page)
+    plot = page.evaluate(BOX, ".attnscope-lines")
+    body = page.evaluate(BOX, ".attnscope-body:not([hidden])")
+    assert plot[3] - plot[1] == 20 * len(widget.result.tokens)  # as tall as the token rows
+
+    def check_view_covered():
+        tiles = page.evaluate(TILES)
+        seen_top, seen_bottom = max(plot_top(), body[1]), min(plot_bottom(), body[3])
+        covering = [t for t in tiles if t["bottom"] > seen_top and t["top"] < seen_bottom]
+        # Tiles in view join up over the whole part seen, each with lines on it.
+        assert min(t["top"] for t in covering) <= seen_top and max(t["bottom"] for t in covering) >= seen_bottom, (tiles, seen_top, seen_bottom)
+        assert all(t["ink"] > 50 for t in covering), covering
+        # Not the whole plot: a few screens' worth at most.
+        assert sum(t["bottom"] - t["top"] for t in tiles) <= 4 * (body[3] - body[1]), tiles
+        return tiles
+
+    def plot_top():
+        return page.evaluate(BOX, ".attnscope-lines")[1]
+
+    def plot_bottom():
+        return page.evaluate(BOX, ".attnscope-lines")[3]
+
+    first = check_view_covered()
+    page.eval_on_selector(".attnscope-body:not([hidden])", "b => { b.scrollTop = b.scrollHeight; }")
+    frame(page)
+    last = check_view_covered()
+    assert max(t["index"] for t in last) > max(t["index"] for t in first)
+    # A layer switch redraws what is in view (the kernel is gone, so the page's other layer).
+    page.select_option("select.attnscope-layer", "2")
+    page.wait_for_function("document.querySelector('.attnscope-status')?.textContent === ''")
+    frame(page)
+    switched = check_view_covered()
+    assert {t["index"]: t["ink"] for t in switched} != {t["index"]: t["ink"] for t in last}  # other lines, not the old layer's left in place
+    assert not page.problems, page.problems
+
+
 def test_the_header_does_not_jump_between_tabs_and_its_buttons_are_apart(open_saved, default_model):
     widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
     widget.show_analysis(attnscope.head_stats(default_model, ["The cat sat.", "Dogs bark loudly."], progress=False))
     page = open_saved(widget, view="head")
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     parts = [".attnscope-tabs", ".attnscope-export", ".attnscope-status", "select.attnscope-layer"]
     where = {}
     for view in ("head", "model", "neuron", "rollout", "analysis"):
@@ -152,7 +201,7 @@ def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, d
 def test_the_neuron_view_opens_on_the_head_shown_alone(open_saved, default_model):
     widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
     page = open_saved(widget)
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     page.dblclick(".attnscope-swatch[data-head='4']")
     page.wait_for_function("document.querySelectorAll('.attnscope-swatch.attnscope-off').length === 11")
     page.click("button.attnscope-tab[data-view='neuron']")

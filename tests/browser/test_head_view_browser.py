@@ -45,12 +45,12 @@ def start(page, **over) -> None:
         {**state, "weights": HEAD0 + HEAD1},
     ) == "function"
     if state["view"] == "head":
-        page.wait_for_function("document.querySelector('canvas.attnscope-lines')?.dataset.lineCount > 0")
+        page.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
 
 
 def line_count(page) -> int:
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    return int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount"))
+    return int(page.eval_on_selector(".attnscope-lines", "c => c.dataset.lineCount"))
 
 
 def saved(page, name):
@@ -62,7 +62,7 @@ def test_draws_the_lines_of_a_known_matrix_and_paints_them(page):
     assert line_count(page) == HEAD0_LINES + 4
     # The canvas really has ink on it (not just a count).
     painted = page.eval_on_selector(
-        "canvas.attnscope-lines",
+        ".attnscope-lines canvas",
         "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }",
     )

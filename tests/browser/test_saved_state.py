@@ -41,7 +41,7 @@ SNAPSHOT = """() => {
     filter: q("select.attnscope-filter")?.value,
     tokens: texts(".attnscope-head-view .attnscope-left .attnscope-token-text"),
     keyTokens: texts(".attnscope-head-view .attnscope-right .attnscope-token-text"),
-    lines: visible(q("canvas.attnscope-lines")) ? q("canvas.attnscope-lines").dataset.lineCount : null,
+    lines: visible(q(".attnscope-lines")) ? q(".attnscope-lines").dataset.lineCount : null,
     cells: visible(q("canvas.attnscope-thumbnails")) ? q("canvas.attnscope-thumbnails").dataset.cells : null,
     gridLabels: texts(".attnscope-model-view .attnscope-grid-heads span, .attnscope-model-view .attnscope-grid-layers span"),
     showChange: q("input.attnscope-show-change")?.checked,
@@ -107,7 +107,7 @@ def same_view(live, saved) -> dict:
     return shown_saved
 
 
-HEAD_READY = "Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0"
+HEAD_READY = "Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0"
 MODEL_READY = "Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0"
 ROLLOUT_READY = "Number(document.querySelector('canvas.attnscope-matrix')?.dataset.n) > 0"
 

@@ -48,7 +48,7 @@ def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_
     widget = attnscope.AttentionWidget(HOSTILE + " The cat sat.", "It was happy.", model=default_model)
     path = widget.save_html(tmp_path / "view.html", layers=[0, 3, 5])
     page.goto(path.as_uri())
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     assert page.evaluate("window.pwned") is None
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.input_value("input.attnscope-text") == HOSTILE + " The cat sat."
@@ -56,7 +56,7 @@ def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_
     # Only the saved layers are offered... and switching redraws from the stored data.
     page.select_option("select.attnscope-layer", index=3)
     page.wait_for_function("document.querySelector('.attnscope-status').textContent === ''")
-    assert int(page.eval_on_selector("canvas.attnscope-lines", "c => c.dataset.lineCount")) > 0
+    assert int(page.eval_on_selector(".attnscope-lines", "c => c.dataset.lineCount")) > 0
 
     page.click("button.attnscope-tab[data-view='model']")
     page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '36'")
@@ -118,7 +118,7 @@ def test_control_characters_in_tokens_export_valid_svg_and_png(offline_page, tmp
     attention = tuple(torch.softmax(torch.randn(1, 2, n, n, generator=torch.Generator().manual_seed(i)), -1) for i in range(2))
     path = attnscope.head_view(attention, CONTROL_TOKENS).save_html(tmp_path / "controls.html")
     page.goto(path.as_uri())
-    page.wait_for_function("Number(document.querySelector('canvas.attnscope-lines')?.dataset.lineCount) > 0")
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
 
     with page.expect_download(timeout=15000) as svg_download:
         page.click("button.attnscope-export-button[data-format='svg']")
@@ -169,7 +169,7 @@ def test_two_returned_pages_in_one_document_each_mount_their_own_data(offline_pa
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'>{style}</head><body>"
                     f"<div class='out'>{bodies[0]}</div><div class='out'>{bodies[1]}</div></body></html>", encoding="utf-8")
     page.goto(path.as_uri())
-    page.wait_for_function("document.querySelectorAll('canvas.attnscope-lines').length === 2")
+    page.wait_for_function("document.querySelectorAll('.attnscope-lines').length === 2")
     assert page.evaluate(MOUNTED_TOKENS) == sentences
     assert page.evaluate("[...document.querySelectorAll('.out')].map(o => o.querySelectorAll('.attnscope-root').length)") == [1, 1]
     ids = page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)")

@@ -1,0 +1,49 @@
+// @vitest-environment jsdom
+import { describe, expect, it } from "vitest";
+import { createLineTiles, linesCrossing, tilesBetween, TILE_HEIGHT, verticalExtents } from "./line_tiles.js";
+
+describe("tilesBetween", () => {
+  it("gives the tiles a band meets, within the plot", () => {
+    expect(tilesBetween(0, 1, 1000, 256)).toEqual([0, 1]);
+    expect(tilesBetween(255, 257, 1000, 256)).toEqual([0, 2]);
+    expect(tilesBetween(-500, 5000, 1000, 256)).toEqual([0, 4]); // 1000 px: 4 tiles, the last short
+    expect(tilesBetween(2000, 3000, 1000, 256)).toEqual([4, 4]); // past the end: none
+  });
+});
+
+describe("linesCrossing", () => {
+  const ends = ({ from, to }) => [0, from, 100, to];
+  const lines = [{ from: 10, to: 20 }, { from: 300, to: 0 }, { from: 600, to: 700 }];
+  const extents = verticalExtents(lines, ends);
+
+  it("keeps lines with a part in the band, whichever end is higher", () => {
+    expect(linesCrossing(lines, extents, 0, 256, 0)).toEqual(lines.slice(0, 2));
+    expect(linesCrossing(lines, extents, 256, 512, 0)).toEqual([lines[1]]);
+    expect(linesCrossing(lines, extents, 512, 768, 0)).toEqual([lines[2]]);
+    expect(linesCrossing(lines, extents, 768, 1024, 0)).toEqual([]);
+  });
+
+  it("counts the line's width as slack at the band's edges", () => {
+    expect(linesCrossing(lines, extents, 21, 100, 0)).toEqual([lines[1]]);
+    expect(linesCrossing(lines, extents, 21, 100, 2)).toEqual(lines.slice(0, 2));
+  });
+});
+
+describe("createLineTiles", () => {
+  it("sizes the plot and draws the top tiles while there is no layout", () => {
+    const track = document.createElement("div");
+    document.body.appendChild(track);
+    const tiles = createLineTiles(track, { width: 100 });
+    tiles.show({ lines: [], colorOf: () => "#000", ends: () => [0, 0, 0, 0], lineWidth: 1, height: 20 * 500 });
+    expect(track.style.height).toBe("10000px");
+    const drawn = tiles.current();
+    expect(drawn[0]).toBe(0);
+    expect(drawn.length).toBeGreaterThan(0);
+    expect(drawn.length * TILE_HEIGHT).toBeLessThan(10000); // not the whole plot
+    expect(track.querySelectorAll("canvas.attnscope-lines-tile")).toHaveLength(drawn.length);
+    tiles.show({ lines: [], colorOf: () => "#000", ends: () => [0, 0, 0, 0], lineWidth: 1, height: 100 });
+    expect(tiles.current()).toEqual([0]); // one short tile; the others dropped
+    expect(track.querySelectorAll("canvas")).toHaveLength(1);
+    tiles.destroy();
+  });
+});

@@ -1,0 +1,77 @@
+"""The README's pictures, taken here from saved pages of real widgets (the embedded MiniLM), so
+they show what the code draws today. Each run rewrites docs/screenshots/; a change in a view
+shows up as a changed picture in the diff."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import attnscope
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "docs" / "screenshots"
+STANDALONE = ROOT / "src" / "attnscope" / "static" / "standalone.js"
+pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not built (make test builds it)")
+
+TEXT = "The cat sat on the mat because it was tired."
+TEXT_B = "It fell asleep at once."
+CORPUS = [
+    "The cat sat on the mat.", "Dogs bark at the mailman every morning.",
+    "She gave him the book she had promised.", "Paris is the capital of France.",
+    "The café in Zürich serves strong coffee.", "Researchers study what transformers attend to.",
+]
+# view → (what it shows, the state to open it with)
+PICTURES = {
+    "head": "head view: layer 3, every head, sentence pair",
+    "head_dark": "head view in the dark theme",
+    "model": "model view: every layer × head",
+    "neuron": "neuron view: q, k, q × k, q·k and softmax for one query",
+    "rollout": "attention rollout without [CLS]/[SEP]",
+    "analysis": "head_stats over a small corpus: layer × head heatmaps",
+}
+READY = {
+    "head": "Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
+    "model": "Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) === 72",
+    "neuron": "document.querySelector('.attnscope-neuron-table:not([hidden])') !== null",
+    "rollout": "Number(document.querySelector('canvas.attnscope-matrix')?.dataset.n) > 0",
+    "analysis": "Number(document.querySelector('.attnscope-headmap-view canvas')?.dataset.cells) > 0",
+}
+
+
+def widget_for(name, model):
+    widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model)
+    widget.layer = 2
+    if name == "head_dark":
+        widget.theme = "dark"
+    elif name == "neuron":
+        widget.view, widget.neuron_head, widget.neuron_query = "neuron", 3, 3
+    elif name == "analysis":
+        widget.show_analysis(attnscope.head_stats(model, CORPUS, progress=False))
+    elif name != "head":
+        widget.view = name
+    return widget
+
+
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_each_readme_picture_is_taken_from_the_view(name, default_model, watched_page, tmp_path):
+    widget = widget_for(name, default_model)
+    path = widget.save_html(tmp_path / f"{name}.html")
+    page = watched_page(viewport={"width": 1100, "height": 1000}, device_scale_factor=1)
+    page.goto(path.as_uri())
+    page.wait_for_function(READY[name.removesuffix("_dark")], timeout=30_000)
+    if name == "rollout":
+        page.get_by_label("Leave out [CLS] / [SEP]").check()
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator(".attnscope-root").screenshot(path=str(SHOTS / f"{name}.png"))
+    assert (SHOTS / f"{name}.png").stat().st_size > 5_000  # a picture, not an empty box
+    assert not page.problems, page.problems
+
+
+def test_the_readme_shows_every_picture_and_only_those():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r"docs/screenshots/([a-z_]+)\.png", readme))
+    assert shown == set(PICTURES)
