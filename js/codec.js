@@ -21,7 +21,10 @@ export function halfToFloat(h) {
 
 /**
  * @param {{data: DataView, dtype: string, shape: number[], scale?: number}} payload
- * @returns {{values: Float32Array, shape: number[]}}
+ * @returns {{values: Float32Array, shape: number[], bytes?: Uint8Array, scale?: number}}
+ * A uint8 payload also keeps its bytes and scale, and decodes `values` on first use: the head
+ * view finds its lines from the bytes (a quarter of the memory to scan) and decodes only for
+ * hover or images.
  */
 export function decodeArray({ data, dtype, shape, scale }) {
   const bytes = bytesOf(data);
@@ -33,11 +36,24 @@ export function decodeArray({ data, dtype, shape, scale }) {
       `attnscope: ${dtype} data of ${bytes.byteLength} bytes does not match shape [${shape.join(", ")}]`,
     );
   }
-  const values = new Float32Array(count);
   if (dtype === "uint8") {
     const s = scale ?? 1 / 255;
-    for (let i = 0; i < count; i++) values[i] = bytes[i] * s;
-  } else {
+    let values = null;
+    return {
+      shape: [...shape],
+      bytes,
+      scale: s,
+      get values() {
+        if (values === null) {
+          values = new Float32Array(count);
+          for (let i = 0; i < count; i++) values[i] = bytes[i] * s;
+        }
+        return values;
+      },
+    };
+  }
+  const values = new Float32Array(count);
+  {
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (dtype === "float16") for (let i = 0; i < count; i++) values[i] = halfToFloat(view.getUint16(2 * i, true));
     else for (let i = 0; i < count; i++) values[i] = view.getFloat32(4 * i, true);

@@ -2,6 +2,15 @@ import { describe, expect, it } from "vitest";
 import { decodeArray } from "./codec.js";
 
 describe("decodeArray", () => {
+  it("keeps a uint8 payload's bytes and decodes its values once, when first read", () => {
+    const data = new Uint8Array([0, 51, 255]);
+    const decoded = decodeArray({ data, dtype: "uint8", shape: [3], scale: 0.5 });
+    expect(decoded.bytes).toEqual(data);
+    expect(decoded.scale).toBe(0.5);
+    expect(Array.from(decoded.values)).toEqual([0, 25.5, 127.5]);
+    expect(decoded.values).toBe(decoded.values); // the same array: decoded once
+  });
+
   it("reads uint8 from a DataView that starts inside a larger buffer", () => {
     const buffer = new ArrayBuffer(16);
     new Uint8Array(buffer).set([9, 9, 9, 0, 255, 51, 102, 9], 0);

@@ -26,46 +26,66 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
   const [nHeads, nTokens, nKeys = nTokens] = attention.shape;
   const { visibleHeads = [...Array(nHeads).keys()], sentenceFilter = "all", sentenceBStart = null } = options;
   const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
-  const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
-  const values = attention.values;
-  const floor = THRESHOLDS[0];
-  // Flat indices of the weights ≥ floor (float64: exact past 2^32 for long inputs).
-  let found = new Float64Array(1 << 14);
-  let n = 0;
+  const [toLo, toHi] = ranges.to;
+  // The rows scanned: [head, from, index of the row's first shown key].
+  const rows = [];
   for (const head of [...visibleHeads].sort((a, b) => a - b)) {
     if (head < 0 || head >= nHeads) continue;
-    for (let from = ranges.from[0]; from < ranges.from[1]; from++) {
-      const row = (head * nTokens + from) * nKeys;
-      for (let i = row + ranges.to[0], end = row + ranges.to[1]; i < end; i++) {
+    for (let from = ranges.from[0]; from < ranges.from[1]; from++) rows.push([head, from, (head * nTokens + from) * nKeys + toLo]);
+  }
+  const width = toHi - toLo;
+  // Two tight passes: count the weights at each threshold level, then keep those at or above
+  // the level that fits the budget. One-byte weights (the kernel's layer payload) are read as
+  // bytes, their 256 weights looked up: nothing is decoded to floats.
+  const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
+  const countWeight = (w, times) => {
+    if (!(w >= THRESHOLDS[0])) return;
+    let k = 0;
+    while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
+    counts[k] += times;
+  };
+  const { bytes } = attention;
+  const byteWeights = bytes ? Float32Array.from({ length: 256 }, (_, b) => b * attention.scale) : null;
+  const values = bytes ? null : attention.values;
+  if (bytes) {
+    let floorByte = 0;
+    while (floorByte < 256 && byteWeights[floorByte] < THRESHOLDS[0]) floorByte++;
+    const histogram = new Int32Array(256);
+    for (const [, , first] of rows) {
+      for (let i = first, end = first + width; i < end; i++) {
+        const b = bytes[i];
+        if (b >= floorByte) histogram[b]++;
+      }
+    }
+    histogram.forEach((times, b) => { if (times) countWeight(byteWeights[b], times); });
+  } else {
+    for (const [, , first] of rows) {
+      for (let i = first, end = first + width; i < end; i++) {
         const w = values[i];
-        if (!(w >= floor)) continue;
-        let k = 0;
-        while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
-        counts[k]++;
-        if (n === found.length) {
-          const grown = new Float64Array(2 * n);
-          grown.set(found);
-          found = grown;
-        }
-        found[n++] = i;
+        if (w >= THRESHOLDS[0]) countWeight(w, 1);
       }
     }
   }
-  const total = n;
+  const total = counts.reduce((a, b) => a + b, 0);
   let kept = total;
   let level = 0;
   while (level < THRESHOLDS.length - 1 && kept > budget) kept -= counts[level++];
   const minWeight = THRESHOLDS[level];
   const lines = [];
-  const perHead = nTokens * nKeys;
-  for (let j = 0; j < n; j++) {
-    const i = found[j];
-    const weight = values[i];
-    if (weight < minWeight) continue;
-    const head = Math.floor(i / perHead);
-    const at = i - head * perHead;
-    const from = Math.floor(at / nKeys);
-    lines.push({ head, from, to: at - from * nKeys, weight });
+  if (bytes) {
+    let minByte = 0;
+    while (minByte < 256 && byteWeights[minByte] < minWeight) minByte++;
+    for (const [head, from, first] of rows) {
+      for (let i = first, end = first + width; i < end; i++) {
+        if (bytes[i] >= minByte) lines.push({ head, from, to: toLo + i - first, weight: byteWeights[bytes[i]] });
+      }
+    }
+  } else {
+    for (const [head, from, first] of rows) {
+      for (let i = first, end = first + width; i < end; i++) {
+        if (values[i] >= minWeight) lines.push({ head, from, to: toLo + i - first, weight: values[i] });
+      }
+    }
   }
   return { lines, minWeight, kept: lines.length, total };
 }

@@ -1,5 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
+import { decodeArray } from "./codec.js";
 import { computeLines, strongestLines, createHeadView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
 
 // jsdom has no canvas: the view must still lay out tokens and count lines without painting.
@@ -114,6 +115,19 @@ describe("strongestLines", () => {
     expect(strongestLines(attention, {}, 6).lines).toEqual(computeLines(attention, { minWeight: 0.5 }));
     expect(picked(attention, { visibleHeads: [0] }, 3)).toEqual({ minWeight: 0.5, kept: 3, total: 8 });
     expect(strongestLines(attention, {}, 0).lines).toEqual([]);
+  });
+
+  it("reads one-byte payloads as bytes and finds the same lines as from their floats", () => {
+    // 3 heads × 40 × 40 one-byte weights over the whole range, with some of every level.
+    const bytes = Uint8Array.from({ length: 3 * 40 * 40 }, (_, i) => (i * 7919) % 256);
+    const payload = decodeArray({ data: bytes, dtype: "uint8", shape: [3, 40, 40], scale: 1 / 255 });
+    const floats = { values: Float32Array.from(payload.values), shape: [3, 40, 40] };
+    for (const budget of [20000, 2000, 500, 10, 0]) {
+      for (const shown of [{}, { visibleHeads: [2, 0] }, { sentenceBStart: 15, sentenceFilter: "ab" }]) {
+        expect(strongestLines(payload, shown, budget)).toEqual(strongestLines(floats, shown, budget));
+      }
+    }
+    expect(strongestLines(payload, {}, 500).minWeight).toBeGreaterThan(DEFAULT_MIN_WEIGHT); // the budget bit
   });
 
   it("finds the same lines as computeLines for every head set and sentence filter", () => {
