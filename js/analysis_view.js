@@ -2,7 +2,7 @@
 // clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
-import { el, placeBeside, sizeCanvas } from "./dom.js";
+import { el, placeBeside, sizeCanvas, tokenCaption } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
@@ -346,7 +346,8 @@ export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}
   const [nLayers, n] = state.shape;
   const special = new Set(dropSpecial ? state.special ?? [] : []);
   const keep = [...Array(n).keys()].filter((i) => !special.has(i));
-  if (!special.size && !rowNorm) return { tokens: state.tokens, values: state.values, shape: state.shape };
+  const notes = state.notes ?? [];
+  if (!special.size && !rowNorm) return { tokens: state.tokens, notes, values: state.values, shape: state.shape };
   const m = keep.length;
   const values = new Float32Array(nLayers * m * m);
   for (let l = 0; l < nLayers; l++) {
@@ -356,7 +357,7 @@ export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}
       if (rowNorm && sum > 0) for (let c = 0; c < m; c++) values[(l * m + r) * m + c] /= sum;
     });
   }
-  return { tokens: keep.map((i) => state.tokens[i]), values, shape: [nLayers, m, m] };
+  return { tokens: keep.map((i) => state.tokens[i]), notes: keep.map((i) => notes[i] ?? ""), values, shape: [nLayers, m, m] };
 }
 
 function layerMax(values, layer, n) {
@@ -441,7 +442,7 @@ export function createMatrixView(container) {
   let derived = null; // matrixShown's answer, recomputed only when the data or an option changes
   let derivedFrom = [];
   function draw() {
-    const from = [state.values, state.tokens, dropBox.checked, normBox.checked];
+    const from = [state.values, state.tokens, state.notes, dropBox.checked, normBox.checked];
     if (from.some((part, i) => part !== derivedFrom[i])) {
       derived = matrixShown(state, { dropSpecial: dropBox.checked, rowNorm: normBox.checked });
       derivedFrom = from;
@@ -453,11 +454,12 @@ export function createMatrixView(container) {
     if (ctx) drawScene(ctx, matrixScene(shown, layer, { labels: false }));
     for (const labels of [topLabels, leftLabels]) {
       labels.replaceChildren();
-      for (const token of shown.tokens) {
+      shown.tokens.forEach((token, i) => {
         const label = el("span", "", labels);
         label.textContent = token;
+        if (shown.notes[i]) label.title = shown.notes[i];
         label.style[labels === topLabels ? "width" : "height"] = `${cell}px`;
-      }
+      });
     }
     renderColorBar(legendBar, matrixBar(shown, layer, state.valueLabel));
     canvas.dataset.n = String(n);
@@ -473,7 +475,8 @@ export function createMatrixView(container) {
     const hit = gridCellAt(x, y, matrixCell(n), n, n);
     if (!hit) { tooltip.hidden = true; return; }
     const value = shown.values[layer * n * n + hit.row * n + hit.col];
-    tooltip.textContent = `“${shown.tokens[hit.row]}” (row) ← “${shown.tokens[hit.col]}” (column): ${format(value, 3)}`;
+    const caption = (i) => tokenCaption(shown.tokens[i], shown.notes[i]);
+    tooltip.textContent = `${caption(hit.row)} (row) ← ${caption(hit.col)} (column): ${format(value, 3)}`;
     placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });

@@ -110,6 +110,11 @@ it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
   expect([...container.querySelectorAll(".attnscope-matrix-left span")].map((s) => s.textContent)).toEqual(tokens);
   move(canvas, 28 + 2, 2); // row 0 ([CLS]) → column 1
   expect(container.querySelector(".attnscope-tooltip").textContent).toBe("“[CLS]” (row) ← “<img src=x onerror=alert(1)>” (column): 0.100");
+  // A continuation token's hover card and label name the character whose bytes it holds.
+  view.update({ title: "Rollout", tokens: ["[CLS]", "日", "↑"], notes: ["", "", "bytes 97 of “日”"], values, shape: [2, 3, 3], layer: 1 });
+  move(canvas, 2 * 28 + 2, 2);
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("“[CLS]” (row) ← “↑” (bytes 97 of “日”) (column): 0.100");
+  expect(container.querySelectorAll(".attnscope-matrix-left span")[2].title).toBe("bytes 97 of “日”");
   const select = container.querySelector("select.attnscope-matrix-layer");
   select.value = "0";
   select.dispatchEvent(new Event("change"));
@@ -179,6 +184,8 @@ it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be resc
   const dropped = matrixShown(state, { dropSpecial: true });
   expect(dropped.tokens).toEqual(["a", "b"]);
   expect([...dropped.values].map((v) => +v.toFixed(3))).toEqual([0.25, 0.05, 0.1, 0.1]);
+  // A token's note (the bytes of a split character) follows it when specials are left out.
+  expect(matrixShown({ ...state, notes: ["", "", "bytes 97 of “日”", ""] }, { dropSpecial: true }).notes).toEqual(["", "bytes 97 of “日”"]);
   const normed = matrixShown(state, { dropSpecial: true, rowNorm: true });
   expect([...normed.values].map((v) => +v.toFixed(3))).toEqual([0.833, 0.167, 0.5, 0.5]);
 });

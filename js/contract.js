@@ -36,6 +36,7 @@
  * @property {(string | null)} text_b [kernel] Sentence B (or an encoder-decoder model's decoder text), or None.
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
  * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.
+ * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
  * @property {"head" | "model" | "neuron" | "rollout" | "analysis"} view [both] The open view: head, model, neuron, rollout or analysis.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
@@ -74,6 +75,7 @@ export const TRAITS = [
   "text_b",
   "theme",
   "thumbnails",
+  "token_notes",
   "tokens",
   "view",
   "word_level",

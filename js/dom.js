@@ -7,6 +7,22 @@ export function el(tag, className, parent) {
   return node;
 }
 
+/**
+ * A token's text as a child of `parent`: data, never HTML. Its note, when it has one (which
+ * character's bytes a "↑" token holds), shows on hover.
+ */
+export function tokenText(parent, token, note = "") {
+  const text = el("span", "attnscope-token-text", parent);
+  text.textContent = token;
+  if (note) text.title = note;
+  return text;
+}
+
+/** A token as a hover card reads it: “label”, with its note when the label alone says too little. */
+export function tokenCaption(token, note = "") {
+  return note ? `“${token}” (${note})` : `“${token}”`;
+}
+
 /** A canvas sized in CSS pixels, backed at the screen's pixel ratio; returns its 2-D context or null. */
 export function sizeCanvas(canvas, width, height) {
   const ratio = globalThis.devicePixelRatio || 1;

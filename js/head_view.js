@@ -2,7 +2,7 @@
 // one line per visible head, coloured by head, as opaque as the attention weight.
 // It takes data and callbacks, never the widget model, so a plain page can test it.
 import { headColors } from "./colors.js";
-import { el } from "./dom.js";
+import { el, tokenText } from "./dom.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
@@ -238,14 +238,13 @@ export function createHeadView(container, callbacks = {}) {
   }
 
   /** @param {HTMLElement} column @param {string} side @param {number[]} range @param {string[]} tokens */
-  function fillColumn(column, side, range, tokens) {
+  function fillColumn(column, side, range, tokens, notes = []) {
     const [lo, hi] = range;
     column.replaceChildren();
     for (let i = lo; i < hi; i++) {
       const row = el("div", "attnscope-token", column);
       row.dataset.index = String(i);
-      const text = el("span", "attnscope-token-text", row);
-      text.textContent = tokens[i]; // token text is data: never HTML
+      tokenText(row, tokens[i], notes[i]);
       el("span", "attnscope-weights", row);
       row.addEventListener("mouseenter", () => { hover = { side, index: i }; paint(); });
       row.addEventListener("mouseleave", () => { hover = null; paint(); });
@@ -320,6 +319,7 @@ export function createHeadView(container, callbacks = {}) {
   return {
     update(next) {
       const layoutChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
+        || state.tokenNotes !== next.tokenNotes
         || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
       state = next;
       causalNote.hidden = !next.causal;
@@ -327,8 +327,8 @@ export function createHeadView(container, callbacks = {}) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
         weightsShown = false; // fresh rows
-        fillColumn(left, "left", ranges.from, next.tokens);
-        fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens);
+        fillColumn(left, "left", ranges.from, next.tokens, next.tokenNotes);
+        fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens, next.keyTokens ? [] : next.tokenNotes);
       }
       drawSwatches();
       paint();

@@ -76,3 +76,16 @@ it("labels the enlarged head with the tokens its pooled rows stand for", async (
   expect(texts("token-left")).toEqual(tokens);
   expect(texts("token-right")).toEqual(tokens);
 });
+
+it("names on hover the bytes a continuation token holds, in the query and key columns", () => {
+  const container = document.createElement("div");
+  const view = createNeuronView(container);
+  const notes = ["", "", "bytes 97 A5 of “日”, shown on an earlier token"];
+  view.update({ tokens: ["a", " 日", "↑"], tokenNotes: notes, nHeads: 1, head: 0, query: 0, data: null, message: "" });
+  const titles = (side) => [...container.querySelectorAll(`.attnscope-${side} .attnscope-token-text`)].map((t) => t.title);
+  expect(titles("neuron-queries")).toEqual(notes);
+  expect(titles("right")).toEqual(notes);
+  // Notes that arrive later (same tokens) are still shown.
+  view.update({ tokens: ["a", " 日", "↑"], tokenNotes: ["", "", "bytes 97"], nHeads: 1, head: 0, query: 0, data: null, message: "" });
+  expect(titles("right")[2]).toBe("bytes 97");
+});

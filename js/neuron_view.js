@@ -2,7 +2,7 @@
 // Rows are key tokens j: the key vector k_j, the element-wise product q × k_j, the scaled dot
 // product q·k_j and the softmax. The query vector q sits above the key column. Blue is
 // negative, orange positive, intensity the magnitude (as BertViz's neuron view).
-import { el, sizeCanvas } from "./dom.js";
+import { el, sizeCanvas, tokenText } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
@@ -120,7 +120,7 @@ export function neuronScene(state, { title = "" } = {}) {
 
 /**
  * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}
- * state: {tokens, keyTokens?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
+ * state: {tokens, tokenNotes?, keyTokens?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
  * keyTokens: the key rows when keys are other tokens (cross-attention); default tokens.
  */
 export function createNeuronView(container, callbacks = {}) {
@@ -167,19 +167,20 @@ export function createNeuronView(container, callbacks = {}) {
     state.tokens.forEach((token, i) => {
       const row = el("div", "attnscope-token attnscope-clickable", queries);
       row.dataset.index = String(i);
-      el("span", "attnscope-token-text", row).textContent = token;
+      tokenText(row, token, state.tokenNotes?.[i]);
       row.addEventListener("click", () => callbacks.onQuery?.(i));
     });
     (state.keyTokens ?? state.tokens).forEach((token, i) => {
       const keyRow = el("div", "attnscope-token", keyTokenRows);
       keyRow.dataset.index = String(i);
-      el("span", "attnscope-token-text", keyRow).textContent = token;
+      tokenText(keyRow, token, state.keyTokens ? "" : state.tokenNotes?.[i]);
     });
   }
 
   return {
     update(next) {
-      const tokensChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens;
+      const tokensChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
+        || state.tokenNotes !== next.tokenNotes;
       state = next;
       if (headSelect.options.length !== next.nHeads) {
         headSelect.replaceChildren();

@@ -68,6 +68,7 @@ const head = {
     const sentenceBStart = get("sentence_b_start");
     view.update({
       tokens,
+      tokenNotes: get("token_notes"),
       keyTokens: keys,
       causal: Boolean(get("causal")),
       sentenceBStart,
@@ -119,7 +120,7 @@ const neuron = {
     });
   },
   draw(view, { get, neuronData }) {
-    const base = { tokens: get("tokens"), keyTokens: keyTokens(get), nHeads: get("n_heads"),
+    const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get), nHeads: get("n_heads"),
       head: get("neuron_head"), query: get("neuron_query") };
     let message = "";
     if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
@@ -146,7 +147,7 @@ const rollout = {
     const { values, shape } = decoded("rollout");
     view.update({
       title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
-      tokens, values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
+      tokens, notes: get("token_notes"), values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
       layerLabel: (i) => `Rolled out through layer ${i + 1}`,
     });
     return "";

@@ -20,15 +20,15 @@ def widget(default_model):
 
 
 def test_word_level_toggle_merges_pieces_and_back(widget):
-    assert widget.tokens[1:3] == ["token", "##ization"]
+    assert widget.tokens[1:3] == ["Token", "##ization"]
     token_payload = decode(widget.attention)
     widget.word_level = True
-    assert widget.tokens[1] == "tokenization" and len(widget.tokens) == 6
+    assert widget.tokens[1] == "Tokenization" and len(widget.tokens) == 6
     merged = an.merge_words(widget.token_result.attention[0], widget.token_result.word_groups)
     assert torch.allclose(decode(widget.attention), merged, atol=1 / 255)
     assert widget.token_result.tokens[1:3] == ["token", "##ization"]  # the neuron view stays per token
     widget.word_level = False
-    assert widget.tokens[1:3] == ["token", "##ization"]
+    assert widget.tokens[1:3] == ["Token", "##ization"]
     assert torch.equal(decode(widget.attention), token_payload)
 
 

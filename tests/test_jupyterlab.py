@@ -154,7 +154,7 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
     editor = widget.locator("input[type=text], textarea").first
     editor.fill("Penguins swim quickly.")
     editor.press("Enter")
-    widget.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
+    widget.get_by_text("Penguins", exact=True).first.wait_for(timeout=60_000)
 
     # The model view: every layer × head, drawn from thumbnails the kernel makes on demand.
     widget.get_by_role("tab", name="Model").click()
@@ -224,7 +224,7 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
     editor = widget.locator("input[type=text]").first
     editor.fill("Owls hunt at night.")
     editor.press("Enter")
-    widget.get_by_text("owls", exact=True).first.wait_for(timeout=60_000)
+    widget.get_by_text("Owls", exact=True).first.wait_for(timeout=60_000)
     widget.get_by_role("tab", name="Model").click()
     page.wait_for_function(
         "w => w.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '72'",
@@ -282,9 +282,9 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
     editor = first.locator("input.attnscope-text").first
     editor.fill("Penguins swim quickly.")
     editor.press("Enter")
-    first.get_by_text("penguins", exact=True).first.wait_for(timeout=60_000)
+    first.get_by_text("Penguins", exact=True).first.wait_for(timeout=60_000)
     assert second.get_by_text("furiously", exact=True).first.is_visible()
-    assert second.get_by_text("penguins", exact=True).count() == 0
+    assert second.get_by_text("Penguins", exact=True).count() == 0
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     broken.screenshot(path=str(ARTIFACTS / "jupyterlab_nan_heads.png"))  # for a person to look at
     assert not page_errors(page), page.problems

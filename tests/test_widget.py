@@ -16,7 +16,7 @@ def widget(default_model):
 
 def test_traits_describe_the_run(widget):
     result = widget.result
-    assert widget.tokens == result.tokens
+    assert widget.tokens == result.labels  # the text's own spans, not the vocabulary's lowercased pieces
     assert widget.sentence_b_start == result.sentence_b_start
     assert (widget.n_layers, widget.n_heads) == (6, 12)
     assert widget.heads == list(range(12))
@@ -45,7 +45,7 @@ def test_browser_edit_recomputes_and_answers_its_id(widget):
     widget.heads = [0, 3]
     widget.request = {"id": 7, "text": "Dogs bark loudly.", "text_b": None}
     assert widget.result_id == 7
-    assert widget.tokens == ["[CLS]", "dogs", "bark", "loudly", ".", "[SEP]"]
+    assert widget.tokens == ["[CLS]", "Dogs", "bark", "loudly", ".", "[SEP]"]
     assert widget.sentence_b_start is None and widget.sentence_filter == "all"
     assert widget.attention["shape"] == [12, 6, 6]
     assert widget.attention["layer"] == 2  # the user's layer and heads survive the edit
@@ -57,7 +57,7 @@ def test_rapid_edits_leave_the_latest(widget):
     for i, text in enumerate(["A", "A b", "A b c"], start=1):
         widget.request = {"id": i, "text": text, "text_b": None}
     assert widget.result_id == 3
-    assert widget.tokens == ["[CLS]", "a", "b", "c", "[SEP]"]
+    assert widget.tokens == ["[CLS]", "A", "b", "c", "[SEP]"]
 
 
 def test_bad_browser_edit_shows_error_and_keeps_the_view(widget):
@@ -67,7 +67,7 @@ def test_bad_browser_edit_shows_error_and_keeps_the_view(widget):
     assert widget.result_id == 4  # the browser stops waiting
     assert (widget.tokens, widget.attention["data"]) == before
     widget.request = {"id": 5, "text": "Fixed.", "text_b": None}
-    assert widget.error == "" and widget.tokens[1] == "fixed"
+    assert widget.error == "" and widget.tokens[1] == "Fixed"
 
 
 def test_long_edit_is_truncated_with_a_notice(default_model):
@@ -80,7 +80,7 @@ def test_long_edit_is_truncated_with_a_notice(default_model):
 
 def test_python_text_assignment_recomputes(widget):
     widget.text = "New words here."
-    assert widget.tokens[1:4] == ["new", "words", "here"]
+    assert widget.tokens[1:4] == ["New", "words", "here"]
     with pytest.raises(InputError):
         widget.text = ""
     assert widget.text == "New words here."  # the failed change did not stick
@@ -102,12 +102,6 @@ def test_show_is_the_one_liner(default_model):
     assert isinstance(widget, AttentionWidget) and widget.view == "head"
     with pytest.raises(ValueError, match="Unknown view 'graph'"):
         attnscope.show("Hello", model=default_model, view="graph")
-
-
-def test_byte_level_tokens_are_prettified():
-    from attnscope.serialize import display_tokens
-
-    assert display_tokens(["Hello", "Ġworld", "▁again"]) == ["Hello", " world", " again"]
 
 
 

@@ -25,6 +25,7 @@ from .analysis import head_label, word_groups
 from .errors import InputError, NoAttentionError
 from .models import LoadedModel, borrowed, load_model
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult
+from .token_labels import TokenLabels, labels_for_tokenizer
 
 
 @dataclass(frozen=True)
@@ -478,10 +479,23 @@ class AttentionModel:
     def _encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int]:
         """Tokenize, truncating to max_length; also return the untruncated length."""
         full = self.tokenizer(text, text_b, add_special_tokens=True, truncation=False, verbose=False)
+        # Fast tokenizers also say which characters each token covers: the labels come from them.
+        offsets = bool(getattr(self.tokenizer, "is_fast", False))
         encoded = self.tokenizer(
-            text, text_b, add_special_tokens=True, truncation=True, max_length=max_length, return_tensors="pt"
+            text, text_b, add_special_tokens=True, truncation=True, max_length=max_length, return_tensors="pt",
+            return_offsets_mapping=offsets,
         )
         return encoded, len(full["input_ids"])
+
+    def _labels(self, encoded: Any, tokens: Sequence[str], texts: Sequence[str]) -> TokenLabels:
+        """The tokens' labels from `encoded`'s offsets, which are taken out of it: the model
+        must not be given them."""
+        mapping = encoded.pop("offset_mapping", None)
+        return labels_for_tokenizer(
+            self.tokenizer, tokens, ids=encoded["input_ids"][0].tolist(),
+            offsets=None if mapping is None else mapping[0].tolist(),
+            sequence_ids=None if mapping is None else encoded.sequence_ids(0), texts=texts,
+        )
 
     def run(
         self,
@@ -528,6 +542,8 @@ class AttentionModel:
         encoded, full_length = self._encode(text, text_b, max_length)
         self._check_known_words(encoded["input_ids"][0])
         input_ids = encoded["input_ids"]
+        tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+        labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
             warnings.warn(
@@ -552,9 +568,10 @@ class AttentionModel:
         n_layers, n_heads, _, _ = attention.shape
         queries, keys, scaling = self._queries_keys(capture, n_layers, n_heads)
 
-        tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
         return AttentionResult(
             tokens=list(tokens),
+            labels=labels.labels,
+            token_notes=labels.notes,
             sentence_b_start=sentence_b_start,
             attention=attention,
             queries=queries,
@@ -566,7 +583,7 @@ class AttentionModel:
             text_b=text_b,
             truncated_from=truncated_from,
             input_ids=input_ids,
-            word_groups=self.word_groups(encoded, tokens),
+            word_groups=labels.words or self.word_groups(encoded, tokens),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
             score_bias=self._score_bias(capture, attention),
             nonfinite_heads=self._warn_nonfinite(attention),
@@ -624,6 +641,11 @@ class AttentionModel:
             warnings.warn(
                 f"Decoder text truncated from {decoder_length} to {decoder_ids.shape[1]} tokens ({reason}).", stacklevel=4
             )
+        tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
+        decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
+        labels = self._labels(encoded, tokens, [text])
+        # The decoder's ids are built here (start token + target), so its labels are decoded pieces.
+        decoder_labels = labels_for_tokenizer(self.tokenizer, decoder_tokens, ids=decoder_ids[0].tolist())
         inputs = {**encoded, "decoder_input_ids": decoder_ids}
         captures = {}
         with contextlib.ExitStack() as stack:
@@ -631,8 +653,6 @@ class AttentionModel:
                 captures[part] = stack.enter_context(capture_queries_keys(modules, self.layout)) if self.layout else None
             outputs = self.forward(inputs)
 
-        tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
-        decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
         found = {
             "encoder": list(getattr(outputs, "encoder_attentions", None) or []),
             "decoder": list(getattr(outputs, "decoder_attentions", None) or []),
@@ -650,6 +670,8 @@ class AttentionModel:
             specials = getattr(self.tokenizer, "all_special_tokens", ())
             fields = dict(
                 tokens=tokens if part == "encoder" else decoder_tokens,
+                labels=(labels if part == "encoder" else decoder_labels).labels,
+                token_notes=(labels if part == "encoder" else decoder_labels).notes,
                 attention=attention,
                 queries=queries,
                 keys=keys,
@@ -665,7 +687,8 @@ class AttentionModel:
                 nonfinite_heads=self._warn_nonfinite(attention),
             )
             if part == "cross":
-                parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_word_groups=groups_from_tokens(tokens, specials))
+                parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_labels=labels.labels,
+                                                   key_word_groups=groups_from_tokens(tokens, specials))
             else:
                 parts[part] = AttentionResult(**fields)
         return EncoderDecoderResult.of(parts, decoder_truncated_from)

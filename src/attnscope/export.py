@@ -18,7 +18,6 @@ from typing import Any
 
 from . import checks
 from .files import write_atomic
-from .serialize import display_tokens
 
 STATIC = Path(__file__).parent / "static"
 
@@ -131,7 +130,7 @@ def widget_html(widget: Any, layers: list[int] | None = None, title: str | None 
         raise FileNotFoundError(f"{bundle} is missing: build the front end (npm install && npm run build).")
     js = bundle.read_text(encoding="utf-8").replace("</script", "<\\/script")
     css = (STATIC / "standalone.css").read_text(encoding="utf-8").replace("</style", "<\\/style")
-    tokens_title = " ".join(display_tokens(widget.result.tokens[:12]))
+    tokens_title = "".join(widget.tokens[:12]).strip()
     return _PAGE.format(
         title=html.escape(_no_lone_surrogates(title or f"attnscope: {tokens_title}")),
         css=css,

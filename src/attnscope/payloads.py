@@ -16,15 +16,22 @@ from . import analysis as an
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .neuron import neuron_slice
-from .results import EncoderDecoderResult, key_tokens_of, parts_of, word_attention
-from .serialize import display_tokens, encode_float16, pool_thumbnails, quantize_uint8
+from .results import EncoderDecoderResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
+from .serialize import encode_float16, pool_thumbnails, quantize_uint8
 
 
-def shown_tokens(tokens: Sequence[str] | None, prettify: bool = True) -> list[str]:
-    """Token labels as the views show them (space markers as spaces unless `prettify` is off)."""
-    if tokens is None:
+def shown_tokens(result: AttentionResult, prettify: bool = True) -> list[str]:
+    """What the query tokens show: the text each covers (token_labels.py), or the tokenizer's
+    own strings when `prettify` is off."""
+    return labels_of(result) if prettify else list(result.tokens)
+
+
+def shown_key_tokens(result: AttentionResult, prettify: bool = True) -> list[str]:
+    """The same for the keys of cross-attention; empty for self-attention."""
+    keys = key_tokens_of(result)
+    if keys is None:
         return []
-    return display_tokens(list(tokens)) if prettify else list(tokens)
+    return key_labels_of(result) or [] if prettify else list(keys)
 
 
 def displayed(token_result: AttentionResult, word_level: bool, show_change: bool) -> AttentionResult:
@@ -225,5 +232,5 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 
 __all__ = [
     "analysis_payload", "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
-    "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_tokens", "thumbnails_payload",
+    "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload",
 ]

@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import torch
 
 from . import analysis as an
 from .errors import InputError, NoAttentionError
+from .token_labels import TokenLabels, join_labels, label_tokens
 
 
 @dataclass(kw_only=True)
@@ -25,7 +27,7 @@ class AttentionResult:
     Cross-attention and encoder-decoder runs are the subclasses below.
     """
 
-    tokens: list[str]
+    tokens: list[str]  # the tokenizer's own strings (convert_ids_to_tokens)
     attention: torch.Tensor
     scaling: list[float]
     causal: bool
@@ -48,6 +50,10 @@ class AttentionResult:
     # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,
     # broken weights); the views say so and the analyses refuse them.
     nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
+    # What each token shows (token_labels.py): the text it covers; None → decoded from `tokens`.
+    labels: list[str] | None = None
+    # Per token, "" or what its label leaves out (the bytes of a character split over tokens).
+    token_notes: list[str] | None = None
 
     @property
     def n_layers(self) -> int:
@@ -83,6 +89,7 @@ class CrossAttentionResult(AttentionResult):
 
     key_tokens: list[str]
     key_word_groups: list[list[int]] | None = None
+    key_labels: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -114,6 +121,35 @@ def parts_of(result: AttentionResult) -> dict[str, AttentionResult]:
     return result.parts if isinstance(result, EncoderDecoderResult) else {}
 
 
+_NAMED = re.compile(r"^(\[[A-Za-z_]+\]|<[^<>\s]+>|<\|[^|]+\|>)$")  # [CLS], </s>, <|endoftext|>
+
+
+def _fallback_labels(tokens: list[str]) -> TokenLabels:
+    """Labels for tokens without a tokenizer at hand (precomputed attention): special-looking
+    names kept, byte-level pieces decoded when the tokens use GPT-2's space marker."""
+    special = [bool(_NAMED.match(t)) and not t.startswith("<0x") for t in tokens]
+    return label_tokens(tokens, special=special, byte_level=any(t.startswith("Ġ") for t in tokens))
+
+
+def labels_of(result: AttentionResult) -> list[str]:
+    """What the query tokens show: the run's labels, or labels decoded from its tokens."""
+    return list(result.labels) if result.labels is not None else _fallback_labels(list(result.tokens)).labels
+
+
+def notes_of(result: AttentionResult) -> list[str]:
+    """Per query token, "" or what its label leaves out (a split character's bytes)."""
+    if result.token_notes is not None:
+        return list(result.token_notes)
+    return [""] * len(result.tokens) if result.labels is not None else _fallback_labels(list(result.tokens)).notes
+
+
+def key_labels_of(result: AttentionResult) -> list[str] | None:
+    """What the key tokens show when they are not the query tokens (cross-attention), else None."""
+    if not isinstance(result, CrossAttentionResult):
+        return None
+    return list(result.key_labels) if result.key_labels is not None else _fallback_labels(list(result.key_tokens)).labels
+
+
 def word_attention(result: AttentionResult) -> AttentionResult:
     """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
@@ -127,12 +163,16 @@ def word_attention(result: AttentionResult) -> AttentionResult:
             raise InputError("This cross-attention result has no word boundaries for its keys.")
         key_groups = result.key_word_groups
         key_tokens = an.merge_tokens(result.key_tokens, key_groups)
+        key_words = [join_labels([key_labels_of(result)[p] for p in g]) for g in key_groups]
     merged = an.merge_words(result.attention, groups, key_groups)
     b_start = None
     if result.sentence_b_start is not None:
         b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
+    labels = labels_of(result)
     fields = dict(
         tokens=an.merge_tokens(result.tokens, groups),
+        # A word shows its tokens' labels joined: the word as the text writes it.
+        labels=[join_labels([labels[p] for p in g]) for g in groups],
         sentence_b_start=b_start,
         attention=merged,
         queries=None,
@@ -147,5 +187,6 @@ def word_attention(result: AttentionResult) -> AttentionResult:
         masked_heads=list(result.masked_heads),
     )
     if key_tokens is not None:
-        return CrossAttentionResult(**fields, key_tokens=key_tokens, key_word_groups=[[w] for w in range(len(key_tokens))])
+        return CrossAttentionResult(**fields, key_tokens=key_tokens, key_labels=key_words,
+                                    key_word_groups=[[w] for w in range(len(key_tokens))])
     return AttentionResult(**fields)

@@ -11,9 +11,6 @@ UINT8_SCALE = 1.0 / 255.0
 
 # GPT-2 / RoBERTa byte-level BPE marks a leading space with "Ġ" and SentencePiece with "▁";
 # show them as the spaces they stand for (BertViz's prettify_tokens does the same).
-_SPACE_MARKERS = {"Ġ": " ", "▁": " ", "Ċ": "\\n"}
-
-
 def quantize_uint8(values: torch.Tensor) -> dict:
     """Probabilities in [0, 1] → one byte each (value ≈ byte · scale), a quarter of float32."""
     cpu = values.detach().to("cpu", torch.float32)
@@ -35,16 +32,6 @@ def decode(payload: dict) -> torch.Tensor:
     flat = torch.frombuffer(bytearray(payload["data"]), dtype=dtypes[payload["dtype"]])
     values = flat.view(payload["shape"]).to(torch.float32)
     return values * payload["scale"] if "scale" in payload else values
-
-
-def display_token(token: str) -> str:
-    for marker, shown in _SPACE_MARKERS.items():
-        token = token.replace(marker, shown)
-    return token
-
-
-def display_tokens(tokens: list[str]) -> list[str]:
-    return [display_token(t) for t in tokens]
 
 
 def pool_thumbnails(attention: torch.Tensor, size: int) -> torch.Tensor:

@@ -24,7 +24,7 @@ from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, 
 from .errors import AttnscopeError, InputError
 from .files import write_atomic
 from .messages import Channel
-from .results import key_tokens_of, parts_of
+from .results import notes_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis")
@@ -96,6 +96,8 @@ class AttentionWidget(anywidget.AnyWidget):
     # The run
     tokens = synced(List(Unicode()), "The query tokens (words when word_level), as shown.")
     key_tokens = synced(List(Unicode()), "Cross-attention: the keys' (encoder's) tokens; otherwise empty.")
+    token_notes = synced(List(Unicode()), "Per query token, \"\" or what its label leaves out (the bytes of a character "
+                                          "split over tokens), shown on hover.")
     sentence_b_start = synced(Int(None, allow_none=True), "Index of sentence B's first token, or None.")
     n_layers = synced(Int(0), "Layers of the shown attention.")
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
@@ -282,8 +284,9 @@ class AttentionWidget(anywidget.AnyWidget):
             with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
                 self.text = result.text
                 self.text_b = result.text_b
-                self.tokens = pl.shown_tokens(result.tokens, self._prettify)
-                self.key_tokens = pl.shown_tokens(key_tokens_of(result), self._prettify)
+                self.tokens = pl.shown_tokens(result, self._prettify)
+                self.key_tokens = pl.shown_key_tokens(result, self._prettify)
+                self.token_notes = notes_of(result) if self._prettify else []
                 self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers

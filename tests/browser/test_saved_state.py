@@ -121,7 +121,7 @@ def test_head_view_with_words_heads_filter_and_dark_theme(live_and_saved, defaul
     shown = same_view(*live_and_saved(widget, HEAD_READY))
     assert shown["view"] == ["head"] and shown["layer"] == "3" and shown["headsOn"] == ["1", "4", "7"]
     assert shown["words"] is True and shown["dark"] is True and shown["filter"] == "ab"
-    assert "unbelievably" in shown["tokens"] and "zookeeper" in shown["tokens"]  # words, not wordpieces
+    assert "Unbelievably" in shown["tokens"] and "zookeeper" in shown["tokens"]  # words as written, not wordpieces
 
 
 def test_model_view_with_included_layers_and_heads(live_and_saved, default_model):
