@@ -15,6 +15,7 @@
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
+ * @property {Array<string>} key_token_notes [kernel] Cross-attention: the same per key token; otherwise empty.
  * @property {Array<string>} key_tokens [kernel] Cross-attention: the keys' (encoder's) tokens; otherwise empty.
  * @property {number} layer [both] The selected layer, 0-based; `attention` carries it.
  * @property {string} mask_summary [kernel] One line on what masking changed.
@@ -54,6 +55,7 @@ export const TRAITS = [
   "heads",
   "include_heads",
   "include_layers",
+  "key_token_notes",
   "key_tokens",
   "layer",
   "mask_summary",

@@ -178,7 +178,7 @@ export function headScene(state, { title = "" } = {}) {
 
 /**
  * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), scene, toSvg, toPng, destroy()}
- * state: {tokens, keyTokens?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
+ * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  */
 export function createHeadView(container, callbacks = {}) {
@@ -319,7 +319,7 @@ export function createHeadView(container, callbacks = {}) {
   return {
     update(next) {
       const layoutChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
-        || state.tokenNotes !== next.tokenNotes
+        || state.tokenNotes !== next.tokenNotes || state.keyNotes !== next.keyNotes
         || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
       state = next;
       causalNote.hidden = !next.causal;
@@ -328,7 +328,7 @@ export function createHeadView(container, callbacks = {}) {
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
         weightsShown = false; // fresh rows
         fillColumn(left, "left", ranges.from, next.tokens, next.tokenNotes);
-        fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens, next.keyTokens ? [] : next.tokenNotes);
+        fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens, next.keyTokens ? next.keyNotes ?? [] : next.tokenNotes);
       }
       drawSwatches();
       paint();

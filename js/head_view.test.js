@@ -68,6 +68,19 @@ describe("createHeadView", () => {
     expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("11");
   });
 
+  it("names on hover the bytes a continuation token holds, on each side (keys have their own notes)", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    const titles = (side) => [...container.querySelectorAll(`.attnscope-${side} .attnscope-token-text`)].map((n) => n.title);
+    view.update(state({ tokens: ["日", "↑", "↑"], tokenNotes: ["", "bytes 97 of “日”", "bytes A5 of “日”"] }));
+    expect(titles("left")).toEqual(["", "bytes 97 of “日”", "bytes A5 of “日”"]);
+    expect(titles("right")).toEqual(titles("left"));
+    // Cross-attention: the keys are the encoder's tokens, with the encoder's notes.
+    view.update(state({ tokens: ["a", "b", "c"], tokenNotes: ["", "", ""], keyTokens: ["🙂", "↑", "x"], keyNotes: ["", "bytes 9F of “🙂”", ""] }));
+    expect(titles("left")).toEqual(["", "", ""]);
+    expect(titles("right")).toEqual(["", "bytes 9F of “🙂”", ""]);
+  });
+
   it("toggles and solos heads through its callbacks", () => {
     vi.useFakeTimers();
     const onToggleHead = vi.fn();

@@ -120,7 +120,7 @@ export function neuronScene(state, { title = "" } = {}) {
 
 /**
  * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}
- * state: {tokens, tokenNotes?, keyTokens?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
+ * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, nHeads, head, query, causal?, data: null | {query, keys, products, scores, softmax, d}, message}
  * keyTokens: the key rows when keys are other tokens (cross-attention); default tokens.
  */
 export function createNeuronView(container, callbacks = {}) {
@@ -173,14 +173,14 @@ export function createNeuronView(container, callbacks = {}) {
     (state.keyTokens ?? state.tokens).forEach((token, i) => {
       const keyRow = el("div", "attnscope-token", keyTokenRows);
       keyRow.dataset.index = String(i);
-      tokenText(keyRow, token, state.keyTokens ? "" : state.tokenNotes?.[i]);
+      tokenText(keyRow, token, (state.keyTokens ? state.keyNotes : state.tokenNotes)?.[i]);
     });
   }
 
   return {
     update(next) {
       const tokensChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
-        || state.tokenNotes !== next.tokenNotes;
+        || state.tokenNotes !== next.tokenNotes || state.keyNotes !== next.keyNotes;
       state = next;
       if (headSelect.options.length !== next.nHeads) {
         headSelect.replaceChildren();

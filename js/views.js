@@ -70,6 +70,7 @@ const head = {
       tokens,
       tokenNotes: get("token_notes"),
       keyTokens: keys,
+      keyNotes: get("key_token_notes"),
       causal: Boolean(get("causal")),
       sentenceBStart,
       attention,
@@ -120,7 +121,8 @@ const neuron = {
     });
   },
   draw(view, { get, neuronData }) {
-    const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get), nHeads: get("n_heads"),
+    const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
+      keyNotes: get("key_token_notes"), nHeads: get("n_heads"),
       head: get("neuron_head"), query: get("neuron_query") };
     let message = "";
     if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";

@@ -178,3 +178,25 @@ def test_byte_tokens_sharing_one_span_show_each_character_on_the_token_of_its_fi
     odd = label_tokens(["<0xD7>", "<0xA9>"], special=[False, False], offsets=[(0, 2)] * 2,
                        sequence_ids=[0, 0], texts=["ab"])
     assert odd.labels == ["ab", CONTINUATION]
+
+
+def test_an_encoder_decoder_with_a_byte_level_tokenizer_shows_both_texts_and_the_keys_notes():
+    # BART's scheme: byte-level BPE for the encoder's text and the decoder's.
+    tokenizer = byte_level_bpe()
+    tokenizer.pad_token = tokenizer.eos_token
+    torch.manual_seed(0)
+    model = transformers.BartModel(transformers.BartConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id, decoder_start_token_id=tokenizer.eos_token_id)).eval()
+    engine = attnscope.load(model, tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget("日本 café", "naïve 🙂", model=engine, attention_part="cross")
+    assert join_labels(widget.key_tokens) == "日本 café"  # the encoder's text, as keys
+    assert "naïve" in join_labels(widget.tokens) and "🙂" in join_labels(widget.tokens)
+    assert not [label for label in widget.tokens + widget.key_tokens if MOJIBAKE.search(label)]
+    marked = [i for i, label in enumerate(widget.key_tokens) if label == CONTINUATION]
+    assert marked and all("of “" in widget.key_token_notes[i] for i in marked)
+    # The encoder's words are the text's words.
+    widget.word_level = True
+    assert [w.strip() for w in widget.key_tokens] == ["日本", "café"]
+    widget.close()

@@ -610,11 +610,12 @@ class AttentionModel:
                 "tokenizer? (A model directory without its tokenizer files gives an empty vocabulary.)"
             )
 
-    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> tuple[torch.Tensor, int]:
+    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> tuple[torch.Tensor, int, Any]:
         """Teacher forcing: the decoder reads its start token, then the target text shifted right.
-        Also the target's untruncated length."""
+        Also the target's untruncated length, and the target's encoding (its offsets, for labels)."""
         full_length = len(self.tokenizer(text_target=decoder_text, truncation=False, verbose=False)["input_ids"])
-        target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt")
+        target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt",
+                                return_offsets_mapping=bool(getattr(self.tokenizer, "is_fast", False)))
         config = self.model.config
         start = next(
             (v for v in (getattr(config, n, None) for n in ("decoder_start_token_id", "pad_token_id", "bos_token_id"))
@@ -624,7 +625,20 @@ class AttentionModel:
         if start is None:
             raise NoAttentionError(f"{self.name} names no decoder start token, so its decoder cannot be run.")
         ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
-        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length
+        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length, target
+
+    def _decoder_labels(self, target: Any, decoder_ids: torch.Tensor, decoder_text: str) -> TokenLabels:
+        """The decoder's labels: the start token's name, then the target's spans shifted right
+        with it (the target's last token is not read)."""
+        tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
+        mapping = target.get("offset_mapping")
+        offsets = sequence_ids = None
+        if mapping is not None:
+            n = len(tokens) - 1
+            offsets = [(0, 0), *mapping[0].tolist()[:n]]
+            sequence_ids = [None, *target.sequence_ids(0)[:n]]
+        return labels_for_tokenizer(self.tokenizer, tokens, ids=decoder_ids[0].tolist(), offsets=offsets,
+                                    sequence_ids=sequence_ids, texts=[decoder_text])
 
     def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
         """Encoder self-attention over `text`; decoder self-attention and cross-attention over
@@ -635,7 +649,8 @@ class AttentionModel:
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
             warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=4)
-        decoder_ids, decoder_length = self._decoder_input_ids(decoder_text if decoder_text is not None else text, max_length)
+        decoder_text_read = decoder_text if decoder_text is not None else text
+        decoder_ids, decoder_length, target = self._decoder_input_ids(decoder_text_read, max_length)
         decoder_truncated_from = decoder_length if decoder_length > decoder_ids.shape[1] else None
         if decoder_truncated_from is not None:
             warnings.warn(
@@ -644,8 +659,7 @@ class AttentionModel:
         tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
         decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
         labels = self._labels(encoded, tokens, [text])
-        # The decoder's ids are built here (start token + target), so its labels are decoded pieces.
-        decoder_labels = labels_for_tokenizer(self.tokenizer, decoder_tokens, ids=decoder_ids[0].tolist())
+        decoder_labels = self._decoder_labels(target, decoder_ids, decoder_text_read)
         inputs = {**encoded, "decoder_input_ids": decoder_ids}
         captures = {}
         with contextlib.ExitStack() as stack:
@@ -668,6 +682,9 @@ class AttentionModel:
             n_layers, n_heads = attention.shape[:2]
             queries, keys, scaling = self._queries_keys(captures[part], n_layers, n_heads)
             specials = getattr(self.tokenizer, "all_special_tokens", ())
+            # The encoder's words come from the text's spans (its offsets) when the tokenizer gives them.
+            encoder_words = labels.words or groups_from_tokens(tokens, specials)
+            decoder_words = decoder_labels.words or groups_from_tokens(decoder_tokens, specials)
             fields = dict(
                 tokens=tokens if part == "encoder" else decoder_tokens,
                 labels=(labels if part == "encoder" else decoder_labels).labels,
@@ -682,13 +699,13 @@ class AttentionModel:
                 text_b=decoder_text,
                 truncated_from=truncated_from,
                 input_ids=input_ids if part == "encoder" else decoder_ids,
-                word_groups=groups_from_tokens(tokens if part == "encoder" else decoder_tokens, specials),
+                word_groups=encoder_words if part == "encoder" else decoder_words,
                 score_bias=self._score_bias(captures[part], attention),
                 nonfinite_heads=self._warn_nonfinite(attention),
             )
             if part == "cross":
                 parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_labels=labels.labels,
-                                                   key_word_groups=groups_from_tokens(tokens, specials))
+                                                   key_token_notes=labels.notes, key_word_groups=encoder_words)
             else:
                 parts[part] = AttentionResult(**fields)
         return EncoderDecoderResult.of(parts, decoder_truncated_from)

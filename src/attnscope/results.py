@@ -90,6 +90,7 @@ class CrossAttentionResult(AttentionResult):
     key_tokens: list[str]
     key_word_groups: list[list[int]] | None = None
     key_labels: list[str] | None = None
+    key_token_notes: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -148,6 +149,17 @@ def key_labels_of(result: AttentionResult) -> list[str] | None:
     if not isinstance(result, CrossAttentionResult):
         return None
     return list(result.key_labels) if result.key_labels is not None else _fallback_labels(list(result.key_tokens)).labels
+
+
+def key_notes_of(result: AttentionResult) -> list[str]:
+    """Per key token of cross-attention, "" or what its label leaves out; empty for self-attention."""
+    if not isinstance(result, CrossAttentionResult):
+        return []
+    if result.key_token_notes is not None:
+        return list(result.key_token_notes)
+    if result.key_labels is not None:
+        return [""] * len(result.key_tokens)
+    return _fallback_labels(list(result.key_tokens)).notes
 
 
 def word_attention(result: AttentionResult) -> AttentionResult:

@@ -24,7 +24,7 @@ from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, 
 from .errors import AttnscopeError, InputError
 from .files import write_atomic
 from .messages import Channel
-from .results import notes_of, parts_of
+from .results import key_notes_of, notes_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis")
@@ -98,6 +98,7 @@ class AttentionWidget(anywidget.AnyWidget):
     key_tokens = synced(List(Unicode()), "Cross-attention: the keys' (encoder's) tokens; otherwise empty.")
     token_notes = synced(List(Unicode()), "Per query token, \"\" or what its label leaves out (the bytes of a character "
                                           "split over tokens), shown on hover.")
+    key_token_notes = synced(List(Unicode()), "Cross-attention: the same per key token; otherwise empty.")
     sentence_b_start = synced(Int(None, allow_none=True), "Index of sentence B's first token, or None.")
     n_layers = synced(Int(0), "Layers of the shown attention.")
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
@@ -287,6 +288,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.tokens = pl.shown_tokens(result, self._prettify)
                 self.key_tokens = pl.shown_key_tokens(result, self._prettify)
                 self.token_notes = notes_of(result) if self._prettify else []
+                self.key_token_notes = key_notes_of(result) if self._prettify else []
                 self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
