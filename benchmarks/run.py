@@ -97,10 +97,20 @@ def main() -> None:
     parser.add_argument("--skip-bertviz", action="store_true", help="reuse the last bertviz_results.json")
     parser.add_argument("--only-analysis", action="store_true", help="rerun the corpus analyses, keep the rest")
     parser.add_argument("--only-memory", action="store_true", help="rerun the kernel memory bench, keep the rest")
+    parser.add_argument("--only-long", action="store_true", help="rerun the long-input bench, keep the rest")
     args = parser.parse_args()
     from analysis_bench import bench_analyses
     from browser_bench import bench_front_end
+    from long_bench import bench_long
     from memory_bench import bench_memory
+
+    if args.only_long:
+        results = json.loads((HERE / "results.json").read_text())
+        results["long"] = bench_long()
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     results["analysis"], results["memory"], results["long"])
+        return
 
     memory_row = bench_memory()  # first, in its own process: nothing else has run yet
     print(json.dumps(memory_row), flush=True)
@@ -109,7 +119,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], memory_row)
+                     results["analysis"], memory_row, results.get("long", []))
         return
 
     torch.manual_seed(0)
@@ -123,7 +133,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     analysis_rows, memory_row)
+                     analysis_rows, memory_row, results.get("long", []))
         return
     engine_rows, front_rows = [], []
     for label, engine in models:
@@ -134,6 +144,7 @@ def main() -> None:
             front = {"model": label, "tokens": n_tokens, **bench_front_end(engine, text_of_length(engine.tokenizer, n_tokens))}
             print(json.dumps(front), flush=True)
             front_rows.append(front)
+    long_rows = bench_long()
     bertviz = None if args.skip_bertviz else run_bertviz()
     if bertviz is None and (HERE / "bertviz_results.json").is_file():
         bertviz = json.loads((HERE / "bertviz_results.json").read_text())
@@ -145,9 +156,10 @@ def main() -> None:
         "bertviz": bertviz,
         "analysis": analysis_rows,
         "memory": memory_row,
+        "long": long_rows,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row)
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows)
 
 
 def _find(rows: list[dict], **match) -> dict:
@@ -165,9 +177,11 @@ def _ms(seconds=None, ms=None) -> str:
 
 
 def write_tables(
-    engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict], memory_row: dict | None
+    engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict], memory_row: dict | None,
+    long_rows: list[dict] = (),
 ) -> None:
     from analysis_bench import table as analysis_table
+    from long_bench import table as long_table
     from memory_bench import table as memory_table
 
     base = "bert-base shape (random)"
@@ -239,6 +253,8 @@ def write_tables(
         lines += ["", *analysis_table(analysis_rows)]
     if memory_row:
         lines += ["", *memory_table(memory_row)]
+    if long_rows:
+        lines += ["", *long_table(long_rows)]
     lines.append(END)
     readme = HERE / "README.md"
     text = readme.read_text()

@@ -20,11 +20,12 @@ from typing import Any
 
 import torch
 
-from . import checks
+from . import checks, fast_capture
 from .analysis import head_label, word_groups
 from .errors import InputError, NoAttentionError
-from .models import LoadedModel, borrowed, load_model
-from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult
+from .exact_attention import full_attention_bytes
+from .models import LoadedModel, attention_implementation, borrowed, load_model
+from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
 from .token_labels import TokenLabels, labels_for_tokenizer
 
 
@@ -65,6 +66,9 @@ LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
     "gpt2": GPT2,
 }
 ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
+# Above this many bytes of layers × heads × T × T float32, "auto" runs keep q, k and log-sum-exps
+# instead (a 4-layer, 8-head model at about 2,900 tokens; MiniLM and BERT-base never at 512).
+FULL_ATTENTION_LIMIT = 2**30
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
 
 
@@ -383,6 +387,7 @@ class AttentionModel:
             self.groups = {}
             self.attention_modules, self.layout = find_attention_modules(loaded.model)
         self._forward_inputs = _accepted_inputs(loaded.model)
+        self._forward_parameters = _forward_parameters(loaded.model)
 
     @property
     def model(self) -> Any:
@@ -503,11 +508,18 @@ class AttentionModel:
         text_b: str | None = None,
         max_length: int | None = None,
         masked_heads: Sequence[Sequence[int]] = (),
-    ) -> AttentionResult:
+        attention: str = "auto",
+    ) -> AttentionResult | LongAttentionResult:
         """Run the model on `text` (and `text_b` as a sentence pair) and return all attention.
 
         masked_heads: (layer, head) pairs, 0-based, whose outputs are switched off for this run.
+        attention: "full" keeps layers × heads × T × T (an AttentionResult, the model in eager
+        mode); "on_demand" runs the model's own fast attention and keeps q, k and each row's
+        log-sum-exp (a LongAttentionResult: exact rows, tiles and pooled overviews); "auto" picks
+        on demand when the full attention would take more than FULL_ATTENTION_LIMIT bytes.
         """
+        if attention not in ("auto", "full", "on_demand"):
+            raise InputError(f"attention must be 'auto', 'full' or 'on_demand', not {attention!r}.")
         text = _single_text(text, "text")
         text_b = _single_text(text_b, "text_b")
         if text is None or not text.strip():
@@ -516,7 +528,67 @@ class AttentionModel:
             raise InputError("text_b is empty: give a second sentence, or leave text_b out.")
         max_length, reason = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
         with self._lock:  # the hooks below see only this run (see capture_queries_keys)
-            return self._run(text, text_b, max_length, reason, masked_heads)
+            if attention == "on_demand":
+                if self.is_encoder_decoder:
+                    raise InputError("On-demand attention is for decoder and encoder models; encoder-decoder models "
+                                     "(BART, T5, Marian) are shown with their full attention: attention='full'.")
+                if masked_heads:
+                    raise InputError("Masking heads needs the full attention: use attention='full' with masked_heads.")
+            return self._run(text, text_b, max_length, reason, masked_heads, attention)
+
+    def _on_demand(self, attention: str, n_tokens: int, masked_heads) -> bool:
+        """Whether this run keeps q, k and log-sum-exps rather than the full attention."""
+        if attention != "auto":
+            return attention == "on_demand"
+        if self.is_encoder_decoder or masked_heads:
+            return False
+        try:
+            heads = self.n_layers * self.n_heads
+        except NoAttentionError:  # no attention to keep either way: the full run says why
+            return False
+        return full_attention_bytes(1, heads, n_tokens, n_tokens) > FULL_ATTENTION_LIMIT
+
+    def _run_on_demand(self, encoded: Any, full_length: int, text: str, text_b: str | None, reason: str) -> LongAttentionResult:
+        """The model's own fast attention; per layer its post-rotary q and k and each row's
+        log-sum-exp (fast_capture.py)."""
+        input_ids = encoded["input_ids"]
+        tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+        labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
+        truncated_from = full_length if full_length > input_ids.shape[1] else None
+        if truncated_from is not None:
+            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=3)
+        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        self.check_token_ids(inputs["input_ids"])
+        if "use_cache" in self._forward_parameters:
+            inputs["use_cache"] = False  # one pass over known text: no cache to build
+        fast_capture.register()
+        own = attention_implementation(self.model)
+        with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
+                fast_capture.capturing(own) as capture:
+            self.model(**inputs)
+        layers = capture.layers
+        if len(layers) != self.n_layers:
+            raise NoAttentionError(
+                f"{self.name} ran {len(layers)} attention layers through transformers' attention functions, not its "
+                f"{self.n_layers}: its attention cannot be kept on demand. Use attention='full' (shorter inputs)."
+            )
+        return LongAttentionResult(
+            tokens=list(tokens),
+            labels=labels.labels,
+            token_notes=labels.notes,
+            queries=[layer.queries for layer in layers],
+            keys=[layer.keys for layer in layers],
+            lse=torch.stack([layer.lse for layer in layers]),
+            rules=[layer.rule for layer in layers],
+            causal=any(layer.rule.causal for layer in layers),
+            model_name=self.name,
+            text=text,
+            text_b=text_b,
+            sentence_b_start=self._sentence_b_start(encoded, text_b),
+            truncated_from=truncated_from,
+            input_ids=input_ids,
+            word_groups=labels.words or self.word_groups(encoded, tokens),
+        )
 
     def resolve_max_length(self, max_length: Any, pair: bool = False) -> tuple[int, str]:
         """The token limit of a run and how to name it in a truncation notice: `max_length`,
@@ -534,13 +606,16 @@ class AttentionModel:
             raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
         return max_length, f"max_length={max_length}"
 
-    def _run(self, text: str, text_b: str | None, max_length: int, reason: str, masked_heads) -> AttentionResult:
+    def _run(self, text: str, text_b: str | None, max_length: int, reason: str, masked_heads,
+             attention: str = "full") -> AttentionResult | LongAttentionResult:
         if self.is_encoder_decoder:
             if masked_heads:
                 raise InputError("Masking heads of encoder-decoder models is not supported yet.")
             return self._run_encoder_decoder(text, text_b, max_length, reason)
         encoded, full_length = self._encode(text, text_b, max_length)
         self._check_known_words(encoded["input_ids"][0])
+        if self._on_demand(attention, encoded["input_ids"].shape[1], masked_heads):
+            return self._run_on_demand(encoded, full_length, text, text_b, reason)
         input_ids = encoded["input_ids"]
         tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
         labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
@@ -779,6 +854,13 @@ def head_pair(pair: Any) -> tuple[int, int]:
     if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
         raise InputError(f"Cannot mask head {pair!r}: heads to mask are (layer, head) pairs, e.g. [(4, 2), (5, 11)].")
     return checks.integer("masked head's layer", pair[0]), checks.integer("masked head's head", pair[1])
+
+
+def _forward_parameters(model: Any) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _accepted_inputs(model: Any) -> set[str]:

@@ -50,18 +50,24 @@ def default_model_path() -> Path:
     return path
 
 
-def use_eager_attention(model: Any) -> None:
-    """Switch a model to eager attention, the only implementation that returns the weights."""
+def use_attention(model: Any, implementation: str = "eager") -> None:
+    """Switch a model's attention implementation: eager, the only one that returns the weights,
+    or attnscope's capture for long inputs (fast_capture.py)."""
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         try:
-            setter("eager")
+            setter(implementation)
             return
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, KeyError):
             pass  # older models: fall back to the config attribute below
     config = getattr(model, "config", None)
     if config is not None:
-        config._attn_implementation = "eager"
+        config._attn_implementation = implementation
+
+
+def attention_implementation(model: Any) -> str | None:
+    """The model's own attention implementation ("sdpa", "eager", "flash_attention_2", ...)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None)
 
 
 def _attention_configs(model: Any) -> list[Any]:
@@ -82,9 +88,9 @@ _UNSET = object()
 
 
 @contextmanager
-def borrowed(model: Any) -> Iterator[None]:
+def borrowed(model: Any, implementation: str = "eager") -> Iterator[None]:
     """Run-time settings for a run (eval mode: dropout off; eager attention: the weights come
-    back), undone on exit so the model leaves exactly as it came: each module's own train/eval
+    back, or another `implementation`), undone on exit so the model leaves exactly as it came: each module's own train/eval
     mode (a user may have frozen some) and each config's attention implementation."""
     modes = [(module, module.training) for module in model.modules()]
     configs = [
@@ -92,7 +98,7 @@ def borrowed(model: Any) -> Iterator[None]:
     ]
     try:
         model.eval()
-        use_eager_attention(model)
+        use_attention(model, implementation)
         yield
     finally:
         for module, training in modes:

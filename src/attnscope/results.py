@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import torch
 
 from . import analysis as an
+from . import checks
+from . import exact_attention as exact
 from .errors import InputError, NoAttentionError
 from .token_labels import TokenLabels, join_labels, label_tokens
 
@@ -81,6 +83,12 @@ class AttentionResult:
         """softmax(q·kᵀ·scale + mask): reproduces `attention` (the engine's invariant)."""
         return torch.softmax(self.scores(), dim=-1)
 
+    def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
+        """Rows `queries` of one head: len(queries) × keys, float32, on the CPU (as for long inputs)."""
+        layer, head = _layer_head(layer, head, self.n_layers, self.n_heads)
+        index = _query_index(queries, self.attention.shape[-2])
+        return self.attention[layer, head][index.to(self.attention.device)].float().cpu()
+
 
 @dataclass(kw_only=True)
 class CrossAttentionResult(AttentionResult):
@@ -110,6 +118,128 @@ class EncoderDecoderResult(AttentionResult):
         run = cls(**own, parts={}, decoder_truncated_from=decoder_truncated_from)
         run.parts = {name: run if part is first else part for name, part in parts.items()}
         return run
+
+
+def _layer_head(layer, head, n_layers: int, n_heads: int) -> tuple[int, int]:
+    return (checks.integer("layer", layer, minimum=0, maximum=n_layers - 1),
+            checks.integer("head", head, minimum=0, maximum=n_heads - 1))
+
+
+def _query_index(queries, n: int) -> torch.Tensor:
+    """Query positions as a 1-D long tensor: an int, a range, a slice or a sequence of ints."""
+    if isinstance(queries, slice):
+        return torch.arange(n)[queries]
+    if isinstance(queries, torch.Tensor):
+        values = queries.flatten().tolist()
+    elif isinstance(queries, (range, list, tuple)):
+        values = list(queries)
+    else:
+        values = [queries]
+    positions = [checks.integer("query position", q, minimum=-n, maximum=n - 1) for q in values]
+    return torch.tensor([q % n for q in positions], dtype=torch.long)
+
+
+@dataclass(kw_only=True)
+class LongAttentionResult:
+    """A long input's attention, kept as each layer's post-rotary queries and keys and the
+    log-sum-exp of every row: any row, tile or pooled overview is exact, and layers × heads × T × T
+    is never allocated. Made by `AttentionModel.run` for long inputs (fast_capture.py).
+
+    queries[l]: heads × T × d, keys[l]: key heads × T × d (grouped-query attention: query head h
+    reads key head h // (heads / key heads)), in the model's dtype on its device;
+    lse: layers × heads × T, float32; rules[l]: what layer l does to its scores.
+    """
+
+    tokens: list[str]
+    queries: list[torch.Tensor] = field(repr=False)
+    keys: list[torch.Tensor] = field(repr=False)
+    lse: torch.Tensor = field(repr=False)
+    rules: list[exact.ScoreRule] = field(repr=False)
+    causal: bool
+    model_name: str
+    text: str
+    text_b: str | None = None
+    sentence_b_start: int | None = None
+    truncated_from: int | None = None
+    input_ids: torch.Tensor | None = field(default=None, repr=False)
+    word_groups: list[list[int]] | None = None
+    labels: list[str] | None = None
+    token_notes: list[str] | None = None
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.queries)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.queries[0].shape[0])
+
+    @property
+    def n_key_heads(self) -> int:
+        return int(self.keys[0].shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.queries[0].shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        """What the kept queries, keys and log-sum-exps take."""
+        return exact.nbytes(*self.queries, *self.keys, self.lse)
+
+    @property
+    def attention(self) -> torch.Tensor:
+        full = exact.full_attention_bytes(self.n_layers, self.n_heads, self.n_tokens, self.n_tokens)
+        raise NoAttentionError(
+            f"This run of {self.n_tokens:,} tokens keeps its attention as queries and keys "
+            f"({exact.describe_bytes(self.nbytes)}): all of it, {self.n_layers} layers × {self.n_heads} heads × "
+            f"{self.n_tokens:,}², would take {exact.describe_bytes(full)}. Ask for what you need: "
+            "attention_rows(layer, head, queries), attention_tile(layer, head, rows, cols) or pooled(layer)."
+        )
+
+    def key_head(self, head: int) -> int:
+        """The key head query head `head` reads (grouped-query attention)."""
+        return exact.key_head(head, self.n_heads, self.n_key_heads)
+
+    def _layer(self, layer: int, head: int | None = None) -> tuple[int, int | None]:
+        layer = checks.integer("layer", layer, minimum=0, maximum=self.n_layers - 1)
+        if head is not None:
+            head = checks.integer("head", head, minimum=0, maximum=self.n_heads - 1)
+        return layer, head
+
+    def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
+        """Rows `queries` (an int, a range, a slice or a list) of one head over every key:
+        len(queries) × T, float32, on the CPU; computed on the model's device, exact."""
+        layer, head = self._layer(layer, head)
+        index = _query_index(queries, self.n_tokens)
+        with torch.inference_mode():
+            rows = exact.rows_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, index)
+        return rows.cpu()
+
+    def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
+        """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
+        layer, head = self._layer(layer, head)
+        spans = []
+        for name, span in (("rows", rows), ("cols", cols)):
+            if not isinstance(span, (tuple, list)) or len(span) != 2:
+                raise InputError(f"{name} must be a (start, end) pair of positions, not {span!r}.")
+            start = checks.integer(f"{name} start", span[0], minimum=0, maximum=self.n_tokens - 1)
+            end = checks.integer(f"{name} end", span[1], minimum=start + 1, maximum=self.n_tokens)
+            spans.append((start, end))
+        with torch.inference_mode():
+            tile = exact.tile_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, *spans)
+        return tile.cpu()
+
+    def pooled(self, layer: int, bins: int = 256, reduce: str = "max") -> torch.Tensor:
+        """Every head of `layer` pooled into bins × bins blocks of T × T (the max or the mean of
+        each block): heads × bins × bins, float32 on the CPU, computed a block of rows at a time."""
+        layer, _ = self._layer(layer)
+        bins = checks.integer("bins", bins, minimum=1)
+        if reduce not in ("max", "mean"):
+            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+        with torch.inference_mode():
+            pooled = exact.pooled_heads(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], bins, reduce)
+        return pooled.cpu()
 
 
 def key_tokens_of(result: AttentionResult) -> list[str] | None:

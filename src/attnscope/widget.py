@@ -22,9 +22,10 @@ from . import payloads as pl
 from .contract import synced
 from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load
 from .errors import AttnscopeError, InputError
+from .exact_attention import describe_bytes, full_attention_bytes
 from .files import write_atomic
 from .messages import Channel
-from .results import key_notes_of, notes_of, parts_of
+from .results import LongAttentionResult, key_notes_of, notes_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis")
@@ -69,6 +70,16 @@ NEEDS_A_MODEL = (
     "Use attnscope.show(text, model=...) to run a model live."
 )
 
+
+
+def _too_long_for_the_views(result: LongAttentionResult) -> str:
+    full = full_attention_bytes(result.n_layers, result.n_heads, result.n_tokens, result.n_tokens)
+    return (
+        f"This text is {result.n_tokens:,} tokens: its full attention ({result.n_layers} layers × {result.n_heads} heads × "
+        f"{result.n_tokens:,}²) would take {describe_bytes(full)}, more than these views hold. Give a shorter text or "
+        "max_length; for long inputs, model.run(text) returns the attention on demand (attention_rows, "
+        "attention_tile, pooled), exact, without the full matrix."
+    )
 
 class AttentionWidget(anywidget.AnyWidget):
     """Live attention views of one text (or text pair) for a model.
@@ -254,6 +265,8 @@ class AttentionWidget(anywidget.AnyWidget):
             warnings.filterwarnings("ignore", message="(Input|Decoder text) truncated", category=UserWarning)
             warnings.filterwarnings("ignore", category=NonFiniteAttentionWarning)
             plain = self._engine.run(text, text_b, self._max_length)
+            if isinstance(plain, LongAttentionResult):
+                raise InputError(_too_long_for_the_views(plain))
             if not self._masks:
                 return plain
             masked = self._engine.run(text, text_b, self._max_length, masked_heads=self._masks)

@@ -1,0 +1,244 @@
+"""Exact attention from queries, keys and each row's log-sum-exp, never the whole T × T.
+
+With one layer's post-rotary q (heads × T × d), k (key heads × T × d, grouped-query attention
+kept at its own count) and the log-sum-exp of every row of its scores, any entry is exact:
+
+    A[h, i, j] = exp(s[h, i, j] − lse[h, i]),  s = rule(q_i · k_j · scale)
+
+where the rule is what the model does to its scores: the causal mask, a sliding window,
+soft-capping (Gemma 2), a per-head sink logit in the softmax's denominator (gpt-oss). Rows,
+tiles and pooled overviews are computed on the tensors' device, a block of rows at a time, so
+memory stays at one block whatever T is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+# One block of scores (heads × rows × keys, float32) is kept under this many bytes.
+BLOCK_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    """How one layer turns q·k into the scores its softmax reads, as the model does."""
+
+    scaling: float
+    causal: bool
+    # Query i sees key j only when i − j < window (transformers' sliding-window layers).
+    window: int | None = None
+    # scores → tanh(scores / softcap) · softcap before the mask (Gemma 2).
+    softcap: float | None = None
+    # Per query head, one extra logit in every row's softmax that attends to nothing (gpt-oss).
+    sinks: torch.Tensor | None = None
+
+    def allowed(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor | None:
+        """rows × cols, True where query `rows[a]` may attend to key `cols[b]`; None: all may."""
+        if not self.causal and self.window is None:
+            return None
+        offset = rows[:, None] - cols[None, :]
+        allowed = torch.ones_like(offset, dtype=torch.bool)
+        if self.causal:
+            allowed &= offset >= 0
+        if self.window is not None:
+            allowed &= offset < self.window
+        return allowed
+
+    def key_span(self, row_start: int, row_end: int, n_keys: int) -> tuple[int, int]:
+        """The keys rows row_start..row_end−1 can see: fewer than T for causal or windowed layers."""
+        end = min(row_end, n_keys) if self.causal else n_keys
+        start = max(0, row_start - self.window + 1) if self.window is not None else 0
+        return start, max(start, end)
+
+
+def key_head(head: int, n_heads: int, n_key_heads: int) -> int:
+    """Grouped-query attention: query head h reads key head h // (query heads per key head)."""
+    return head // (n_heads // n_key_heads)
+
+
+def block_rows(n_heads: int, n_keys: int, budget: int = BLOCK_BYTES) -> int:
+    """Rows per block so that heads × rows × keys float32 scores stay under `budget` bytes."""
+    return max(1, budget // (4 * max(1, n_heads) * max(1, n_keys)))
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Scores of query positions `rows` against key positions `cols`, masked to −inf.
+
+    q: heads × len(rows) × d; k: key heads × len(cols) × d (heads a multiple of key heads).
+    → heads × len(rows) × len(cols), float32.
+    """
+    n_heads, n_key_heads = q.shape[0], k.shape[0]
+    group = n_heads // n_key_heads
+    q32 = q.float().reshape(n_key_heads, group, q.shape[1], q.shape[2])
+    s = torch.matmul(q32, k.float().transpose(-1, -2)[:, None]).reshape(n_heads, q.shape[1], k.shape[1])
+    s.mul_(rule.scaling)
+    if rule.softcap is not None:
+        s = torch.tanh(s / rule.softcap).mul_(rule.softcap)
+    allowed = rule.allowed(rows.to(s.device), cols.to(s.device))
+    if allowed is not None:
+        s.masked_fill_(~allowed, float("-inf"))
+    return s
+
+
+def _sink_logits(rule: ScoreRule, heads: torch.Tensor | slice, device) -> torch.Tensor | None:
+    if rule.sinks is None:
+        return None
+    return rule.sinks.to(device=device, dtype=torch.float32)[heads]
+
+
+def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES) -> torch.Tensor:
+    """log Σ_j exp(s_ij) (with the sink logit, when the layer has one) for every head and row:
+    heads × T, float32, computed a block of rows at a time on q's device."""
+    n_heads, n_rows = q.shape[0], q.shape[1]
+    n_keys = k.shape[1]
+    out = torch.empty(n_heads, n_rows, dtype=torch.float32, device=q.device)
+    step = block_rows(n_heads, n_keys, budget)
+    sinks = _sink_logits(rule, slice(None), q.device)
+    for start in range(0, n_rows, step):
+        end = min(n_rows, start + step)
+        key_start, key_end = rule.key_span(start, end, n_keys)
+        rows = torch.arange(start, end, device=q.device)
+        cols = torch.arange(key_start, key_end, device=q.device)
+        s = scores(q[:, start:end], k[:, key_start:key_end], rule, rows, cols)
+        lse = torch.logsumexp(s, dim=-1)
+        if sinks is not None:
+            lse = torch.logaddexp(lse, sinks[:, None])
+        out[:, start:end] = lse
+    return out
+
+
+def probabilities(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor
+) -> torch.Tensor:
+    """Attention weights of query positions `rows` on key positions `cols` (q, lse: those rows
+    only, heads first): heads × len(rows) × len(cols), float32, exact."""
+    s = scores(q, k, rule, rows, cols)
+    return torch.exp(s - lse[..., None])
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's output Σ_j A_ij v_j and its row log-sum-exp, a block of rows at a time: the
+    model's attention computed without T × T, for layers the fused kernels cannot run (soft-capped
+    or sink logits). q: heads × T × d; k, v: key heads × T × d. → (heads × T × d_v in v's dtype, lse)."""
+    n_heads, n_rows = q.shape[0], q.shape[1]
+    n_key_heads, n_keys = k.shape[0], k.shape[1]
+    group = n_heads // n_key_heads
+    out = torch.empty(n_heads, n_rows, v.shape[-1], dtype=v.dtype, device=q.device)
+    lse = torch.empty(n_heads, n_rows, dtype=torch.float32, device=q.device)
+    step = block_rows(n_heads, n_keys, budget)
+    sinks = _sink_logits(rule, slice(None), q.device)
+    for start in range(0, n_rows, step):
+        end = min(n_rows, start + step)
+        key_start, key_end = rule.key_span(start, end, n_keys)
+        rows = torch.arange(start, end, device=q.device)
+        cols = torch.arange(key_start, key_end, device=q.device)
+        s = scores(q[:, start:end], k[:, key_start:key_end], rule, rows, cols)
+        block_lse = torch.logsumexp(s, dim=-1)
+        if sinks is not None:
+            block_lse = torch.logaddexp(block_lse, sinks[:, None])
+        p = torch.exp(s - block_lse[..., None])
+        values = v[:, key_start:key_end].float()
+        o = torch.matmul(p.reshape(n_key_heads, group, end - start, -1), values[:, None])
+        out[:, start:end] = o.reshape(n_heads, end - start, -1).to(v.dtype)
+        lse[:, start:end] = block_lse
+    return out, lse
+
+
+def rows_of_head(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, head: int, queries: torch.Tensor,
+    budget: int = BLOCK_BYTES,
+) -> torch.Tensor:
+    """Rows `queries` of one head over every key: len(queries) × T, float32, on q's device.
+
+    q: heads × T × d, k: key heads × T × d, lse: heads × T (one layer)."""
+    n_heads, n_key_heads, n_keys = q.shape[0], k.shape[0], k.shape[1]
+    kh = key_head(head, n_heads, n_key_heads)
+    single = ScoreRule(rule.scaling, rule.causal, rule.window, rule.softcap,
+                       None if rule.sinks is None else rule.sinks[head : head + 1])
+    queries = queries.to(q.device)
+    out = torch.empty(len(queries), n_keys, dtype=torch.float32, device=q.device)
+    step = block_rows(1, n_keys, budget)
+    cols = torch.arange(n_keys, device=q.device)
+    for start in range(0, len(queries), step):
+        rows = queries[start : start + step]
+        p = probabilities(q[head, rows][None], k[kh][None], lse[head, rows][None], single, rows, cols)
+        out[start : start + len(rows)] = p[0]
+    return out
+
+
+def tile_of_head(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, head: int,
+    rows: tuple[int, int], cols: tuple[int, int],
+) -> torch.Tensor:
+    """A[head, rows[0]:rows[1], cols[0]:cols[1]], float32, exact, on q's device."""
+    n_heads, n_key_heads = q.shape[0], k.shape[0]
+    kh = key_head(head, n_heads, n_key_heads)
+    single = ScoreRule(rule.scaling, rule.causal, rule.window, rule.softcap, None)
+    row_index = torch.arange(rows[0], rows[1], device=q.device)
+    col_index = torch.arange(cols[0], cols[1], device=q.device)
+    p = probabilities(q[head, rows[0] : rows[1]][None], k[kh, cols[0] : cols[1]][None],
+                      lse[head, rows[0] : rows[1]][None], single, row_index, col_index)
+    return p[0]
+
+
+def bin_edges(n: int, bins: int) -> torch.Tensor:
+    """Which of `bins` equal bins each of n positions falls in (bins ≤ n)."""
+    return torch.div(torch.arange(n) * bins, n, rounding_mode="floor")
+
+
+def pooled_heads(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: int, reduce: str = "max",
+    budget: int = BLOCK_BYTES,
+) -> torch.Tensor:
+    """Every head's T × T attention pooled into bins × bins blocks (max or mean of each block),
+    computed a block of rows at a time: heads × bins × bins, float32, on q's device."""
+    if reduce not in ("max", "mean"):
+        raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
+    n_heads, n_rows, n_keys = q.shape[0], q.shape[1], k.shape[1]
+    bins = min(bins, n_rows, n_keys)
+    device = q.device
+    row_bin = bin_edges(n_rows, bins).to(device)
+    col_bin = bin_edges(n_keys, bins).to(device)
+    total = torch.zeros(n_heads, bins, bins, dtype=torch.float32, device=device)
+    step = block_rows(n_heads, n_keys, budget)
+    for start in range(0, n_rows, step):
+        end = min(n_rows, start + step)
+        rows = torch.arange(start, end, device=device)
+        key_start, key_end = rule.key_span(start, end, n_keys)
+        cols = torch.arange(key_start, key_end, device=device)
+        p = probabilities(q[:, start:end], k[:, key_start:key_end], lse[:, start:end], rule, rows, cols)
+        # Columns into their bins (keys outside the span hold 0: they add nothing to a max or sum).
+        by_col = torch.zeros(n_heads, end - start, bins, dtype=torch.float32, device=device)
+        if reduce == "max":
+            by_col.scatter_reduce_(2, col_bin[key_start:key_end].expand_as(p), p, "amax")
+            # Then rows into theirs.
+            total.scatter_reduce_(1, row_bin[start:end][None, :, None].expand_as(by_col), by_col, "amax")
+        else:
+            by_col.index_add_(2, col_bin[key_start:key_end], p)
+            total.index_add_(1, row_bin[start:end], by_col)
+    if reduce == "mean":
+        row_count = torch.bincount(row_bin, minlength=bins).float()
+        col_count = torch.bincount(col_bin, minlength=bins).float()
+        total /= row_count[None, :, None] * col_count[None, None, :]
+    return total
+
+
+def nbytes(*tensors: torch.Tensor | None) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def full_attention_bytes(n_layers: int, n_heads: int, n_queries: int, n_keys: int) -> int:
+    """What layers × heads × T × T float32 would take."""
+    return 4 * n_layers * n_heads * n_queries * n_keys
+
+
+def describe_bytes(n: int) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{math.ceil(n / 1e3)} kB"

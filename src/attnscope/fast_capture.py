@@ -1,0 +1,201 @@
+"""Long inputs: the model runs its own fast attention, and each layer's q, k and row log-sum-exp
+are kept instead of the layers × heads × T × T weights.
+
+The capture sits where transformers' attention modules call their attention function (its
+AttentionInterface): it sees the post-rotary q and k exactly as the kernel does, the key heads at
+their own count, and what else changes the scores (the sliding window, soft-capping, sink
+logits). It runs the model's own kernel (sdpa for a model in eager mode; the chunked exact
+computation of exact_attention for layers sdpa cannot run), adds each row's log-sum-exp a block
+at a time, and checks a few rows of the kernel's output against Σ_j A_ij v_j recomputed from
+what it kept: a model that changes its scores in a way this does not know is refused, never
+shown wrongly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import NoAttentionError
+from .exact_attention import BLOCK_BYTES, ScoreRule, attend, block_rows, probabilities, row_logsumexp
+
+IMPLEMENTATION = "attnscope_exact_rows"
+# Keyword arguments of the attention call that change the scores in ways not reproduced here.
+_UNSUPPORTED = ("position_bias", "alibi", "attn_bias", "score_mod", "block_mask", "attention_bias")
+_local = threading.local()
+
+
+@dataclass
+class LayerCapture:
+    queries: torch.Tensor  # heads × T × d, post-rotary, in the model's dtype and on its device
+    keys: torch.Tensor  # key heads × T × d
+    lse: torch.Tensor  # heads × T, float32
+    rule: ScoreRule
+
+
+@dataclass
+class FastCapture:
+    own_implementation: str
+    layers: list[LayerCapture] = field(default_factory=list)
+    # Rows of each layer's output checked against the recomputed attention (first, last, between).
+    checked_rows: int = 4
+
+
+def _own_kernel(name: str):
+    """The attention function the model itself would run (sdpa for a model set to eager: the
+    same attention, fused, without T × T per layer)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if name in (None, "eager", "sdpa", IMPLEMENTATION) or name not in ALL_ATTENTION_FUNCTIONS:
+        return sdpa_attention_forward
+    return ALL_ATTENTION_FUNCTIONS[name]
+
+
+def _rule(module: Any, query: torch.Tensor, scaling: float | None, is_causal: bool | None, kwargs: dict) -> ScoreRule:
+    for name in _UNSUPPORTED:
+        if kwargs.get(name) is not None:
+            raise NoAttentionError(
+                f"{type(module).__name__} adds `{name}` to its attention scores, which attnscope cannot recompute "
+                "from queries and keys yet: this model is shown only with its full attention (shorter inputs)."
+            )
+    sinks = kwargs.get("s_aux")
+    return ScoreRule(
+        scaling=float(scaling) if scaling is not None else query.shape[-1] ** -0.5,
+        causal=bool(is_causal if is_causal is not None else getattr(module, "is_causal", True)),
+        window=int(kwargs["sliding_window"]) if kwargs.get("sliding_window") else None,
+        softcap=float(kwargs["softcap"]) if kwargs.get("softcap") else None,
+        sinks=None if sinks is None else sinks.detach().float().clone(),
+    )
+
+
+def _check_mask(mask: torch.Tensor | None, rule: ScoreRule, n: int, module: Any) -> None:
+    """The mask the model built must be the one the rule describes (no padding, no prefix)."""
+    if mask is None:
+        return
+    if mask.dim() != 4 or mask.shape[0] != 1 or mask.shape[-2:] != (n, n):
+        raise NoAttentionError(f"{type(module).__name__} was given an attention mask of shape {tuple(mask.shape)}, "
+                               "which attnscope cannot recompute.")
+    step = block_rows(1, n)
+    for start in range(0, n, step):
+        end = min(n, start + step)
+        block = mask[0, :, start:end]
+        given = block if block.dtype == torch.bool else block == 0
+        expected = rule.allowed(torch.arange(start, end, device=mask.device), torch.arange(n, device=mask.device))
+        if expected is None:
+            expected = torch.ones(end - start, n, dtype=torch.bool, device=mask.device)
+        if not bool((given == expected).all()):
+            raise NoAttentionError(
+                f"{type(module).__name__}'s attention mask is not the causal or sliding-window mask it declares "
+                "(padding, or a prefix seen both ways): attnscope cannot recompute its attention from q and k."
+            )
+
+
+def _check_output(module: Any, capture: FastCapture, layer: LayerCapture, value: torch.Tensor, output: torch.Tensor) -> None:
+    """A few rows of the kernel's output (T × heads × d_v) against Σ_j A_ij v_j from what was kept."""
+    n = layer.queries.shape[1]
+    rows = sorted({0, n // 3, (2 * n) // 3, n - 1})[: capture.checked_rows]
+    index = torch.tensor(rows, device=layer.queries.device)
+    keys = torch.arange(n, device=layer.queries.device)
+    p = probabilities(layer.queries[:, index], layer.keys, layer.lse[:, index], layer.rule, index, keys)
+    n_heads, n_key_heads = p.shape[0], value.shape[0]
+    group = n_heads // n_key_heads
+    recomputed = torch.matmul(p.reshape(n_key_heads, group, len(rows), n), value.float()[:, None]).reshape(n_heads, len(rows), -1)
+    given = output[index].float().transpose(0, 1)  # heads × rows × d_v
+    scale = float(value.float().abs().max()) or 1.0
+    tolerance = (1e-3 if value.dtype == torch.float32 else 3e-2) * scale + 1e-5
+    difference = float((recomputed - given).abs().max())
+    if not difference <= tolerance:
+        raise NoAttentionError(
+            f"Layer {len(capture.layers)} of this model ({type(module).__name__}) attends in a way attnscope does not "
+            f"recompute from its queries and keys (output differs by {difference:.2g}): it is not shown on demand, "
+            "never shown wrongly. Shorter inputs show its full attention."
+        )
+
+
+def _fused_with_lse(module, query, key, value, mask, scaling, is_causal, own: str):
+    """On the CPU, the kernel sdpa runs (flash attention for the CPU) also returns each row's
+    log-sum-exp: one pass instead of two. Only where it is the kernel the model would run (eager
+    or sdpa) and its mask is plain causal or none; None otherwise (or when the op refuses).
+    It is given the model's own arguments, as sdpa would be (not attnscope's reading of them:
+    the output check compares the two)."""
+    if query.device.type != "cpu" or mask is not None or own not in ("eager", "sdpa"):
+        return None
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True)) and query.shape[2] > 1
+    group = query.shape[1] // key.shape[1]
+    key, value = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (key, value))
+    try:
+        output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, 0.0, causal, scale=scaling)
+    except (RuntimeError, AttributeError):  # a dtype or shape the op does not take
+        return None
+    return output.transpose(1, 2), lse[0].float()
+
+
+def attention_function(
+    module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
+    dropout: float = 0.0, scaling: float | None = None, is_causal: bool | None = None, **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature: (B × T × heads × d_v output, no weights)."""
+    capture: FastCapture | None = getattr(_local, "capture", None)
+    kernel = _own_kernel(capture.own_implementation if capture else None)
+    if capture is None:  # another thread, or outside a run: the model's own attention, untouched
+        return kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs)
+    if query.shape[0] != 1 or query.shape[2] != key.shape[2]:
+        raise NoAttentionError("On-demand attention reads one text at a time, without a cache.")
+    if dropout:
+        raise NoAttentionError("Attention dropout is on: the model must be in eval mode.")
+    rule = _rule(module, query, scaling, is_causal, kwargs)
+    n = query.shape[2]
+    _check_mask(attention_mask, rule, n, module)
+    q, k, v = query[0].detach(), key[0].detach(), value[0].detach()
+    if (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa"):
+        # sdpa runs neither: the same attention a block of rows at a time, with its log-sum-exp.
+        out, lse = attend(q, k, v, rule, BLOCK_BYTES)
+        output = out.transpose(0, 1)[None]
+    else:
+        fused = _fused_with_lse(module, query, key, value, attention_mask, scaling, is_causal, capture.own_implementation)
+        if fused is not None:
+            output, lse = fused
+        else:
+            output, _ = kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                               is_causal=is_causal, **kwargs)
+            lse = row_logsumexp(q, k, rule)
+    layer = LayerCapture(queries=q.clone(), keys=k.clone(), lse=lse, rule=rule)
+    _check_output(module, capture, layer, v, output[0].detach())
+    capture.layers.append(layer)
+    return output, None
+
+
+_registered = False
+
+
+def register() -> None:
+    """Make IMPLEMENTATION a name transformers knows (its masks: sdpa's). Harmless outside a run:
+    it passes every call to the model's own kernel."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(IMPLEMENTATION, attention_function)
+    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+    _registered = True
+
+
+@contextmanager
+def capturing(own_implementation: str | None) -> Iterator[FastCapture]:
+    """Record, for this thread, every attention call of the block."""
+    capture = FastCapture(own_implementation=own_implementation or "eager")
+    previous = getattr(_local, "capture", None)
+    _local.capture = capture
+    try:
+        yield capture
+    finally:
+        _local.capture = previous

@@ -1,0 +1,228 @@
+"""Long inputs on decoder LLMs (issue 14): the model's own fast attention, q, k and each row's
+log-sum-exp kept, and any row, tile or pooled block exact against the model's eager attention.
+
+Every family is a small random config; weights are scaled up so that attention is sharp and a
+wrong pairing, mask or scale would show."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import transformers
+from test_token_labels import byte_level_bpe
+
+import attnscope
+from attnscope import InputError, NoAttentionError, fast_capture
+from attnscope import engine as engine_module
+from attnscope.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
+from attnscope.results import LongAttentionResult
+
+TEXT = "The café is naïve, and the lake near Zürich is cold. " * 4
+SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+             max_position_embeddings=512)
+
+
+def sharpened(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(4)
+    return model.eval()
+
+
+def families():
+    return {
+        # Grouped-query attention (4 query heads on 2 key heads), a sliding-window layer.
+        "qwen2 (GQA, sliding window)": lambda: transformers.Qwen2Model(transformers.Qwen2Config(
+            vocab_size=320, use_sliding_window=True, sliding_window=8, max_window_layers=1,
+            layer_types=["full_attention", "sliding_attention"], **SHAPE)),
+        "llama (GQA)": lambda: transformers.LlamaModel(transformers.LlamaConfig(vocab_size=320, **SHAPE)),
+        # Soft-capped scores and alternating sliding windows; eager only (sdpa cannot soft-cap).
+        "gemma2 (soft-capping)": lambda: transformers.Gemma2Model(transformers.Gemma2Config(
+            vocab_size=320, head_dim=16, sliding_window=8, attn_logit_softcapping=5.0, query_pre_attn_scalar=16, **SHAPE)),
+        # A sink logit per head in every row's softmax.
+        "gpt-oss (sink logits)": lambda: transformers.GptOssModel(transformers.GptOssConfig(
+            vocab_size=320, head_dim=16, sliding_window=8, num_local_experts=2, num_experts_per_tok=1,
+            layer_types=["sliding_attention", "full_attention"], **SHAPE)),
+        "gpt2 (fused q/k/v)": lambda: transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=320, n_embd=64, n_layer=2, n_head=4, n_positions=512)),
+    }
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return byte_level_bpe()
+
+
+@pytest.fixture(scope="module", params=list(families()))
+def family(request, tokenizer):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sharpened(families()[request.param]())
+    return request.param, attnscope.load(model, tokenizer, device="cpu")
+
+
+def test_rows_equal_the_models_own_eager_attention(family):
+    name, engine = family
+    implementation = engine.model.config._attn_implementation
+    full = engine.run(TEXT, attention="full")
+    long = engine.run(TEXT, attention="on_demand")
+    assert isinstance(long, LongAttentionResult) and long.n_tokens == len(full.tokens) > 40
+    assert long.labels == full.labels
+    n = long.n_tokens
+    for layer in range(long.n_layers):
+        for head in range(long.n_heads):
+            rows = long.attention_rows(layer, head, range(n))
+            assert rows.dtype == torch.float32 and rows.device.type == "cpu" and rows.shape == (n, n)
+            assert torch.allclose(rows, full.attention[layer, head].cpu(), atol=2e-6), (name, layer, head)
+    # The model leaves as it came: its own attention implementation, eval mode as given.
+    assert engine.model.config._attn_implementation == implementation
+
+
+def test_tiles_and_pooled_blocks_are_the_full_matrix_cut_and_pooled(family):
+    _, engine = family
+    full = engine.run(TEXT, attention="full").attention.cpu()
+    long = engine.run(TEXT, attention="on_demand")
+    n = long.n_tokens
+    tile = long.attention_tile(1, 3, (5, n - 2), (1, 30))
+    assert torch.allclose(tile, full[1, 3, 5 : n - 2, 1:30], atol=2e-6)
+    bins = 7
+    rows, cols = bin_edges(n, bins), bin_edges(n, bins)
+    pooled_max, pooled_mean = long.pooled(0, bins=bins, reduce="max"), long.pooled(0, bins=bins, reduce="mean")
+    for a in range(bins):
+        for b in range(bins):
+            block = full[0][:, rows == a][:, :, cols == b]
+            assert torch.allclose(pooled_max[:, a, b], block.amax(dim=(1, 2)), atol=2e-6)
+            assert torch.allclose(pooled_mean[:, a, b], block.mean(dim=(1, 2)), atol=2e-6)
+
+
+def test_the_first_rows_of_a_long_causal_run_are_the_rows_of_its_prefix(family):
+    _, engine = family
+    long = engine.run(TEXT, attention="on_demand")
+    ids = long.input_ids[0]
+    prefix_text = engine.tokenizer.decode(ids[:24])
+    prefix = engine.run(prefix_text, attention="on_demand")
+    assert prefix.input_ids[0].tolist() == ids[:24].tolist()
+    rows = long.attention_rows(1, 2, range(24))
+    assert torch.allclose(rows[:, :24], prefix.attention_rows(1, 2, range(24)), atol=2e-6)
+    assert float(rows[:, 24:].abs().max()) == 0.0  # causal: nothing on later tokens
+
+
+def test_key_heads_are_kept_at_their_own_count_and_mapped_when_used(tokenizer):
+    engine = attnscope.load(sharpened(families()["qwen2 (GQA, sliding window)"]()), tokenizer, device="cpu")
+    long = engine.run(TEXT, attention="on_demand")
+    assert (long.n_heads, long.n_key_heads) == (4, 2)
+    assert long.keys[0].shape == (2, long.n_tokens, 16) and long.queries[0].shape == (4, long.n_tokens, 16)
+    assert [long.key_head(h) for h in range(4)] == [0, 0, 1, 1]
+    assert long.lse.shape == (2, 4, long.n_tokens) and long.lse.dtype == torch.float32
+    assert [rule.window for rule in long.rules] == [None, 8]
+    assert long.nbytes == sum(t.numel() * 4 for t in (*long.queries, *long.keys, long.lse))
+
+
+def test_the_full_attention_is_refused_with_what_to_ask_for_instead(tokenizer):
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    long = engine.run(TEXT, attention="on_demand")
+    with pytest.raises(NoAttentionError, match=r"attention_rows\(layer, head, queries\)"):
+        _ = long.attention
+    with pytest.raises(InputError, match="layer=2 is too large"):
+        long.attention_rows(2, 0, [0])
+    with pytest.raises(InputError, match="head must be a whole number"):
+        long.attention_rows(0, 1.5, [0])
+    with pytest.raises(InputError, match="query position"):
+        long.attention_rows(0, 0, [long.n_tokens])
+    with pytest.raises(InputError, match="rows must be a \\(start, end\\) pair"):
+        long.attention_tile(0, 0, 3, (0, 2))
+    with pytest.raises(InputError, match="reduce must be 'max' or 'mean'"):
+        long.pooled(0, reduce="sum")
+    with pytest.raises(InputError, match="attention must be 'auto', 'full' or 'on_demand'"):
+        engine.run(TEXT, attention="fast")
+    # The last row by a negative index, as Python reads it.
+    assert torch.equal(long.attention_rows(0, 0, -1), long.attention_rows(0, 0, [long.n_tokens - 1]))
+
+
+def test_auto_keeps_short_inputs_full_and_long_ones_on_demand(tokenizer, monkeypatch):
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    assert type(engine.run(TEXT)) is attnscope.AttentionResult
+    n = len(engine.run(TEXT).tokens)
+    monkeypatch.setattr(engine_module, "FULL_ATTENTION_LIMIT", full_attention_bytes(2, 4, n, n) - 1)
+    assert isinstance(engine.run(TEXT), LongAttentionResult)
+    # The widget says the text is too long for its views (until the long-context views exist).
+    with pytest.raises(InputError, match=f"{n} tokens: its full attention"):
+        attnscope.AttentionWidget(TEXT, model=engine)
+
+
+def test_a_model_that_changes_its_scores_unseen_is_refused_not_shown_wrongly(tokenizer, monkeypatch):
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    real_rule = fast_capture._rule
+
+    def wrong_scale(*args, **kwargs):
+        rule = real_rule(*args, **kwargs)
+        return ScoreRule(rule.scaling * 1.5, rule.causal, rule.window, rule.softcap, rule.sinks)
+
+    monkeypatch.setattr(fast_capture, "_rule", wrong_scale)
+    with pytest.raises(NoAttentionError, match="does not recompute from its queries and keys"):
+        engine.run(TEXT, attention="on_demand")
+    assert engine.model.config._attn_implementation == "sdpa"  # left as it came, even on failure
+    monkeypatch.setattr(fast_capture, "_rule", real_rule)
+    with pytest.raises(NoAttentionError, match="position_bias"):
+        fast_capture._rule(engine.model.layers[0].self_attn, torch.zeros(1, 4, 3, 16), None, None,
+                           {"position_bias": torch.zeros(1)})
+
+
+def test_encoder_decoder_and_masked_heads_say_they_need_the_full_attention(tokenizer):
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    with pytest.raises(InputError, match="Masking heads needs the full attention"):
+        engine.run(TEXT, attention="on_demand", masked_heads=[(0, 1)])
+    tokenizer.pad_token = tokenizer.eos_token
+    bart = transformers.BartModel(transformers.BartConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id, decoder_start_token_id=tokenizer.eos_token_id)).eval()
+    with pytest.raises(InputError, match="encoder-decoder models .* attention='full'"):
+        attnscope.load(bart, tokenizer, device="cpu").run("A short text.", attention="on_demand")
+
+
+def test_short_results_answer_rows_the_same_way(tokenizer):
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    full, long = engine.run(TEXT, attention="full"), engine.run(TEXT, attention="on_demand")
+    assert torch.allclose(full.attention_rows(1, 2, [0, 7, -1]), long.attention_rows(1, 2, [0, 7, -1]), atol=2e-6)
+    assert torch.equal(full.attention_rows(1, 2, slice(3, 5)), full.attention[1, 2, 3:5])
+
+
+def test_log_sum_exp_in_blocks_equals_one_block(tokenizer):
+    torch.manual_seed(1)
+    q, k = torch.randn(4, 50, 8), torch.randn(2, 50, 8)
+    for rule in (ScoreRule(0.3, True), ScoreRule(0.3, True, window=5, softcap=2.0),
+                 ScoreRule(0.3, False, sinks=torch.tensor([0.5, -1.0, 2.0, 0.0]))):
+        whole = row_logsumexp(q, k, rule)
+        assert torch.allclose(row_logsumexp(q, k, rule, budget=4 * 4 * 50 * 3), whole, atol=1e-5)  # 3 rows a block
+        assert torch.allclose(pooled_heads(q, k, whole, rule, 5, budget=600), pooled_heads(q, k, whole, rule, 5), atol=1e-6)
+
+
+def test_a_long_run_computes_scores_a_bounded_block_at_a_time(tokenizer, monkeypatch):
+    # 3,000 tokens, 4 heads: one layer's scores would be 144 MB; every block stays under BLOCK_BYTES.
+    from attnscope import exact_attention
+
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=320, use_sliding_window=True, sliding_window=2900, max_window_layers=0,
+                                      layer_types=["sliding_attention", "sliding_attention"],
+                                      **{**SHAPE, "max_position_embeddings": 4096})
+    engine = attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
+    largest = []
+    real_scores = exact_attention.scores
+
+    def recording(q, k, rule, rows, cols):
+        out = real_scores(q, k, rule, rows, cols)
+        largest.append(out.numel() * out.element_size())
+        return out
+
+    monkeypatch.setattr(exact_attention, "scores", recording)
+    text = "word " * 3000
+    result = engine.run(text, max_length=3000, attention="on_demand")
+    assert result.n_tokens == 3000
+    whole_layer = 4 * result.n_heads * 3000 * 3000
+    assert largest and max(largest) <= exact_attention.BLOCK_BYTES < whole_layer
+    assert result.nbytes < whole_layer / 20  # q, k and lse of both layers
