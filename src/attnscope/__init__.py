@@ -16,7 +16,7 @@ from .bertviz_compat import head_view, model_view
 from .engine import AttentionModel, AttentionResult, load
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
 from .export import render_html
-from .results import CrossAttentionResult, EncoderDecoderResult
+from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
 from .widget import AttentionWidget, show
 
 __version__ = "0.1.0"
@@ -29,6 +29,7 @@ __all__ = [
     "CrossAttentionResult",
     "EncoderDecoderResult",
     "InputError",
+    "LongAttentionResult",
     "ModelNotFoundError",
     "NoAttentionError",
     "attention_gradients",
