@@ -226,3 +226,26 @@ def test_a_long_run_computes_scores_a_bounded_block_at_a_time(tokenizer, monkeyp
     whole_layer = 4 * result.n_heads * 3000 * 3000
     assert largest and max(largest) <= exact_attention.BLOCK_BYTES < whole_layer
     assert result.nbytes < whole_layer / 20  # q, k and lse of both layers
+
+
+def test_attention_sinks_per_head_from_the_first_columns_alone(family):
+    name, engine = family
+    full = engine.run(TEXT, attention="full")
+    long = engine.run(TEXT, attention="on_demand")
+    table = attnscope.attention_sinks(long, n_first=4, epsilon=0.3)
+    assert len(table) == long.n_layers * long.n_heads
+    assert list(table.columns) == ["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"]
+    attention = full.attention.cpu()
+    # Gu et al.'s α for the first token: the mean over queries of the attention on it.
+    expected_alpha = attention[..., 0].mean(-1).flatten()
+    expected_mass = attention[..., :4].sum(-1).mean(-1).flatten()
+    assert torch.allclose(torch.tensor(table["alpha_first"].values, dtype=torch.float32), expected_alpha, atol=1e-5)
+    assert torch.allclose(torch.tensor(table["first_n_mass"].values, dtype=torch.float32), expected_mass, atol=1e-5)
+    assert table["sink"].tolist() == (expected_alpha > 0.3).tolist()
+    assert table.attrs["sink_rate"] == pytest.approx(float((expected_alpha > 0.3).float().mean()))
+    assert table["key_head"].tolist() == [long.key_head(h) for _ in range(long.n_layers) for h in range(long.n_heads)]
+    # The full result gives the same table.
+    same = attnscope.attention_sinks(full, n_first=4)
+    assert torch.allclose(torch.tensor(same["alpha_first"].values), torch.tensor(table["alpha_first"].values), atol=1e-5)
+    with pytest.raises(InputError, match="epsilon"):
+        attnscope.attention_sinks(long, epsilon=3)

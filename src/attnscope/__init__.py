@@ -3,6 +3,7 @@
 from . import neuron_view  # a callable module: attnscope.neuron_view(...) and attnscope.neuron_view.show
 from .bertology import (
     attention_gradients,
+    attention_sinks,
     behaviours,
     head_distances,
     head_importance,
@@ -33,6 +34,7 @@ __all__ = [
     "ModelNotFoundError",
     "NoAttentionError",
     "attention_gradients",
+    "attention_sinks",
     "behaviours",
     "head_distances",
     "head_importance",

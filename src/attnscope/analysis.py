@@ -433,3 +433,14 @@ def normalize_importance(importance: torch.Tensor, exponent: float = 2.0) -> tor
     """Michel et al.: divide each layer's head importances by their ℓ2 norm (L × H)."""
     norm = importance.abs().pow(exponent).sum(-1, keepdim=True).pow(1.0 / exponent)
     return importance / norm.clamp_min(1e-20)
+
+
+def sink_measures(first: torch.Tensor, n_first: int, epsilon: float) -> dict[str, torch.Tensor]:
+    """Attention-sink measures of heads from their attention on the first keys (... × T × n).
+
+    alpha_first: Gu et al. 2024's importance of the first token, (1/T) Σ_i A[i, 0] (every query
+    sees it); sink: alpha_first > epsilon (their ε = 0.3); first_n_mass: the mean over queries of
+    the attention on the first n_first tokens (StreamingLLM keeps 4 such sink tokens)."""
+    alpha = first[..., 0].mean(-1)
+    mass = first[..., :n_first].sum(-1).mean(-1)
+    return {"alpha_first": alpha, "first_n_mass": mass, "sink": (alpha > epsilon).float()}

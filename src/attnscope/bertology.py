@@ -18,7 +18,9 @@ from . import analysis as an
 from . import checks
 from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
 from .errors import InputError
+from .exact_attention import key_head as exact_key_head
 from .results import (
+    LongAttentionResult,
     key_tokens_of,
     word_attention,  # noqa: F401 - part of this module's API (attnscope.word_attention)
 )
@@ -278,6 +280,39 @@ class _Mean:
 
 # ---------------------------------------------------------------------------------------------
 # Per-head statistics and behaviours (Clark et al. section 3, section 6)
+
+
+def attention_sinks(result: AttentionResult | LongAttentionResult, n_first: int = 4, epsilon: float = 0.3):
+    """Per head, how much attention goes to the first tokens of one run: the long-context
+    counterpart of Clark et al.'s attention to [SEP].
+
+    Columns: layer, head, label, key_head (the key head it reads, grouped-query attention),
+    alpha_first (Gu et al. 2024's importance of the first token: the mean over queries of the
+    attention on it), first_n_mass (the mean attention on the first n_first tokens; StreamingLLM
+    keeps 4), sink (alpha_first > epsilon; Gu et al.'s ε = 0.3). `frame.attrs["sink_rate"]` is
+    the share of sink heads, their "sink metric". Long results read only the first columns of each
+    head (exact, from q, k and log-sum-exps), never T × T.
+    """
+    import pandas as pd
+
+    if not isinstance(result, (AttentionResult, LongAttentionResult)):
+        raise InputError(f"attention_sinks reads one run's result (model.run(text)), not {type(result).__name__}.")
+    n_first = checks.integer("n_first", n_first, minimum=1)
+    epsilon = checks.fraction("epsilon", epsilon)
+    n_key_heads = result.n_key_heads if isinstance(result, LongAttentionResult) else result.n_heads
+    rows = []
+    for layer in range(result.n_layers):
+        measures = an.sink_measures(result.first_columns(layer, n_first), n_first, epsilon)
+        for head in range(result.n_heads):
+            rows.append(dict(
+                layer=layer, head=head, label=an.head_label(layer, head),
+                key_head=exact_key_head(head, result.n_heads, n_key_heads),
+                alpha_first=float(measures["alpha_first"][head]), first_n_mass=float(measures["first_n_mass"][head]),
+                sink=bool(measures["sink"][head]),
+            ))
+    frame = pd.DataFrame(rows, columns=["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"])
+    frame.attrs.update(sink_rate=float(frame["sink"].mean()), n_first=n_first, epsilon=epsilon)
+    return frame
 
 
 def head_stats(

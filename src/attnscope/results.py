@@ -83,6 +83,11 @@ class AttentionResult:
         """softmax(q·kᵀ·scale + mask): reproduces `attention` (the engine's invariant)."""
         return torch.softmax(self.scores(), dim=-1)
 
+    def first_columns(self, layer: int, n: int) -> torch.Tensor:
+        """Every head's attention on the first n keys: heads × T × n (as for long inputs)."""
+        layer = checks.integer("layer", layer, minimum=0, maximum=self.n_layers - 1)
+        return self.attention[layer, :, :, :n].float()
+
     def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
         """Rows `queries` of one head: len(queries) × keys, float32, on the CPU (as for long inputs)."""
         layer, head = _layer_head(layer, head, self.n_layers, self.n_heads)
@@ -229,6 +234,13 @@ class LongAttentionResult:
         with torch.inference_mode():
             tile = exact.tile_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, *spans)
         return tile.cpu()
+
+    def first_columns(self, layer: int, n: int) -> torch.Tensor:
+        """Every head's attention on the first n keys, from every query: heads × T × n, float32,
+        on the model's device, exact (sink metrics read it)."""
+        layer, _ = self._layer(layer)
+        with torch.inference_mode():
+            return exact.first_columns(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], n)
 
     def pooled(self, layer: int, bins: int = 256, reduce: str = "max") -> torch.Tensor:
         """Every head of `layer` pooled into bins × bins blocks of T × T (the max or the mean of
