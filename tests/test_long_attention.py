@@ -221,7 +221,8 @@ def test_a_long_run_computes_scores_a_bounded_block_at_a_time(tokenizer, monkeyp
 
     monkeypatch.setattr(exact_attention, "scores", recording)
     text = "word " * 3000
-    result = engine.run(text, max_length=3000, attention="on_demand")
+    with pytest.warns(UserWarning, match="Input truncated from 6001 to 3000 tokens"):
+        result = engine.run(text, max_length=3000, attention="on_demand")
     assert result.n_tokens == 3000
     whole_layer = 4 * result.n_heads * 3000 * 3000
     assert largest and max(largest) <= exact_attention.BLOCK_BYTES < whole_layer
