@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from memory_bench import release_freed_heap, rss_bytes
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SMALL = dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2, intermediate_size=1376)
@@ -28,14 +30,6 @@ QWEN_05B_WIDTH = dict(hidden_size=896, num_attention_heads=14, num_key_value_hea
 QWEN_05B_LAYERS = 24
 TARGET_PEAK_GROWTH = 1.5e9  # at 8,192 tokens on the 4-layer model
 TARGET_CACHE_05B = 0.5e9
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS not found")
 
 
 class PeakWatcher:
@@ -63,7 +57,6 @@ def measure(case: str, n_tokens: int) -> dict:
     import transformers
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-    from memory_bench import release_freed_heap
     from test_token_labels import byte_level_bpe
 
     import attnscope

@@ -449,16 +449,21 @@ class AttentionModel:
         head_mask: layers × heads factors for each head's output (ξ of Michel et al.); with
         track_grad it may require grad, and the returned attentions are part of the graph.
         """
-        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
-        for name in ("input_ids", "decoder_input_ids"):
-            if name in inputs:
-                self.check_token_ids(inputs[name])
-        if self.is_encoder_decoder:
-            inputs["use_cache"] = False  # one pass over known text: no cache to build
+        inputs = self._model_inputs(encoded)
         context = torch.enable_grad() if track_grad else torch.inference_mode()
         # Dropout off (attention must be deterministic) and eager attention, both undone after.
         with self._lock, borrowed(self.model), context, head_mask_hooks(self.attention_modules, self.layout, head_mask):
             return self.model(**inputs, output_attentions=True)
+
+    def _model_inputs(self, encoded: Any) -> dict:
+        """Tokenizer output as the model's forward takes it: on its device, ids checked."""
+        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
+        for name in ("input_ids", "decoder_input_ids"):
+            if name in inputs:
+                self.check_token_ids(inputs[name])
+        if self.is_encoder_decoder or "use_cache" in self._forward_parameters:
+            inputs["use_cache"] = False  # one pass over known text: no cache to build
+        return inputs
 
     def check_token_ids(self, ids: torch.Tensor) -> None:
         """Token ids past the embedding table mean the tokenizer belongs to another model; the
@@ -548,19 +553,11 @@ class AttentionModel:
             return False
         return full_attention_bytes(1, heads, n_tokens, n_tokens) > FULL_ATTENTION_LIMIT
 
-    def _run_on_demand(self, encoded: Any, full_length: int, text: str, text_b: str | None, reason: str) -> LongAttentionResult:
+    def _run_on_demand(self, encoded: Any, tokens: list[str], labels: TokenLabels, text: str, text_b: str | None,
+                       truncated_from: int | None) -> LongAttentionResult:
         """The model's own fast attention; per layer its post-rotary q and k and each row's
         log-sum-exp (fast_capture.py)."""
-        input_ids = encoded["input_ids"]
-        tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
-        labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
-        truncated_from = full_length if full_length > input_ids.shape[1] else None
-        if truncated_from is not None:
-            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=3)
-        inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}
-        self.check_token_ids(inputs["input_ids"])
-        if "use_cache" in self._forward_parameters:
-            inputs["use_cache"] = False  # one pass over known text: no cache to build
+        inputs = self._model_inputs(encoded)
         fast_capture.register()
         own = attention_implementation(self.model)
         with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
@@ -586,7 +583,7 @@ class AttentionModel:
             text_b=text_b,
             sentence_b_start=self._sentence_b_start(encoded, text_b),
             truncated_from=truncated_from,
-            input_ids=input_ids,
+            input_ids=encoded["input_ids"],
             word_groups=labels.words or self.word_groups(encoded, tokens),
         )
 
@@ -614,8 +611,6 @@ class AttentionModel:
             return self._run_encoder_decoder(text, text_b, max_length, reason)
         encoded, full_length = self._encode(text, text_b, max_length)
         self._check_known_words(encoded["input_ids"][0])
-        if self._on_demand(attention, encoded["input_ids"].shape[1], masked_heads):
-            return self._run_on_demand(encoded, full_length, text, text_b, reason)
         input_ids = encoded["input_ids"]
         tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
         labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
@@ -625,6 +620,8 @@ class AttentionModel:
                 f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).",
                 stacklevel=3,
             )
+        if self._on_demand(attention, input_ids.shape[1], masked_heads):
+            return self._run_on_demand(encoded, tokens, labels, text, text_b, truncated_from)
         sentence_b_start = self._sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
 

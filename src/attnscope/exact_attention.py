@@ -83,20 +83,12 @@ def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor
     return s
 
 
-def _sink_logits(rule: ScoreRule, heads: torch.Tensor | slice, device) -> torch.Tensor | None:
-    if rule.sinks is None:
-        return None
-    return rule.sinks.to(device=device, dtype=torch.float32)[heads]
-
-
-def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES) -> torch.Tensor:
-    """log Σ_j exp(s_ij) (with the sink logit, when the layer has one) for every head and row:
-    heads × T, float32, computed a block of rows at a time on q's device."""
-    n_heads, n_rows = q.shape[0], q.shape[1]
-    n_keys = k.shape[1]
-    out = torch.empty(n_heads, n_rows, dtype=torch.float32, device=q.device)
+def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int):
+    """A block of rows at a time: (start, end, key_start, key_end, scores, row log-sum-exp with
+    the sink logit when the layer has one), keys limited to those the rows can see."""
+    n_heads, n_rows, n_keys = q.shape[0], q.shape[1], k.shape[1]
+    sinks = None if rule.sinks is None else rule.sinks.to(device=q.device, dtype=torch.float32)[:, None]
     step = block_rows(n_heads, n_keys, budget)
-    sinks = _sink_logits(rule, slice(None), q.device)
     for start in range(0, n_rows, step):
         end = min(n_rows, start + step)
         key_start, key_end = rule.key_span(start, end, n_keys)
@@ -105,7 +97,15 @@ def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int
         s = scores(q[:, start:end], k[:, key_start:key_end], rule, rows, cols)
         lse = torch.logsumexp(s, dim=-1)
         if sinks is not None:
-            lse = torch.logaddexp(lse, sinks[:, None])
+            lse = torch.logaddexp(lse, sinks)
+        yield start, end, key_start, key_end, s, lse
+
+
+def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES) -> torch.Tensor:
+    """log Σ_j exp(s_ij) (with the sink logit, when the layer has one) for every head and row:
+    heads × T, float32, computed a block of rows at a time on q's device."""
+    out = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
+    for start, end, _, _, _, lse in _scored_blocks(q, k, rule, budget):
         out[:, start:end] = lse
     return out
 
@@ -114,7 +114,8 @@ def probabilities(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor
 ) -> torch.Tensor:
     """Attention weights of query positions `rows` on key positions `cols` (q, lse: those rows
-    only, heads first): heads × len(rows) × len(cols), float32, exact."""
+    only, heads first): heads × len(rows) × len(cols), float32, exact. A sink logit needs no
+    term here: it is in lse."""
     s = scores(q, k, rule, rows, cols)
     return torch.exp(s - lse[..., None])
 
@@ -125,22 +126,11 @@ def attend(
     """The layer's output Σ_j A_ij v_j and its row log-sum-exp, a block of rows at a time: the
     model's attention computed without T × T, for layers the fused kernels cannot run (soft-capped
     or sink logits). q: heads × T × d; k, v: key heads × T × d. → (heads × T × d_v in v's dtype, lse)."""
-    n_heads, n_rows = q.shape[0], q.shape[1]
-    n_key_heads, n_keys = k.shape[0], k.shape[1]
+    n_heads, n_rows, n_key_heads = q.shape[0], q.shape[1], k.shape[0]
     group = n_heads // n_key_heads
     out = torch.empty(n_heads, n_rows, v.shape[-1], dtype=v.dtype, device=q.device)
     lse = torch.empty(n_heads, n_rows, dtype=torch.float32, device=q.device)
-    step = block_rows(n_heads, n_keys, budget)
-    sinks = _sink_logits(rule, slice(None), q.device)
-    for start in range(0, n_rows, step):
-        end = min(n_rows, start + step)
-        key_start, key_end = rule.key_span(start, end, n_keys)
-        rows = torch.arange(start, end, device=q.device)
-        cols = torch.arange(key_start, key_end, device=q.device)
-        s = scores(q[:, start:end], k[:, key_start:key_end], rule, rows, cols)
-        block_lse = torch.logsumexp(s, dim=-1)
-        if sinks is not None:
-            block_lse = torch.logaddexp(block_lse, sinks[:, None])
+    for start, end, key_start, key_end, s, block_lse in _scored_blocks(q, k, rule, budget):
         p = torch.exp(s - block_lse[..., None])
         values = v[:, key_start:key_end].float()
         o = torch.matmul(p.reshape(n_key_heads, group, end - start, -1), values[:, None])
@@ -158,15 +148,13 @@ def rows_of_head(
     q: heads × T × d, k: key heads × T × d, lse: heads × T (one layer)."""
     n_heads, n_key_heads, n_keys = q.shape[0], k.shape[0], k.shape[1]
     kh = key_head(head, n_heads, n_key_heads)
-    single = ScoreRule(rule.scaling, rule.causal, rule.window, rule.softcap,
-                       None if rule.sinks is None else rule.sinks[head : head + 1])
     queries = queries.to(q.device)
     out = torch.empty(len(queries), n_keys, dtype=torch.float32, device=q.device)
     step = block_rows(1, n_keys, budget)
     cols = torch.arange(n_keys, device=q.device)
     for start in range(0, len(queries), step):
         rows = queries[start : start + step]
-        p = probabilities(q[head, rows][None], k[kh][None], lse[head, rows][None], single, rows, cols)
+        p = probabilities(q[head, rows][None], k[kh][None], lse[head, rows][None], rule, rows, cols)
         out[start : start + len(rows)] = p[0]
     return out
 
@@ -178,11 +166,10 @@ def tile_of_head(
     """A[head, rows[0]:rows[1], cols[0]:cols[1]], float32, exact, on q's device."""
     n_heads, n_key_heads = q.shape[0], k.shape[0]
     kh = key_head(head, n_heads, n_key_heads)
-    single = ScoreRule(rule.scaling, rule.causal, rule.window, rule.softcap, None)
     row_index = torch.arange(rows[0], rows[1], device=q.device)
     col_index = torch.arange(cols[0], cols[1], device=q.device)
     p = probabilities(q[head, rows[0] : rows[1]][None], k[kh, cols[0] : cols[1]][None],
-                      lse[head, rows[0] : rows[1]][None], single, row_index, col_index)
+                      lse[head, rows[0] : rows[1]][None], rule, row_index, col_index)
     return p[0]
 
 
