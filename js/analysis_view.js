@@ -2,7 +2,8 @@
 // clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
-import { el, placeBeside, sizeCanvas, tokenCaption } from "./dom.js";
+import { attentionShade } from "./colors.js";
+import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
@@ -37,17 +38,6 @@ export function cellAt(x, y, cellSize, nLayers, nHeads) {
 
 function format(value, digits) {
   return Number.isFinite(value) ? value.toFixed(digits) : "n/a";
-}
-
-function pointerIn(canvas, event) {
-  const rect = canvas.getBoundingClientRect();
-  return [event.clientX - rect.left, event.clientY - rect.top];
-}
-
-/** The hover card near the point (x, y) of `canvas`, kept inside the view (dom.placeBeside). */
-function placeTooltip(tooltip, canvas, x, y) {
-  const [px, py] = [canvas.offsetLeft + x, canvas.offsetTop + y];
-  placeBeside(tooltip, { left: px - 14, right: px + 14, top: py + 14 });
 }
 
 /** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
@@ -335,8 +325,6 @@ export function matrixCell(n) {
 }
 
 const defaultLayerLabel = (i) => `Layer ${i + 1}`;
-// One blue over any background: 0 is transparent, so the dark theme shows no white block.
-const matrixColor = (t) => `rgba(33,113,181,${Math.max(0, Math.min(1, t)).toFixed(3)})`;
 
 /**
  * The matrices as shown: without the special tokens' rows and columns (dropSpecial) and with
@@ -369,7 +357,7 @@ function layerMax(values, layer, n) {
 /** The matrix's colour bar: 0 to the shown layer's largest value. */
 export function matrixBar(shown, layer, label = "value") {
   const [, n] = shown.shape;
-  return colorBar(`${label} (colour ÷ this layer's largest)`, 0, layerMax(shown.values, layer, n), matrixColor, { digits: 3 });
+  return colorBar(`${label} (colour ÷ this layer's largest)`, 0, layerMax(shown.values, layer, n), attentionShade, { digits: 3 });
 }
 
 /**
@@ -397,7 +385,7 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
   for (let row = 0; row < n; row++) {
     for (let col = 0; col < n; col++) {
       const v = state.values[base + row * n + col];
-      if (v > 0) s.rect(left + col * cell, top + row * cell, cell, cell, matrixColor(v / max));
+      if (v > 0) s.rect(left + col * cell, top + row * cell, cell, cell, attentionShade(v / max));
     }
   }
   if (labels) colorBarScene(s, 6, top + n * cell + 10, matrixBar(state, layer, state.valueLabel));

@@ -11,3 +11,13 @@ export function headColors(n) {
   if (n <= PALETTE_12.length) return PALETTE_12.slice(0, n);
   return Array.from({ length: n }, (_, i) => interpolateSinebow(i / n));
 }
+
+// Two decimals: 100 shades a colour bar cannot tell apart more finely, and fewer distinct strings to write.
+const unit = (t) => Math.max(0, Math.min(1, t)).toFixed(2);
+// One blue over any background: 0 is transparent, so the dark theme shows no white block.
+export const attentionShade = (t) => `rgba(33,113,181,${unit(t)})`;
+// Tokens set aside from the colour scale (attention sinks): grey on their own scale.
+export const asideShade = (t) => `rgba(128,128,128,${unit(t)})`;
+/** The same blue as [r, g, b, a] bytes over a canvas pixel (the map's raster). */
+export const ATTENTION_RGB = [33, 113, 181];
+export const ASIDE_RGB = [128, 128, 128];

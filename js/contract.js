@@ -9,8 +9,11 @@
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
+ * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
+ * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
+ * @property {number} focus_token [both] The text view's selected token.
  * @property {boolean} has_queries_keys [kernel] Queries and keys were captured (the neuron view needs them).
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
@@ -18,10 +21,13 @@
  * @property {Array<string>} key_token_notes [kernel] Cross-attention: the same per key token; otherwise empty.
  * @property {Array<string>} key_tokens [kernel] Cross-attention: the keys' (encoder's) tokens; otherwise empty.
  * @property {number} layer [both] The selected layer, 0-based; `attention` carries it.
+ * @property {boolean} long_context [kernel] The run kept q, k and row log-sum-exps (a long input): the text and map views ask for exact rows and tiles; head, neuron and rollout are off.
+ * @property {"max" | "mean"} map_reduce [both] How the map pools blocks of token pairs.
  * @property {string} mask_summary [kernel] One line on what masking changed.
  * @property {Array<Array<number>>} masked_heads [both] [[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns.
  * @property {string} model_name [kernel] The model's name, as titles show it.
  * @property {number} n_heads [kernel] Heads per layer of the shown attention.
+ * @property {number} n_key_heads [kernel] Key heads per layer: query head h reads key head h // (n_heads / n_key_heads) (grouped-query attention); n_heads otherwise.
  * @property {number} n_layers [kernel] Layers of the shown attention.
  * @property {number} neuron_head [both] The neuron view's head; its numbers come by a "neuron" request (messages.py).
  * @property {number} neuron_query [both] The neuron view's query token.
@@ -33,13 +39,14 @@
  * @property {(number | null)} sentence_b_start [kernel] Index of sentence B's first token, or None.
  * @property {"all" | "aa" | "bb" | "ab" | "ba"} sentence_filter [both] Which sentence's tokens attend to which: all, aa, bb, ab or ba.
  * @property {boolean} show_change [both] With masked heads, the head and model views draw |A_masked − A|.
+ * @property {number} sink_aside [both] The first n tokens set aside from the colour scales (attention sinks), 0 for none.
  * @property {string} text [kernel] Sentence A as run (an edit arrives as `request`; setting it from Python reruns).
  * @property {(string | null)} text_b [kernel] Sentence B (or an encoder-decoder model's decoder text), or None.
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
  * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
- * @property {"head" | "model" | "neuron" | "rollout" | "analysis"} view [both] The open view: head, model, neuron, rollout or analysis.
+ * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, model or analysis.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
  */
 
@@ -49,8 +56,11 @@ export const TRAITS = [
   "attention",
   "attention_part",
   "causal",
+  "direction",
   "editable",
   "error",
+  "focus_head",
+  "focus_token",
   "has_queries_keys",
   "heads",
   "include_heads",
@@ -58,10 +68,13 @@ export const TRAITS = [
   "key_token_notes",
   "key_tokens",
   "layer",
+  "long_context",
+  "map_reduce",
   "mask_summary",
   "masked_heads",
   "model_name",
   "n_heads",
+  "n_key_heads",
   "n_layers",
   "neuron_head",
   "neuron_query",
@@ -73,6 +86,7 @@ export const TRAITS = [
   "sentence_b_start",
   "sentence_filter",
   "show_change",
+  "sink_aside",
   "text",
   "text_b",
   "theme",
@@ -87,6 +101,10 @@ export const TRAITS = [
 export const MESSAGES = {
   /** {layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers (payloads.neuron_payload), with result_id, part and n_queries so the view files the answer under the run it belongs to. */
   neuron: { kind: "request", sender: "view" },
+  /** {layer, head (-1: the mean of the layer's heads), token, direction: "from" | "to"} → the exact attention from that token to every token (its row) or to it from every token (its column), one float32 buffer of T values (payloads.long_rows_payload), with result_id. */
+  attention_rows: { kind: "request", sender: "view" },
+  /** {layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} → that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and `exact` when every block is one token pair (payloads.long_tile_payload), with result_id. */
+  attention_tile: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */

@@ -54,7 +54,7 @@ function button(className, parent, text) {
 /**
  * Builds the controls in `root` for the views `[[name, label], ...]`.
  * @param {HTMLElement} root
- * @param {[string, string][]} views
+ * @param {[string, string, string[]][]} views  [name, label, modes ("short", "long")]
  * @param {ControlActions} actions
  * @param {{page?: boolean}} options  page: a saved page (no kernel: the sentences are read-only)
  */
@@ -64,6 +64,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const title = el("span", "attnscope-title", header);
   const tabs = el("div", "attnscope-tabs", header);
   tabs.setAttribute("role", "tablist");
+  const modesOf = new Map(views.map(([value, , modes]) => [value, modes ?? ["short"]]));
   for (const [value, text] of views) {
     const tab = button("attnscope-tab", tabs, text);
     tab.dataset.view = value;
@@ -134,9 +135,11 @@ export function createControls(root, views, actions, { page = false } = {}) {
       const parts = get("parts") ?? [];
       const masked = get("masked_heads") ?? [];
       title.textContent = get("model_name");
+      const long = Boolean(get("long_context"));
       for (const tab of tabs.children) {
         tab.setAttribute("aria-selected", String(tab.dataset.view === view));
-        if (tab.dataset.view === "analysis") tab.hidden = !get("analysis")?.kind;
+        tab.hidden = !modesOf.get(tab.dataset.view).includes(long ? "long" : "short") ||
+          (tab.dataset.view === "analysis" && !get("analysis")?.kind);
       }
       syncLayers(get("n_layers"), get("layer"));
       layerControl.classList.toggle("attnscope-idle", view === "model" || view === "analysis" || view === "rollout");
@@ -148,9 +151,10 @@ export function createControls(root, views, actions, { page = false } = {}) {
       partSelect.value = get("attention_part") ?? "encoder";
       wordsBox.checked = Boolean(get("word_level"));
       wordsControl.classList.toggle("attnscope-idle", view === "analysis");
+      wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
       for (const node of imageButtons) node.disabled = view === "neuron" && !get("has_queries_keys");
       editor.update(get);
-      maskBar.hidden = !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
+      maskBar.hidden = long || !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
       maskModeControl.hidden = view !== "model";
       changeBox.checked = Boolean(get("show_change"));
       changeControl.hidden = masked.length === 0;

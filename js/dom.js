@@ -69,3 +69,15 @@ export function visibleSpan(element) {
   }
   return { top: top - rect.top, bottom: Math.max(top, bottom) - rect.top };
 }
+
+/** The pointer's position in `canvas`'s CSS px. */
+export function pointerIn(canvas, event) {
+  const rect = canvas.getBoundingClientRect();
+  return [event.clientX - rect.left, event.clientY - rect.top];
+}
+
+/** The hover card near the point (x, y) of `canvas`, kept inside the view (placeBeside). */
+export function placeTooltip(tooltip, canvas, x, y) {
+  const [px, py] = [canvas.offsetLeft + x, canvas.offsetTop + y];
+  placeBeside(tooltip, { left: px - 14, right: px + 14, top: py + 14 });
+}

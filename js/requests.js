@@ -1,39 +1,86 @@
-// What the views ask the kernel (or a saved page's static model) for, over the channel:
-// the neuron view's numbers, one query at a time, as float16 buffers.
+// What the views ask the kernel (or a saved page's static model) for, over the channel, one
+// cached helper for every kind: the neuron view's numbers, the long text view's rows and the map
+// view's tiles. An answer is filed under what the kernel says it answers (run, layer, ...), so an
+// answer for an older run or selection is never shown as current.
 import { decodeArray } from "./codec.js";
 
 /**
- * The neuron view's source: data() returns the numbers for the open layer, head and query, or
- * null while they are asked for (onAnswer() is called when they come), or {error}.
- * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
- * @param {(name: string) => any} get  a synced trait
- * @param {() => void} onAnswer
+ * A cache of answers by key: ask(key, type, params, file) returns the answer filed under key,
+ * null while it is asked for (onAnswer() is called when it comes), or {error}. file(content,
+ * buffers) → [answeredKey, value]: where the answer goes.
  */
-export function createNeuronRequests(channel, get, onAnswer) {
+export function createRequestCache(channel, onAnswer, { limit = 64 } = {}) {
   const cache = new Map();
   const pending = new Set();
-  const part = () => ((get("parts") ?? []).length > 1 ? get("attention_part") : "");
-
+  function keep(key, value) {
+    cache.delete(key);
+    cache.set(key, value);
+    while (cache.size > limit) cache.delete(cache.keys().next().value); // the oldest answer goes first
+  }
   return {
-    data() {
-      const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part()].join(":");
+    ask(key, type, params, file) {
       if (cache.has(key)) return cache.get(key);
       if (pending.has(key)) return null;
       pending.add(key);
-      const params = { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") };
-      channel.request("neuron", params).then(({ content: msg, buffers }) => {
-        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
-          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
-        // Filed under what the kernel answered, so an answer for an older run is never shown as current.
-        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
-        cache.set(answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label });
+      channel.request(type, params).then(({ content, buffers }) => {
+        const [answered, value] = file(content, buffers);
+        keep(answered, value);
       }).catch((err) => {
-        cache.set(key, { error: err.message });
+        keep(key, { error: err.message });
       }).finally(() => {
         pending.delete(key);
         onAnswer();
       });
       return null;
     },
+    /** The answer under key if it came, else undefined (no request is made). */
+    peek: (key) => cache.get(key),
+  };
+}
+
+/**
+ * The neuron view's source: data() returns the numbers for the open layer, head and query, or
+ * null while they are asked for, or {error}.
+ * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
+ * @param {(name: string) => any} get  a synced trait
+ * @param {() => void} onAnswer
+ */
+export function createNeuronRequests(channel, get, onAnswer) {
+  const requests = createRequestCache(channel, onAnswer);
+  const part = () => ((get("parts") ?? []).length > 1 ? get("attention_part") : "");
+  return {
+    data() {
+      const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part()].join(":");
+      const params = { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") };
+      return requests.ask(key, "neuron", params, (msg, buffers) => {
+        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
+          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
+        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
+        return [answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label }];
+      });
+    },
+  };
+}
+
+const rowKey = (p) => ["row", p.result_id, p.layer, p.head, p.token, p.direction].join(":");
+const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
+
+/**
+ * The long views' source: row(params) and tile(params) return {values, ...} for exact rows and
+ * pooled tiles, null while asked for, or {error}; params as in messages.py ("attention_rows",
+ * "attention_tile"), with the run's result_id. tileIfThere(params) never asks.
+ */
+export function createLongRequests(channel, onAnswer) {
+  const requests = createRequestCache(channel, onAnswer, { limit: 96 });
+  const decoded = (msg, buffers) => ({ ...msg, values: decodeArray({ data: buffers[0], dtype: msg.dtype, shape: msg.shape }).values });
+  // The run's id is in the key, not in the request: the kernel answers with the run it has.
+  const ask = (key, type) => (params) => {
+    const { result_id: run, ...sent } = params;
+    return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), decoded(msg, buffers)]);
+  };
+  return {
+    row: ask(rowKey, "attention_rows"),
+    tile: ask(tileKey, "attention_tile"),
+    tileIfThere: (params) => requests.peek(tileKey(params)),
   };
 }

@@ -15,7 +15,8 @@ const FONT = "sans-serif";
  * @typedef {{type: "circle", cx: number, cy: number, r: number, fill: string}} CircleItem
  * @typedef {{type: "segment", x0: number, y0: number, x1: number, y1: number, color: string, width: number}} SegmentItem
  * @typedef {{type: "lines", width: number, groups: Array<{color: string, alpha: number, count: number, segments: number[][]}>}} LinesItem
- * @typedef {TextItem | RectItem | CircleItem | SegmentItem | LinesItem} SceneItem
+ * @typedef {{type: "raster", x: number, y: number, width: number, height: number, cols: number, rows: number, rgba: Uint8ClampedArray}} RasterItem
+ * @typedef {TextItem | RectItem | CircleItem | SegmentItem | LinesItem | RasterItem} SceneItem
  * @typedef {{width: number, height: number, background: boolean, items: SceneItem[]}} Scene
  */
 
@@ -38,6 +39,10 @@ export function createScene(width, height, { background = true } = {}) {
     segment(x0, y0, x1, y1, color, width = 1) {
       items.push({ type: "segment", x0, y0, x1, y1, color, width });
     },
+    /** cols × rows RGBA pixels stretched over the box, unsmoothed (a heatmap of many cells). */
+    raster(x, y, width, height, cols, rows, rgba) {
+      items.push({ type: "raster", x, y, width, height, cols, rows, rgba });
+    },
     /** Weighted lines, grouped by colour and opacity level as both sinks stroke them. */
     lines(lines, colorOf, ends, width = 1) {
       const groups = groupWeightedLines(lines, colorOf).map(({ color, alpha, lines: group }) => ({
@@ -46,6 +51,17 @@ export function createScene(width, height, { background = true } = {}) {
       items.push({ type: "lines", width, groups });
     },
   };
+}
+
+/** The raster's pixels on a canvas of their own size, or null where no canvas can draw (jsdom). */
+function rasterCanvas(item) {
+  const canvas = document.createElement("canvas");
+  canvas.width = item.cols;
+  canvas.height = item.rows;
+  const ctx = canvas.getContext?.("2d");
+  if (!ctx) return null;
+  ctx.putImageData(new ImageData(item.rgba, item.cols, item.rows), 0, 0);
+  return canvas;
 }
 
 export const sceneColors = (dark) => ({ background: dark ? "#111" : "#fff", foreground: dark ? "#eee" : "#222" });
@@ -61,6 +77,13 @@ export function drawScene(ctx, scene, { dark = false } = {}) {
     if (item.type === "rect") {
       ctx.fillStyle = item.fill;
       ctx.fillRect(item.x, item.y, item.width, item.height);
+    } else if (item.type === "raster") {
+      const pixels = rasterCanvas(item);
+      if (pixels) {
+        ctx.imageSmoothingEnabled = false;
+        ctx.drawImage(pixels, item.x, item.y, item.width, item.height);
+        ctx.imageSmoothingEnabled = true;
+      }
     } else if (item.type === "circle") {
       ctx.fillStyle = item.fill;
       ctx.beginPath();
@@ -109,6 +132,27 @@ function svgNode(parent, tag, attributes) {
 
 const round = (v) => Math.round(v * 10) / 10;
 
+/** A raster as one embedded PNG (pixelated when scaled), or as a rect per pixel where no canvas can encode one. */
+function svgRaster(root, item) {
+  const pixels = rasterCanvas(item);
+  const box = { x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height) };
+  if (pixels) {
+    const image = svgNode(root, "image", { ...box, preserveAspectRatio: "none", style: "image-rendering: pixelated", class: "raster" });
+    image.setAttribute("href", pixels.toDataURL("image/png"));
+    return;
+  }
+  const group = svgNode(root, "g", { class: "raster" });
+  const [w, h] = [item.width / item.cols, item.height / item.rows];
+  for (let r = 0; r < item.rows; r++) {
+    for (let c = 0; c < item.cols; c++) {
+      const at = (r * item.cols + c) * 4;
+      if (!item.rgba[at + 3]) continue;
+      svgNode(group, "rect", { x: round(item.x + c * w), y: round(item.y + r * h), width: round(w), height: round(h),
+        fill: `rgba(${item.rgba[at]},${item.rgba[at + 1]},${item.rgba[at + 2]},${(item.rgba[at + 3] / 255).toFixed(3)})` });
+    }
+  }
+}
+
 /** The scene as an SVG document's text. Token text goes in as textContent (XML-escaped). */
 export function sceneToSvg(scene, { dark = false } = {}) {
   const { background, foreground } = sceneColors(dark);
@@ -122,6 +166,8 @@ export function sceneToSvg(scene, { dark = false } = {}) {
     if (item.type === "rect") {
       const rect = svgNode(root, "rect", { x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height), fill: item.fill });
       if (item.role) rect.setAttribute("class", item.role);
+    } else if (item.type === "raster") {
+      svgRaster(root, item);
     } else if (item.type === "circle") {
       svgNode(root, "circle", { cx: round(item.cx), cy: round(item.cy), r: item.r, fill: item.fill });
     } else if (item.type === "segment") {

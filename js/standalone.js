@@ -83,6 +83,19 @@ export function neuronAnswer(store, request, state) {
   };
 }
 
+/**
+ * A long run's saved answers (export._long_page_state): the kernel's own answer to a request with
+ * the same parameters, or why the page cannot answer.
+ */
+export function savedAnswer(answers, request, state) {
+  const same = (saved) => saved.type === request.type &&
+    Object.entries(saved.request).every(([key, value]) => JSON.stringify(request[key]) === JSON.stringify(value));
+  const found = (answers ?? []).find(same);
+  if (found) return { content: { ...found.content, result_id: state.result_id }, buffers: [found.buffer] };
+  const what = request.type === "attention_tile" ? "zooming in or another layer" : "another token, layer or direction";
+  return { error: `This saved page holds layer ${state.layer + 1}'s whole maps and the attention ${state.direction} token ${state.focus_token}: ${what} needs a running notebook kernel.` };
+}
+
 /** A model with the anywidget interface over a saved page's state (export.page_state). */
 export function createStaticModel(page) {
   const { state: saved, served, traits } = withBuffers(page.json, page.buffers);
@@ -114,7 +127,11 @@ export function createStaticModel(page) {
     },
   };
   const respond = createResponder(
-    { neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }) },
+    {
+      neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }),
+      attention_rows: (request) => savedAnswer(served.answers, request, state),
+      attention_tile: (request) => savedAnswer(served.answers, request, state),
+    },
     (content, buffers) => emit("msg:custom", content, buffers),
   );
 

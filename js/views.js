@@ -4,8 +4,10 @@
 import { createHeadMapView, createHeadScatterView, createMatrixView, scatterSize } from "./analysis_view.js";
 import { el } from "./dom.js";
 import { createHeadView } from "./head_view.js";
+import { createMapView, tileRequest, wholeMap } from "./map_view.js";
 import { createModelView } from "./model_view.js";
 import { createNeuronView } from "./neuron_view.js";
+import { createTextView } from "./text_view.js";
 
 /**
  * What an adapter reads the state through.
@@ -13,6 +15,7 @@ import { createNeuronView } from "./neuron_view.js";
  * @property {(name: string) => any} get  a synced trait
  * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
  * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
+ * @property {{row: (p: object) => any, tile: (p: object) => any}} long  exact rows and tiles of a long run (requests.js)
  * @property {boolean} maskMode  clicks in the model view mask heads
  * @property {number} width  px the open view may use (0 when unknown)
  */
@@ -22,7 +25,8 @@ import { createNeuronView } from "./neuron_view.js";
  * @typedef {object} ViewAdapter
  * @property {string} name
  * @property {string} label
- * @property {(body: HTMLElement, actions: {setTraits: (values: object) => void}, get: (name: string) => any) => any} create
+ * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
+ * @property {(body: HTMLElement, actions: {setTraits: (values: object) => void, redraw: () => void}, get: (name: string) => any) => any} create
  * @property {(view: any, context: ViewContext) => string} draw
  * @property {(context: ViewContext) => string} title  the image's title
  */
@@ -38,6 +42,7 @@ const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer") + 
 const head = {
   name: "head",
   label: "Head",
+  modes: ["short"],
   create(body, { setTraits }, get) {
     return createHeadView(body, {
       onToggleHead(h) {
@@ -82,15 +87,19 @@ const head = {
   title: layerTitle,
 };
 
-const openHead = (setTraits) => (layer, h) => setTraits({ view: "head", layer, heads: [h], neuron_head: h });
+// A head clicked in the model or analysis view opens in the head view, or in the map for a long run.
+const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_context")
+  ? { view: "map", layer, focus_head: h }
+  : { view: "head", layer, heads: [h], neuron_head: h });
 
 /** @type {ViewAdapter} */
 const model = {
   name: "model",
   label: "Model",
+  modes: ["short", "long"],
   create(body, { setTraits }, get) {
     return createModelView(body, {
-      onOpenHead: openHead(setTraits),
+      onOpenHead: openHead(setTraits, get),
       onToggleMask(layer, h) {
         const current = get("masked_heads") ?? [];
         const masked = current.filter(([l, m]) => !(l === layer && m === h));
@@ -114,6 +123,7 @@ const model = {
 const neuron = {
   name: "neuron",
   label: "Neuron",
+  modes: ["short"],
   create(body, { setTraits }) {
     return createNeuronView(body, {
       onQuery: (query) => setTraits({ neuron_query: query }),
@@ -140,6 +150,7 @@ const neuron = {
 const rollout = {
   name: "rollout",
   label: "Rollout",
+  modes: ["short"],
   create: (body) => createMatrixView(body),
   draw(view, { get, decoded }) {
     const payload = get("rollout");
@@ -158,12 +169,12 @@ const rollout = {
 };
 
 // The analysis tab shows one of two views, by the kind of analysis the kernel sent.
-function createAnalysisView(body, { setTraits }) {
+function createAnalysisView(body, { setTraits }, get) {
   const note = el("div", "attnscope-hint", body);
   const heatmapBox = el("div", "", body);
   const scatterBox = el("div", "", body);
-  const heatmap = createHeadMapView(heatmapBox, { onOpenHead: openHead(setTraits) });
-  const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits) });
+  const heatmap = createHeadMapView(heatmapBox, { onOpenHead: openHead(setTraits, get) });
+  const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits, get) });
   const shown = () => (scatterBox.hidden ? heatmap : scatter);
   return {
     update(analysis, thumbnails, width) {
@@ -199,6 +210,7 @@ function createAnalysisView(body, { setTraits }) {
 const analysis = {
   name: "analysis",
   label: "Analysis",
+  modes: ["short", "long"],
   create: createAnalysisView,
   draw(view, { get, decoded, width }) {
     const shown = get("analysis");
@@ -211,5 +223,71 @@ const analysis = {
   title: ({ get }) => get("model_name"),
 };
 
-/** The views in tab order. */
-export const VIEWS = [head, model, neuron, rollout, analysis];
+// The long views ask for the open layer's rows and tiles of one head, or of the mean (head −1).
+const longParams = (get) => ({ result_id: get("result_id"), layer: get("layer"), head: get("focus_head") });
+const answered = (answer, check) => (answer && !answer.error && check(answer) ? answer : null);
+
+/** @type {ViewAdapter} */
+const text = {
+  name: "text",
+  label: "Text",
+  modes: ["long"],
+  create(body, { setTraits }) {
+    return createTextView(body, {
+      onSelect: (token) => setTraits({ focus_token: token }),
+      onHead: (h) => setTraits({ focus_head: h }),
+      onDirection: (direction) => setTraits({ direction }),
+      onAside: (n) => setTraits({ sink_aside: n }),
+    });
+  },
+  draw(view, { get, long }) {
+    const tokens = get("tokens");
+    const selected = get("focus_token");
+    const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
+    const row = answered(answer, (a) => a.values.length === tokens.length);
+    const moved = view.selected !== selected;
+    view.update({ tokens, notes: get("token_notes"), selected, values: row?.values ?? null, message: answer?.error ?? "",
+      head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
+      aside: get("sink_aside"), layer: get("layer"), model: get("model_name") });
+    if (moved) view.scrollToSelected();
+    view.selected = selected;
+    return answer?.error ? "" : row ? "" : "computing…";
+  },
+  title: layerTitle,
+};
+
+/** @type {ViewAdapter} */
+const map = {
+  name: "map",
+  label: "Map",
+  modes: ["long"],
+  create(body, { setTraits, redraw }) {
+    return createMapView(body, {
+      onSelect: (token) => setTraits({ focus_token: token }),
+      onHead: (h) => setTraits({ focus_head: h }),
+      onReduce: (reduce) => setTraits({ map_reduce: reduce }),
+      onAside: (n) => setTraits({ sink_aside: n }),
+      onZoom: redraw,
+    });
+  },
+  draw(view, { get, long, width }) {
+    const tokens = get("tokens");
+    const n = tokens.length;
+    const base = { ...longParams(get), reduce: get("map_reduce") };
+    const region = view.region(n);
+    const overview = long.tile({ ...base, ...tileRequest(wholeMap(n), n) });
+    const zoomed = long.tile({ ...base, ...tileRequest(view.settled(n), n) });
+    // The zoomed tile once it came and still covers what is shown; the overview until then.
+    const covers = (t) => t.n_tokens === n && t.rows[0] <= region.r0 && t.rows[1] >= region.r1 && t.cols[0] <= region.c0 && t.cols[1] >= region.c1;
+    const tile = answered(zoomed, covers) ?? answered(overview, covers);
+    view.update({ tokens, notes: get("token_notes"), n, tile, aside: get("sink_aside"), selected: get("focus_token"),
+      head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), layer: get("layer"),
+      reduce: get("map_reduce"), model: get("model_name"), width, message: (overview?.error || zoomed?.error) ?? "" });
+    if (overview?.error || zoomed?.error) return "";
+    return tile ? (tile === zoomed ? "" : "zooming…") : "computing…";
+  },
+  title: layerTitle,
+};
+
+/** The views in tab order; a run shows those of its mode (long_context or not). */
+export const VIEWS = [head, model, neuron, rollout, text, map, analysis];

@@ -9,7 +9,7 @@ import { decodeArray } from "./codec.js";
 import { TRAITS } from "./contract.js";
 import { createControls } from "./controls.js";
 import { el } from "./dom.js";
-import { createNeuronRequests } from "./requests.js";
+import { createLongRequests, createNeuronRequests } from "./requests.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
 import { VIEWS } from "./views.js";
 
@@ -28,7 +28,7 @@ function render({ model, el: host, page = false }) {
     model.save_changes();
     schedule();
   }
-  const controls = createControls(root, VIEWS.map((v) => [v.name, v.label]), {
+  const controls = createControls(root, VIEWS.map((v) => [v.name, v.label, v.modes]), {
     setTraits,
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
@@ -36,7 +36,7 @@ function render({ model, el: host, page = false }) {
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
-    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits }, get) }];
+    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule }, get) }];
   }));
 
   // The kernel asks the view for images (save_image); the view asks the kernel for neuron numbers.
@@ -44,6 +44,7 @@ function render({ model, el: host, page = false }) {
     image: async ({ format }) => ({ content: { format }, buffers: [(await imageBytes(format)).buffer] }),
   });
   const neuron = createNeuronRequests(channel, get, schedule);
+  const long = createLongRequests(channel, schedule);
   const decodedCache = new Map(); // trait name → {payload, value}: decode each payload once
   function decoded(name) {
     const payload = get(name);
@@ -59,7 +60,7 @@ function render({ model, el: host, page = false }) {
     if (root.clientWidth !== width) schedule();
   });
   resizes?.observe(root);
-  const context = (body) => ({ get, decoded, neuronData: neuron.data, maskMode: controls.maskMode, width: body?.clientWidth ?? 0 });
+  const context = (body) => ({ get, decoded, neuronData: neuron.data, long, maskMode: controls.maskMode, width: body?.clientWidth ?? 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
   async function imageBytes(format) {

@@ -288,3 +288,58 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     broken.screenshot(path=str(ARTIFACTS / "jupyterlab_nan_heads.png"))  # for a person to look at
     assert not page_errors(page), page.problems
+
+
+def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, jupyterlab):
+    """notebooks/long_context.ipynb in real JupyterLab: 8,192 tokens in the text view, a click
+    selects a token and its exact row comes from the kernel; the map zooms down to exact tiles."""
+    import base64
+    import json
+
+    def put(path: str, model: dict) -> None:
+        request = urllib.request.Request(f"{jupyterlab}/api/contents/{path}?token={TOKEN}", method="PUT",
+                                         data=json.dumps(model).encode(), headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=30)
+
+    put("data", {"type": "directory"})
+    sentences = (ROOT / "notebooks" / "data" / "sentences.txt").read_bytes()
+    put("data/sentences.txt", {"type": "file", "format": "base64", "content": base64.b64encode(sentences).decode()})
+    put("long_context.ipynb", {"type": "notebook", "content": json.loads((ROOT / "notebooks" / "long_context.ipynb").read_text())})
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/long/tree/long_context.ipynb?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(jupyterlab, notebook="long_context.ipynb")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    run_all_cells(page)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=180_000)
+    caption = widget.locator(".attnscope-text-caption")
+    page.wait_for_function("c => c.textContent.startsWith('Attention from') && !c.textContent.includes('computing')",
+                           arg=caption.element_handle(), timeout=120_000)
+    tokens = widget.locator(".attnscope-text-token")
+    assert tokens.count() == 8192
+    assert "token 8000" in caption.inner_text()
+    shaded = "w => [...w.querySelectorAll('.attnscope-text-token')].filter(s => s.style.background).length"
+    assert widget.evaluate(shaded) > 1000  # every token before 8000 has a weight (causal)
+    # Select another token: its row comes from the kernel and the caption names it.
+    tokens.nth(5000).scroll_into_view_if_needed()
+    tokens.nth(5000).click()
+    page.wait_for_function("c => c.textContent.includes('(token 5000)') && !c.textContent.includes('computing')",
+                           arg=caption.element_handle(), timeout=60_000)
+    assert len(widget.locator(".attnscope-top-item").all()) == 12
+    # The map: the overview, then zoomed in until the tile is exact and tokens label the axes.
+    widget.locator(".attnscope-tab[data-view='map']").click()
+    canvas = widget.locator("canvas.attnscope-map")
+    page.wait_for_function("c => c.dataset.region === '0,8192,0,8192'", arg=canvas.element_handle(), timeout=120_000)
+    assert canvas.get_attribute("data-exact") == "false"
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + 96 + 200, box["y"] + 84 + 250)  # inside the map (its margins: 96 left, 84 top)
+    for _ in range(12):
+        page.mouse.wheel(0, -400)
+        page.wait_for_timeout(30)
+    page.wait_for_function("c => c.dataset.exact === 'true'", arg=canvas.element_handle(), timeout=60_000)
+    r0, r1, c0, c1 = map(int, canvas.get_attribute("data-region").split(","))
+    assert r1 - r0 <= 256 and r0 > 0 and c0 > 0
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_map.png"))
+    assert not page_errors(page), page.problems

@@ -51,3 +51,12 @@ def test_bertviz_tutorial_runs_with_only_the_import_changed(tmp_path):
     widgets = [o for o in outputs if WIDGET_MIME in o.get("data", {})]
     assert len(widgets) >= 8  # 3 BERT + 3 GPT-2 + 2 BART views + the cross-attention neuron view
     assert (tmp_path / "head_view_gpt2.html").is_file()
+
+
+def test_long_context_notebook_runs_offline_on_8k_tokens():
+    outputs = run_notebook("long_context.ipynb", NOTEBOOKS)
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) == 2
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "8,192 tokens, 4 layers × 8 heads (2 key heads)" in text
+    assert "a row: (1, 8192) sums to 1.0" in text
+    assert "sink rate:" in text and "alpha_first" in text and "retrieval" in text

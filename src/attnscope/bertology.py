@@ -311,7 +311,8 @@ def attention_sinks(result: AttentionResult | LongAttentionResult, n_first: int 
                 sink=bool(measures["sink"][head]),
             ))
     frame = pd.DataFrame(rows, columns=["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"])
-    frame.attrs.update(sink_rate=float(frame["sink"].mean()), n_first=n_first, epsilon=epsilon)
+    frame.attrs.update(attnscope="attention_sinks", model=result.model_name, sink_rate=float(frame["sink"].mean()),
+                       n_first=n_first, epsilon=epsilon)
     return frame
 
 

@@ -177,16 +177,7 @@ def first_columns(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: Sco
                   budget: int = BLOCK_BYTES) -> torch.Tensor:
     """Every head's attention on the first n keys, from every query: heads × T × n, float32,
     exact. O(T · n · d) per head: sink metrics at 32k tokens without touching T × T."""
-    n_heads, n_rows = q.shape[0], q.shape[1]
-    n = min(n, k.shape[1])
-    out = torch.empty(n_heads, n_rows, n, dtype=torch.float32, device=q.device)
-    cols = torch.arange(n, device=q.device)
-    step = block_rows(n_heads, n, budget)
-    for start in range(0, n_rows, step):
-        end = min(n_rows, start + step)
-        rows = torch.arange(start, end, device=q.device)
-        out[:, start:end] = probabilities(q[:, start:end], k[:, :n], lse[:, start:end], rule, rows, cols)
-    return out
+    return columns_of_heads(q, k, lse, rule, torch.arange(min(n, k.shape[1])), budget)
 
 
 def bin_edges(n: int, bins: int) -> torch.Tensor:
@@ -194,41 +185,77 @@ def bin_edges(n: int, bins: int) -> torch.Tensor:
     return torch.div(torch.arange(n) * bins, n, rounding_mode="floor")
 
 
+def _span(span: tuple[int, int] | None, n: int) -> tuple[int, int]:
+    return (0, n) if span is None else (int(span[0]), int(span[1]))
+
+
 def pooled_heads(
-    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: int, reduce: str = "max",
-    budget: int = BLOCK_BYTES,
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: int | tuple[int, int],
+    reduce: str = "max", budget: int = BLOCK_BYTES, rows: tuple[int, int] | None = None,
+    cols: tuple[int, int] | None = None, average: bool = False,
 ) -> torch.Tensor:
-    """Every head's T × T attention pooled into bins × bins blocks (max or mean of each block),
-    computed a block of rows at a time: heads × bins × bins, float32, on q's device."""
+    """Every head's attention over rows × cols (all of T × T by default) pooled into equal blocks,
+    the max or the mean of each: heads × row bins × col bins, float32, on q's device; computed a
+    block of rows at a time. `bins` is one count for both sides or (row bins, col bins), each at
+    most the span's length (a span no longer than its bins is exact, one position a bin).
+    `average`: the mean over heads is pooled (1 × bins × bins), not each head."""
     if reduce not in ("max", "mean"):
         raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
-    n_heads, n_rows, n_keys = q.shape[0], q.shape[1], k.shape[1]
-    bins = min(bins, n_rows, n_keys)
+    n_heads, n_keys = q.shape[0], k.shape[1]
+    (r0, r1), (c0, c1) = _span(rows, q.shape[1]), _span(cols, n_keys)
+    row_bins, col_bins = (bins, bins) if isinstance(bins, int) else bins
+    if rows is None and cols is None and isinstance(bins, int):
+        row_bins = col_bins = min(bins, r1 - r0, c1 - c0)  # the whole matrix: square blocks
+    row_bins, col_bins = min(row_bins, r1 - r0), min(col_bins, c1 - c0)
     device = q.device
-    row_bin = bin_edges(n_rows, bins).to(device)
-    col_bin = bin_edges(n_keys, bins).to(device)
-    total = torch.zeros(n_heads, bins, bins, dtype=torch.float32, device=device)
-    step = block_rows(n_heads, n_keys, budget)
-    for start in range(0, n_rows, step):
-        end = min(n_rows, start + step)
-        rows = torch.arange(start, end, device=device)
+    row_bin = bin_edges(r1 - r0, row_bins).to(device)
+    col_bin = bin_edges(c1 - c0, col_bins).to(device)
+    n_out = 1 if average else n_heads
+    total = torch.zeros(n_out, row_bins, col_bins, dtype=torch.float32, device=device)
+    step = block_rows(n_heads, c1 - c0, budget)
+    for start in range(r0, r1, step):
+        end = min(r1, start + step)
         key_start, key_end = rule.key_span(start, end, n_keys)
-        cols = torch.arange(key_start, key_end, device=device)
-        p = probabilities(q[:, start:end], k[:, key_start:key_end], lse[:, start:end], rule, rows, cols)
+        key_start, key_end = max(key_start, c0), min(key_end, c1)
+        if key_end <= key_start:
+            continue  # these rows see none of the columns: zeros
+        p = probabilities(q[:, start:end], k[:, key_start:key_end], lse[:, start:end], rule,
+                          torch.arange(start, end, device=device), torch.arange(key_start, key_end, device=device))
+        if average:
+            p = p.mean(0, keepdim=True)
         # Columns into their bins (keys outside the span hold 0: they add nothing to a max or sum).
-        by_col = torch.zeros(n_heads, end - start, bins, dtype=torch.float32, device=device)
+        by_col = torch.zeros(n_out, end - start, col_bins, dtype=torch.float32, device=device)
+        in_bins = col_bin[key_start - c0 : key_end - c0]
+        row_in_bins = row_bin[start - r0 : end - r0]
         if reduce == "max":
-            by_col.scatter_reduce_(2, col_bin[key_start:key_end].expand_as(p), p, "amax")
+            by_col.scatter_reduce_(2, in_bins.expand_as(p), p, "amax")
             # Then rows into theirs.
-            total.scatter_reduce_(1, row_bin[start:end][None, :, None].expand_as(by_col), by_col, "amax")
+            total.scatter_reduce_(1, row_in_bins[None, :, None].expand_as(by_col), by_col, "amax")
         else:
-            by_col.index_add_(2, col_bin[key_start:key_end], p)
-            total.index_add_(1, row_bin[start:end], by_col)
+            by_col.index_add_(2, in_bins, p)
+            total.index_add_(1, row_in_bins, by_col)
     if reduce == "mean":
-        row_count = torch.bincount(row_bin, minlength=bins).float()
-        col_count = torch.bincount(col_bin, minlength=bins).float()
+        row_count = torch.bincount(row_bin, minlength=row_bins).float()
+        col_count = torch.bincount(col_bin, minlength=col_bins).float()
         total /= row_count[None, :, None] * col_count[None, None, :]
     return total
+
+
+def columns_of_heads(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, keys: torch.Tensor,
+    budget: int = BLOCK_BYTES,
+) -> torch.Tensor:
+    """Every head's attention on key positions `keys`, from every query: heads × T × len(keys),
+    float32, exact (what attends to a token: its column). O(T · len(keys) · d) per head."""
+    n_heads, n_rows = q.shape[0], q.shape[1]
+    keys = keys.to(q.device)
+    out = torch.empty(n_heads, n_rows, len(keys), dtype=torch.float32, device=q.device)
+    step = block_rows(n_heads, len(keys), budget)
+    for start in range(0, n_rows, step):
+        end = min(n_rows, start + step)
+        rows = torch.arange(start, end, device=q.device)
+        out[:, start:end] = probabilities(q[:, start:end], k[:, keys], lse[:, start:end], rule, rows, keys)
+    return out
 
 
 def nbytes(*tensors: torch.Tensor | None) -> int:

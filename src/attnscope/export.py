@@ -97,10 +97,13 @@ def page_state(widget: Any, layers: list[int] | None = None) -> dict:
     - traits: what the page does when the view changes a trait (contract.page_traits)."""
     from . import payloads as pl
     from .contract import contract_traits, page_traits
+    from .results import LongAttentionResult
 
     result, token_result = widget.result, widget.token_result  # raise for a closed widget
     layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
     state = widget.get_state(key=list(contract_traits(type(widget))))
+    if isinstance(result, LongAttentionResult):
+        return _long_page_state(widget, result, layers, state)
     # The model view shows the included layers the page holds (all of them when none is).
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
     state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
@@ -116,6 +119,35 @@ def page_state(widget: Any, layers: list[int] | None = None) -> dict:
         store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
         served["neuron"] = store
     return {"state": state, "served": served, "traits": page_traits(type(widget))}
+
+
+def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -> dict:
+    """A long run's page: T × T is never saved. It holds what the open layer shows (each head's
+    and the mean's overview map, and the rows from or to the selected token) as the kernel's
+    answers to the views' requests, the model view's thumbnails of the saved layers, and the
+    sink table; zooming in or another selection says it needs the kernel."""
+    from . import payloads as pl
+    from .contract import page_traits
+    from .widget import OVERVIEW_BINS
+
+    if state["layer"] not in layers:
+        state["layer"] = layers[0]
+    layer, n = state["layer"], result.n_tokens
+    included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
+    state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
+    state.update(request={}, error="")
+    answers = []
+    for head in range(-1, result.n_heads):
+        requests = [
+            ("attention_tile", {"layer": layer, "head": head, "rows": [0, n], "cols": [0, n],
+                                "bins": min(OVERVIEW_BINS, n), "reduce": state["map_reduce"]}),
+            ("attention_rows", {"layer": layer, "head": head, "token": state["focus_token"], "direction": state["direction"]}),
+        ]
+        for type_, request in requests:
+            handler = widget._answer_tile if type_ == "attention_tile" else widget._answer_rows
+            content, buffers = handler(request, [])
+            answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
+    return {"state": state, "served": {"answers": answers}, "traits": page_traits(type(widget))}
 
 
 def page_data(widget: Any, layers: list[int] | None = None) -> dict:

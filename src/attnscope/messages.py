@@ -35,6 +35,14 @@ MESSAGES = {
                 "{layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers "
                 "(payloads.neuron_payload), with result_id, part and n_queries so the view files the answer "
                 "under the run it belongs to."),
+        Message("attention_rows", "request", "view",
+                '{layer, head (-1: the mean of the layer\'s heads), token, direction: "from" | "to"} → the '
+                "exact attention from that token to every token (its row) or to it from every token (its "
+                "column), one float32 buffer of T values (payloads.long_rows_payload), with result_id."),
+        Message("attention_tile", "request", "view",
+                '{layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} '
+                "→ that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and "
+                "`exact` when every block is one token pair (payloads.long_tile_payload), with result_id."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
     )

@@ -16,8 +16,8 @@ from . import analysis as an
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .neuron import neuron_slice
-from .results import EncoderDecoderResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
-from .serialize import encode_float16, pool_thumbnails, quantize_uint8
+from .results import EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
+from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
 
 
 def shown_tokens(result: AttentionResult, prettify: bool = True) -> list[str]:
@@ -152,7 +152,22 @@ def result_notice(result: AttentionResult, token_result: AttentionResult | None 
     return "\n".join(lines)
 
 
-ANALYSIS_KINDS = ("head_stats", "head_importance", "head_distances", "syntax_heads")
+def long_notice(result: LongAttentionResult) -> str:
+    """What the long views must say: truncation, and how the attention is kept."""
+    from .exact_attention import describe_bytes, full_attention_bytes
+
+    lines = []
+    if result.truncated_from is not None:
+        lines.append(f"Input truncated: {result.truncated_from} tokens → {result.n_tokens}. The rest of the text is not shown.")
+    full = full_attention_bytes(result.n_layers, result.n_heads, result.n_tokens, result.n_tokens)
+    lines.append(
+        f"{result.n_tokens:,} tokens: the attention is kept as queries, keys and row log-sum-exps "
+        f"({describe_bytes(result.nbytes)}, not {describe_bytes(full)}); rows and tiles are computed exactly as you look."
+    )
+    return "\n".join(lines)
+
+
+ANALYSIS_KINDS = ("head_stats", "head_importance", "head_distances", "syntax_heads", "attention_sinks")
 
 
 def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None = None) -> dict:
@@ -162,8 +177,8 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
     kind = "syntax_heads" if isinstance(data, SyntaxHeads) else (data.attrs.get("attnscope") if hasattr(data, "attrs") else None)
     if kind not in ANALYSIS_KINDS:
         raise InputError(
-            "show_analysis takes what attnscope.head_stats, head_importance, head_distances or "
-            f"syntax_heads return, not {type(data).__name__}."
+            "show_analysis takes what attnscope.head_stats, head_importance, head_distances, "
+            f"syntax_heads or attention_sinks return, not {type(data).__name__}."
         )
 
     def grid(rows, value_column: str) -> list[float | None]:
@@ -206,6 +221,19 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             f"Accuracy of each head's strongest attention, best direction; {data.source}; "
             f"scoring {getattr(data, 'scoring', 'clark')}."
         )
+    elif kind == "attention_sinks":
+        n_first = data.attrs.get("n_first", 4)
+        measures = [
+            {"key": "alpha_first", "label": "Attention on the first token (Gu et al.'s α)", "values": grid(data, "alpha_first")},
+            {"key": "first_n_mass", "label": f"Attention on the first {n_first} tokens", "values": grid(data, "first_n_mass")},
+            {"key": "sink", "label": f"Sink head (α > {data.attrs.get('epsilon', 0.3)})",
+             "values": grid(data.assign(sink=data["sink"].astype(float)), "sink")},
+        ]
+        payload["note"] = (
+            f"Attention sinks of this text: {data.attrs.get('sink_rate', 0):.0%} of heads put more than "
+            f"{data.attrs.get('epsilon', 0.3)} of their attention on the first token (Gu et al. 2024; "
+            "StreamingLLM keeps the first 4). Click a head to open it."
+        )
     else:
         measures = []
         frame = data.sort_values(["layer", "head"])
@@ -225,12 +253,61 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
     return payload
 
 
+def _mean_or_head(head: int) -> int | None:
+    """-1 stands for the mean of the layer's heads in the long views' requests."""
+    return None if head == -1 else head
+
+
+def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token: int, direction: str) -> tuple[dict, list[bytes]]:
+    """The text view's numbers: the attention from `token` to every token (direction "from", its
+    row) or to `token` from every token ("to", its column), of one head or the mean of the
+    layer's heads (head -1). Exact, float32, T values."""
+    if direction not in ("from", "to"):
+        raise InputError(f"direction must be 'from' or 'to', not {direction!r}.")
+    heads = range(result.n_heads) if head == -1 else [head]
+    pick = result.attention_rows if direction == "from" else result.attention_columns
+    values = sum(pick(layer, h, [token]).flatten() for h in heads) / len(heads)
+    encoded = encode_float32(values)
+    content = {"layer": layer, "head": head, "token": token, "direction": direction,
+               "n_tokens": result.n_tokens, "shape": encoded["shape"], "dtype": "float32"}
+    return content, [encoded["data"]]
+
+
+def long_tile_payload(
+    result: LongAttentionResult, layer: int, head: int, rows: Sequence[int], cols: Sequence[int], bins: int,
+    reduce: str = "max",
+) -> tuple[dict, list[bytes]]:
+    """The map view's tile: rows × cols of one head (or the mean, head -1) pooled into at most
+    bins × bins blocks (max or mean); `exact` when each block is one token pair."""
+    rows, cols = [int(v) for v in rows], [int(v) for v in cols]
+    tile = result.pooled_tile(layer, _mean_or_head(head), rows, cols, (bins, bins), reduce)
+    encoded = encode_float32(tile)
+    exact_tile = list(tile.shape) == [rows[1] - rows[0], cols[1] - cols[0]]
+    content = {"layer": layer, "head": head, "rows": rows, "cols": cols, "bins": bins, "reduce": reduce,
+               "exact": exact_tile, "n_tokens": result.n_tokens, "shape": encoded["shape"], "dtype": "float32"}
+    return content, [encoded["data"]]
+
+
+def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
+                            include_heads: Sequence[int] | None, size: int) -> dict:
+    """The model view's cells for a long run: each head's T × T max-pooled to size × size from q, k
+    and the row log-sum-exps, a layer at a time (the same payload as thumbnails_payload)."""
+    import torch
+
+    layers = [layer for layer in (include_layers or []) if layer < result.n_layers] or list(range(result.n_layers))
+    heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
+    pooled = torch.stack([result.pooled(layer, size, "max")[heads] for layer in layers])
+    return {"layers": layers, "heads": heads, "n_tokens": result.n_tokens, "n_key_tokens": result.n_tokens,
+            **quantize_uint8(pooled)}
+
+
 def needs_thumbnails(view: str, analysis: dict) -> bool:
     """The model view draws every head's thumbnail; the analysis scatter shows one on hover."""
     return view == "model" or (view == "analysis" and analysis.get("kind") == "head_distances")
 
 
 __all__ = [
-    "analysis_payload", "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
+    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_payload", "long_tile_payload",
+    "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
     "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload",
 ]

@@ -221,9 +221,18 @@ class LongAttentionResult:
             rows = exact.rows_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, index)
         return rows.cpu()
 
-    def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
-        """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
+    def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
+        """Columns `keys` (an int, a range, a slice or a list) of one head: how much every query
+        attends to each of them, T × len(keys), float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
+        index = _query_index(keys, self.n_tokens)
+        kh = self.key_head(head)
+        with torch.inference_mode():
+            cols = exact.columns_of_heads(self.queries[layer][head : head + 1], self.keys[layer][kh : kh + 1],
+                                          self.lse[layer][head : head + 1], self.rules[layer], index)
+        return cols[0].cpu()
+
+    def _spans(self, rows, cols) -> list[tuple[int, int]]:
         spans = []
         for name, span in (("rows", rows), ("cols", cols)):
             if not isinstance(span, (tuple, list)) or len(span) != 2:
@@ -231,6 +240,12 @@ class LongAttentionResult:
             start = checks.integer(f"{name} start", span[0], minimum=0, maximum=self.n_tokens - 1)
             end = checks.integer(f"{name} end", span[1], minimum=start + 1, maximum=self.n_tokens)
             spans.append((start, end))
+        return spans
+
+    def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
+        """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
+        layer, head = self._layer(layer, head)
+        spans = self._spans(rows, cols)
         with torch.inference_mode():
             tile = exact.tile_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, *spans)
         return tile.cpu()
@@ -252,6 +267,25 @@ class LongAttentionResult:
         with torch.inference_mode():
             pooled = exact.pooled_heads(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], bins, reduce)
         return pooled.cpu()
+
+    def pooled_tile(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
+                    bins: tuple[int, int] = (256, 256), reduce: str = "max") -> torch.Tensor:
+        """rows × cols of one head (None: the mean of the layer's heads) pooled into at most
+        bins blocks a side, the max or mean of each: float32 on the CPU. A side no longer than its
+        bins is one position a block, so a small enough tile is the exact attention."""
+        layer, head = self._layer(layer, head)
+        spans = self._spans(rows, cols)
+        bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
+        if reduce not in ("max", "mean"):
+            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+        q, k, lse = self.queries[layer], self.keys[layer], self.lse[layer]
+        if head is not None:
+            kh = self.key_head(head)
+            q, k, lse = q[head : head + 1], k[kh : kh + 1], lse[head : head + 1]
+        with torch.inference_mode():
+            pooled = exact.pooled_heads(q, k, lse, self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
+                                        average=head is None)
+        return pooled[0].cpu()
 
 
 def key_tokens_of(result: AttentionResult) -> list[str] | None:

@@ -26,6 +26,12 @@ def encode_float16(values: torch.Tensor) -> dict:
     return {"data": data.numpy().tobytes(), "dtype": "float16", "shape": list(values.shape)}
 
 
+def encode_float32(values: torch.Tensor) -> dict:
+    """Exact attention (rows and tiles of long inputs) as float32, little-endian."""
+    data = values.detach().to("cpu", torch.float32).contiguous()
+    return {"data": data.numpy().tobytes(), "dtype": "float32", "shape": list(values.shape)}
+
+
 def decode(payload: dict) -> torch.Tensor:
     """The inverse of the encoders above (used by tests and exports)."""
     dtypes = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}

@@ -28,7 +28,11 @@ from .messages import Channel
 from .results import LongAttentionResult, key_notes_of, notes_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("head", "model", "neuron", "rollout", "analysis")
+VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
+# A long run keeps q, k and log-sum-exps (LongAttentionResult): its views ask for what they draw.
+LONG_VIEWS = ("text", "map", "model", "analysis")
+SHORT_VIEWS = ("head", "model", "neuron", "rollout", "analysis")
+OVERVIEW_BINS = 256
 THUMBNAIL_SIZE = 48
 
 # Shown instead of a blank cell when the package was installed without its built front end.
@@ -72,14 +76,19 @@ NEEDS_A_MODEL = (
 
 
 
-def _too_long_for_the_views(result: LongAttentionResult) -> str:
+def _long_only(view: str) -> str:
+    return (f"The {view} view is for long inputs, whose attention comes on request; this run keeps its full "
+            "attention: use the head, model, neuron, rollout or analysis view, or attention='on_demand'.")
+
+
+def _short_only(view: str, result: LongAttentionResult) -> str:
     full = full_attention_bytes(result.n_layers, result.n_heads, result.n_tokens, result.n_tokens)
     return (
-        f"This text is {result.n_tokens:,} tokens: its full attention ({result.n_layers} layers × {result.n_heads} heads × "
-        f"{result.n_tokens:,}²) would take {describe_bytes(full)}, more than these views hold. Give a shorter text or "
-        "max_length; for long inputs, model.run(text) returns the attention on demand (attention_rows, "
-        "attention_tile, pooled), exact, without the full matrix."
+        f"The {view} view draws the full attention, which this text of {result.n_tokens:,} tokens does not keep "
+        f"({result.n_layers} layers × {result.n_heads} heads × {result.n_tokens:,}² would take {describe_bytes(full)}): "
+        "use the text, map, model or analysis view, or a shorter text."
     )
+
 
 class AttentionWidget(anywidget.AnyWidget):
     """Live attention views of one text (or text pair) for a model.
@@ -92,8 +101,8 @@ class AttentionWidget(anywidget.AnyWidget):
     _css = _static("widget.css", "")
 
     # What is shown
-    view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis.",
-                  writer="both", page="view")
+    view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
+                  "long inputs text, map, model or analysis.", writer="both", page="view")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
     text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
     request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
@@ -152,6 +161,22 @@ class AttentionWidget(anywidget.AnyWidget):
                      "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
 
+    # Long inputs: attention on request ("attention_rows" and "attention_tile" messages)
+    long_context = synced(Bool(False), "The run kept q, k and row log-sum-exps (a long input): the text and map views "
+                          "ask for exact rows and tiles; head, neuron and rollout are off.")
+    n_key_heads = synced(Int(0), "Key heads per layer: query head h reads key head h // (n_heads / n_key_heads) "
+                         "(grouped-query attention); n_heads otherwise.")
+    focus_token = synced(Int(0), "The text view's selected token.", writer="both", page="view")
+    focus_head = synced(Int(-1), "The text and map views' head; -1 for the mean of the layer's heads.",
+                        writer="both", page="view")
+    direction = synced(Enum(("from", "to"), default_value="from"),
+                       "The text view shades the attention from the selected token (its row) or to it (its column).",
+                       writer="both", page="view")
+    sink_aside = synced(Int(0), "The first n tokens set aside from the colour scales (attention sinks), 0 for none.",
+                        writer="both", page="view")
+    map_reduce = synced(Enum(("max", "mean"), default_value="max"), "How the map pools blocks of token pairs.",
+                        writer="both", page="view")
+
     def __init__(
         self,
         text: str | None = None,
@@ -163,7 +188,7 @@ class AttentionWidget(anywidget.AnyWidget):
         layer: int = 0,
         heads: list[int] | None = None,
         max_length: int | None = None,
-        view: str = "head",
+        view: str | None = None,
         theme: str = "auto",
         include_layers: list[int] | None = None,
         include_heads: list[int] | None = None,
@@ -172,6 +197,7 @@ class AttentionWidget(anywidget.AnyWidget):
         masked_heads: list[tuple[int, int]] | None = None,
         result: AttentionResult | None = None,
         prettify_tokens: bool = True,
+        attention: str = "auto",
         **kwargs: Any,
     ):
         # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
@@ -187,6 +213,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._engine = None if result is not None else resolve_engine(model, tokenizer, device)
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
+        self._attention_mode = attention
         self._thumbnails_of: tuple | None = None
         self._rollout_of: tuple | None = None
         self._applying = False
@@ -204,8 +231,13 @@ class AttentionWidget(anywidget.AnyWidget):
             word_level=self._word_level, masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
-        self.view = view  # after the first result: the model view's thumbnails need it
-        self._channel = Channel(self, {"neuron": self._answer_neuron}, {"rendered": self._on_rendered})
+        # After the first result: the model view's thumbnails need it.
+        self.view = view if view is not None else ("text" if self.long_context else "head")
+        self._channel = Channel(
+            self,
+            {"neuron": self._answer_neuron, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile},
+            {"rendered": self._on_rendered},
+        )
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
@@ -264,9 +296,10 @@ class AttentionWidget(anywidget.AnyWidget):
             # same under the cell too.
             warnings.filterwarnings("ignore", message="(Input|Decoder text) truncated", category=UserWarning)
             warnings.filterwarnings("ignore", category=NonFiniteAttentionWarning)
-            plain = self._engine.run(text, text_b, self._max_length)
-            if isinstance(plain, LongAttentionResult):
-                raise InputError(_too_long_for_the_views(plain))
+            plain = self._engine.run(text, text_b, self._max_length, attention=self._attention_mode)
+            if isinstance(plain, LongAttentionResult) and self._masks:
+                raise InputError(f"Masking heads needs the full attention, and this text of {plain.n_tokens:,} tokens "
+                                 "keeps it on demand: unmask the heads, or give a shorter text.")
             if not self._masks:
                 return plain
             masked = self._engine.run(text, text_b, self._max_length, masked_heads=self._masks)
@@ -274,6 +307,9 @@ class AttentionWidget(anywidget.AnyWidget):
         return masked
 
     def _apply(self, full_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+        if isinstance(full_result, LongAttentionResult):
+            self._apply_long(full_result, request_id, layer)
+            return
         parts = parts_of(full_result)
         if parts and self.attention_part not in parts:
             raise InputError(f"attention_part must be one of {list(parts)}.")
@@ -320,6 +356,57 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
                 self.mask_summary = pl.mask_summary(token_result)
                 self.notice = pl.result_notice(full_result, token_result)
+                self.long_context = False
+                self.n_key_heads = n_heads
+                if self.view in LONG_VIEWS and self.view not in SHORT_VIEWS:
+                    self.view = "head"
+                self.error = ""
+                self.result_id = request_id
+        finally:
+            self._applying = False
+
+    def _apply_long(self, result: LongAttentionResult, request_id: int, layer: int | None = None) -> None:
+        """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
+        if self._word_level:
+            raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
+                             "demand: switch Words off, or give a shorter text.")
+        layer = min(self.layer, result.n_layers - 1) if layer is None else layer
+        if not 0 <= layer < result.n_layers:
+            raise InputError(f"layer={layer} is out of range: the model has layers 0..{result.n_layers - 1}.")
+        from .bertology import attention_sinks
+
+        sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
+        self._result = self._token_result = self._full_result = result
+        self._applying = True
+        try:
+            with self.hold_sync():
+                self.text, self.text_b = result.text, result.text_b
+                self.tokens = pl.shown_tokens(result, self._prettify)
+                self.key_tokens, self.key_token_notes, self.parts = [], [], []
+                self.token_notes = notes_of(result) if self._prettify else []
+                self.sentence_b_start = result.sentence_b_start
+                self.n_layers, self.n_heads, self.n_key_heads = result.n_layers, result.n_heads, result.n_key_heads
+                self.model_name = result.model_name
+                self.heads = list(range(result.n_heads))
+                self.sentence_filter = "all"
+                self.layer = layer
+                self.attention = {}
+                self.long_context = True
+                self.focus_token = min(self.focus_token, result.n_tokens - 1)
+                if self.focus_head >= result.n_heads:
+                    self.focus_head = -1
+                self.neuron_head = min(self.neuron_head, result.n_heads - 1)
+                self.neuron_query = min(self.neuron_query, result.n_tokens - 1)
+                self.has_queries_keys = False
+                self.causal = bool(result.causal)
+                if not self.analysis or self.analysis.get("kind") == "attention_sinks":
+                    self.analysis = sinks
+                if self.view in SHORT_VIEWS and self.view not in LONG_VIEWS:
+                    self.view = "text"
+                self._thumbnails_of = self._rollout_of = None
+                self.thumbnails, self.rollout = self._thumbnails_if_needed(), {}
+                self.mask_summary = ""
+                self.notice = pl.long_notice(result)
                 self.error = ""
                 self.result_id = request_id
         finally:
@@ -333,11 +420,13 @@ class AttentionWidget(anywidget.AnyWidget):
         key = self._thumbnail_key()
         if key != self._thumbnails_of:
             self._thumbnails_of = key
+            if isinstance(self._result, LongAttentionResult):
+                return pl.long_thumbnails_payload(self._result, self.include_layers, self.include_heads, self._thumbnail_size)
             return pl.thumbnails_payload(self._result, self.include_layers, self.include_heads, self._thumbnail_size)
         return self.thumbnails
 
     def _rollout_if_needed(self) -> dict:
-        if self.view != "rollout":
+        if self.view != "rollout" or isinstance(self._result, LongAttentionResult):
             return self.rollout if self._rollout_of else {}
         if self._rollout_of != id(self._result):
             self._rollout_of = id(self._result)
@@ -376,6 +465,10 @@ class AttentionWidget(anywidget.AnyWidget):
             if pairs:
                 raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
             return []
+        result = self.__dict__.get("_result")
+        if isinstance(result, LongAttentionResult) and pairs:
+            raise InputError(f"Masking heads needs the full attention, and this text of {result.n_tokens:,} tokens keeps "
+                             "it on demand: give a shorter text to mask heads.")
         if self._engine.is_encoder_decoder and pairs:
             raise InputError("Masking heads of encoder-decoder models is not supported yet.")
         self._engine.head_mask(pairs)  # raises InputError naming the bad pair
@@ -441,11 +534,64 @@ class AttentionWidget(anywidget.AnyWidget):
     def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "neuron" request: one query's numbers. The answer names the run, the part and the
         number of queries, so the view never files one run's numbers under another's key."""
+        if isinstance(self._token_result, LongAttentionResult):
+            raise InputError(_short_only("neuron", self._token_result))
         content, buffers = pl.neuron_payload(
             self._token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
         return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._full_result) else "",
                 "n_queries": len(self._token_result.tokens)}, buffers
+
+    def _long_request(self, request: dict) -> tuple[LongAttentionResult, int, int]:
+        result = self._token_result
+        if not isinstance(result, LongAttentionResult):
+            raise InputError(_long_only("text"))
+        layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
+        head = checks.integer("head", request.get("head"), minimum=-1, maximum=result.n_heads - 1)
+        return result, layer, head
+
+    def _answer_rows(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """An "attention_rows" request: the text view's shading, from or to one token."""
+        result, layer, head = self._long_request(request)
+        token = checks.integer("token", request.get("token"), minimum=0, maximum=result.n_tokens - 1)
+        content, buffers = pl.long_rows_payload(result, layer, head, token, request.get("direction"))
+        return {**content, "result_id": self.result_id}, buffers
+
+    def _answer_tile(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """An "attention_tile" request: a region of one head's map, pooled to the view's pixels."""
+        result, layer, head = self._long_request(request)
+        spans = [request.get(name) for name in ("rows", "cols")]
+        bins = checks.integer("bins", request.get("bins"), minimum=1, maximum=1024)
+        content, buffers = pl.long_tile_payload(result, layer, head, *spans, bins, request.get("reduce", "max"))
+        return {**content, "result_id": self.result_id}, buffers
+
+    @traitlets.validate("view")
+    def _check_view(self, proposal: dict) -> str:
+        view = proposal["value"]
+        result = self.__dict__.get("_result")
+        if isinstance(result, LongAttentionResult) and view not in LONG_VIEWS:
+            raise traitlets.TraitError(_short_only(view, result))
+        if result is not None and not isinstance(result, LongAttentionResult) and view not in SHORT_VIEWS:
+            raise traitlets.TraitError(_long_only(view))
+        return view
+
+    @traitlets.validate("focus_token")
+    def _check_focus_token(self, proposal: dict) -> int:
+        if self.tokens and not 0 <= proposal["value"] < len(self.tokens):
+            raise traitlets.TraitError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
+                                       f"0..{len(self.tokens) - 1}.")
+        return proposal["value"]
+
+    @traitlets.validate("focus_head")
+    def _check_focus_head(self, proposal: dict) -> int:
+        if self.n_heads and not -1 <= proposal["value"] < self.n_heads:
+            raise traitlets.TraitError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
+                                       f"0..{self.n_heads - 1}, or -1 for their mean.")
+        return proposal["value"]
+
+    @traitlets.validate("sink_aside")
+    def _check_sink_aside(self, proposal: dict) -> int:
+        return _as_trait_error(checks.integer, "sink_aside", proposal["value"], 0, max(0, len(self.tokens) - 1))
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict) -> int:
@@ -457,7 +603,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.observe("layer")
     def _on_layer(self, change: dict) -> None:
-        if not self._applying:
+        if not self._applying and not self.long_context:
             self.attention = pl.layer_payload(self._result, change["new"])
 
     @traitlets.observe("request")
@@ -585,13 +731,13 @@ def show(
     text: str,
     text_b: str | None = None,
     model: Any = None,
-    view: str = "head",
+    view: str | None = None,
     **kwargs: Any,
 ) -> AttentionWidget:
     """The one-liner: `attnscope.show("The cat sat on the mat.")` as a cell's last line.
 
     Returns the widget (it displays itself as the cell's result; keep it to read `.result`).
     """
-    if view not in VIEWS:
+    if view is not None and view not in VIEWS:
         raise ValueError(f"Unknown view {view!r}; available: {', '.join(VIEWS)}.")
     return AttentionWidget(text, text_b, model, view=view, **kwargs)

@@ -1,0 +1,108 @@
+// Controls the long-input views share (text and map): the head picker, with query heads grouped
+// by the key head they read (grouped-query attention shown as such), and the option that sets
+// the first tokens (attention sinks) aside from the colour scale. Plus the scale they imply.
+import { el } from "./dom.js";
+
+/** Query head h reads key head h / (heads per key head), as transformers' repeat_kv. */
+export function keyHeadOf(head, nHeads, nKeyHeads) {
+  return Math.floor(head / (nHeads / Math.max(1, nKeyHeads)));
+}
+
+/** "head 3" or "mean of the layer's heads" (head −1). */
+export function headName(head) {
+  return head === -1 ? "mean of the layer's heads" : `head ${head + 1}`;
+}
+
+function labelled(parent, text, control) {
+  const label = el("label", "attnscope-control", parent);
+  el("span", "", label).textContent = text;
+  label.appendChild(control);
+  return label;
+}
+
+/** A head picker in `parent`: −1 (the mean) then each key head's query heads as a group. */
+export function createHeadPicker(parent, onHead) {
+  const select = el("select", "attnscope-focus-head");
+  labelled(parent, "Head", select);
+  select.addEventListener("change", () => onHead(Number(select.value)));
+  let shape = "";
+  return {
+    update(nHeads, nKeyHeads, head) {
+      if (shape !== `${nHeads}:${nKeyHeads}`) {
+        shape = `${nHeads}:${nKeyHeads}`;
+        select.replaceChildren();
+        const mean = el("option", "", select);
+        mean.value = "-1";
+        mean.textContent = "Mean of the layer";
+        const grouped = nKeyHeads > 0 && nKeyHeads < nHeads;
+        let group = select;
+        for (let h = 0; h < nHeads; h++) {
+          if (grouped && h % (nHeads / nKeyHeads) === 0) {
+            group = el("optgroup", "", select);
+            group.label = `Key head ${keyHeadOf(h, nHeads, nKeyHeads) + 1}`;
+          }
+          const option = el("option", "", group);
+          option.value = String(h);
+          option.textContent = `Head ${h + 1}`;
+        }
+      }
+      select.value = String(head);
+    },
+  };
+}
+
+const ASIDE = [[0, "none"], [1, "first token"], [4, "first 4 tokens"]];
+
+/** The "set aside" picker: how many first tokens leave the colour scale. */
+export function createAsidePicker(parent, onAside) {
+  const select = el("select", "attnscope-sink-aside");
+  const control = labelled(parent, "Set aside", select);
+  control.title = "Attention sinks (the first tokens) take most of many heads' attention: set aside, they are drawn in grey on their own scale, and the rest of the text uses the full colour scale.";
+  for (const [value, text] of ASIDE) {
+    const option = el("option", "", select);
+    option.value = String(value);
+    option.textContent = text;
+  }
+  select.addEventListener("change", () => onAside(Number(select.value)));
+  return {
+    update(aside) {
+      if (!ASIDE.some(([value]) => value === aside)) {
+        const option = el("option", "", select);
+        option.value = String(aside);
+        option.textContent = `first ${aside} tokens`;
+      }
+      select.value = String(aside);
+    },
+  };
+}
+
+/**
+ * The colour scales of values over positions: {max, asideMax}, the largest value at positions
+ * ≥ aside and the largest at positions < aside. `positionOf(i)` maps value i to the first
+ * position it covers (pooled bins); values at positions < aside are set aside.
+ */
+export function scaleOf(values, aside, positionOf = (i) => i) {
+  let max = 0;
+  let asideMax = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!(v > 0)) continue;
+    if (positionOf(i) < aside) asideMax = Math.max(asideMax, v);
+    else max = Math.max(max, v);
+  }
+  return { max: max || 1e-12, asideMax: asideMax || 1e-12 };
+}
+
+/** The k largest values' indices, largest first. */
+export function topK(values, k) {
+  const best = [];
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!(v > 0)) continue;
+    if (best.length < k) best.push(i);
+    else if (v > values[best[best.length - 1]]) best[best.length - 1] = i;
+    else continue;
+    best.sort((a, b) => values[b] - values[a]);
+  }
+  return best;
+}

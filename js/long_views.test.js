@@ -1,0 +1,139 @@
+// @vitest-environment jsdom
+// The long-input views' pure parts: zoom and pan, what is asked for, sampling a tile into the
+// region shown, colour scales with sinks set aside, the text view's shading and top tokens, and
+// a saved page's answers.
+import { describe, expect, it } from "vitest";
+import { keyHeadOf, scaleOf, topK } from "./long_controls.js";
+import { axisMarks, mapScene, panRegion, regionSamples, regionScale, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
+import { savedAnswer } from "./standalone.js";
+import { createTextView, shades, textScene } from "./text_view.js";
+
+describe("map zoom", () => {
+  it("zooms around the pointer and stays inside the map", () => {
+    const n = 8192;
+    const inside = zoomRegion(wholeMap(n), 0.5, 4096, 1000, n);
+    expect(inside.r1 - inside.r0).toBeCloseTo(4096);
+    expect(inside.r0).toBeCloseTo(2048); // the pointer's row keeps its place
+    expect(inside.c0).toBeCloseTo(500);
+    const out = zoomRegion(inside, 10, 4096, 1000, n);
+    expect(out).toEqual(wholeMap(n));
+    let deep = wholeMap(n);
+    for (let i = 0; i < 40; i++) deep = zoomRegion(deep, 0.5, 100, 100, n);
+    expect(deep.r1 - deep.r0).toBe(8); // never below 8 tokens a side
+    expect(panRegion(deep, -500, 10000, n)).toMatchObject({ r0: 0, c1: n });
+  });
+
+  it("asks for whole tokens, the overview at 256 blocks", () => {
+    expect(tileRequest(wholeMap(8192), 8192)).toEqual({ rows: [0, 8192], cols: [0, 8192], bins: 256 });
+    expect(tileRequest(wholeMap(100), 100)).toEqual({ rows: [0, 100], cols: [0, 100], bins: 100 });
+    expect(tileRequest({ r0: 10.5, r1: 40.2, c0: 0, c1: 12 }, 8192)).toEqual({ rows: [10, 41], cols: [0, 12], bins: 256 });
+  });
+});
+
+describe("map sampling", () => {
+  // A 4 × 4 overview of 8 tokens: block (a, b) holds 10·a + b.
+  const overview = { rows: [0, 8], cols: [0, 8], shape: [4, 4], values: Float32Array.from({ length: 16 }, (_, i) => 10 * Math.floor(i / 4) + (i % 4)) };
+
+  it("samples the block holding each position of the region", () => {
+    const whole = regionSamples(overview, wholeMap(8));
+    expect([whole.rows, whole.cols]).toEqual([4, 4]);
+    expect(Array.from(whole.values)).toEqual(Array.from(overview.values));
+    const zoomed = regionSamples(overview, { r0: 4, r1: 8, c0: 0, c1: 4 });
+    expect([zoomed.rows, zoomed.cols]).toEqual([2, 2]);
+    expect(Array.from(zoomed.values)).toEqual([20, 21, 30, 31]);
+    expect(Array.from(zoomed.colFirst)).toEqual([0, 2]);
+  });
+
+  it("sets aside the blocks holding the first tokens, on their own scale", () => {
+    const samples = regionSamples(overview, wholeMap(8));
+    const plain = regionScale(samples, 0);
+    expect(plain.asideMax).toBeLessThan(1e-9);
+    const aside = regionScale(samples, 1); // the first block's column holds token 0
+    expect(aside.asideMax).toBe(30);
+    expect(aside.largest).toBe(33);
+  });
+
+  it("clips the colour at the 99.5th percentile and says so in images", () => {
+    const values = new Float32Array(400).fill(0.01);
+    values[0] = 1; // a first row's weight of 1
+    const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values, exact: true };
+    const scale = regionScale(regionSamples(tile, wholeMap(20)), 0);
+    expect(scale.max).toBeCloseTo(0.01);
+    expect(scale.largest).toBe(1);
+    const { scene } = mapScene({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), n: 20, region: wholeMap(20), tile, aside: 0,
+      selected: 3, head: -1, layer: 0, reduce: "max", model: "m" }, 300);
+    const texts = scene.items.filter((i) => i.type === "text").map((i) => i.text);
+    expect(texts.some((t) => t.includes("99.5th percentile; largest 1.000"))).toBe(true);
+    expect(texts.some((t) => t.includes("exact"))).toBe(true);
+    // 15 px a token: the tokens label both axes.
+    expect(scene.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(Array.from({ length: 20 }, (_, i) => `t${i}`));
+    const raster = scene.items.find((i) => i.type === "raster");
+    expect([raster.cols, raster.rows, raster.rgba.length]).toEqual([20, 20, 1600]);
+    expect(raster.rgba[3]).toBe(255);
+    expect(raster.rgba[7]).toBe(255); // 0.01 is at the clip: full colour
+  });
+
+  it("labels positions, not tokens, while cells are small", () => {
+    const marks = axisMarks(0, 8192, 560, []);
+    expect(marks.every((m) => !m.token)).toBe(true);
+    expect(marks.map((m) => m.text)).toContain("4000");
+  });
+});
+
+describe("text view", () => {
+  it("shades tokens on the scale of those not set aside", () => {
+    const values = Float32Array.from([0.9, 0.05, 0.1, 0.05]);
+    expect(scaleOf(values, 0).max).toBeCloseTo(0.9);
+    const [sink, a, b] = shades(values, 1);
+    expect(sink).toBe("rgba(128,128,128,1.00)");
+    expect(b).toBe("rgba(33,113,181,1.00)"); // 0.1 is the largest once the sink is aside
+    expect(a).toBe("rgba(33,113,181,0.50)");
+    expect(topK(values, 2)).toEqual([0, 2]);
+    expect(topK(Float32Array.from([0, 0.2, 0.1, 0.3, 0.25]), 3)).toEqual([3, 4, 1]);
+  });
+
+  it("groups query heads by key head", () => {
+    expect([0, 3, 4, 7].map((h) => keyHeadOf(h, 8, 2))).toEqual([0, 0, 1, 1]);
+    const body = document.createElement("div");
+    const view = createTextView(body);
+    view.update({ tokens: ["a", "b"], notes: [], selected: 0, values: null, message: "", head: -1, nHeads: 8, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" });
+    const groups = [...body.querySelectorAll("optgroup")].map((g) => [g.label, g.children.length]);
+    expect(groups).toEqual([["Key head 1", 4], ["Key head 2", 4]]);
+  });
+
+  it("shows token text as data, selects on click and lists the top tokens", () => {
+    const body = document.createElement("div");
+    const picked = [];
+    const view = createTextView(body, { onSelect: (i) => picked.push(i) });
+    const tokens = ["<img src=x onerror=alert(1)>", " café", " 日本", "↑", " 🙂"];
+    const values = Float32Array.from([0.1, 0.5, 0.2, 0.15, 0.05]);
+    view.update({ tokens, notes: ["", "", "", "bytes e6 97", ""], selected: 1, values, message: "", head: 2, nHeads: 4,
+      nKeyHeads: 4, direction: "to", aside: 0, layer: 1, model: "m" });
+    const spans = [...body.querySelectorAll(".attnscope-text-token")];
+    expect(spans.map((s) => s.textContent)).toEqual(tokens);
+    expect(body.querySelector("img")).toBeNull();
+    expect(spans[1].classList.contains("attnscope-selected")).toBe(true);
+    expect(spans[3].title).toContain("bytes e6 97");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toBe("Attention to “ café” (token 1), head 3, layer 2");
+    spans[2].click();
+    body.querySelector(".attnscope-top-token").click(); // the largest is the selected token itself: no change
+    body.querySelectorAll(".attnscope-top-token")[1].click();
+    expect(picked).toEqual([2, 2]);
+    const scene = textScene({ tokens, notes: [], selected: 1, values, aside: 0, head: 2, layer: 1, direction: "to" }, { title: "t" });
+    expect(scene.items.filter((i) => i.role === "token").map((i) => i.text)).toContain(" 日本");
+    expect(scene.items.filter((i) => i.role === "selected")).toHaveLength(1);
+  });
+});
+
+describe("saved page answers", () => {
+  const answers = [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }];
+  it("answers the saved request, and says why not for others", () => {
+    const state = { result_id: 3, layer: 0, direction: "from", focus_token: 5 };
+    const hit = savedAnswer(answers, { type: "attention_rows", id: 1, layer: 0, head: -1, token: 5, direction: "from" }, state);
+    expect(hit).toEqual({ content: { n_tokens: 9, result_id: 3 }, buffers: ["B"] });
+    const miss = savedAnswer(answers, { type: "attention_rows", id: 2, layer: 0, head: -1, token: 6, direction: "from" }, state);
+    expect(miss.error).toMatch(/another token, layer or direction needs a running notebook kernel/);
+    expect(savedAnswer(answers, { type: "attention_tile", layer: 0 }, state).error).toMatch(/zooming in/);
+  });
+});

@@ -1,0 +1,230 @@
+// The long-input text view: the prompt as flowing text, each token shaded by its attention from
+// (or to) the selected token, for one head or the mean of the layer; the top tokens listed.
+// Click a token (in the text or the list) to select it. The numbers are exact rows or columns
+// the kernel answers ("attention_rows"); this view only draws what it is given.
+import { asideShade, attentionShade } from "./colors.js";
+import { el, tokenCaption } from "./dom.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
+import { createAsidePicker, createHeadPicker, headName, scaleOf, topK } from "./long_controls.js";
+import { createScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
+
+export const TOP_K = 12;
+const LINE = 20; // px between lines of text in images
+const IMAGE_WIDTH = 760;
+const IMAGE_LINES = 24;
+
+const format = (v) => (v >= 0.001 || v === 0 ? v.toFixed(3) : v.toExponential(1));
+
+/** What the shading says, e.g. "Attention from “cat” (token 12), head 3, layer 2". */
+export function shadingTitle(state) {
+  const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
+  const what = state.direction === "to" ? "Attention to" : "Attention from";
+  return `${what} ${token} (token ${state.selected}), ${headName(state.head)}, layer ${state.layer + 1}`;
+}
+
+/** Each token's colour: blue on the scale of the tokens not set aside, grey on their own. */
+export function shades(values, aside) {
+  const { max, asideMax } = scaleOf(values, aside);
+  return Array.from(values, (v, i) => (i < aside ? asideShade(v / asideMax) : attentionShade(v / max)));
+}
+
+/** The colour bars the view shows (the second only with tokens set aside). */
+export function textBars(values, aside) {
+  const { max, asideMax } = scaleOf(values, aside);
+  const bars = [colorBar("attention", 0, max, attentionShade, { digits: 3 })];
+  if (aside > 0) bars.push(colorBar(`first ${aside === 1 ? "token" : `${aside} tokens`} (set aside)`, 0, asideMax, asideShade, { digits: 3 }));
+  return bars;
+}
+
+/**
+ * The text around the selected token as an image: lines of tokens, each on its shade, the
+ * selected one outlined, the top tokens and the colour bars below.
+ */
+export function textScene(state, { title = "", width = IMAGE_WIDTH } = {}) {
+  const { tokens, values, selected, aside } = state;
+  const colors = shades(values, aside);
+  // Lay out every token into lines, then keep the lines around the selected token.
+  const lines = [[]];
+  let x = 0;
+  tokens.forEach((token, i) => {
+    const parts = String(token).split("\n");
+    parts.forEach((part, p) => {
+      if (p > 0) { lines.push([]); x = 0; }
+      const w = Math.max(4, textWidth(part, 12));
+      if (x + w > width - 16 && x > 0) { lines.push([]); x = 0; }
+      lines.at(-1).push({ i, text: part, x, w });
+      x += w;
+    });
+  });
+  const at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === selected)));
+  const first = Math.max(0, Math.min(at - Math.floor(IMAGE_LINES / 2), lines.length - IMAGE_LINES));
+  const shown = lines.slice(first, first + IMAGE_LINES);
+  const best = topK(values, TOP_K);
+  const top = 44;
+  const listTop = top + shown.length * LINE + 16;
+  const height = listTop + 18 + Math.ceil(best.length / 3) * 18 + 12 + BAR_HEIGHT + 8;
+  const s = createScene(width, height);
+  s.text(8, 12, title || state.model || "", { role: "title" });
+  s.text(8, 30, shadingTitle(state), { size: 11, role: "subtitle" });
+  shown.forEach((line, row) => {
+    const y = top + row * LINE;
+    for (const t of line) {
+      s.rect(8 + t.x, y, t.w, LINE - 2, colors[t.i], t.i === selected ? "selected" : "token");
+      if (t.i === selected) {
+        s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
+      }
+      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token" });
+    }
+  });
+  s.text(8, listTop, `Top ${best.length}:`, { size: 11, role: "list-title" });
+  best.forEach((i, n) => {
+    const cx = 8 + (n % 3) * Math.floor((width - 16) / 3);
+    s.text(cx, listTop + 18 + Math.floor(n / 3) * 18, `${format(values[i])}  “${tokens[i]}” (${i})`, { size: 11, role: "top" });
+  });
+  textBars(values, aside).forEach((bar, n) => {
+    colorBarScene(s, 8 + n * (BAR_WIDTH + 40), height - BAR_HEIGHT - 4, bar);
+  });
+  return s.scene;
+}
+
+/**
+ * createTextView(container, callbacks) → {update(state), scrollToSelected(), toSvg, toPng, destroy}.
+ * callbacks: onSelect(token), onHead(head), onDirection("from" | "to"), onAside(n).
+ * state: {tokens, notes, selected, values: Float32Array | null (null while asked for), message,
+ *         head, nHeads, nKeyHeads, direction, aside, layer, model}
+ */
+export function createTextView(container, callbacks = {}) {
+  const root = el("div", "attnscope-text-view", container);
+  const bar = el("div", "attnscope-long-options", root);
+  const heads = createHeadPicker(bar, (h) => callbacks.onHead?.(h));
+  const direction = el("select", "attnscope-direction");
+  for (const [value, text] of [["from", "from the selected token"], ["to", "to the selected token"]]) {
+    const option = el("option", "", direction);
+    option.value = value;
+    option.textContent = text;
+  }
+  const directionLabel = el("label", "attnscope-control", bar);
+  el("span", "", directionLabel).textContent = "Attention";
+  directionLabel.appendChild(direction);
+  direction.addEventListener("change", () => callbacks.onDirection?.(direction.value));
+  const aside = createAsidePicker(bar, (n) => callbacks.onAside?.(n));
+  const caption = el("div", "attnscope-text-caption", root);
+  const legend = el("div", "attnscope-legends", root);
+  const main = el("div", "attnscope-text-main", root);
+  const flow = el("div", "attnscope-text-flow", main);
+  flow.setAttribute("role", "listbox");
+  flow.setAttribute("aria-label", "The text: click a token to select it");
+  const side = el("div", "attnscope-text-top", main);
+  el("div", "attnscope-hint", side).textContent = `Top ${TOP_K}`;
+  const list = el("ol", "attnscope-top-list", side);
+  let spans = [];
+  let painted = []; // each span's background as written
+  let asideShown = 0;
+  let tokensShown = null;
+  let shaded = null; // [values, aside] last painted
+  let selectedShown = -1;
+  let state = null;
+
+  function select(i) {
+    if (state && i !== state.selected) callbacks.onSelect?.(i);
+  }
+  flow.addEventListener("click", (event) => {
+    const index = event.target?.dataset?.index;
+    if (index !== undefined) select(Number(index));
+  });
+  flow.addEventListener("keydown", (event) => {
+    if (!state) return;
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (step) {
+      event.preventDefault();
+      select(Math.max(0, Math.min(state.tokens.length - 1, state.selected + step)));
+    }
+  });
+  flow.tabIndex = 0;
+
+  function buildTokens(tokens, notes) {
+    flow.replaceChildren();
+    const fragment = document.createDocumentFragment();
+    spans = tokens.map((token, i) => {
+      const span = document.createElement("span");
+      span.className = "attnscope-text-token";
+      span.textContent = token; // data, never markup
+      span.dataset.index = String(i);
+      span.title = `${tokenCaption(token, notes?.[i])} · token ${i}`;
+      fragment.appendChild(span);
+      return span;
+    });
+    flow.appendChild(fragment);
+    painted = new Array(tokens.length).fill("");
+    asideShown = 0;
+    tokensShown = tokens;
+    shaded = null;
+    selectedShown = -1;
+  }
+
+  function paint(values, aside) {
+    if (shaded && shaded[0] === values && shaded[1] === aside) return;
+    const colors = values ? shades(values, aside) : null;
+    // Only what changed is written: 8k style writes would cost more than the 100 ms a selection has.
+    spans.forEach((span, i) => {
+      const color = colors ? colors[i] : "";
+      if (painted[i] !== color) {
+        span.style.background = color;
+        painted[i] = color;
+      }
+      if (i < Math.max(aside, asideShown)) span.classList.toggle("attnscope-aside", i < aside);
+    });
+    asideShown = aside;
+    shaded = [values, aside];
+    legend.replaceChildren();
+    if (values) {
+      for (const b of textBars(values, aside)) renderColorBar(el("div", "", legend), b);
+    }
+  }
+
+  function listTop(values) {
+    list.replaceChildren();
+    if (!values) return;
+    for (const i of topK(values, TOP_K)) {
+      const item = el("li", "attnscope-top-item", list);
+      const button = el("button", "attnscope-top-token", item);
+      button.type = "button";
+      button.textContent = `“${state.tokens[i]}”`;
+      button.title = `token ${i}: select it`;
+      button.addEventListener("click", () => { select(i); });
+      el("span", "attnscope-top-where", item).textContent = ` ${i} · ${format(values[i])}`;
+    }
+  }
+
+  return {
+    update(next) {
+      state = next;
+      heads.update(next.nHeads, next.nKeyHeads, next.head);
+      direction.value = next.direction;
+      aside.update(next.aside);
+      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes);
+      if (selectedShown !== next.selected) {
+        spans[selectedShown]?.classList.remove("attnscope-selected");
+        spans[next.selected]?.classList.add("attnscope-selected");
+        spans[next.selected]?.setAttribute("aria-selected", "true");
+        selectedShown = next.selected;
+      }
+      caption.textContent = next.message || (next.values ? shadingTitle(next) : `${shadingTitle(next)}: computing…`);
+      root.classList.toggle("attnscope-stale", !next.values);
+      if (next.values) {
+        paint(next.values, next.aside);
+        listTop(next.values);
+      }
+    },
+    /** Brings the selected token into the text's view (after a selection from the list or the map). */
+    scrollToSelected() {
+      spans[state?.selected ?? -1]?.scrollIntoView?.({ block: "nearest" });
+    },
+    ...imageMethods(({ title = "" } = {}) => {
+      if (!state?.values) throw new Error("nothing drawn yet");
+      return textScene(state, { title });
+    }),
+    destroy() { root.remove(); },
+  };
+}
