@@ -110,3 +110,6 @@ export const MESSAGES = {
   /** A view exists: save_image needs one to answer. */
   rendered: { kind: "event", sender: "view" },
 };
+
+// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).
+export const OVERVIEW_BINS = 256;

@@ -1,7 +1,7 @@
 // The widget's controls: header (tabs, part, layer, filter, words, image buttons, status), the
 // sentence editor, the head-mask bar, the notice and the error line. They read the synced state
 // in update() and write back only through `actions`; they never draw attention.
-import { el } from "./dom.js";
+import { el, labelled, select } from "./dom.js";
 
 const EDIT_DEBOUNCE_MS = 350;
 const FILTERS = [
@@ -12,23 +12,6 @@ const FILTERS = [
   ["ba", "Sentence B → A"],
 ];
 const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
-
-function labelled(parent, text, control) {
-  const label = el("label", "attnscope-control", parent);
-  el("span", "", label).textContent = text;
-  label.appendChild(control);
-  return label;
-}
-
-function select(className, options) {
-  const node = el("select", className);
-  for (const [value, text] of options) {
-    const option = el("option", "", node);
-    option.value = value;
-    option.textContent = text;
-  }
-  return node;
-}
 
 function checkbox(className) {
   const box = el("input", className);

@@ -7,6 +7,25 @@ export function el(tag, className, parent) {
   return node;
 }
 
+/** `control` in a labelled control of `parent`, the label's text before it. */
+export function labelled(parent, text, control) {
+  const label = el("label", "attnscope-control", parent);
+  el("span", "", label).textContent = text;
+  label.appendChild(control);
+  return label;
+}
+
+/** A <select> of [[value, text], ...]. */
+export function select(className, options) {
+  const node = el("select", className);
+  for (const [value, text] of options) {
+    const option = el("option", "", node);
+    option.value = String(value);
+    option.textContent = text;
+  }
+  return node;
+}
+
 /**
  * A token's text as a child of `parent`: data, never HTML. Its note, when it has one (which
  * character's bytes a "↑" token holds), shows on hover.

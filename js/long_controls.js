@@ -1,7 +1,7 @@
 // Controls the long-input views share (text and map): the head picker, with query heads grouped
 // by the key head they read (grouped-query attention shown as such), and the option that sets
 // the first tokens (attention sinks) aside from the colour scale. Plus the scale they imply.
-import { el } from "./dom.js";
+import { el, labelled, select } from "./dom.js";
 
 /** Query head h reads key head h / (heads per key head), as transformers' repeat_kv. */
 export function keyHeadOf(head, nHeads, nKeyHeads) {
@@ -13,32 +13,25 @@ export function headName(head) {
   return head === -1 ? "mean of the layer's heads" : `head ${head + 1}`;
 }
 
-function labelled(parent, text, control) {
-  const label = el("label", "attnscope-control", parent);
-  el("span", "", label).textContent = text;
-  label.appendChild(control);
-  return label;
-}
-
 /** A head picker in `parent`: −1 (the mean) then each key head's query heads as a group. */
 export function createHeadPicker(parent, onHead) {
-  const select = el("select", "attnscope-focus-head");
-  labelled(parent, "Head", select);
-  select.addEventListener("change", () => onHead(Number(select.value)));
+  const picker = el("select", "attnscope-focus-head");
+  labelled(parent, "Head", picker);
+  picker.addEventListener("change", () => onHead(Number(picker.value)));
   let shape = "";
   return {
     update(nHeads, nKeyHeads, head) {
       if (shape !== `${nHeads}:${nKeyHeads}`) {
         shape = `${nHeads}:${nKeyHeads}`;
-        select.replaceChildren();
-        const mean = el("option", "", select);
+        picker.replaceChildren();
+        const mean = el("option", "", picker);
         mean.value = "-1";
         mean.textContent = "Mean of the layer";
         const grouped = nKeyHeads > 0 && nKeyHeads < nHeads;
-        let group = select;
+        let group = picker;
         for (let h = 0; h < nHeads; h++) {
           if (grouped && h % (nHeads / nKeyHeads) === 0) {
-            group = el("optgroup", "", select);
+            group = el("optgroup", "", picker);
             group.label = `Key head ${keyHeadOf(h, nHeads, nKeyHeads) + 1}`;
           }
           const option = el("option", "", group);
@@ -46,7 +39,7 @@ export function createHeadPicker(parent, onHead) {
           option.textContent = `Head ${h + 1}`;
         }
       }
-      select.value = String(head);
+      picker.value = String(head);
     },
   };
 }
@@ -55,23 +48,18 @@ const ASIDE = [[0, "none"], [1, "first token"], [4, "first 4 tokens"]];
 
 /** The "set aside" picker: how many first tokens leave the colour scale. */
 export function createAsidePicker(parent, onAside) {
-  const select = el("select", "attnscope-sink-aside");
-  const control = labelled(parent, "Set aside", select);
+  const picker = select("attnscope-sink-aside", ASIDE);
+  const control = labelled(parent, "Set aside", picker);
   control.title = "Attention sinks (the first tokens) take most of many heads' attention: set aside, they are drawn in grey on their own scale, and the rest of the text uses the full colour scale.";
-  for (const [value, text] of ASIDE) {
-    const option = el("option", "", select);
-    option.value = String(value);
-    option.textContent = text;
-  }
-  select.addEventListener("change", () => onAside(Number(select.value)));
+  picker.addEventListener("change", () => onAside(Number(picker.value)));
   return {
     update(aside) {
       if (!ASIDE.some(([value]) => value === aside)) {
-        const option = el("option", "", select);
+        const option = el("option", "", picker);
         option.value = String(aside);
         option.textContent = `first ${aside} tokens`;
       }
-      select.value = String(aside);
+      picker.value = String(aside);
     },
   };
 }

@@ -5,13 +5,13 @@
 // Wheel zooms around the pointer, a drag pans, a double click shows the whole map, a click
 // selects the row's token (the text view's selection).
 import { ticks } from "d3-array";
+import { OVERVIEW_BINS } from "./contract.js";
 import { ASIDE_RGB, ATTENTION_RGB, asideShade, attentionShade } from "./colors.js";
-import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js";
+import { el, labelled, placeTooltip, pointerIn, select, sizeCanvas, tokenCaption } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createAsidePicker, createHeadPicker, headName } from "./long_controls.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
-export const OVERVIEW_BINS = 256; // payloads.py / widget.OVERVIEW_BINS: the overview's blocks a side
 const MAX_BINS = 256; // blocks a side the kernel pools a zoomed region into
 const MIN_SPAN = 8; // tokens a side at the deepest zoom
 const LABEL_PX = 10; // a token gets its label once its cells are this many px
@@ -97,20 +97,22 @@ export function regionScale(samples, aside) {
   let asideMax = 0;
   let largest = 0;
   const { rows, cols, values, colFirst } = samples;
-  const kept = [];
+  const kept = new Float32Array(rows * cols);
+  let count = 0;
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const v = values[r * cols + c];
       if (!(v > 0)) continue;
       if (colFirst[c] < aside) asideMax = Math.max(asideMax, v);
       else {
-        kept.push(v);
+        kept[count++] = v;
         largest = Math.max(largest, v);
       }
     }
   }
-  kept.sort((a, b) => a - b);
-  const max = kept.length ? kept[Math.min(kept.length - 1, Math.floor(CLIP_QUANTILE * kept.length))] : 0;
+  // A typed sort (numeric, no comparator calls): this runs on every frame of a zoom.
+  const sorted = kept.subarray(0, count).sort();
+  const max = count ? sorted[Math.min(count - 1, Math.floor(CLIP_QUANTILE * count))] : 0;
   return { max: max || 1e-12, largest, asideMax: asideMax || 1e-12 };
 }
 
@@ -212,16 +214,8 @@ export function createMapView(container, callbacks = {}) {
   const root = el("div", "attnscope-map-view", container);
   const bar = el("div", "attnscope-long-options", root);
   const heads = createHeadPicker(bar, (h) => callbacks.onHead?.(h));
-  const reduce = el("select", "attnscope-map-reduce");
-  for (const [value, text] of [["max", "max"], ["mean", "mean"]]) {
-    const option = el("option", "", reduce);
-    option.value = value;
-    option.textContent = text;
-  }
-  const reduceLabel = el("label", "attnscope-control", bar);
-  el("span", "", reduceLabel).textContent = "Blocks";
-  reduceLabel.appendChild(reduce);
-  reduceLabel.title = "Zoomed out, each pixel is a block of token pairs: its largest weight (max) or its mean.";
+  const reduce = select("attnscope-map-reduce", [["max", "max"], ["mean", "mean"]]);
+  labelled(bar, "Blocks", reduce).title = "Zoomed out, each pixel is a block of token pairs: its largest weight (max) or its mean.";
   reduce.addEventListener("change", () => callbacks.onReduce?.(reduce.value));
   const aside = createAsidePicker(bar, (n) => callbacks.onAside?.(n));
   const reset = el("button", "attnscope-map-reset", bar);

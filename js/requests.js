@@ -33,8 +33,6 @@ export function createRequestCache(channel, onAnswer, { limit = 64 } = {}) {
       });
       return null;
     },
-    /** The answer under key if it came, else undefined (no request is made). */
-    peek: (key) => cache.get(key),
   };
 }
 
@@ -68,7 +66,7 @@ const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.co
 /**
  * The long views' source: row(params) and tile(params) return {values, ...} for exact rows and
  * pooled tiles, null while asked for, or {error}; params as in messages.py ("attention_rows",
- * "attention_tile"), with the run's result_id. tileIfThere(params) never asks.
+ * "attention_tile"), with the run's result_id.
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
@@ -81,6 +79,5 @@ export function createLongRequests(channel, onAnswer) {
   return {
     row: ask(rowKey, "attention_rows"),
     tile: ask(tileKey, "attention_tile"),
-    tileIfThere: (params) => requests.peek(tileKey(params)),
   };
 }

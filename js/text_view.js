@@ -3,7 +3,7 @@
 // Click a token (in the text or the list) to select it. The numbers are exact rows or columns
 // the kernel answers ("attention_rows"); this view only draws what it is given.
 import { asideShade, attentionShade } from "./colors.js";
-import { el, tokenCaption } from "./dom.js";
+import { el, labelled, select, tokenCaption } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createAsidePicker, createHeadPicker, headName, scaleOf, topK } from "./long_controls.js";
 import { createScene, imageMethods } from "./scene.js";
@@ -98,15 +98,8 @@ export function createTextView(container, callbacks = {}) {
   const root = el("div", "attnscope-text-view", container);
   const bar = el("div", "attnscope-long-options", root);
   const heads = createHeadPicker(bar, (h) => callbacks.onHead?.(h));
-  const direction = el("select", "attnscope-direction");
-  for (const [value, text] of [["from", "from the selected token"], ["to", "to the selected token"]]) {
-    const option = el("option", "", direction);
-    option.value = value;
-    option.textContent = text;
-  }
-  const directionLabel = el("label", "attnscope-control", bar);
-  el("span", "", directionLabel).textContent = "Attention";
-  directionLabel.appendChild(direction);
+  const direction = select("attnscope-direction", [["from", "from the selected token"], ["to", "to the selected token"]]);
+  labelled(bar, "Attention", direction);
   direction.addEventListener("change", () => callbacks.onDirection?.(direction.value));
   const aside = createAsidePicker(bar, (n) => callbacks.onAside?.(n));
   const caption = el("div", "attnscope-text-caption", root);
@@ -126,19 +119,19 @@ export function createTextView(container, callbacks = {}) {
   let selectedShown = -1;
   let state = null;
 
-  function select(i) {
+  function choose(i) {
     if (state && i !== state.selected) callbacks.onSelect?.(i);
   }
   flow.addEventListener("click", (event) => {
     const index = event.target?.dataset?.index;
-    if (index !== undefined) select(Number(index));
+    if (index !== undefined) choose(Number(index));
   });
   flow.addEventListener("keydown", (event) => {
     if (!state) return;
     const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
     if (step) {
       event.preventDefault();
-      select(Math.max(0, Math.min(state.tokens.length - 1, state.selected + step)));
+      choose(Math.max(0, Math.min(state.tokens.length - 1, state.selected + step)));
     }
   });
   flow.tabIndex = 0;
@@ -160,6 +153,7 @@ export function createTextView(container, callbacks = {}) {
     asideShown = 0;
     tokensShown = tokens;
     shaded = null;
+    listed = null;
     selectedShown = -1;
   }
 
@@ -183,16 +177,18 @@ export function createTextView(container, callbacks = {}) {
     }
   }
 
+  let listed = null; // the values the list was made from
   function listTop(values) {
+    if (values === listed) return;
+    listed = values;
     list.replaceChildren();
-    if (!values) return;
     for (const i of topK(values, TOP_K)) {
       const item = el("li", "attnscope-top-item", list);
       const button = el("button", "attnscope-top-token", item);
       button.type = "button";
       button.textContent = `“${state.tokens[i]}”`;
       button.title = `token ${i}: select it`;
-      button.addEventListener("click", () => { select(i); });
+      button.addEventListener("click", () => { choose(i); });
       el("span", "attnscope-top-where", item).textContent = ` ${i} · ${format(values[i])}`;
     }
   }

@@ -226,6 +226,12 @@ const analysis = {
 // The long views ask for the open layer's rows and tiles of one head, or of the mean (head −1).
 const longParams = (get) => ({ result_id: get("result_id"), layer: get("layer"), head: get("focus_head") });
 const answered = (answer, check) => (answer && !answer.error && check(answer) ? answer : null);
+// What both long views write: the selected token, the head and the tokens set aside.
+const longCallbacks = (setTraits) => ({
+  onSelect: (token) => setTraits({ focus_token: token }),
+  onHead: (h) => setTraits({ focus_head: h }),
+  onAside: (n) => setTraits({ sink_aside: n }),
+});
 
 /** @type {ViewAdapter} */
 const text = {
@@ -233,12 +239,7 @@ const text = {
   label: "Text",
   modes: ["long"],
   create(body, { setTraits }) {
-    return createTextView(body, {
-      onSelect: (token) => setTraits({ focus_token: token }),
-      onHead: (h) => setTraits({ focus_head: h }),
-      onDirection: (direction) => setTraits({ direction }),
-      onAside: (n) => setTraits({ sink_aside: n }),
-    });
+    return createTextView(body, { ...longCallbacks(setTraits), onDirection: (direction) => setTraits({ direction }) });
   },
   draw(view, { get, long }) {
     const tokens = get("tokens");
@@ -262,13 +263,7 @@ const map = {
   label: "Map",
   modes: ["long"],
   create(body, { setTraits, redraw }) {
-    return createMapView(body, {
-      onSelect: (token) => setTraits({ focus_token: token }),
-      onHead: (h) => setTraits({ focus_head: h }),
-      onReduce: (reduce) => setTraits({ map_reduce: reduce }),
-      onAside: (n) => setTraits({ sink_aside: n }),
-      onZoom: redraw,
-    });
+    return createMapView(body, { ...longCallbacks(setTraits), onReduce: (reduce) => setTraits({ map_reduce: reduce }), onZoom: redraw });
   },
   draw(view, { get, long, width }) {
     const tokens = get("tokens");

@@ -20,7 +20,7 @@ from typing import Any
 
 import traitlets
 
-from .messages import MESSAGES
+from .messages import MESSAGES, OVERVIEW_BINS
 
 WRITERS = ("kernel", "view", "both")
 PAGE_BEHAVIOURS = ("view", "layer", "edit", "fixed")
@@ -106,7 +106,8 @@ def contract_js(widget_class: type) -> str:
         doc = " ".join(message.doc.split()).replace("*/", "* /")
         lines.append(f"  /** {doc} */")
         lines.append(f'  {message.type}: {{ kind: "{message.kind}", sender: "{message.sender}" }},')
-    lines += ["};", ""]
+    lines += ["};", "", "// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).",
+              f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", ""]
     return "\n".join(lines)
 
 

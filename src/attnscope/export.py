@@ -128,7 +128,7 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -
     sink table; zooming in or another selection says it needs the kernel."""
     from . import payloads as pl
     from .contract import page_traits
-    from .widget import OVERVIEW_BINS
+    from .messages import OVERVIEW_BINS
 
     if state["layer"] not in layers:
         state["layer"] = layers[0]

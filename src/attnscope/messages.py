@@ -28,6 +28,10 @@ class Message:
     doc: str
 
 
+# An "attention_tile" request for the whole map asks for this many blocks a side (fewer tokens:
+# one a token); a saved page holds those answers, so both sides read this one number.
+OVERVIEW_BINS = 256
+
 MESSAGES = {
     message.type: message
     for message in (

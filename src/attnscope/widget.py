@@ -32,7 +32,6 @@ VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
 # A long run keeps q, k and log-sum-exps (LongAttentionResult): its views ask for what they draw.
 LONG_VIEWS = ("text", "map", "model", "analysis")
 SHORT_VIEWS = ("head", "model", "neuron", "rollout", "analysis")
-OVERVIEW_BINS = 256
 THUMBNAIL_SIZE = 48
 
 # Shown instead of a blank cell when the package was installed without its built front end.
