@@ -137,3 +137,30 @@ describe("saved page answers", () => {
     expect(savedAnswer(answers, { type: "attention_tile", layer: 0 }, state).error).toMatch(/zooming in/);
   });
 });
+
+describe("map on screen", () => {
+  it("draws its axis labels in the widget's theme", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const styles = [];
+    const ctx = new Proxy({}, {
+      get: (target, name) => (name in target ? target[name] : () => {}),
+      set: (target, name, value) => { if (name === "fillStyle") styles.push(value); target[name] = value; return true; },
+    });
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => ctx;
+    globalThis.ImageData ??= class { constructor(data, width, height) { Object.assign(this, { data, width, height }); } };
+    try {
+      const widget = document.createElement("div");
+      widget.className = "attnscope-root attnscope-dark";
+      const view = createMapView(widget);
+      view.region(20);
+      const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values: new Float32Array(400).fill(0.05), exact: true };
+      view.update({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), notes: [], n: 20, tile, aside: 0, selected: 0,
+        head: 0, nHeads: 2, nKeyHeads: 2, layer: 0, reduce: "max", model: "m", width: 600, message: "" });
+      expect(styles).toContain("#eee");
+      expect(styles).not.toContain("#222");
+    } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});

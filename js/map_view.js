@@ -324,7 +324,8 @@ export function createMapView(container, callbacks = {}) {
       const size = mapSize(next.width);
       const { scene, samples, scale } = mapScene({ ...next, region }, size, { labels: false });
       const ctx = sizeCanvas(canvas, scene.width, scene.height);
-      if (ctx) drawScene(ctx, scene);
+      // The only on-screen canvas with text: its labels follow the widget's theme.
+      if (ctx) drawScene(ctx, scene, { dark: root.closest(".attnscope-dark") !== null });
       drawn = { samples, size };
       canvas.dataset.exact = String(Boolean(next.tile.exact));
       canvas.dataset.region = [region.r0, region.r1, region.c0, region.c1].map((v) => Math.round(v)).join(",");
