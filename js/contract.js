@@ -46,7 +46,7 @@
  * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
- * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, model or analysis.
+ * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
  */
 
@@ -105,6 +105,8 @@ export const MESSAGES = {
   attention_rows: { kind: "request", sender: "view" },
   /** {layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} → that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and `exact` when every block is one token pair (payloads.long_tile_payload), with result_id. */
   attention_tile: { kind: "request", sender: "view" },
+  /** {layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, end] (payloads.long_window_payload), with result_id. */
+  attention_window: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */

@@ -5,7 +5,7 @@ import { headColors } from "./colors.js";
 import { el, tokenText } from "./dom.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
+import { textWidth, wrapText } from "./svg.js";
 
 export const ROW_HEIGHT = 20;
 export const LINES_WIDTH = 220;
@@ -149,8 +149,8 @@ export function lineEnds(ranges, x0, y0) {
 }
 
 /**
- * The head view as an image: title, head swatches, the two token columns and every line the view
- * draws without hover. Token rows sit at the screen's pitch (ROW_HEIGHT) beside the lines' ends.
+ * The head view as an image: title, caption, head swatches, the two token columns and every line
+ * the view draws without hover. Token rows sit at the screen's pitch (ROW_HEIGHT) beside the lines' ends.
  */
 export function headScene(state, { title = "" } = {}) {
   const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
@@ -161,25 +161,45 @@ export function headScene(state, { title = "" } = {}) {
   const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
   const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
   const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
-  const top = 44;
+  const width = leftWidth + LINES_WIDTH + rightWidth;
+  const captionLines = state.caption ? wrapText(state.caption, width - 12, 11) : [];
+  const swatchTop = 24 + captionLines.length * 15;
+  const top = swatchTop + 20;
   const rows = Math.max(leftTokens.length, rightTokens.length, 1);
-  const s = createScene(leftWidth + LINES_WIDTH + rightWidth, top + rows * ROW_HEIGHT + 8);
+  const s = createScene(width, top + rows * ROW_HEIGHT + 8);
   s.text(6, 12, title, { role: "title" });
+  captionLines.forEach((line, i) => s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }));
   const colors = headColors(attention.shape[0]);
   [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
-    s.rect(6 + i * 26, 24, 22, 14, colors[head], "swatch");
-    s.text(17 + i * 26, 31, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
+    s.rect(6 + i * 26, swatchTop, 22, 14, colors[head], "swatch");
+    s.text(17 + i * 26, swatchTop + 7, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
   });
-  leftTokens.forEach((t, i) => { s.text(leftWidth - 6, top + (i + 0.5) * ROW_HEIGHT, t, { anchor: "end", role: "token-left" }); });
-  rightTokens.forEach((t, i) => { s.text(leftWidth + LINES_WIDTH + 6, top + (i + 0.5) * ROW_HEIGHT, t, { role: "token-right" }); });
+  const rowY = (i) => top + (i + 0.5) * ROW_HEIGHT;
+  leftTokens.forEach((t, i) => { s.text(leftWidth - 6, rowY(i), t, { anchor: "end", role: "token-left" }); });
+  rightTokens.forEach((t, i) => { s.text(leftWidth + LINES_WIDTH + 6, rowY(i), t, { role: "token-right" }); });
+  // The selected token underlined in red in both columns, as the text view marks it.
+  const selected = state.selected ?? -1;
+  if (selected >= ranges.from[0] && selected < ranges.from[1]) {
+    const i = selected - ranges.from[0];
+    s.segment(leftWidth - 6 - textWidth(tokens[selected]), rowY(i) + 8, leftWidth - 6, rowY(i) + 8, "#d62728", 2);
+  }
+  if (!keyTokens && selected >= ranges.to[0] && selected < ranges.to[1]) {
+    const i = selected - ranges.to[0];
+    s.segment(leftWidth + LINES_WIDTH + 6, rowY(i) + 8, leftWidth + LINES_WIDTH + 6 + textWidth(tokens[selected]), rowY(i) + 8, "#d62728", 2);
+  }
   s.lines(all, (line) => colors[line.head], lineEnds(ranges, leftWidth, top));
   return s.scene;
 }
 
 /**
- * createHeadView(container, {onToggleHead, onSoloHead}) → {update(state), lastLines(), scene, toSvg, toPng, destroy()}
- * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter, dark}
+ * createHeadView(container, {onToggleHead, onSoloHead, onSelectToken}) → {update(state), lastLines(), scrollToToken(i), scene, toSvg, toPng, destroy()}
+ * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter,
+ *   caption?, selected?, weightScale?}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
+ * caption: a line above the plot (a long text's window says which tokens it shows); selected: the
+ * index of a token marked in both columns; onSelectToken(i) is called when a token is clicked;
+ * weightScale: the attention's values are weights ÷ weightScale (a long text's window is drawn
+ * relative to its largest weight), and the numbers shown are multiplied back.
  */
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
@@ -187,6 +207,8 @@ export function createHeadView(container, callbacks = {}) {
   const causalNote = el("div", "attnscope-hint attnscope-causal-note", root);
   causalNote.textContent = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
   causalNote.hidden = true;
+  const caption = el("div", "attnscope-hint attnscope-window-note", root);
+  caption.hidden = true;
   const note = el("div", "attnscope-hint attnscope-lines-note", root);
   note.hidden = true;
   const plot = el("div", "attnscope-plot", root);
@@ -248,8 +270,15 @@ export function createHeadView(container, callbacks = {}) {
       el("span", "attnscope-weights", row);
       row.addEventListener("mouseenter", () => { hover = { side, index: i }; paint(); });
       row.addEventListener("mouseleave", () => { hover = null; paint(); });
+      if (callbacks.onSelectToken) row.addEventListener("click", () => callbacks.onSelectToken(i));
     }
   }
+
+  // The weights as the user reads them: the drawn ones may be relative to a window's largest.
+  const shownWeight = (w, digits) => {
+    const scale = state.weightScale ?? 1;
+    return scale === 1 ? w.toFixed(digits) : (w * scale).toPrecision(digits);
+  };
 
   let weightsShown = false; // clearing 1,000 rows' weights costs a relayout: only when some are shown
   function showWeights() {
@@ -284,8 +313,8 @@ export function createHeadView(container, callbacks = {}) {
       }
       if (found.length) {
         const label = el("span", "attnscope-weight-value", box);
-        label.textContent = Math.max(...found.map((l) => l.weight)).toFixed(2);
-        row.title = found.map((l) => `head ${l.head + 1}: ${l.weight.toFixed(3)}`).join("\n");
+        label.textContent = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
+        row.title = found.map((l) => `head ${l.head + 1}: ${shownWeight(l.weight, 3)}`).join("\n");
       }
     }
   }
@@ -299,7 +328,7 @@ export function createHeadView(container, callbacks = {}) {
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
     if (thinned) {
-      note.textContent = `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${budget.minWeight}) `
+      note.textContent = `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${shownWeight(budget.minWeight, 2)}) `
         + `of ${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
     }
     const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
@@ -323,6 +352,8 @@ export function createHeadView(container, callbacks = {}) {
         || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
       state = next;
       causalNote.hidden = !next.causal;
+      caption.hidden = !next.caption;
+      caption.textContent = next.caption ?? "";
       if (layoutChanged) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
@@ -330,10 +361,17 @@ export function createHeadView(container, callbacks = {}) {
         fillColumn(left, "left", ranges.from, next.tokens, next.tokenNotes);
         fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens, next.keyTokens ? next.keyNotes ?? [] : next.tokenNotes);
       }
+      for (const column of [left, right]) {
+        for (const row of column.children) row.classList.toggle("attnscope-selected", Number(row.dataset.index) === next.selected);
+      }
       drawSwatches();
       paint();
     },
     lastLines: () => lines,
+    /** Brings token row i (of the left column) into view, as little as the scroll allows. */
+    scrollToToken(i) {
+      [...left.children].find((row) => Number(row.dataset.index) === i)?.scrollIntoView?.({ block: "nearest" });
+    },
     /** The view as an image (all the lines it draws without hover): scene, toSvg, toPng. */
     ...imageMethods((options) => {
       if (!state) throw new Error("nothing drawn yet");

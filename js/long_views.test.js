@@ -126,6 +126,33 @@ describe("text view", () => {
   });
 });
 
+describe("text view shading", () => {
+  it("shades the tokens in view at once and the rest when idle", async () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const n = 400;
+    const tokens = Array.from({ length: n }, (_, i) => `t${i}`);
+    const state = { tokens, notes: [], selected: 0, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update({ ...state, values: null });
+    // A laid-out flow 100 px tall, one token a 10 px line, scrolled to token 200.
+    const flow = body.querySelector(".attnscope-text-flow");
+    Object.defineProperty(flow, "clientHeight", { value: 100 });
+    Object.defineProperty(flow, "scrollTop", { value: 2000 });
+    for (const span of flow.children) Object.defineProperty(span, "offsetTop", { value: 10 * Number(span.dataset.index) });
+    view.update({ ...state, values: new Float32Array(n).fill(0.5) });
+    const shaded = () => [...flow.children].filter((s) => s.style.background).map((s) => Number(s.dataset.index));
+    const now = shaded();
+    expect(now[0]).toBeGreaterThanOrEqual(193); // half a screen above the view
+    expect(now.at(-1)).toBeLessThanOrEqual(215); // and below
+    expect(now).toContain(200);
+    expect(flow.dataset.shading).toBe("in view");
+    await new Promise((r) => setTimeout(r, 20));
+    expect(shaded()).toHaveLength(n);
+    expect(flow.dataset.shading).toBe("done");
+    view.destroy();
+  });
+});
+
 describe("saved page answers", () => {
   const answers = [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }];
   it("answers the saved request, and says why not for others", () => {
@@ -162,5 +189,74 @@ describe("map on screen", () => {
     } finally {
       HTMLCanvasElement.prototype.getContext = original;
     }
+  });
+});
+
+describe("head view on a long run", () => {
+  it("draws the window the kernel answers, marks the selected token and selects on click", async () => {
+    const { VIEWS } = await import("./views.js");
+    const head = VIEWS.find((v) => v.name === "head");
+    expect(head.modes).toContain("long");
+    const tokens = Array.from({ length: 300 }, (_, i) => (i === 150 ? " café<b>" : `t${i}`));
+    const traits = { long_context: true, tokens, token_notes: [], focus_token: 150, layer: 1, n_heads: 2, heads: [0, 1], result_id: 4, causal: true };
+    const get = (name) => traits[name];
+    const sent = [];
+    const body = document.createElement("div");
+    const view = head.create(body, { setTraits: (values) => sent.push(values), redraw: () => {} }, get);
+    const asked = [];
+    let answer = null;
+    const long = { window: (params) => { asked.push(params); return answer; } };
+    expect(head.draw(view, { get, long })).toBe("computing…");
+    expect(asked[0]).toEqual({ result_id: 4, layer: 1, token: 150 });
+    // A window of 4 tokens [148, 152): head 0 attends to the previous token, head 1 to the first,
+    // with small weights, as a row spread over a long text has: drawn relative to the largest.
+    const values = new Float32Array(2 * 4 * 4);
+    for (let i = 0; i < 4; i++) { values[i * 4 + Math.max(0, i - 1)] = 0.0009; values[16 + i * 4] = 0.0004; }
+    answer = { rows: [148, 152], n_tokens: 300, shape: [2, 4, 4], values, layer: 1, token: 150 };
+    expect(head.draw(view, { get, long })).toBe("");
+    const left = [...body.querySelectorAll(".attnscope-left .attnscope-token")];
+    expect(left.map((r) => r.textContent)).toEqual(["t148", "t149", " café<b>", "t151"]);
+    expect(body.querySelector("b")).toBeNull();
+    expect(left[2].classList.contains("attnscope-selected")).toBe(true);
+    const lines = view.lastLines();
+    expect(lines).toHaveLength(8);
+    expect(lines.filter((l) => l.head === 0).map((l) => [l.from, l.to])).toEqual([[0, 0], [1, 0], [2, 1], [3, 2]]);
+    const caption = body.querySelector(".attnscope-window-note").textContent;
+    expect(caption).toContain("Tokens 148–151 of 300, around token 150 “ café<b>”");
+    expect(caption).toContain("relative to the window's largest, 0.00090");
+    expect(lines.map((l) => l.weight)).toContain(1);
+    // Hovering shows the exact weights, not the relative ones.
+    left[2].dispatchEvent(new MouseEvent("mouseenter"));
+    const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
+    expect(right[1].title).toBe("head 1: 0.000900");
+    expect(right[0].title).toBe("head 2: 0.000400");
+    left[2].dispatchEvent(new MouseEvent("mouseleave"));
+    left[3].click();
+    expect(sent).toEqual([{ focus_token: 151 }]);
+    // The image keeps the caption and marks the selected token.
+    const scene = view.scene({ title: "t" });
+    expect(scene.items.some((i) => i.role === "subtitle" && i.text.startsWith("Tokens 148–151"))).toBe(true);
+    expect(scene.items.filter((i) => i.type === "segment" && i.color === "#d62728")).toHaveLength(2);
+    answer = { error: "token=999 is out of range" };
+    expect(head.draw(view, { get, long })).toBe("token=999 is out of range");
+  });
+
+  it("scales the lines without the columns of tokens set aside", async () => {
+    const { VIEWS } = await import("./views.js");
+    const head = VIEWS.find((v) => v.name === "head");
+    const traits = { long_context: true, tokens: ["<s>", "a", "b"], token_notes: [], focus_token: 2, layer: 0, n_heads: 1,
+      heads: [0], result_id: 1, causal: true, sink_aside: 0 };
+    const get = (name) => traits[name];
+    const view = head.create(document.createElement("div"), { setTraits: () => {}, redraw: () => {} }, get);
+    // Rows of one head: most weight on the first token (a sink), a little on the others.
+    const values = Float32Array.from([1, 0, 0, 0.98, 0.002, 0, 0.97, 0.001, 0.002]);
+    const answer = { rows: [0, 3], n_tokens: 3, shape: [1, 3, 3], values };
+    const long = { window: () => answer };
+    head.draw(view, { get, long });
+    expect(view.lastLines().filter((l) => l.to > 0)).toHaveLength(0); // too faint beside the sink
+    traits.sink_aside = 1;
+    head.draw(view, { get, long });
+    const strong = view.lastLines().filter((l) => l.to > 0).map((l) => [l.from, l.to, l.weight]);
+    expect(strong).toEqual([[1, 1, 1], [2, 1, 0.5], [2, 2, 1]]);
   });
 });

@@ -61,12 +61,13 @@ export function createNeuronRequests(channel, get, onAnswer) {
 }
 
 const rowKey = (p) => ["row", p.result_id, p.layer, p.head, p.token, p.direction].join(":");
+const windowKey = (p) => ["window", p.result_id, p.layer, p.token].join(":");
 const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
 
 /**
- * The long views' source: row(params) and tile(params) return {values, ...} for exact rows and
- * pooled tiles, null while asked for, or {error}; params as in messages.py ("attention_rows",
- * "attention_tile"), with the run's result_id.
+ * The long views' source: row(params), tile(params) and window(params) return {values, ...} for
+ * exact rows, pooled tiles and the head view's window, null while asked for, or {error}; params
+ * as in messages.py ("attention_rows", "attention_tile", "attention_window"), with the run's result_id.
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
@@ -79,5 +80,6 @@ export function createLongRequests(channel, onAnswer) {
   return {
     row: ask(rowKey, "attention_rows"),
     tile: ask(tileKey, "attention_tile"),
+    window: ask(windowKey, "attention_window"),
   };
 }

@@ -131,6 +131,7 @@ export function createStaticModel(page) {
       neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }),
       attention_rows: (request) => savedAnswer(served.answers, request, state),
       attention_tile: (request) => savedAnswer(served.answers, request, state),
+      attention_window: (request) => savedAnswer(served.answers, request, state),
     },
     (content, buffers) => emit("msg:custom", content, buffers),
   );

@@ -25,3 +25,14 @@ export function svgSafeText(text) {
 export function textWidth(text, size = 12) {
   return Math.ceil(svgSafeText(text).length * size * 0.6); // as drawn: a C1 control is 6 characters
 }
+
+/** Text broken into lines no wider than `width` at `size` (at spaces; a longer word keeps its line). */
+export function wrapText(text, width, size = 12) {
+  const lines = [];
+  for (const word of String(text).split(" ")) {
+    const line = lines.length ? `${lines.at(-1)} ${word}` : word;
+    if (lines.length && textWidth(line, size) <= width) lines[lines.length - 1] = line;
+    else lines.push(word);
+  }
+  return lines;
+}

@@ -149,6 +149,8 @@ export function createTextView(container, callbacks = {}) {
       return span;
     });
     flow.appendChild(fragment);
+    if (restTimer !== null) cancelIdle(restTimer);
+    restTimer = rest = colors = null;
     painted = new Array(tokens.length).fill("");
     asideShown = 0;
     tokensShown = tokens;
@@ -157,18 +159,65 @@ export function createTextView(container, callbacks = {}) {
     selectedShown = -1;
   }
 
-  function paint(values, aside) {
-    if (shaded && shaded[0] === values && shaded[1] === aside) return;
-    const colors = values ? shades(values, aside) : null;
-    // Only what changed is written: 8k style writes would cost more than the 100 ms a selection has.
-    spans.forEach((span, i) => {
+  // Shading: the tokens in view are written at once, the rest a chunk at a time when the page is
+  // idle, so a selection shows in the next frame whatever the length. Only what changed is written.
+  let colors = null; // what each span should show
+  let rest = null; // the next span to check in the background, or null when all are written
+  let restTimer = null;
+  const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
+  const cancelIdle = globalThis.cancelIdleCallback ?? clearTimeout;
+
+  function write(lo, hi) {
+    for (let i = lo; i < hi; i++) {
       const color = colors ? colors[i] : "";
       if (painted[i] !== color) {
-        span.style.background = color;
+        spans[i].style.background = color;
         painted[i] = color;
       }
-      if (i < Math.max(aside, asideShown)) span.classList.toggle("attnscope-aside", i < aside);
-    });
+    }
+  }
+
+  /** [first, end) of the spans in the flow's view, with half a screen's margin; everything when not
+   * laid out. It reads the layout: called before the update writes anything, the layout is clean. */
+  function inView() {
+    const height = flow.clientHeight;
+    if (!height || !spans.length) return [0, spans.length];
+    const top = flow.scrollTop - height / 2;
+    const bottom = flow.scrollTop + 1.5 * height;
+    const firstBelow = (y) => { // spans are in reading order, so their tops never decrease
+      let lo = 0;
+      let hi = spans.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (spans[mid].offsetTop < y) lo = mid + 1; else hi = mid;
+      }
+      return lo;
+    };
+    return [Math.max(0, firstBelow(top) - 1), firstBelow(bottom)];
+  }
+
+  function writeRest(deadline) {
+    restTimer = null;
+    const end = Math.min(spans.length, rest + 1024);
+    write(rest, end);
+    rest = end < spans.length ? end : null;
+    if (rest !== null && deadline?.timeRemaining?.() > 4) return writeRest(deadline);
+    if (rest !== null) restTimer = idle(writeRest);
+    flow.dataset.shading = rest === null ? "done" : "in view";
+  }
+
+  flow.addEventListener("scroll", () => { if (rest !== null) write(...inView()); });
+
+  function paint(values, aside, range) {
+    if (shaded && shaded[0] === values && shaded[1] === aside) return;
+    colors = values ? shades(values, aside) : null;
+    for (let i = 0; i < Math.max(aside, asideShown); i++) spans[i]?.classList.toggle("attnscope-aside", i < aside);
+    if (restTimer !== null) cancelIdle(restTimer);
+    const [lo, hi] = range ?? inView();
+    write(lo, hi);
+    rest = hi - lo < spans.length ? 0 : null;
+    if (rest !== null) restTimer = idle(writeRest);
+    flow.dataset.shading = rest === null ? "done" : "in view";
     asideShown = aside;
     shaded = [values, aside];
     legend.replaceChildren();
@@ -195,6 +244,8 @@ export function createTextView(container, callbacks = {}) {
 
   return {
     update(next) {
+      // What is in view, read before anything is written: reading it after would lay the text out again.
+      const range = tokensShown === next.tokens && next.values && !(shaded && shaded[0] === next.values) ? inView() : null;
       state = next;
       heads.update(next.nHeads, next.nKeyHeads, next.head);
       direction.value = next.direction;
@@ -209,7 +260,7 @@ export function createTextView(container, callbacks = {}) {
       caption.textContent = next.message || (next.values ? shadingTitle(next) : `${shadingTitle(next)}: computing…`);
       root.classList.toggle("attnscope-stale", !next.values);
       if (next.values) {
-        paint(next.values, next.aside);
+        paint(next.values, next.aside, range);
         listTop(next.values);
       }
     },
@@ -221,6 +272,9 @@ export function createTextView(container, callbacks = {}) {
       if (!state?.values) throw new Error("nothing drawn yet");
       return textScene(state, { title });
     }),
-    destroy() { root.remove(); },
+    destroy() {
+      if (restTimer !== null) cancelIdle(restTimer);
+      root.remove();
+    },
   };
 }

@@ -2,7 +2,7 @@
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
 // its image. Adding a view is one entry here plus its module; render() in widget.js loops.
 import { createHeadMapView, createHeadScatterView, createMatrixView, scatterSize } from "./analysis_view.js";
-import { el } from "./dom.js";
+import { el, tokenCaption } from "./dom.js";
 import { createHeadView } from "./head_view.js";
 import { createMapView, tileRequest, wholeMap } from "./map_view.js";
 import { createModelView } from "./model_view.js";
@@ -38,13 +38,75 @@ function keyTokens(get) {
 
 const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer") + 1}`;
 
+// A long run's head view shows a window of its text; the token slices are kept while the window
+// and the run stay, so a redraw does not rebuild (and un-hover) the token columns.
+function windowTokens(view, tokens, notes, start, end) {
+  const key = `${start}:${end}`;
+  if (view.window?.tokens !== tokens || view.window.key !== key) {
+    view.window = { tokens, key, shown: tokens.slice(start, end), notes: (notes ?? []).slice(start, end) };
+  }
+  return view.window;
+}
+
+const count = (n) => n.toLocaleString("en");
+
+// Inside a window of a long text most weights are small (a row spreads over thousands of tokens,
+// much of it on a sink): the lines are drawn relative to the window's largest weight, leaving out
+// the columns of tokens set aside (sinks), which are drawn at full strength.
+function relativeWindow(win, aside) {
+  const [nHeads, nRows, nCols] = win.shape;
+  const { values } = win;
+  const skip = Math.max(0, (aside ?? 0) - win.rows[0]);
+  let largest = 0;
+  for (let i = 0; i < values.length; i++) if (i % nCols >= skip && values[i] > largest) largest = values[i];
+  if (!(largest > 0)) return { values, largest: 1 };
+  const relative = new Float32Array(nHeads * nRows * nCols);
+  for (let i = 0; i < values.length; i++) relative[i] = Math.min(1, values[i] / largest);
+  return { values: relative, largest };
+}
+
+function drawWindow(view, { get, long }) {
+  const tokens = get("tokens");
+  const selected = get("focus_token");
+  const answer = long.window({ result_id: get("result_id"), layer: get("layer"), token: selected });
+  if (answer?.error) return answer.error;
+  const win = answered(answer, (a) => a.n_tokens === tokens.length && a.shape[0] === get("n_heads"));
+  if (!win) return "computing…";
+  const [start, end] = win.rows;
+  const { shown, notes } = windowTokens(view, tokens, get("token_notes"), start, end);
+  if (view.relative?.of !== win || view.relative.aside !== get("sink_aside")) {
+    view.relative = { of: win, aside: get("sink_aside"), ...relativeWindow(win, get("sink_aside")) };
+  }
+  const { values, largest } = view.relative;
+  view.start = start;
+  view.update({
+    tokens: shown,
+    tokenNotes: notes,
+    keyTokens: null,
+    causal: Boolean(get("causal")),
+    sentenceBStart: null,
+    attention: { values, shape: win.shape },
+    weightScale: largest,
+    visibleHeads: get("heads"),
+    sentenceFilter: "all",
+    selected: selected - start,
+    caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
+      + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer") + 1}: each line is as opaque `
+      + `as its exact weight relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
+      + "outside this window is not drawn. Click a token to move there.",
+  });
+  if (view.scrolledTo !== selected) view.scrollToToken(selected - start);
+  view.scrolledTo = selected;
+  return "";
+}
+
 /** @type {ViewAdapter} */
 const head = {
   name: "head",
   label: "Head",
-  modes: ["short"],
+  modes: ["short", "long"],
   create(body, { setTraits }, get) {
-    return createHeadView(body, {
+    const view = createHeadView(body, {
       onToggleHead(h) {
         const heads = new Set(get("heads"));
         if (heads.has(h)) heads.delete(h); else heads.add(h);
@@ -57,9 +119,14 @@ const head = {
         // The head shown alone is the one the neuron view opens on.
         setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h });
       },
+      // A long run's window: a click selects the token for every long view.
+      onSelectToken: (i) => { if (get("long_context")) setTraits({ focus_token: view.start + i }); },
     });
+    return view;
   },
-  draw(view, { get, decoded }) {
+  draw(view, context) {
+    const { get, decoded } = context;
+    if (get("long_context")) return drawWindow(view, context);
     const payload = get("attention");
     if (!payload || payload.layer !== get("layer")) return "loading layer…";
     const attention = decoded("attention");

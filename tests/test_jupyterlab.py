@@ -292,7 +292,8 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
 
 def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, jupyterlab):
     """notebooks/long_context.ipynb in real JupyterLab: 8,192 tokens in the text view, a click
-    selects a token and its exact row comes from the kernel; the map zooms down to exact tiles."""
+    selects a token and its exact row comes from the kernel; the map zooms down to exact tiles; the
+    head view draws the window around the selected token."""
     import base64
     import json
 
@@ -317,6 +318,8 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
                            arg=caption.element_handle(), timeout=120_000)
     tokens = widget.locator(".attnscope-text-token")
     assert tokens.count() == 8192
+    # The tokens in view are shaded at once, the rest while the page is idle.
+    page.wait_for_function("f => f.dataset.shading === 'done'", arg=widget.locator(".attnscope-text-flow").element_handle())
     assert "token 8000" in caption.inner_text()
     shaded = "w => [...w.querySelectorAll('.attnscope-text-token')].filter(s => s.style.background).length"
     assert widget.evaluate(shaded) > 1000  # every token before 8000 has a weight (causal)
@@ -342,4 +345,17 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
     assert r1 - r0 <= 256 and r0 > 0 and c0 > 0
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_map.png"))
+    # The head view: the lines among the 128 tokens around the selected one; a click near the
+    # window's edge selects that token and moves the window.
+    widget.locator(".attnscope-tab[data-view='head']").click()
+    note = widget.locator(".attnscope-window-note")
+    page.wait_for_function("n => n.textContent.startsWith('Tokens 4,960–5,087 of 8,192, around token 5,000')",
+                           arg=note.element_handle(), timeout=60_000)
+    page.wait_for_function("l => Number(l.dataset.lineCount) > 0", arg=widget.locator(".attnscope-lines").element_handle())
+    rows = widget.locator(".attnscope-left .attnscope-token")
+    assert rows.count() == 128
+    rows.nth(120).click()
+    page.wait_for_function("n => n.textContent.startsWith('Tokens 5,024–5,151 of 8,192, around token 5,080')",
+                           arg=note.element_handle(), timeout=60_000)
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_head.png"))
     assert not page_errors(page), page.problems

@@ -153,7 +153,7 @@ def test_auto_keeps_short_inputs_full_and_long_ones_on_demand(tokenizer, monkeyp
     widget = attnscope.AttentionWidget(TEXT, model=engine)
     assert widget.long_context and widget.view == "text"
     with pytest.raises(Exception, match=f"this text of {n} tokens does not keep"):
-        widget.view = "head"
+        widget.view = "neuron"
     widget.close()
 
 

@@ -1,6 +1,7 @@
-"""The widget on a long run (issue 14's views, kernel side): the text, map, model and analysis
-views, answers to "attention_rows" and "attention_tile" requests equal to the full attention, the
-sink table as the analysis, and clear refusals of what a long run cannot show."""
+"""The widget on a long run (issue 14's views, kernel side): the text, map, head (a window),
+model and analysis views, answers to "attention_rows", "attention_tile" and "attention_window"
+requests equal to the full attention, the sink table as the analysis, and clear refusals of what a
+long run cannot show."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from test_token_labels import byte_level_bpe
 import attnscope
 from attnscope import InputError
 from attnscope.messages import MESSAGES
+from attnscope.payloads import window_around
 from attnscope.serialize import decode
 
 
@@ -81,6 +83,43 @@ def test_rows_answer_the_full_attentions_row_or_column(widget, full, head, direc
     assert got.shape == expected.shape and torch.allclose(got, expected, atol=2e-6)
 
 
+@pytest.mark.parametrize("token", [0, 20, -1])
+def test_the_head_views_window_is_every_heads_full_attention_around_the_token(widget, full, token, monkeypatch):
+    n = len(full.tokens)
+    token %= n
+    # A window smaller than the text, so that it has to be placed.
+    monkeypatch.setattr(attnscope.widget, "WINDOW_TOKENS", 16)
+    content, buffers = ask(widget, "attention_window", layer=1, token=token)
+    assert "error" not in content, content
+    start, end = content["rows"]
+    assert end - start == 16 and start <= token < end and content["n_tokens"] == n
+    assert content["shape"] == [4, 16, 16] and content["result_id"] == widget.result_id
+    assert torch.allclose(values(content, buffers), full.attention[1, :, start:end, start:end], atol=2e-6)
+
+
+def test_the_window_moves_by_half_windows_and_keeps_the_token_in_its_middle():
+    n, size = 1000, 128
+    for token in range(n):
+        start, end = window_around(token, n, size)
+        assert end - start == size and 0 <= start and end <= n
+        assert start % 32 == 0 or end == n
+        if size // 4 <= token < n - size // 4:
+            assert start + size // 4 <= token < end - size // 4, token  # in the middle half
+    # A click inside the middle half keeps the window; one near its edge moves it half a window.
+    assert window_around(100, n, size) == window_around(70, n, size) == (32, 160)
+    assert window_around(130, n, size) == (96, 224)
+    assert window_around(3, 20, size) == (0, 20)
+
+
+def test_a_long_head_view_opens_on_its_window_and_its_bad_requests_are_answered(widget):
+    widget.view = "head"
+    assert widget.view == "head" and widget.heads == [0, 1, 2, 3]
+    for params, message in [(dict(layer=2, token=0), "layer=2"), (dict(layer=0, token=len(widget.tokens)), "token="),
+                            (dict(layer=0), "token must be a whole number")]:
+        content, buffers = ask(widget, "attention_window", **params)
+        assert message in content["error"] and buffers == []
+
+
 @pytest.mark.parametrize("reduce", ["max", "mean"])
 def test_tiles_are_the_full_attention_cut_and_pooled(widget, full, reduce):
     n = len(full.tokens)
@@ -122,7 +161,7 @@ def test_bad_requests_are_answered_with_what_is_wrong(widget):
 
 
 def test_views_and_settings_a_long_run_cannot_show_are_refused_clearly(widget):
-    for view in ("head", "neuron", "rollout"):
+    for view in ("neuron", "rollout"):
         with pytest.raises(Exception, match=f"The {view} view draws the full attention"):
             widget.view = view
     assert widget.view == "text"
@@ -162,11 +201,18 @@ def test_an_edit_to_a_short_text_goes_back_to_the_full_views(engine):
             w.view = "text"
         w._attention_mode = "on_demand"
         w.update("Back to a long one, but shorter than before.")
-        assert w.long_context and w.view == "text" and w.focus_token < len(w.tokens)
+        # The head view stays open: on a long run it shows the window around the selected token.
+        assert w.long_context and w.view == "head" and w.focus_token < len(w.tokens)
+        w._attention_mode = "auto"
+        w.update("Short again.")
+        w.view = "rollout"
+        w._attention_mode = "on_demand"
+        w.update("Long again, from a view a long run cannot show.")
+        assert w.long_context and w.view == "text"
     finally:
         w.close()
 
 
 def test_the_messages_are_declared_for_the_view_to_send():
-    for name in ("attention_rows", "attention_tile"):
+    for name in ("attention_rows", "attention_tile", "attention_window"):
         assert MESSAGES[name].sender == "view" and MESSAGES[name].kind == "request"

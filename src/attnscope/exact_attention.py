@@ -159,18 +159,15 @@ def rows_of_head(
     return out
 
 
-def tile_of_head(
-    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, head: int,
-    rows: tuple[int, int], cols: tuple[int, int],
+def tile(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: tuple[int, int], cols: tuple[int, int],
 ) -> torch.Tensor:
-    """A[head, rows[0]:rows[1], cols[0]:cols[1]], float32, exact, on q's device."""
-    n_heads, n_key_heads = q.shape[0], k.shape[0]
-    kh = key_head(head, n_heads, n_key_heads)
+    """A[:, rows[0]:rows[1], cols[0]:cols[1]] of every head given (q, lse: heads first; k: their
+    key heads): heads × rows × cols, float32, exact, on q's device."""
     row_index = torch.arange(rows[0], rows[1], device=q.device)
     col_index = torch.arange(cols[0], cols[1], device=q.device)
-    p = probabilities(q[head, rows[0] : rows[1]][None], k[kh, cols[0] : cols[1]][None],
-                      lse[head, rows[0] : rows[1]][None], rule, row_index, col_index)
-    return p[0]
+    return probabilities(q[:, rows[0] : rows[1]], k[:, cols[0] : cols[1]], lse[:, rows[0] : rows[1]], rule,
+                         row_index, col_index)
 
 
 def first_columns(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, n: int,

@@ -123,9 +123,9 @@ def page_state(widget: Any, layers: list[int] | None = None) -> dict:
 
 def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -> dict:
     """A long run's page: T × T is never saved. It holds what the open layer shows (each head's
-    and the mean's overview map, and the rows from or to the selected token) as the kernel's
-    answers to the views' requests, the model view's thumbnails of the saved layers, and the
-    sink table; zooming in or another selection says it needs the kernel."""
+    and the mean's overview map, the rows from or to the selected token and the head view's window
+    around it) as the kernel's answers to the views' requests, the model view's thumbnails of the
+    saved layers, and the sink table; zooming in or another selection says it needs the kernel."""
     from . import payloads as pl
     from .contract import page_traits
     from .messages import OVERVIEW_BINS
@@ -147,6 +147,9 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -
             handler = widget._answer_tile if type_ == "attention_tile" else widget._answer_rows
             content, buffers = handler(request, [])
             answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
+    window = {"layer": layer, "token": state["focus_token"]}
+    content, buffers = widget._answer_window(window, [])
+    answers.append({"type": "attention_window", "request": window, "content": content, "buffer": buffers[0]})
     return {"state": state, "served": {"answers": answers}, "traits": page_traits(type(widget))}
 
 

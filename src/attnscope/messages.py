@@ -31,6 +31,8 @@ class Message:
 # An "attention_tile" request for the whole map asks for this many blocks a side (fewer tokens:
 # one a token); a saved page holds those answers, so both sides read this one number.
 OVERVIEW_BINS = 256
+# The head view of a long run draws the lines among this many tokens around the selected one.
+WINDOW_TOKENS = 128
 
 MESSAGES = {
     message.type: message
@@ -47,6 +49,10 @@ MESSAGES = {
                 '{layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} '
                 "→ that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and "
                 "`exact` when every block is one token pair (payloads.long_tile_payload), with result_id."),
+        Message("attention_window", "request", "view",
+                "{layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that "
+                "token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, "
+                "end] (payloads.long_window_payload), with result_id."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
     )

@@ -288,6 +288,28 @@ def long_tile_payload(
     return content, [encoded["data"]]
 
 
+def window_around(token: int, n_tokens: int, size: int) -> tuple[int, int]:
+    """The head view's window of a long text: `size` tokens [start, end) placed on a grid of half
+    windows so that the token lies in its middle half; a click near the middle keeps the window
+    where it is, and one near its edge moves it by half a window."""
+    if n_tokens <= size:
+        return 0, n_tokens
+    half, quarter = size // 2, size // 4
+    start = min(max(0, (token // half) * half - quarter), n_tokens - size)
+    return start, start + size
+
+
+def long_window_payload(result: LongAttentionResult, layer: int, token: int, size: int) -> tuple[dict, list[bytes]]:
+    """The head view's lines on a long text: every head's exact attention among the `size` tokens
+    around `token` (window_around), heads × W × W float32. Each row holds only its weights inside
+    the window: the rest of the row, often most of it on a sink, lies outside."""
+    start, end = window_around(token, result.n_tokens, size)
+    encoded = encode_float32(result.attention_block(layer, (start, end), (start, end)))
+    content = {"layer": layer, "token": token, "rows": [start, end], "n_tokens": result.n_tokens,
+               "shape": encoded["shape"], "dtype": "float32"}
+    return content, [encoded["data"]]
+
+
 def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
                             include_heads: Sequence[int] | None, size: int) -> dict:
     """The model view's cells for a long run: each head's T × T max-pooled to size × size from q, k
@@ -307,7 +329,7 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 
 
 __all__ = [
-    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_payload", "long_tile_payload",
+    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_payload", "long_tile_payload", "long_window_payload",
     "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
-    "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload",
+    "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload", "window_around",
 ]

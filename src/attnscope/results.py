@@ -242,13 +242,30 @@ class LongAttentionResult:
             spans.append((start, end))
         return spans
 
+    def _of_heads(self, layer: int, head: int | None):
+        """The layer's q, k and lse for one query head (and its key head), or for every head (None)."""
+        q, k, lse = self.queries[layer], self.keys[layer], self.lse[layer]
+        if head is None:
+            return q, k, lse
+        kh = self.key_head(head)
+        return q[head : head + 1], k[kh : kh + 1], lse[head : head + 1]
+
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
         spans = self._spans(rows, cols)
         with torch.inference_mode():
-            tile = exact.tile_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, *spans)
-        return tile.cpu()
+            tile = exact.tile(*self._of_heads(layer, head), self.rules[layer], *spans)
+        return tile[0].cpu()
+
+    def attention_block(self, layer: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
+        """Every head's A[layer, :, rows[0]:rows[1], cols[0]:cols[1]]: heads × rows × cols, float32
+        on the CPU, exact (the head view's window of a long text)."""
+        layer, _ = self._layer(layer)
+        spans = self._spans(rows, cols)
+        with torch.inference_mode():
+            block = exact.tile(*self._of_heads(layer, None), self.rules[layer], *spans)
+        return block.cpu()
 
     def first_columns(self, layer: int, n: int) -> torch.Tensor:
         """Every head's attention on the first n keys, from every query: heads × T × n, float32,
@@ -278,12 +295,8 @@ class LongAttentionResult:
         bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
         if reduce not in ("max", "mean"):
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-        q, k, lse = self.queries[layer], self.keys[layer], self.lse[layer]
-        if head is not None:
-            kh = self.key_head(head)
-            q, k, lse = q[head : head + 1], k[kh : kh + 1], lse[head : head + 1]
         with torch.inference_mode():
-            pooled = exact.pooled_heads(q, k, lse, self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
+            pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
                                         average=head is None)
         return pooled[0].cpu()
 

@@ -24,13 +24,13 @@ from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, 
 from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .files import write_atomic
-from .messages import Channel
+from .messages import WINDOW_TOKENS, Channel
 from .results import LongAttentionResult, key_notes_of, notes_of, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
 # A long run keeps q, k and log-sum-exps (LongAttentionResult): its views ask for what they draw.
-LONG_VIEWS = ("text", "map", "model", "analysis")
+LONG_VIEWS = ("text", "map", "head", "model", "analysis")
 SHORT_VIEWS = ("head", "model", "neuron", "rollout", "analysis")
 THUMBNAIL_SIZE = 48
 
@@ -85,7 +85,7 @@ def _short_only(view: str, result: LongAttentionResult) -> str:
     return (
         f"The {view} view draws the full attention, which this text of {result.n_tokens:,} tokens does not keep "
         f"({result.n_layers} layers × {result.n_heads} heads × {result.n_tokens:,}² would take {describe_bytes(full)}): "
-        "use the text, map, model or analysis view, or a shorter text."
+        "use the text, map, head (a window of it), model or analysis view, or a shorter text."
     )
 
 
@@ -101,7 +101,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     # What is shown
     view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
-                  "long inputs text, map, model or analysis.", writer="both", page="view")
+                  "long inputs text, map, head (a window around focus_token), model or analysis.", writer="both", page="view")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
     text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
     request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
@@ -234,7 +234,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self.view = view if view is not None else ("text" if self.long_context else "head")
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile},
+            {"neuron": self._answer_neuron, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile,
+             "attention_window": self._answer_window},
             {"rendered": self._on_rendered},
         )
 
@@ -562,6 +563,13 @@ class AttentionWidget(anywidget.AnyWidget):
         spans = [request.get(name) for name in ("rows", "cols")]
         bins = checks.integer("bins", request.get("bins"), minimum=1, maximum=1024)
         content, buffers = pl.long_tile_payload(result, layer, head, *spans, bins, request.get("reduce", "max"))
+        return {**content, "result_id": self.result_id}, buffers
+
+    def _answer_window(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """An "attention_window" request: the head view's lines among the tokens around one."""
+        result, layer, _ = self._long_request({"head": -1, **request})
+        token = checks.integer("token", request.get("token"), minimum=0, maximum=result.n_tokens - 1)
+        content, buffers = pl.long_window_payload(result, layer, token, WINDOW_TOKENS)
         return {**content, "result_id": self.result_id}, buffers
 
     @traitlets.validate("view")

@@ -19,6 +19,7 @@ from test_head_view_browser import BUNDLE
 import attnscope
 from attnscope.contract import contract_traits
 from attnscope.neuron import neuron_slice
+from attnscope.payloads import window_around
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
@@ -48,6 +49,7 @@ SNAPSHOT = """() => {
     maskSummary: texts(".attnscope-mask-summary").join(""),
     notice: texts(".attnscope-notice").join(""),
     error: texts(".attnscope-error").join(""),
+    windowNote: texts(".attnscope-window-note").join(""),
     rollout: visible(q("canvas.attnscope-matrix")) ? [q("canvas.attnscope-matrix").dataset.n, q("canvas.attnscope-matrix").dataset.layer] : null,
   };
 }"""
@@ -187,3 +189,23 @@ def test_encoder_decoder_part_and_t5_score_label(live_and_saved, bert_tokenizer)
     )
     expected = neuron_slice(widget.token_result, 2, 2, 1).softmax.tolist()
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
+
+
+def test_a_long_runs_head_view_shows_the_same_window_saved_as_live(live_and_saved, monkeypatch):
+    """A long run's head view: the window around the selected token, answered by the kernel live
+    and by the saved page's own copy of that answer offline."""
+    from test_long_attention import SHAPE, TEXT, sharpened
+    from test_token_labels import byte_level_bpe
+
+    model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
+    engine = attnscope.load(model, byte_level_bpe(), device="cpu")
+    monkeypatch.setattr(attnscope.widget, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
+    widget = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", view="head", layer=1)
+    widget.focus_token = 20
+    live, saved = live_and_saved(widget, HEAD_READY, kernel_answers=True)
+    shown = same_view(live, saved)
+    start, end = window_around(20, len(widget.tokens), 16)
+    assert shown["view"] == ["head"] and shown["tokens"] == widget.tokens[start:end]
+    assert shown["windowNote"].startswith(f"Tokens {start}–{end - 1} of {len(widget.tokens)}, around token 20")
+    assert int(shown["lines"]) > 16
+    assert saved.locator(".attnscope-left .attnscope-selected").inner_text() == widget.tokens[20]
