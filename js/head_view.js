@@ -168,7 +168,7 @@ export function headScene(state, { title = "" } = {}) {
   const rows = Math.max(leftTokens.length, rightTokens.length, 1);
   const s = createScene(width, top + rows * ROW_HEIGHT + 8);
   s.text(6, 12, title, { role: "title" });
-  captionLines.forEach((line, i) => s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }));
+  captionLines.forEach((line, i) => { s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }); });
   const colors = headColors(attention.shape[0]);
   [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
     s.rect(6 + i * 26, swatchTop, 22, 14, colors[head], "swatch");
