@@ -43,9 +43,9 @@ test-js: node_modules/.package-lock.json
 	npm test
 
 # Benchmarks, not timed tests: writes benchmarks/results.json and the tables in benchmarks/README.md.
-# BertViz 1.4.1 is a bench-only dependency (its 512-token case needs ~9 GB of memory).
+# BertViz 1.4.1 and CircuitsVis are bench-only dependencies (BertViz at 512 tokens needs ~9 GB of memory).
 bench: install chromium
-	$(PY) -m pip install -q -r benchmarks/requirements-bertviz.txt
+	$(PY) -m pip install -q -r benchmarks/requirements-bertviz.txt -r benchmarks/requirements-circuitsvis.txt
 	$(PY) benchmarks/run.py
 
 install: $(VENV)/.installed

@@ -92,9 +92,21 @@ def run_bertviz() -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def run_circuitsvis(skip: bool) -> None:
+    """CircuitsVis on long inputs (benchmarks/circuitsvis_bench.py, a child per length)."""
+    try:
+        import circuitsvis  # noqa: F401
+    except ImportError:
+        print("circuitsvis is not installed (make bench installs it): using the last circuitsvis_results.json", flush=True)
+        return
+    if not skip:
+        subprocess.run([sys.executable, str(HERE / "circuitsvis_bench.py")], check=False, cwd=HERE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-bertviz", action="store_true", help="reuse the last bertviz_results.json")
+    parser.add_argument("--skip-circuitsvis", action="store_true", help="reuse the last circuitsvis_results.json")
     parser.add_argument("--only-analysis", action="store_true", help="rerun the corpus analyses, keep the rest")
     parser.add_argument("--only-memory", action="store_true", help="rerun the kernel memory bench, keep the rest")
     parser.add_argument("--only-long", action="store_true", help="rerun the long-input bench, keep the rest")
@@ -107,6 +119,7 @@ def main() -> None:
     if args.only_long:
         results = json.loads((HERE / "results.json").read_text())
         results["long"] = bench_long()
+        run_circuitsvis(args.skip_circuitsvis)
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
                      results["analysis"], results["memory"], results["long"])
@@ -145,6 +158,7 @@ def main() -> None:
             print(json.dumps(front), flush=True)
             front_rows.append(front)
     long_rows = bench_long()
+    run_circuitsvis(args.skip_circuitsvis)
     bertviz = None if args.skip_bertviz else run_bertviz()
     if bertviz is None and (HERE / "bertviz_results.json").is_file():
         bertviz = json.loads((HERE / "bertviz_results.json").read_text())
@@ -181,6 +195,7 @@ def write_tables(
     long_rows: list[dict] = (),
 ) -> None:
     from analysis_bench import table as analysis_table
+    from circuitsvis_bench import table as peers_table
     from long_bench import table as long_table
     from memory_bench import table as memory_table
 
@@ -255,6 +270,10 @@ def write_tables(
         lines += ["", *memory_table(memory_row)]
     if long_rows:
         lines += ["", *long_table(long_rows)]
+        peers = HERE / "circuitsvis_results.json"
+        if peers.is_file():
+            at_8k = _find(long_rows, case="qwen2-4layer", tokens=8192)
+            lines += ["", *peers_table(json.loads(peers.read_text())["rows"], bertviz_rows, at_8k)]
     lines.append(END)
     readme = HERE / "README.md"
     text = readme.read_text()

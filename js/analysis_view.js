@@ -40,6 +40,15 @@ function format(value, digits) {
   return Number.isFinite(value) ? value.toFixed(digits) : "n/a";
 }
 
+/** A measure's top of scale: its declared max, or its largest finite value. */
+const maxOf = (m) => m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite));
+
+/** The heatmap as an image from its state alone, on the measure the state names. */
+export function heatmapImage(state, options) {
+  const measure = state.measures.find((m) => m.key === state.measure) ?? state.measures[0];
+  return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), options);
+}
+
 /** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
 export function heatmapBar(measure, max) {
   return colorBar(measure.label, 0, max, interpolateViridis);
@@ -92,7 +101,6 @@ export function createHeadMapView(container, callbacks = {}) {
   let chosen = null;
 
   const current = () => state.measures.find((m) => m.key === chosen) ?? state.measures[0];
-  const maxOf = (m) => m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite));
 
   function draw() {
     const measure = current();
@@ -399,6 +407,13 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
  * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
+/** The matrix as an image from its state alone: the state's layer, nothing dropped or normalised. */
+export function matrixImage(state, options) {
+  const shown = { ...state, ...matrixShown(state) };
+  const layer = Math.min(Math.max(0, state.layer ?? shown.shape[0] - 1), shown.shape[0] - 1);
+  return matrixScene(shown, layer, options);
+}
+
 export function createMatrixView(container) {
   const root = el("div", "attnscope-matrix-view", container);
   const title = el("div", "attnscope-matrix-title", root);

@@ -148,21 +148,50 @@ export function lineEnds(ranges, x0, y0) {
   ];
 }
 
+/** The state cut to its first `max` queries and keys (a picture of a long input keeps its size). */
+function firstTokens(state, max) {
+  const [nHeads, nQueries, nKeys] = state.attention.shape;
+  if (nQueries <= max && nKeys <= max) return state;
+  const [q, k] = [Math.min(nQueries, max), Math.min(nKeys, max)];
+  const all = state.attention.values;
+  const values = new Float32Array(nHeads * q * k);
+  for (let h = 0; h < nHeads; h++) {
+    for (let i = 0; i < q; i++) values.set(all.subarray((h * nQueries + i) * nKeys, (h * nQueries + i) * nKeys + k), (h * q + i) * k);
+  }
+  const bStart = state.sentenceBStart !== null && state.sentenceBStart < q ? state.sentenceBStart : null;
+  return { ...state, attention: { values, shape: [nHeads, q, k] }, tokens: state.tokens.slice(0, q),
+    keyTokens: state.keyTokens ? state.keyTokens.slice(0, k) : state.keyTokens,
+    sentenceBStart: bStart, sentenceFilter: bStart === null ? "all" : state.sentenceFilter,
+    selected: state.selected !== undefined && state.selected < q ? state.selected : undefined };
+}
+
+/** What a view thinned to its strongest lines says it left out (weights as the user reads them). */
+function thinnedNote(budget, weightScale = 1) {
+  const weight = weightScale === 1 ? budget.minWeight : (budget.minWeight * weightScale).toPrecision(2);
+  return `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${weight}) of `
+    + `${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
+}
+
 /**
  * The head view as an image: title, caption, head swatches, the two token columns and every line
  * the view draws without hover. Token rows sit at the screen's pitch (ROW_HEIGHT) beside the lines' ends.
  */
-export function headScene(state, { title = "" } = {}) {
+export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, maxTokens = Infinity } = {}) {
+  const state = firstTokens(fullState, maxTokens);
   const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
   const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-  const all = strongestLines(attention, shown).lines;
+  const budget = strongestLines(attention, shown, lineBudget);
+  const all = budget.lines;
   const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   const leftTokens = tokens.slice(...ranges.from);
   const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
   const leftWidth = Math.max(40, ...leftTokens.map((t) => textWidth(t))) + 12;
   const rightWidth = Math.max(40, ...rightTokens.map((t) => textWidth(t))) + 12;
   const width = leftWidth + LINES_WIDTH + rightWidth;
-  const captionLines = state.caption ? wrapText(state.caption, width - 12, 11) : [];
+  const cut = state.tokens.length < fullState.tokens.length
+    ? `The first ${state.tokens.length} of ${fullState.tokens.length.toLocaleString("en")} tokens.` : "";
+  const notes = [state.caption, cut, budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale) : ""].filter(Boolean);
+  const captionLines = notes.flatMap((note) => wrapText(note, width - 12, 11));
   const swatchTop = 24 + captionLines.length * 15;
   const top = swatchTop + 20;
   const rows = Math.max(leftTokens.length, rightTokens.length, 1);
@@ -327,10 +356,7 @@ export function createHeadView(container, callbacks = {}) {
     lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
-    if (thinned) {
-      note.textContent = `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${shownWeight(budget.minWeight, 2)}) `
-        + `of ${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
-    }
+    if (thinned) note.textContent = thinnedNote(budget, state.weightScale);
     const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     linesBox.dataset.lineCount = String(lines.length);

@@ -65,7 +65,7 @@ function thumbnailEnds([rows, cols], x, y, width, height) {
 const headText = (head) => `Head ${head + 1}`;
 const layerText = (layer) => `Layer ${layer + 1}`;
 
-export function modelScene(state, lineCache, { title = "", labels = true } = {}) {
+export function modelScene(state, lineCache, { title = "", labels = true, note = SCALE_NOTE } = {}) {
   const { thumbnails, layers, heads, nHeads } = state;
   const cell = state.cell ?? CELL;
   const grid = thumbnails.shape.slice(2);
@@ -74,7 +74,7 @@ export function modelScene(state, lineCache, { title = "", labels = true } = {})
   if (labels) {
     s.text(6, 12, title, { role: "title" });
     gridSceneLabels(s, { left, top, cell, columnTexts: heads.map(headText), rowTexts: layers.map(layerText) });
-    s.text(6, top + layers.length * cell + 14, SCALE_NOTE, { size: 10, role: "scale" });
+    s.text(6, top + layers.length * cell + 14, note, { size: 10, role: "scale" });
   }
   const colors = headColors(nHeads);
   const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
@@ -88,6 +88,17 @@ export function modelScene(state, lineCache, { title = "", labels = true } = {})
     }
   }); });
   return s.scene;
+}
+
+/** Each shown layer × head's lines, as the grid draws them. */
+export const thumbnailLineCache = ({ thumbnails, layers, heads }, maxLines = THUMBNAIL_MAX_LINES) =>
+  layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col, THUMBNAIL_MIN_WEIGHT, maxLines)));
+
+/** The model view as an image from its state alone (where there is no view: the kernel's picture);
+ * maxLines: each head's strongest lines kept (fewer make a smaller picture, which says so). */
+export function modelImage(state, { maxLines = THUMBNAIL_MAX_LINES, ...options } = {}) {
+  const note = maxLines < THUMBNAIL_MAX_LINES ? `Each head's ${maxLines} strongest lines. ${SCALE_NOTE}` : SCALE_NOTE;
+  return modelScene(state, thumbnailLineCache(state, maxLines), { ...options, note });
 }
 
 /** The first token of each pooled row: row i of `rows` covers tokens from floor(i·n / rows). */
@@ -193,7 +204,7 @@ export function createModelView(container, callbacks = {}) {
       const { thumbnails, layers, heads } = next;
       grid.label(heads.map(headText), layers.map(layerText), cell);
       const ctx = sizeCanvas(canvas, heads.length * cell, layers.length * cell);
-      if (!sameData) lineCache = layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col)));
+      if (!sameData) lineCache = thumbnailLineCache(next);
       const count = lineCache.flat().reduce((n, lines) => n + lines.length, 0);
       if (ctx) drawScene(ctx, modelScene(next, lineCache, { labels: false }));
       const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));

@@ -92,14 +92,21 @@ export function neuronScene(state, { title = "" } = {}) {
   state.tokens.forEach((t, i) => {
     s.text(leftWidth - 6, rowY(i + 1), t, { anchor: "end", color: i === state.query ? "#d62728" : null, role: "query-token" });
   });
+  // One raster a matrix (a pixel a value, a row ROW_HEIGHT pixels with the 2 px gap left
+  // clear), not a rect a value: 20 tokens × 64 values are 2,560 rects, too many for a picture.
   const matrix = (values, count, x, firstRow) => {
     const scale = maxAbs(values);
+    const rgba = new Uint8ClampedArray(d * count * ROW_HEIGHT * 4);
     for (let r = 0; r < count; r++) {
       for (let k = 0; k < d; k++) {
         const v = values[r * d + k];
-        if (Number.isFinite(v) && v !== 0) s.rect(x + k * w, top + (firstRow + r) * ROW_HEIGHT, w, ROW_HEIGHT - 2, divergingColor(v, scale));
+        if (!Number.isFinite(v) || v === 0 || scale <= 0) continue;
+        const [red, green, blue] = v < 0 ? NEGATIVE : POSITIVE;
+        const alpha = Math.round(255 * Math.min(1, Math.abs(v) / scale));
+        for (let y = r * ROW_HEIGHT; y < (r + 1) * ROW_HEIGHT - 2; y++) rgba.set([red, green, blue, alpha], (y * d + k) * 4);
       }
     }
+    s.raster(x, top + firstRow * ROW_HEIGHT, d * w, count * ROW_HEIGHT, d, count * ROW_HEIGHT, rgba);
   };
   matrix(data.query, 1, xKeys, 0);
   matrix(data.keys, n, xKeys, 1);

@@ -36,6 +36,16 @@ export function createRequestCache(channel, onAnswer, { limit = 64 } = {}) {
   };
 }
 
+/** A "neuron" answer's five float16 buffers as the view's numbers. */
+export function neuronNumbers(msg, buffers) {
+  const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
+    decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
+  return { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label };
+}
+
+/** A long request's answer (rows, a tile, a window): its content with the float32 values decoded. */
+export const longNumbers = (msg, buffers) => ({ ...msg, values: decodeArray({ data: buffers[0], dtype: msg.dtype, shape: msg.shape }).values });
+
 /**
  * The neuron view's source: data() returns the numbers for the open layer, head and query, or
  * null while they are asked for, or {error}.
@@ -51,10 +61,8 @@ export function createNeuronRequests(channel, get, onAnswer) {
       const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part()].join(":");
       const params = { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") };
       return requests.ask(key, "neuron", params, (msg, buffers) => {
-        const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
-          decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
         const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
-        return [answered, { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label }];
+        return [answered, neuronNumbers(msg, buffers)];
       });
     },
   };
@@ -71,11 +79,10 @@ const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.co
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
-  const decoded = (msg, buffers) => ({ ...msg, values: decodeArray({ data: buffers[0], dtype: msg.dtype, shape: msg.shape }).values });
   // The run's id is in the key, not in the request: the kernel answers with the run it has.
   const ask = (key, type) => (params) => {
     const { result_id: run, ...sent } = params;
-    return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), decoded(msg, buffers)]);
+    return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
   };
   return {
     row: ask(rowKey, "attention_rows"),

@@ -3,6 +3,8 @@
 // drawScene onto a canvas (the screen, and PNG export) and sceneToSvg (SVG export). What the
 // image shows is therefore where the screen shows it (vega's scenegraph, in small).
 import { groupWeightedLines } from "./draw_lines.js";
+import { base64Encode } from "./base64.js";
+import { encodePng } from "./png.js";
 import { svgSafeText } from "./svg.js";
 
 const NS = "http://www.w3.org/2000/svg";
@@ -123,72 +125,63 @@ export function drawScene(ctx, scene, { dark = false } = {}) {
   }
 }
 
-function svgNode(parent, tag, attributes) {
-  const node = document.createElementNS(NS, tag);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
-  parent.appendChild(node);
-  return node;
+// XML text and attribute values; token text is made XML-safe first (svgSafeText).
+const escapeXml = (text) => String(text).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+
+function svgTag(tag, attributes, content = null) {
+  const attrs = Object.entries(attributes).map(([key, value]) => ` ${key}="${escapeXml(value)}"`).join("");
+  return content === null ? `<${tag}${attrs}/>` : `<${tag}${attrs}>${content}</${tag}>`;
 }
 
 const round = (v) => Math.round(v * 10) / 10;
 
-/** A raster as one embedded PNG (pixelated when scaled), or as a rect per pixel where no canvas can encode one. */
-function svgRaster(root, item) {
-  const pixels = rasterCanvas(item);
-  const box = { x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height) };
-  if (pixels) {
-    const image = svgNode(root, "image", { ...box, preserveAspectRatio: "none", style: "image-rendering: pixelated", class: "raster" });
-    image.setAttribute("href", pixels.toDataURL("image/png"));
-    return;
-  }
-  const group = svgNode(root, "g", { class: "raster" });
-  const [w, h] = [item.width / item.cols, item.height / item.rows];
-  for (let r = 0; r < item.rows; r++) {
-    for (let c = 0; c < item.cols; c++) {
-      const at = (r * item.cols + c) * 4;
-      if (!item.rgba[at + 3]) continue;
-      svgNode(group, "rect", { x: round(item.x + c * w), y: round(item.y + r * h), width: round(w), height: round(h),
-        fill: `rgba(${item.rgba[at]},${item.rgba[at + 1]},${item.rgba[at + 2]},${(item.rgba[at + 3] / 255).toFixed(3)})` });
-    }
-  }
+/** A raster as one embedded PNG, pixelated when scaled (the same pixels the canvas draws). */
+function svgRaster(item) {
+  const png = encodePng(item.rgba, item.cols, item.rows);
+  return svgTag("image", {
+    x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height), preserveAspectRatio: "none",
+    style: "image-rendering: pixelated", class: "raster", href: `data:image/png;base64,${base64Encode(png)}`,
+  });
 }
 
-/** The scene as an SVG document's text. Token text goes in as textContent (XML-escaped). */
+function svgItem(item, foreground) {
+  if (item.type === "rect") {
+    return svgTag("rect", { x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height), fill: item.fill,
+      ...(item.role ? { class: item.role } : {}) });
+  }
+  if (item.type === "raster") return svgRaster(item);
+  if (item.type === "circle") return svgTag("circle", { cx: round(item.cx), cy: round(item.cy), r: item.r, fill: item.fill });
+  if (item.type === "segment") {
+    return svgTag("line", { x1: item.x0, y1: item.y0, x2: item.x1, y2: item.y1, stroke: item.color, "stroke-width": item.width });
+  }
+  if (item.type === "lines") {
+    return item.groups.map((group) => svgTag("path", {
+      d: group.segments.map(([x0, y0, x1, y1]) => `M${round(x0)} ${round(y0)}L${round(x1)} ${round(y1)}`).join(""),
+      stroke: group.color, "stroke-opacity": group.alpha, "stroke-width": item.width, fill: "none", "data-lines": group.count,
+    })).join("");
+  }
+  if (item.type === "text") {
+    // Colour and anchor are inherited from the root unless they differ: a picture holds thousands of labels.
+    const attributes = { x: round(item.x), y: round(item.y), "dominant-baseline": "middle" };
+    if (item.anchor !== "start") attributes["text-anchor"] = item.anchor;
+    if (item.color && item.color !== foreground) attributes.fill = item.color;
+    if (item.size !== 12) attributes["font-size"] = item.size;
+    if (item.rotate) attributes.transform = `rotate(${item.rotate} ${round(item.x)} ${round(item.y)})`;
+    if (item.role) attributes.class = item.role;
+    return svgTag("text", attributes, escapeXml(svgSafeText(item.text))); // data, never markup
+  }
+  return "";
+}
+
+/** The scene as an SVG document's text, made as a string: no DOM is needed (the kernel's picture
+ * of a view is made by this same code, outside any browser). Token text is XML-escaped data. */
 export function sceneToSvg(scene, { dark = false } = {}) {
   const { background, foreground } = sceneColors(dark);
   const { width, height } = scene;
-  const root = document.createElementNS(NS, "svg");
-  for (const [key, value] of Object.entries({ width, height, viewBox: `0 0 ${width} ${height}`, "font-family": FONT, "font-size": 12 })) {
-    root.setAttribute(key, String(value));
-  }
-  if (scene.background) svgNode(root, "rect", { class: "background", x: 0, y: 0, width, height, fill: background });
-  for (const item of scene.items) {
-    if (item.type === "rect") {
-      const rect = svgNode(root, "rect", { x: round(item.x), y: round(item.y), width: round(item.width), height: round(item.height), fill: item.fill });
-      if (item.role) rect.setAttribute("class", item.role);
-    } else if (item.type === "raster") {
-      svgRaster(root, item);
-    } else if (item.type === "circle") {
-      svgNode(root, "circle", { cx: round(item.cx), cy: round(item.cy), r: item.r, fill: item.fill });
-    } else if (item.type === "segment") {
-      svgNode(root, "line", { x1: item.x0, y1: item.y0, x2: item.x1, y2: item.y1, stroke: item.color, "stroke-width": item.width });
-    } else if (item.type === "lines") {
-      for (const group of item.groups) {
-        const d = group.segments.map(([x0, y0, x1, y1]) => `M${round(x0)} ${round(y0)}L${round(x1)} ${round(y1)}`).join("");
-        const path = svgNode(root, "path", { d, stroke: group.color, "stroke-opacity": group.alpha, "stroke-width": item.width, fill: "none" });
-        path.setAttribute("data-lines", String(group.count));
-      }
-    } else if (item.type === "text") {
-      const node = svgNode(root, "text", {
-        x: round(item.x), y: round(item.y), "text-anchor": item.anchor, "dominant-baseline": "middle", fill: item.color ?? foreground,
-      });
-      if (item.size !== 12) node.setAttribute("font-size", String(item.size));
-      if (item.rotate) node.setAttribute("transform", `rotate(${item.rotate} ${round(item.x)} ${round(item.y)})`);
-      if (item.role) node.setAttribute("class", item.role);
-      node.textContent = svgSafeText(item.text); // data, never markup
-    }
-  }
-  return new XMLSerializer().serializeToString(root);
+  const parts = scene.background ? [svgTag("rect", { class: "background", x: 0, y: 0, width, height, fill: background })] : [];
+  for (const item of scene.items) parts.push(svgItem(item, foreground));
+  return svgTag("svg", { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, "font-family": FONT, "font-size": 12,
+    fill: foreground, "text-anchor": "start" }, parts.join(""));
 }
 
 /** PNG bytes of the scene drawn on a canvas at `scale` × its size (the same drawing as the screen's). */

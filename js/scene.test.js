@@ -22,10 +22,14 @@ it("puts query token j of the neuron view beside key row j, as the screen's tabl
   expect(queries.map((t) => t.text)).toEqual(tokens);
   expect(queries.map((t) => t.y)).toEqual(keys.map((t) => t.y)); // was one row off
   expect(keys[1].y - keys[0].y).toBe(ROW_HEIGHT);
-  // The key rows of the k matrix start one row (q's) below the matrix's top.
-  const cells = scene.items.filter((item) => item.type === "rect");
-  const firstKeyCell = cells[d]; // after q's d cells
-  expect(firstKeyCell.y + (ROW_HEIGHT - 2) / 2 + 1).toBeCloseTo(keys[0].y, 5);
+  // The key rows of the k matrix start one row (q's) below the matrix's top: rasters of q, k and
+  // q × k, a pixel row a screen pixel, each token's row ROW_HEIGHT pixels with a 2 px gap.
+  const [q, k] = scene.items.filter((item) => item.type === "raster");
+  expect(k.y - q.y).toBe(ROW_HEIGHT);
+  expect(k.y + ROW_HEIGHT / 2).toBeCloseTo(keys[0].y, 5);
+  expect([k.cols, k.rows, k.height]).toEqual([d, n * ROW_HEIGHT, n * ROW_HEIGHT]);
+  const alphaAt = (row, col) => k.rgba[(row * d + col) * 4 + 3];
+  expect([alphaAt(0, 0), alphaAt(ROW_HEIGHT - 3, 0), alphaAt(ROW_HEIGHT - 1, 0)]).toEqual([255, 255, 0]);
 });
 
 it("ends the head view's lines at the rows of their tokens", () => {
@@ -90,7 +94,9 @@ it("draws a view's scene as SVG and on a canvas with the same texts, in order, w
     .map((t) => [svgSafeText(t.text), round(t.x), round(t.y), t.anchor, t.role || null]);
   const doc = new DOMParser().parseFromString(sceneToSvg(scene), "image/svg+xml");
   const svg = [...doc.querySelectorAll("text")].map((t) => [
-    t.textContent, Number(t.getAttribute("x")), Number(t.getAttribute("y")), t.getAttribute("text-anchor"), t.getAttribute("class"),
+    // The anchor is written where it is not the root's "start" (inherited).
+    t.textContent, Number(t.getAttribute("x")), Number(t.getAttribute("y")), t.getAttribute("text-anchor") ?? doc.documentElement.getAttribute("text-anchor"),
+    t.getAttribute("class"),
   ]);
   expect(svg).toEqual(want);
   expect(svg.filter(([, , , , role]) => role === "token-right").map(([text]) => text)).toEqual(["[CLS]", "a\u2400b", "<i>c</i>", "[SEP]"]);

@@ -34,7 +34,10 @@ function everyScene() {
 it("lays out every view without a DOM, as plain JSON data", () => {
   expect(typeof document).toBe("undefined");
   for (const [view, scene] of Object.entries(everyScene())) {
-    expect(JSON.parse(JSON.stringify(scene)), view).toEqual(scene);
+    // Plain data: numbers, strings and (a raster's pixels) typed arrays; no nodes, no functions.
+    const data = { ...scene, items: scene.items.map((item) => (item.rgba ? { ...item, rgba: Array.from(item.rgba) } : item)) };
+    expect(JSON.parse(JSON.stringify(data)), view).toEqual(data);
+    for (const item of scene.items) if (item.type === "raster") expect(item.rgba.length, view).toBe(item.cols * item.rows * 4);
     expect(scene.width, view).toBeGreaterThan(0);
     expect(scene.height, view).toBeGreaterThan(0);
     for (const item of scene.items) {

@@ -1,13 +1,15 @@
 // The table of views the widget shows, one adapter each: how to create the view in its body,
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
 // its image. Adding a view is one entry here plus its module; render() in widget.js loops.
-import { createHeadMapView, createHeadScatterView, createMatrixView, scatterSize } from "./analysis_view.js";
+import {
+  createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene, scatterSize,
+} from "./analysis_view.js";
 import { el, tokenCaption } from "./dom.js";
-import { createHeadView } from "./head_view.js";
-import { createMapView, tileRequest, wholeMap } from "./map_view.js";
-import { createModelView } from "./model_view.js";
-import { createNeuronView } from "./neuron_view.js";
-import { createTextView } from "./text_view.js";
+import { createHeadView, headScene } from "./head_view.js";
+import { createMapView, mapScene, mapSize, tileRequest, wholeMap } from "./map_view.js";
+import { createModelView, modelImage } from "./model_view.js";
+import { createNeuronView, neuronScene } from "./neuron_view.js";
+import { createTextView, textScene } from "./text_view.js";
 
 /**
  * What an adapter reads the state through.
@@ -28,6 +30,8 @@ import { createTextView } from "./text_view.js";
  * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
  * @property {(body: HTMLElement, actions: {setTraits: (values: object) => void, redraw: () => void}, get: (name: string) => any) => any} create
  * @property {(view: any, context: ViewContext) => string} draw
+ * @property {(context: ViewContext, options: object) => object | string} picture  the view as a scene from the
+ *   state alone, no DOM (the kernel's picture of a saved output, js/picture.js), or why there is none
  * @property {(context: ViewContext) => string} title  the image's title
  */
 
@@ -40,12 +44,12 @@ const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer") + 
 
 // A long run's head view shows a window of its text; the token slices are kept while the window
 // and the run stay, so a redraw does not rebuild (and un-hover) the token columns.
-function windowTokens(view, tokens, notes, start, end) {
+function windowTokens(memo, tokens, notes, start, end) {
   const key = `${start}:${end}`;
-  if (view.window?.tokens !== tokens || view.window.key !== key) {
-    view.window = { tokens, key, shown: tokens.slice(start, end), notes: (notes ?? []).slice(start, end) };
+  if (memo.window?.tokens !== tokens || memo.window.key !== key) {
+    memo.window = { tokens, key, shown: tokens.slice(start, end), notes: (notes ?? []).slice(start, end) };
   }
-  return view.window;
+  return memo.window;
 }
 
 const count = (n) => n.toLocaleString("en");
@@ -65,7 +69,9 @@ function relativeWindow(win, aside) {
   return { values: relative, largest };
 }
 
-function drawWindow(view, { get, long }) {
+/** The head view's state on a long run (the window around the selected token), or a status line.
+ * memo keeps the slices and relative weights between draws (the view's own object on screen). */
+function windowState({ get, long }, memo = {}) {
   const tokens = get("tokens");
   const selected = get("focus_token");
   const answer = long.window({ result_id: get("result_id"), layer: get("layer"), token: selected });
@@ -73,13 +79,13 @@ function drawWindow(view, { get, long }) {
   const win = answered(answer, (a) => a.n_tokens === tokens.length && a.shape[0] === get("n_heads"));
   if (!win) return "computing…";
   const [start, end] = win.rows;
-  const { shown, notes } = windowTokens(view, tokens, get("token_notes"), start, end);
-  if (view.relative?.of !== win || view.relative.aside !== get("sink_aside")) {
-    view.relative = { of: win, aside: get("sink_aside"), ...relativeWindow(win, get("sink_aside")) };
+  const { shown, notes } = windowTokens(memo, tokens, get("token_notes"), start, end);
+  if (memo.relative?.of !== win || memo.relative.aside !== get("sink_aside")) {
+    memo.relative = { of: win, aside: get("sink_aside"), ...relativeWindow(win, get("sink_aside")) };
   }
-  const { values, largest } = view.relative;
-  view.start = start;
-  view.update({
+  const { values, largest } = memo.relative;
+  return {
+    start,
     tokens: shown,
     tokenNotes: notes,
     keyTokens: null,
@@ -94,11 +100,58 @@ function drawWindow(view, { get, long }) {
       + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer") + 1}: each line is as opaque `
       + `as its exact weight relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
       + "outside this window is not drawn. Click a token to move there.",
-  });
-  if (view.scrolledTo !== selected) view.scrollToToken(selected - start);
-  view.scrolledTo = selected;
+  };
+}
+
+// Per head view on screen: its window's slices, relative weights, start and the token scrolled to.
+const windowMemos = new WeakMap();
+
+function drawWindow(view, context) {
+  const memo = windowMemos.get(view);
+  const state = windowState(context, memo);
+  if (typeof state === "string") return state;
+  memo.start = state.start;
+  view.update(state);
+  const selected = state.start + state.selected;
+  if (memo.scrolledTo !== selected) view.scrollToToken(state.selected);
+  memo.scrolledTo = selected;
   return "";
 }
+
+/** The head view's state on a short run (the open layer's attention), or a status line. */
+function headState({ get, decoded }) {
+  const payload = get("attention");
+  if (!payload || payload.layer !== get("layer")) return "loading layer…";
+  const attention = decoded("attention");
+  const tokens = get("tokens");
+  const nHeads = get("n_heads");
+  const keys = keyTokens(get);
+  const [h, t1, t2] = attention.shape;
+  if (h !== nHeads || t1 !== tokens.length || t2 !== (keys ?? tokens).length) {
+    throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
+  }
+  const sentenceBStart = get("sentence_b_start");
+  return {
+    tokens,
+    tokenNotes: get("token_notes"),
+    keyTokens: keys,
+    keyNotes: get("key_token_notes"),
+    causal: Boolean(get("causal")),
+    sentenceBStart,
+    attention,
+    visibleHeads: get("heads"),
+    sentenceFilter: sentenceBStart === null ? "all" : get("sentence_filter"),
+  };
+}
+
+// A view's state, or the status line that says why there is none yet, drawn into the view.
+function shown(view, state) {
+  if (typeof state === "string") return state;
+  view.update(state);
+  return "";
+}
+// A view's state as a scene by its image function, or the status line.
+const imaged = (state, image, options) => (typeof state === "string" ? state : image(state, options));
 
 /** @type {ViewAdapter} */
 const head = {
@@ -120,37 +173,16 @@ const head = {
         setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h });
       },
       // A long run's window: a click selects the token for every long view.
-      onSelectToken: (i) => { if (get("long_context")) setTraits({ focus_token: view.start + i }); },
+      onSelectToken: (i) => { if (get("long_context")) setTraits({ focus_token: memo.start + i }); },
     });
+    const memo = { start: 0 };
+    windowMemos.set(view, memo);
     return view;
   },
   draw(view, context) {
-    const { get, decoded } = context;
-    if (get("long_context")) return drawWindow(view, context);
-    const payload = get("attention");
-    if (!payload || payload.layer !== get("layer")) return "loading layer…";
-    const attention = decoded("attention");
-    const tokens = get("tokens");
-    const nHeads = get("n_heads");
-    const keys = keyTokens(get);
-    const [h, t1, t2] = attention.shape;
-    if (h !== nHeads || t1 !== tokens.length || t2 !== (keys ?? tokens).length) {
-      throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
-    }
-    const sentenceBStart = get("sentence_b_start");
-    view.update({
-      tokens,
-      tokenNotes: get("token_notes"),
-      keyTokens: keys,
-      keyNotes: get("key_token_notes"),
-      causal: Boolean(get("causal")),
-      sentenceBStart,
-      attention,
-      visibleHeads: get("heads"),
-      sentenceFilter: sentenceBStart === null ? "all" : get("sentence_filter"),
-    });
-    return "";
+    return context.get("long_context") ? drawWindow(view, context) : shown(view, headState(context));
   },
+  picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
 };
 
@@ -158,6 +190,14 @@ const head = {
 const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_context")
   ? { view: "map", layer, focus_head: h }
   : { view: "head", layer, heads: [h], neuron_head: h });
+
+function modelState({ get, decoded, maskMode, width }) {
+  const payload = get("thumbnails");
+  if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
+  return { thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
+    nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width,
+    tokens: get("tokens"), keyTokens: keyTokens(get) };
+}
 
 /** @type {ViewAdapter} */
 const model = {
@@ -175,16 +215,23 @@ const model = {
       },
     });
   },
-  draw(view, { get, decoded, maskMode, width }) {
-    const payload = get("thumbnails");
-    if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
-    view.update({ thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
-      nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width,
-      tokens: get("tokens"), keyTokens: keyTokens(get) });
-    return "";
-  },
+  draw: (view, context) => shown(view, modelState(context)),
+  picture: (context, options) => imaged(modelState(context), modelImage, options),
   title: ({ get }) => get("model_name"),
 };
+
+function neuronState({ get, neuronData }) {
+  const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
+    keyNotes: get("key_token_notes"), nHeads: get("n_heads"),
+    head: get("neuron_head"), query: get("neuron_query") };
+  let message = "";
+  if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
+  else if (!get("has_queries_keys")) message = "This model's queries and keys could not be captured.";
+  const data = message ? null : neuronData();
+  if (data?.error) message = data.error;
+  if (!data && !message) return "loading…";
+  return { ...base, data: message ? null : data, message };
+}
 
 /** @type {ViewAdapter} */
 const neuron = {
@@ -197,21 +244,23 @@ const neuron = {
       onHead: (h) => setTraits({ neuron_head: h }),
     });
   },
-  draw(view, { get, neuronData }) {
-    const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
-      keyNotes: get("key_token_notes"), nHeads: get("n_heads"),
-      head: get("neuron_head"), query: get("neuron_query") };
-    let message = "";
-    if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
-    else if (!get("has_queries_keys")) message = "This model's queries and keys could not be captured.";
-    const data = message ? null : neuronData();
-    if (data?.error) message = data.error;
-    if (!data && !message) return "loading…";
-    view.update({ ...base, data: message ? null : data, message });
-    return "";
-  },
+  draw: (view, context) => shown(view, neuronState(context)),
+  picture: (context, options) => imaged(neuronState(context), neuronScene, options),
   title: layerTitle,
 };
+
+function rolloutState({ get, decoded }) {
+  const payload = get("rollout");
+  const tokens = get("tokens");
+  if (payload?.error) return payload.error;
+  if (!payload?.data || payload.n_tokens !== tokens.length) return "loading rollout…";
+  const { values, shape } = decoded("rollout");
+  return {
+    title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
+    tokens, notes: get("token_notes"), values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
+    layerLabel: (i) => `Rolled out through layer ${i + 1}`,
+  };
+}
 
 /** @type {ViewAdapter} */
 const rollout = {
@@ -219,21 +268,30 @@ const rollout = {
   label: "Rollout",
   modes: ["short"],
   create: (body) => createMatrixView(body),
-  draw(view, { get, decoded }) {
-    const payload = get("rollout");
-    const tokens = get("tokens");
-    if (payload?.error) return payload.error;
-    if (!payload?.data || payload.n_tokens !== tokens.length) return "loading rollout…";
-    const { values, shape } = decoded("rollout");
-    view.update({
-      title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
-      tokens, notes: get("token_notes"), values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
-      layerLabel: (i) => `Rolled out through layer ${i + 1}`,
-    });
-    return "";
-  },
+  draw: (view, context) => shown(view, rolloutState(context)),
+  picture: (context, options) => imaged(rolloutState(context), matrixImage, options),
   title: ({ get }) => `${get("model_name")} · attention rollout`,
 };
+
+const NO_ANALYSIS = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
+
+/** The analysis tab's state: {note, scatter, state} for the heatmap or the MDS scatter, or a line
+ * saying there is none. */
+function analysisState({ get, decoded, width }) {
+  const analysis = get("analysis");
+  if (!analysis?.kind) return NO_ANALYSIS;
+  const { n_layers: nLayers, n_heads: nHeads } = analysis;
+  if (analysis.kind === "head_distances") {
+    const thumbs = get("thumbnails");
+    // The scatter's hover shows a head's thumbnail when every head's is there.
+    const complete = thumbs?.data && thumbs.layers.length === nLayers && thumbs.heads.length === nHeads;
+    return { note: analysis.note, scatter: true, state: { nLayers, nHeads, points: Float32Array.from(analysis.points),
+      behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, size: scatterSize(width) } };
+  }
+  const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
+    values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
+  return { note: analysis.note, scatter: false, state: { nLayers, nHeads, measures, measure: analysis.measure } };
+}
 
 // The analysis tab shows one of two views, by the kind of analysis the kernel sent.
 function createAnalysisView(body, { setTraits }, get) {
@@ -244,25 +302,16 @@ function createAnalysisView(body, { setTraits }, get) {
   const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits, get) });
   const shown = () => (scatterBox.hidden ? heatmap : scatter);
   return {
-    update(analysis, thumbnails, width) {
-      if (!analysis?.kind) {
-        note.textContent = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
+    update(shownState) {
+      if (typeof shownState === "string") {
+        note.textContent = shownState;
         heatmapBox.hidden = scatterBox.hidden = true;
         return;
       }
-      note.textContent = analysis.note;
-      const isScatter = analysis.kind === "head_distances";
-      heatmapBox.hidden = isScatter;
-      scatterBox.hidden = !isScatter;
-      const { n_layers: nLayers, n_heads: nHeads } = analysis;
-      if (isScatter) {
-        scatter.update({ nLayers, nHeads, points: Float32Array.from(analysis.points),
-          behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails, size: scatterSize(width) });
-      } else {
-        const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
-          values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
-        heatmap.update({ nLayers, nHeads, measures, measure: analysis.measure });
-      }
+      note.textContent = shownState.note;
+      heatmapBox.hidden = shownState.scatter;
+      scatterBox.hidden = !shownState.scatter;
+      (shownState.scatter ? scatter : heatmap).update(shownState.state);
     },
     toSvg: (options) => shown().toSvg(options),
     toPng: (options) => shown().toPng(options),
@@ -279,13 +328,14 @@ const analysis = {
   label: "Analysis",
   modes: ["short", "long"],
   create: createAnalysisView,
-  draw(view, { get, decoded, width }) {
-    const shown = get("analysis");
-    const thumbs = get("thumbnails");
-    // The scatter's hover shows a head's thumbnail when every head's is there.
-    const complete = shown?.kind === "head_distances" && thumbs?.data && thumbs.layers.length === shown.n_layers && thumbs.heads.length === shown.n_heads;
-    view.update(shown, complete ? decoded("thumbnails") : null, width);
+  draw(view, context) {
+    view.update(analysisState(context));
     return "";
+  },
+  picture(context, options) {
+    const state = analysisState(context);
+    if (typeof state === "string") return state;
+    return state.scatter ? scatterScene(state.state, "behaviour", options) : heatmapImage(state.state, options);
   },
   title: ({ get }) => get("model_name"),
 };
@@ -300,6 +350,17 @@ const longCallbacks = (setTraits) => ({
   onAside: (n) => setTraits({ sink_aside: n }),
 });
 
+// The text view's state: the shading of the selected token's row or column (values null while asked for).
+function textState({ get, long }) {
+  const tokens = get("tokens");
+  const selected = get("focus_token");
+  const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
+  const row = answered(answer, (a) => a.values.length === tokens.length);
+  return { tokens, notes: get("token_notes"), selected, values: row?.values ?? null, message: answer?.error ?? "",
+    head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
+    aside: get("sink_aside"), layer: get("layer"), model: get("model_name") };
+}
+
 /** @type {ViewAdapter} */
 const text = {
   name: "text",
@@ -308,18 +369,17 @@ const text = {
   create(body, { setTraits }) {
     return createTextView(body, { ...longCallbacks(setTraits), onDirection: (direction) => setTraits({ direction }) });
   },
-  draw(view, { get, long }) {
-    const tokens = get("tokens");
-    const selected = get("focus_token");
-    const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
-    const row = answered(answer, (a) => a.values.length === tokens.length);
-    const moved = view.selected !== selected;
-    view.update({ tokens, notes: get("token_notes"), selected, values: row?.values ?? null, message: answer?.error ?? "",
-      head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
-      aside: get("sink_aside"), layer: get("layer"), model: get("model_name") });
+  draw(view, context) {
+    const state = textState(context);
+    const moved = view.selected !== state.selected;
+    view.update(state);
     if (moved) view.scrollToSelected();
-    view.selected = selected;
-    return answer?.error ? "" : row ? "" : "computing…";
+    view.selected = state.selected;
+    return state.message ? "" : state.values ? "" : "computing…";
+  },
+  picture(context, options) {
+    const state = textState(context);
+    return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,
 };
@@ -347,6 +407,17 @@ const map = {
       reduce: get("map_reduce"), model: get("model_name"), width, message: (overview?.error || zoomed?.error) ?? "" });
     if (overview?.error || zoomed?.error) return "";
     return tile ? (tile === zoomed ? "" : "zooming…") : "computing…";
+  },
+  // The picture is the whole map (a saved output cannot zoom).
+  picture({ get, long, width }, options) {
+    const n = get("tokens").length;
+    const overview = long.tile({ ...longParams(get), reduce: get("map_reduce"), ...tileRequest(wholeMap(n), n) });
+    if (overview?.error) return overview.error;
+    if (!overview) return "computing…";
+    const state = { tokens: get("tokens"), notes: get("token_notes"), n, tile: overview, aside: get("sink_aside"),
+      selected: get("focus_token"), head: get("focus_head"), layer: get("layer"), reduce: get("map_reduce"),
+      model: get("model_name"), region: wholeMap(n) };
+    return mapScene(state, mapSize(width), options).scene;
   },
   title: layerTitle,
 };

@@ -14,6 +14,34 @@ import { resolveTheme, watchJupyterTheme } from "./theme.js";
 import { VIEWS } from "./views.js";
 
 /**
+ * The widget's picture outputs (picture.py) are for where no live view runs: while this view is
+ * on screen they are hidden, output and all (they may arrive after it renders); shown again when
+ * it goes. Returns the function that stops.
+ */
+function hidePictures(host, pictureId) {
+  if (!pictureId || typeof document === "undefined") return () => {};
+  const hidden = new Map(); // element → its display before
+  const area = host.closest(".jp-OutputArea, .output, .jp-Cell-outputArea") ?? document.body;
+  function hide() {
+    for (const picture of area.querySelectorAll(`.attnscope-picture-${CSS.escape(pictureId)}`)) {
+      const output = picture.closest(".jp-OutputArea-child, .output_area") ?? picture;
+      if (hidden.has(output)) continue;
+      hidden.set(output, output.style.display);
+      output.style.display = "none";
+    }
+  }
+  hide();
+  // Changes inside this view (thousands of tokens restyled) are not outputs arriving: skipped.
+  const observer = typeof MutationObserver === "undefined" ? null
+    : new MutationObserver((records) => { if (records.some((r) => !host.contains(r.target))) hide(); });
+  observer?.observe(area, { childList: true, subtree: true });
+  return () => {
+    observer?.disconnect();
+    for (const [output, display] of hidden) output.style.display = display;
+  };
+}
+
+/**
  * @param {{model: any, el: HTMLElement, page?: boolean}} props  anywidget's model and the output's
  *   element; page: a saved page (standalone.js), where the text cannot be rerun
  * @returns {() => void} cleanup
@@ -111,11 +139,13 @@ function render({ model, el: host, page = false }) {
   for (const event of events) model.on(event, schedule);
   const stopWatchingTheme = watchJupyterTheme(schedule);
   channel.notify("rendered"); // the kernel's save_image needs a view that can answer
+  const stopHidingPictures = hidePictures(host, get("picture_id"));
   draw();
 
   return () => {
     for (const event of events) model.off(event, schedule);
     channel.destroy();
+    stopHidingPictures();
     resizes?.disconnect();
     stopWatchingTheme();
     controls.destroy();

@@ -359,3 +359,46 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
                            arg=note.element_handle(), timeout=60_000)
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_head.png"))
     assert not page_errors(page), page.problems
+
+
+def put_contents(base: str, path: str, model: dict) -> None:
+    import json
+
+    request = urllib.request.Request(f"{base}/api/contents/{path}?token={TOKEN}", method="PUT",
+                                     data=json.dumps(model).encode(), headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30)
+
+
+def test_a_saved_notebook_reopened_shows_each_widgets_picture_and_a_live_run_shows_it_once(watched_page, jupyterlab, tmp_path):
+    """Issue 18: run by nbclient and saved, the notebook reopens in JupyterLab with a picture
+    beside each widget's output; run again, each widget is live and its picture hidden."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import attnscope\nw = attnscope.AttentionWidget('The café in Zürich is naïve.', layer=2)\nw"),
+        nbformat.v4.new_code_cell("attnscope.AttentionWidget('A second widget, in the model view.', view='model')"),
+    ]
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    put_contents(jupyterlab, "pictures.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/pictures/tree/pictures.ipynb?reset&token={TOKEN}")
+    pictures = page.locator(".jp-OutputArea-output .attnscope-picture img")
+    pictures.first.wait_for(timeout=90_000)
+    shown = "els => els.filter(e => e.getBoundingClientRect().height > 0).length"
+    assert pictures.evaluate_all(shown) == 2  # reopened, nothing run: a picture per widget
+    decoded = "img => atob(img.src.split(',')[1])"
+    assert "layer 3" in pictures.first.evaluate(decoded) and "Head 12" in pictures.nth(1).evaluate(decoded)
+    assert pictures.evaluate_all("els => els.every(e => e.complete && e.naturalWidth > 0)")  # decoded and painted
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab_reopened_pictures.png"))
+    wait_for_connected_idle_kernel(jupyterlab, notebook="pictures.ipynb")
+    run_all_cells(page)
+    page.locator(".jp-OutputArea-output .attnscope-root").nth(1).wait_for(timeout=120_000)
+    page.wait_for_function("() => [...document.querySelectorAll('.attnscope-picture img')].filter(e => e.getBoundingClientRect().height > 0).length === 0",
+                           timeout=30_000)
+    assert page.locator(".jp-OutputArea-output .attnscope-root").count() == 2
+    assert not page_errors(page), page.problems

@@ -37,7 +37,11 @@ class ScoreRule:
 
     def allowed(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor | None:
         """rows × cols, True where query `rows[a]` may attend to key `cols[b]`; None: all may."""
-        if not self.causal and self.window is None:
+        if (not self.causal and self.window is None) or not len(rows) or not len(cols):
+            return None
+        # A block wholly below the diagonal and inside the window needs no mask (most of a long map).
+        nearest, farthest = int(rows.min()) - int(cols.max()), int(rows.max()) - int(cols.min())
+        if (not self.causal or nearest >= 0) and (self.window is None or farthest < self.window):
             return None
         offset = rows[:, None] - cols[None, :]
         allowed = torch.ones_like(offset, dtype=torch.bool)
@@ -72,9 +76,9 @@ def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor
     """
     n_heads, n_key_heads = q.shape[0], k.shape[0]
     group = n_heads // n_key_heads
-    q32 = q.float().reshape(n_key_heads, group, q.shape[1], q.shape[2])
+    # The scale goes on q (rows × d), not on the scores (rows × keys): the same numbers, a pass fewer.
+    q32 = (q.float() * rule.scaling).reshape(n_key_heads, group, q.shape[1], q.shape[2])
     s = torch.matmul(q32, k.float().transpose(-1, -2)[:, None]).reshape(n_heads, q.shape[1], k.shape[1])
-    s.mul_(rule.scaling)
     if rule.softcap is not None:
         s = torch.tanh(s / rule.softcap).mul_(rule.softcap)
     allowed = rule.allowed(rows.to(s.device), cols.to(s.device))
@@ -117,7 +121,7 @@ def probabilities(
     only, heads first): heads × len(rows) × len(cols), float32, exact. A sink logit needs no
     term here: it is in lse."""
     s = scores(q, k, rule, rows, cols)
-    return torch.exp(s - lse[..., None])
+    return s.sub_(lse[..., None]).exp_()  # in place: a block of scores is the largest thing here
 
 
 def attend(

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import uuid
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,7 @@ class AttentionWidget(anywidget.AnyWidget):
     # What is shown
     view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
                   "long inputs text, map, head (a window around focus_token), model or analysis.", writer="both", page="view")
+    picture_id = synced(Unicode(""), "Names this widget's picture output (picture.py), which the live view hides.")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
     text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
     request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
@@ -232,6 +236,9 @@ class AttentionWidget(anywidget.AnyWidget):
         self._apply(result, request_id=0, layer=layer, heads=heads)
         # After the first result: the model view's thumbnails need it.
         self.view = view if view is not None else ("text" if self.long_context else "head")
+        self.picture_id = uuid.uuid4().hex
+        self._pictures: list[str] = []  # display ids of this widget's picture outputs
+        self._picture_key: str | None = None
         self._channel = Channel(
             self,
             {"neuron": self._answer_neuron, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile,
@@ -252,6 +259,43 @@ class AttentionWidget(anywidget.AnyWidget):
         bundle = self._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)  # anywidget adds metadata
         display(data, metadata=metadata, raw=True)
+        self._display_picture(shell)
+
+    # The picture beside the widget's output (picture.py): drawn at display, redrawn after a cell
+    # that changed what the widget shows, so a notebook saved later holds what was last seen.
+    def _display_picture(self, shell: Any) -> None:
+        from IPython.display import display
+
+        from .picture import picture_bundle
+
+        display_id = f"attnscope-picture-{self.picture_id}-{len(self._pictures)}"
+        self._picture_key = self._shown_key()
+        display(picture_bundle(self, self.picture_id), raw=True, display_id=display_id)
+        if not self._pictures and shell is not None:
+            shell.events.register("post_execute", _picture_refresher(self, shell))
+        self._pictures.append(display_id)
+
+    def _shown_key(self) -> str:
+        """What the picture depends on: every synced trait but the binary payloads (the run's id
+        stands for those)."""
+        from .contract import contract_traits
+
+        skip = {"attention", "thumbnails", "rollout", "request", "error", "picture_id"}
+        state = {name: getattr(self, name) for name in contract_traits(type(self)) if name not in skip}
+        return json.dumps(state, sort_keys=True, default=str)
+
+    def _refresh_pictures(self) -> None:
+        from IPython.display import update_display
+
+        from .picture import picture_bundle
+
+        key = self._shown_key()
+        if key == self._picture_key:
+            return
+        self._picture_key = key
+        bundle = picture_bundle(self, self.picture_id)
+        for display_id in self._pictures:
+            update_display(bundle, raw=True, display_id=display_id)
 
     @property
     def result(self) -> AttentionResult:
@@ -724,6 +768,24 @@ class ImageRequest:
     def __repr__(self) -> str:
         state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
         return f"ImageRequest({str(self.path)!r}, {state})"
+
+
+def _picture_refresher(widget: AttentionWidget, shell: Any):
+    """A post_execute hook that redraws the widget's pictures; it holds the widget weakly (a hook
+    must not keep a closed widget alive) and unregisters itself once the widget is gone."""
+    ref = weakref.ref(widget)
+
+    def refresh() -> None:
+        alive = ref()
+        if alive is None or "_result" not in alive.__dict__:
+            shell.events.unregister("post_execute", refresh)
+            return
+        try:
+            alive._refresh_pictures()
+        except Exception as exc:  # a picture must never break the user's next cell
+            warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
+
+    return refresh
 
 
 def _as_trait_error(check: Any, *args: Any) -> Any:

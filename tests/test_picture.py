@@ -1,0 +1,154 @@
+"""The picture a widget leaves beside its output (issue 18): drawn in the kernel by the views' own
+scene code (js/picture.js in QuickJS), for every view, at most 200 kB an output, kept current by
+the cells that follow, and in the outputs of a notebook run by nbclient."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import json
+import re
+import warnings
+import xml.etree.ElementTree as ET
+
+import nbformat
+import pytest
+import transformers
+from nbclient import NotebookClient
+from test_long_attention import SHAPE, TEXT, sharpened
+from test_token_labels import byte_level_bpe
+
+import attnscope
+from attnscope import picture as picture_module
+from attnscope.bertology import head_stats
+from attnscope.picture import PICTURE_BYTES, picture_bundle, picture_svg
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+OUTPUT_LIMIT = 200_000
+SVG = "{http://www.w3.org/2000/svg}"
+
+pytestmark = pytest.mark.skipif(not (picture_module.STATIC / "picture.js").is_file(), reason="JS bundle not built")
+
+
+def texts(svg: str) -> list[str]:
+    return [node.text or "" for node in ET.fromstring(svg).iter(f"{SVG}text")]
+
+
+@pytest.fixture(scope="module")
+def long_engine():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
+    return attnscope.load(model, byte_level_bpe(), device="cpu")
+
+
+@pytest.mark.parametrize("view", ["head", "model", "neuron", "rollout"])
+def test_every_short_view_is_pictured_with_its_tokens_as_text(default_model, view):
+    hostile = 'The <img src=x onerror=alert(1)> café & "naïve" fox.'
+    widget = attnscope.AttentionWidget(hostile, model=default_model, view=view, layer=2)
+    svg, why = picture_svg(widget)
+    assert why == "" and svg is not None and len(svg) <= PICTURE_BYTES
+    root = ET.fromstring(svg)  # well-formed XML: token text went in as escaped data
+    assert root.tag == f"{SVG}svg" and not list(root.iter(f"{SVG}script")) and "<img" not in svg
+    shown = " ".join(texts(svg))
+    assert "all-MiniLM-L6-v2" in shown
+    if view in ("head", "neuron", "rollout"):
+        assert "café" in shown and "fox" in shown
+    if view == "model":
+        assert "Head 12" in shown and "Layer 6" in shown
+    widget.close()
+
+
+def test_an_analysis_and_a_missing_one_say_what_they_are(default_model):
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model, view="analysis")
+    svg, why = picture_svg(widget)
+    assert svg is None and "No analysis yet" in why
+    bundle = picture_bundle(widget, widget.picture_id)
+    assert bundle["text/plain"].startswith("AttentionWidget(all-MiniLM-L6-v2 (embedded), 6 tokens, analysis view)")
+    assert "image/svg+xml" not in bundle and "No analysis yet" in bundle["text/html"]
+    widget.show_analysis(head_stats(default_model, ["The cat sat on the mat.", "A dog ran."]))
+    svg, why = picture_svg(widget)
+    assert why == "" and "Layer 1" in texts(svg)
+    widget.close()
+
+
+@pytest.mark.parametrize("view", ["text", "map", "head", "model", "analysis"])
+def test_every_long_view_is_pictured_from_the_kernels_answers(long_engine, view):
+    widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view=view)
+    widget.focus_token = 20
+    svg, why = picture_svg(widget)
+    assert why == "" and svg is not None and len(svg) <= PICTURE_BYTES, why
+    shown = " ".join(texts(svg))
+    if view == "text":
+        assert "(token 20)" in shown
+    if view == "map":
+        assert 'class="raster"' in svg and "data:image/png;base64," in svg
+    if view == "head":
+        assert "around token 20" in shown
+    widget.close()
+
+
+def test_a_long_head_view_keeps_its_strongest_lines_within_the_size_and_says_so(default_model):
+    text = " ".join(["The keeper fed the lions and the lions slept in the warm afternoon sun."] * 30)
+    widget = attnscope.AttentionWidget(text, model=default_model)
+    svg, why = picture_svg(widget)
+    assert why == "" and len(svg) <= PICTURE_BYTES
+    assert re.search(r"Showing the [\d,]+ strongest lines \(weight ≥ [\d.]+\) of [\d,]+", " ".join(texts(svg)))
+    widget.close()
+
+
+def test_without_quickjs_the_output_says_why_it_has_no_picture(default_model, monkeypatch):
+    def missing():
+        raise ImportError("No module named 'quickjs'")
+
+    monkeypatch.setattr(picture_module, "_draw_function", missing)
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    bundle = picture_bundle(widget, widget.picture_id)
+    assert "quickjs package is not installed" in bundle["text/plain"] and "image/svg+xml" not in bundle
+    widget.close()
+
+
+def test_the_redraw_hook_does_not_keep_a_widget_alive(default_model):
+    from attnscope.widget import _picture_refresher
+
+    class Events:
+        removed: list = []
+
+        def unregister(self, event, fn):
+            self.removed.append((event, fn))
+
+    class Shell:
+        events = Events()
+
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    refresh = _picture_refresher(widget, Shell())
+    widget.close()
+    del widget
+    gc.collect()
+    refresh()
+    assert Shell.events.removed == [("post_execute", refresh)]
+
+
+def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import attnscope\nw = attnscope.AttentionWidget('The café in Zürich is naïve.')\nw"),
+        nbformat.v4.new_code_cell("w.view = 'model'"),
+        nbformat.v4.new_code_cell("w2 = attnscope.AttentionWidget('A second one.', layer=4)\nw2"),
+    ]
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbformat.validate(notebook)
+    widget_state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
+    assert widget_state is None or "state" in widget_state  # GitHub refuses the block without it
+    for cell in (notebook.cells[0], notebook.cells[2]):
+        live, picture = cell.outputs
+        assert WIDGET_MIME in live["data"] and re.fullmatch(r"AttentionWidget\(.+, \d+ tokens, \w+ view\)", live["data"]["text/plain"])
+        svg = picture["data"]["image/svg+xml"]
+        assert svg.startswith("<svg") and f'src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}"' in picture["data"]["text/html"]
+        assert re.search(r'class="attnscope-picture attnscope-picture-[0-9a-f]{32}"', picture["data"]["text/html"])
+        assert len(json.dumps(picture)) < OUTPUT_LIMIT
+    # The first picture was redrawn after the cell that opened the model view.
+    first = notebook.cells[0].outputs[1]["data"]["image/svg+xml"]
+    assert "Head 12" in " ".join(texts(first)) and "Layer 6" in " ".join(texts(first))
+    second = notebook.cells[2].outputs[1]["data"]["image/svg+xml"]
+    assert "layer 5" in " ".join(texts(second))
