@@ -257,7 +257,9 @@ def bench_long() -> list[dict]:
 
 
 def _gb(n) -> str:
-    return "–" if n is None else f"{n / 1e9:,.2f} GB"
+    if n is None:
+        return "–"
+    return f"{n / 1e9:,.2f} GB" if n >= 1e8 else f"{n / 1e6:,.2f} MB"
 
 
 def table(rows: list[dict]) -> list[str]:

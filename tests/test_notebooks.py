@@ -19,8 +19,10 @@ def run_notebook(name: str, cwd) -> list:
 
 def test_slides_notebook_runs_and_shows_standalone_frames(tmp_path):
     outputs = run_notebook("slides.ipynb", tmp_path)
-    frames = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
-    assert len(frames) == 2 and all('<iframe class="attnscope-slide" srcdoc="' in f for f in frames)
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    frames = [h for h in html if '<iframe class="attnscope-slide" srcdoc="' in h]
+    pictures = [h for h in html if 'class="attnscope-picture ' in h]
+    assert len(frames) == 2 and len(pictures) == 1 and len(html) == 3  # the plain widget's picture beside it
     assert not any(o.output_type == "stream" and o.name == "stderr" and "Warning" in o.text for o in outputs)
 
 

@@ -129,14 +129,23 @@ def test_the_redraw_hook_does_not_keep_a_widget_alive(default_model):
     assert Shell.events.removed == [("post_execute", refresh)]
 
 
-def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(tmp_path):
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """A notebook run by nbclient (as `jupyter nbconvert --execute` runs it): two widgets, the
+    first switched to the model view by a later cell."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell("import attnscope\nw = attnscope.AttentionWidget('The café in Zürich is naïve.')\nw"),
         nbformat.v4.new_code_cell("w.view = 'model'"),
         nbformat.v4.new_code_cell("w2 = attnscope.AttentionWidget('A second one.', layer=4)\nw2"),
     ]
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    path = tmp_path_factory.mktemp("executed")
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path)}}).execute()
+    return notebook
+
+
+def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(executed):
+    notebook = executed
     nbformat.validate(notebook)
     widget_state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
     assert widget_state is None or "state" in widget_state  # GitHub refuses the block without it
@@ -152,3 +161,55 @@ def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(t
     assert "Head 12" in " ".join(texts(first)) and "Layer 6" in " ".join(texts(first))
     second = notebook.cells[2].outputs[1]["data"]["image/svg+xml"]
     assert "layer 5" in " ".join(texts(second))
+
+
+def test_nbconvert_html_of_the_run_notebook_shows_the_pictures_offline(executed, watched_page, tmp_path):
+    from nbconvert import HTMLExporter
+
+    page_html, _ = HTMLExporter().from_notebook_node(executed)
+    path = tmp_path / "executed.html"
+    path.write_text(page_html, encoding="utf-8")
+    page = watched_page(viewport={"width": 1400, "height": 1000}, offline=True)
+    page.goto(path.as_uri())
+    images = page.locator(".attnscope-picture img")
+    images.first.wait_for()
+    # Both pictures decode and paint with the network off (the page's own widget scripts, from a
+    # CDN, do not load: the pictures stand in for them).
+    assert images.evaluate_all("els => els.map(e => e.complete && e.naturalWidth > 100)") == [True, True]
+
+
+def test_colab_keeps_anywidgets_widget_manager_metadata(default_model, monkeypatch):
+    """Colab loads the front end through its custom widget manager, which anywidget names in the
+    output's metadata; the widget's own display must pass it on (mocked: Colab cannot run here)."""
+    import sys
+    import types
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    colab = types.ModuleType("google.colab.output")
+    colab.enable_custom_widget_manager = lambda: None
+    manager = "https://ssl.gstatic.com/colaboratory-static/widgets/colab-cdn-widget-manager/2b70e893a8ba7c0f/manager.min.js"
+    colab._widgets = types.SimpleNamespace(_installed_url=manager)
+    monkeypatch.setitem(sys.modules, "google", types.ModuleType("google"))
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setitem(sys.modules, "google.colab.output", colab)
+    shown = []
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: shown.append((data, metadata)))
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    widget._ipython_display_()
+    live = next(metadata for data, metadata in shown if WIDGET_MIME in data)
+    assert live[WIDGET_MIME]["colab"]["custom_widget_manager"]["url"] == manager
+    picture = next(data for data, _ in shown if "image/svg+xml" in data)
+    assert picture["text/plain"].startswith("AttentionWidget(")
+    widget.close()
+
+
+def test_vscode_finds_anywidgets_front_end_locally():
+    """VS Code falls back to the kernel's local widget scripts when offline: anywidget's
+    nbextension file must be installed beside the kernel (VS Code itself cannot run here)."""
+    import sys
+    from pathlib import Path
+
+    local = Path(sys.prefix) / "share" / "jupyter" / "nbextensions" / "anywidget" / "index.js"
+    assert local.is_file() and local.stat().st_size > 1000

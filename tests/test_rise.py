@@ -53,3 +53,20 @@ def test_slides_show_the_views_fitting_the_slide(watched_page, rise_server):
     frame.locator("button.attnscope-tab[data-view='model']").click()
     frame.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for(timeout=30_000)
     page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / "rise_slide.png"))
+
+
+def test_a_plain_widget_shows_its_picture_in_the_slideshow(watched_page, rise_server):
+    """jupyterlab-rise starts no widget manager in its slideshow (jupyterlab-contrib/rise #119,
+    #126): the last slide's plain widget shows the picture it left beside its output."""
+    page = watched_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{rise_server}/rise/slides.ipynb?token={TOKEN}")
+    page.locator("iframe.attnscope-slide").first.wait_for(state="attached", timeout=90_000)
+    for control in (".navigate-right.enabled", ".navigate-right.enabled", ".navigate-right.enabled", ".navigate-down.enabled"):
+        page.locator(control).first.click(timeout=60_000)
+        page.wait_for_timeout(1500)  # the slide transition
+    picture = page.locator("section.present .attnscope-picture img").first
+    picture.wait_for(timeout=60_000)
+    assert picture.evaluate("img => img.complete && img.naturalWidth > 100")
+    box = picture.bounding_box()
+    assert box is not None and box["height"] > 100 and 0 <= box["y"] < 800
+    page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / "rise_picture.png"))
