@@ -398,7 +398,7 @@ def test_a_saved_notebook_reopened_shows_each_widgets_picture_and_a_live_run_sho
     wait_for_connected_idle_kernel(jupyterlab, notebook="pictures.ipynb")
     run_all_cells(page)
     page.locator(".jp-OutputArea-output .attnscope-root").nth(1).wait_for(timeout=120_000)
-    page.wait_for_function("() => [...document.querySelectorAll('.attnscope-picture img')].filter(e => e.getBoundingClientRect().height > 0).length === 0",
-                           timeout=30_000)
+    none_shown = "() => [...document.querySelectorAll('.attnscope-picture img')].every(e => e.getBoundingClientRect().height === 0)"
+    page.wait_for_function(none_shown, timeout=30_000)
     assert page.locator(".jp-OutputArea-output .attnscope-root").count() == 2
     assert not page_errors(page), page.problems
