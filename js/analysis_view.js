@@ -2,7 +2,7 @@
 // clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
 // They take plain data; heads are labelled as the papers do, 1-based "layer-head".
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
-import { attentionShade } from "./colors.js";
+import { ATTENTION_RGB, attentionShade } from "./colors.js";
 import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
@@ -388,14 +388,16 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
       s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90, role: "col-label" });
     });
   }
+  // One raster, a pixel a cell (the blue of attentionShade): 512 tokens are 262k cells, too many
+  // rects for an image or a picture.
   const base = layer * n * n;
   const max = layerMax(state.values, layer, n);
-  for (let row = 0; row < n; row++) {
-    for (let col = 0; col < n; col++) {
-      const v = state.values[base + row * n + col];
-      if (v > 0) s.rect(left + col * cell, top + row * cell, cell, cell, attentionShade(v / max));
-    }
+  const rgba = new Uint8ClampedArray(n * n * 4);
+  for (let i = 0; i < n * n; i++) {
+    const v = state.values[base + i];
+    if (v > 0) rgba.set([...ATTENTION_RGB, Math.round(255 * Math.min(1, v / max))], i * 4);
   }
+  s.raster(left, top, n * cell, n * cell, n, n, rgba);
   if (labels) colorBarScene(s, 6, top + n * cell + 10, matrixBar(state, layer, state.valueLabel));
   return s.scene;
 }
@@ -407,8 +409,23 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
  * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
-/** The matrix as an image from its state alone: the state's layer, nothing dropped or normalised. */
-export function matrixImage(state, options) {
+/** The matrix as an image from its state alone: the state's layer, nothing dropped or normalised;
+ * maxTokens: its first rows and columns only (a picture of a long input keeps its size). */
+export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}) {
+  const [nLayers, n] = fullState.shape;
+  let state = fullState;
+  if (n > maxTokens) {
+    const values = new Float32Array(nLayers * maxTokens * maxTokens);
+    for (let l = 0; l < nLayers; l++) {
+      for (let r = 0; r < maxTokens; r++) {
+        const from = (l * n + r) * n;
+        values.set(fullState.values.subarray(from, from + maxTokens), (l * maxTokens + r) * maxTokens);
+      }
+    }
+    state = { ...fullState, values, shape: [nLayers, maxTokens, maxTokens], tokens: fullState.tokens.slice(0, maxTokens),
+      notes: (fullState.notes ?? []).slice(0, maxTokens), special: (fullState.special ?? []).filter((i) => i < maxTokens),
+      layerLabel: (l) => `${(fullState.layerLabel ?? defaultLayerLabel)(l)} (the first ${maxTokens} of ${n.toLocaleString("en")} tokens)` };
+  }
   const shown = { ...state, ...matrixShown(state) };
   const layer = Math.min(Math.max(0, state.layer ?? shown.shape[0] - 1), shown.shape[0] - 1);
   return matrixScene(shown, layer, options);

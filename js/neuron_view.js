@@ -62,11 +62,28 @@ export function neuronBars(data) {
   return [bar("q", data.query), bar("k", data.keys), bar("q × k", data.products), bar(data.scoreLabel ?? "q·k / √d", data.scores)];
 }
 
+/** The state cut to its first `max` key rows (and query tokens): a picture of a long input keeps its size. */
+function firstKeys(state, max) {
+  const keyTokens = state.keyTokens ?? state.tokens;
+  if (keyTokens.length <= max && state.tokens.length <= max) return state;
+  const { data } = state;
+  const [n, d] = [Math.min(keyTokens.length, max), data.d];
+  return {
+    ...state,
+    tokens: state.tokens.slice(0, max),
+    keyTokens: state.keyTokens ? state.keyTokens.slice(0, n) : null,
+    cut: [Math.min(state.tokens.length, max), Math.max(state.tokens.length, keyTokens.length)],
+    data: { ...data, keys: data.keys.subarray(0, n * d), products: data.products.subarray(0, n * d),
+      scores: data.scores.subarray(0, n), softmax: data.softmax.subarray(0, n) },
+  };
+}
+
 /**
  * The computation as an image, in the screen's rows: a title row, the row of q (beside "q →"),
  * then one row per key token j, where query token j stands too (as in the view's table).
  */
-export function neuronScene(state, { title = "" } = {}) {
+export function neuronScene(fullState, { title = "", maxTokens = Infinity } = {}) {
+  const state = firstKeys(fullState, maxTokens);
   const { data } = state;
   const keyTokens = state.keyTokens ?? state.tokens;
   const n = keyTokens.length;
@@ -84,7 +101,8 @@ export function neuronScene(state, { title = "" } = {}) {
   const bars = neuronBars(data);
   const width = Math.max(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, 6 + bars.length * (BAR_WIDTH + 16));
   const s = createScene(width, top + rows * ROW_HEIGHT + 16 + BAR_HEIGHT);
-  s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${state.tokens[state.query]}"`, { role: "title" });
+  const cut = state.cut ? ` (the first ${state.cut[0]} of ${state.cut[1].toLocaleString("en")} tokens)` : "";
+  s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${fullState.tokens[state.query]}"${cut}`, { role: "title" });
   for (const [x, label] of [[xKeys, `q, k (d = ${d})`], [xProducts, "q × k"], [xScores, data.scoreLabel ?? "q·k / √d"], [xSoftmax, "softmax"]]) {
     s.text(x, 34, label, { size: 11, role: "column-title" });
   }

@@ -3,6 +3,7 @@
 // SVG text. It needs no DOM: the kernel runs it in QuickJS (picture.py), so that a notebook run by
 // nbclient, shown on GitHub or reopened without its kernel still shows what the widget showed.
 import "./picture_runtime.js";
+import { base64Decode } from "./base64.js";
 import { decodeArray } from "./codec.js";
 import { longNumbers, neuronNumbers } from "./requests.js";
 import { neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
@@ -11,9 +12,13 @@ import { VIEWS } from "./views.js";
 
 // Fewer and fewer lines (the head view's, each model view cell's) until the picture fits its bytes.
 const THINNER = {
-  head: [...[20000, 6000, 2000, 600].map((lineBudget) => ({ lineBudget })),
-    ...[128, 64, 32].map((maxTokens) => ({ lineBudget: 600, maxTokens }))],
+  // A line takes about 30 bytes of SVG: 2,500 is about all that fits in a picture.
+  head: [...[2500, 1000, 400].map((lineBudget) => ({ lineBudget })),
+    ...[128, 64, 32].map((maxTokens) => ({ lineBudget: 400, maxTokens }))],
   model: [600, 80, 30, 12, 4].map((maxLines) => ({ maxLines })),
+  text: [24, 12, 6, 3].map((lines) => ({ lines })),
+  neuron: [Infinity, 96, 48, 24].map((maxTokens) => ({ maxTokens })),
+  rollout: [Infinity, 160, 80, 40].map((maxTokens) => ({ maxTokens })),
 };
 
 /** A saved answer as the views' request helpers give it: decoded numbers, {error}, or null. */
@@ -23,13 +28,24 @@ function answerOf(served, state, type, params, numbers) {
 }
 
 /**
- * The open view of a saved page as SVG: {svg, width, height, note} or {error} (why there is
- * none). page: {json, buffers} (export.page_data) as JSON text; maxBytes: the largest SVG kept
- * (a head view with many lines keeps its strongest, and says so in the picture).
+ * The open view of a saved page as SVG: {svg, width, height} or {error} (why there is none).
+ * page: {json, buffers} (export.page_data) as JSON text, each buffer's data base64 or an index
+ * into `binaries`; maxBytes: the largest SVG kept (a view with many lines keeps its strongest,
+ * and says so in the picture).
  */
-export function picture(pageText, { maxBytes = 95000, width = 900 } = {}) {
+export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binaries = []) {
   const page = JSON.parse(pageText);
-  const { state, served } = withBuffers(page.json, page.buffers);
+  // A binary part is base64 text, or (from the kernel) the index of a string of one character
+  // a byte, byte b as code point b + 1 (no NUL): decoding base64 in this engine would take most
+  // of the picture's time.
+  const bytesOf = (data) => {
+    if (typeof data !== "number") return base64Decode(data);
+    const text = binaries[data];
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i) - 1;
+    return bytes;
+  };
+  const { state, served } = withBuffers(page.json, page.buffers, bytesOf);
   const get = (name) => state[name];
   const cache = new Map();
   const decoded = (name) => {

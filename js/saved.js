@@ -4,13 +4,14 @@
 import { base64Decode } from "./base64.js";
 import { halfToFloat } from "./codec.js";
 
-/** The page's JSON with each binary part back at its path, as a DataView (what anywidget gives). */
-export function withBuffers(json, buffers) {
+/** The page's JSON with each binary part back at its path, as a DataView (what anywidget gives);
+ * bytesOf(data) reads a part (base64 in a saved page). */
+export function withBuffers(json, buffers, bytesOf = base64Decode) {
   const value = globalThis.structuredClone ? structuredClone(json) : JSON.parse(JSON.stringify(json));
   for (const { path, data } of buffers) {
     let parent = value;
     for (const key of path.slice(0, -1)) parent = parent[key];
-    parent[path.at(-1)] = new DataView(base64Decode(data).buffer);
+    parent[path.at(-1)] = new DataView(bytesOf(data).buffer);
   }
   return value;
 }

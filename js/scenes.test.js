@@ -95,13 +95,14 @@ it("draws the model view's lines and masks inside their grid cells", () => {
 it("labels the matrix's rows and columns at its cells' centres", () => {
   const { matrix } = everyScene();
   const cell = matrixCell(n);
-  const cells = matrix.items.filter((item) => item.type === "rect" && item.role !== "legend-bar");
-  expect(cells).toHaveLength(n * n);
-  texts(matrix, "row-label").forEach((label, row) => { expect(label.y).toBe(cells[row * n].y + cell / 2); });
-  texts(matrix, "col-label").forEach((label, col) => { expect(label.x).toBe(cells[col].x + cell / 2); });
+  // The cells are one raster, a pixel a cell, spread over n cells a side.
+  const [cells] = matrix.items.filter((item) => item.type === "raster");
+  expect([cells.cols, cells.rows, cells.width, cells.height]).toEqual([n, n, n * cell, n * cell]);
+  texts(matrix, "row-label").forEach((label, row) => { expect(label.y).toBe(cells.y + (row + 0.5) * cell); });
+  texts(matrix, "col-label").forEach((label, col) => { expect(label.x).toBe(cells.x + (col + 0.5) * cell); });
   // On screen (labels: false) the same cells, at the canvas's origin.
   const screen = matrixScene({ tokens, values: uniform(n * n), shape: [1, n, n] }, 0, { labels: false });
-  expect(screen.items.every((item) => item.type === "rect")).toBe(true);
+  expect(screen.items.map((item) => item.type)).toEqual(["raster"]);
   expect([screen.items[0].x, screen.items[0].y, screen.width]).toEqual([0, 0, n * cell]);
 });
 

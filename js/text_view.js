@@ -41,7 +41,7 @@ export function textBars(values, aside) {
  * The text around the selected token as an image: lines of tokens, each on its shade, the
  * selected one outlined, the top tokens and the colour bars below.
  */
-export function textScene(state, { title = "", width = IMAGE_WIDTH } = {}) {
+export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineCount = IMAGE_LINES } = {}) {
   const { tokens, values, selected, aside } = state;
   const colors = shades(values, aside);
   // Lay out every token into lines, then keep the lines around the selected token.
@@ -58,8 +58,8 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH } = {}) {
     });
   });
   const at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === selected)));
-  const first = Math.max(0, Math.min(at - Math.floor(IMAGE_LINES / 2), lines.length - IMAGE_LINES));
-  const shown = lines.slice(first, first + IMAGE_LINES);
+  const first = Math.max(0, Math.min(at - Math.floor(lineCount / 2), lines.length - lineCount));
+  const shown = lines.slice(first, first + lineCount);
   const best = topK(values, TOP_K);
   const top = 44;
   const listTop = top + shown.length * LINE + 16;

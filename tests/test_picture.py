@@ -85,15 +85,24 @@ def test_every_long_view_is_pictured_from_the_kernels_answers(long_engine, view)
         assert 'class="raster"' in svg and "data:image/png;base64," in svg
     if view == "head":
         assert "around token 20" in shown
+    if view == "model":
+        assert "Layer 1" in shown and "Layer 2" in shown  # every layer, not the open one
     widget.close()
 
 
-def test_a_long_head_view_keeps_its_strongest_lines_within_the_size_and_says_so(default_model):
-    text = " ".join(["The keeper fed the lions and the lions slept in the warm afternoon sun."] * 30)
-    widget = attnscope.AttentionWidget(text, model=default_model)
+@pytest.mark.parametrize(("view", "says"), [
+    ("head", r"Showing the [\d,]+ strongest lines \(weight ≥ [\d.]+\) of [\d,]+"),
+    ("model", r"Line opacity"),
+    ("neuron", r"\(the first \d+ of 3\d\d tokens\)"),
+    ("rollout", r"\(the first \d+ of 3\d\d tokens\)"),
+])
+def test_a_long_input_is_pictured_within_the_size_and_says_what_it_left_out(default_model, view, says):
+    text = " ".join(["The keeper fed the lions and the lions slept in the warm afternoon sun."] * 24)
+    widget = attnscope.AttentionWidget(text, model=default_model, view=view)
+    assert 300 <= len(widget.tokens) < 400
     svg, why = picture_svg(widget)
     assert why == "" and len(svg) <= PICTURE_BYTES
-    assert re.search(r"Showing the [\d,]+ strongest lines \(weight ≥ [\d.]+\) of [\d,]+", " ".join(texts(svg)))
+    assert re.search(says, " ".join(texts(svg)))
     widget.close()
 
 

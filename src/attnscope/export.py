@@ -88,7 +88,7 @@ def split_buffers(value: Any, path: tuple = ()) -> tuple[Any, list[tuple[list, b
     return value, []
 
 
-def page_state(widget: Any, layers: list[int] | None = None) -> dict:
+def page_state(widget: Any, layers: list[int] | None = None, only_open_view: bool = False) -> dict:
     """The widget's own state as a saved page holds it:
     - state: every synced trait of the contract, as the widget has it now, plus what the kernel
       makes only while a tab is open (thumbnails, rollout), so every tab paints;
@@ -103,7 +103,7 @@ def page_state(widget: Any, layers: list[int] | None = None) -> dict:
     layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
     state = widget.get_state(key=list(contract_traits(type(widget))))
     if isinstance(result, LongAttentionResult):
-        return _long_page_state(widget, result, layers, state)
+        return _long_page_state(widget, result, layers, state, only_open_view)
     # The model view shows the included layers the page holds (all of them when none is).
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
     state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
@@ -121,11 +121,12 @@ def page_state(widget: Any, layers: list[int] | None = None) -> dict:
     return {"state": state, "served": served, "traits": page_traits(type(widget))}
 
 
-def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -> dict:
+def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, only_open_view: bool = False) -> dict:
     """A long run's page: T × T is never saved. It holds what the open layer shows (each head's
     and the mean's overview map, the rows from or to the selected token and the head view's window
     around it) as the kernel's answers to the views' requests, the model view's thumbnails of the
-    saved layers, and the sink table; zooming in or another selection says it needs the kernel."""
+    saved layers, and the sink table; zooming in or another selection says it needs the kernel.
+    only_open_view: just what the open view draws for its head (the kernel's picture of it)."""
     from . import payloads as pl
     from .contract import page_traits
     from .messages import OVERVIEW_BINS
@@ -134,22 +135,25 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict) -
         state["layer"] = layers[0]
     layer, n = state["layer"], result.n_tokens
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
-    state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
+    if not only_open_view or state["view"] == "model":  # every head's whole map pooled: seconds at 8k tokens
+        state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
     state.update(request={}, error="")
-    answers = []
-    for head in range(-1, result.n_heads):
-        requests = [
+    requests = []
+    for head in [state["focus_head"]] if only_open_view else range(-1, result.n_heads):
+        requests += [
             ("attention_tile", {"layer": layer, "head": head, "rows": [0, n], "cols": [0, n],
                                 "bins": min(OVERVIEW_BINS, n), "reduce": state["map_reduce"]}),
             ("attention_rows", {"layer": layer, "head": head, "token": state["focus_token"], "direction": state["direction"]}),
         ]
-        for type_, request in requests:
-            handler = widget._answer_tile if type_ == "attention_tile" else widget._answer_rows
-            content, buffers = handler(request, [])
-            answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
-    window = {"layer": layer, "token": state["focus_token"]}
-    content, buffers = widget._answer_window(window, [])
-    answers.append({"type": "attention_window", "request": window, "content": content, "buffer": buffers[0]})
+    requests.append(("attention_window", {"layer": layer, "token": state["focus_token"]}))
+    if only_open_view:
+        kind = {"map": "attention_tile", "text": "attention_rows", "head": "attention_window"}.get(state["view"])
+        requests = [(type_, request) for type_, request in requests if type_ == kind]
+    handlers = {"attention_tile": widget._answer_tile, "attention_rows": widget._answer_rows, "attention_window": widget._answer_window}
+    answers = []
+    for type_, request in requests:
+        content, buffers = handlers[type_](request, [])
+        answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
     return {"state": state, "served": {"answers": answers}, "traits": page_traits(type(widget))}
 
 
