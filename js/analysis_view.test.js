@@ -158,6 +158,7 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
   const drawn = [...doc.querySelectorAll("path")].reduce((n, p) => n + Number(p.getAttribute("data-lines")), 0);
   expect(drawn).toBe(view.lastLines().length); // the same lines as on screen
   expect(drawn).toBe(6);
+  view.destroy(); // its line tiles are drawn on timers
 
   const heatmap = createHeadMapView(document.createElement("div"), {});
   heatmap.update({ nLayers: 2, nHeads: 3, measures, measure: "sep" });

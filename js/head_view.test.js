@@ -1,7 +1,17 @@
 // @vitest-environment jsdom
-import { describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { decodeArray } from "./codec.js";
-import { computeLines, strongestLines, createHeadView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
+import { computeLines, strongestLines, createHeadView as createView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
+
+// Every view made here is destroyed after its test: a view left alive draws its line tiles on
+// timers that would fire once the test's DOM is gone.
+const made = [];
+const createHeadView = (...args) => {
+  const view = createView(...args);
+  made.push(view);
+  return view;
+};
+afterEach(() => { while (made.length) made.pop().destroy(); });
 
 // jsdom has no canvas: the view must still lay out tokens and count lines without painting.
 HTMLCanvasElement.prototype.getContext = () => null;

@@ -155,6 +155,7 @@ export function createLineTiles(track, { width, tileHeight = TILE_HEIGHT }) {
       globalThis.removeEventListener?.("resize", follow);
       shown?.disconnect();
       clearTimeout(ahead);
+      queued += 1; // a tile queue waiting for its frame starts nothing
       if (frame) globalThis.cancelAnimationFrame?.(frame);
       drawing = null;
     },

@@ -239,6 +239,7 @@ describe("head view on a long run", () => {
     expect(scene.items.filter((i) => i.type === "segment" && i.color === "#d62728")).toHaveLength(2);
     answer = { error: "token=999 is out of range" };
     expect(head.draw(view, { get, long })).toBe("token=999 is out of range");
+    view.destroy();
   });
 
   it("scales the lines without the columns of tokens set aside", async () => {
@@ -258,5 +259,6 @@ describe("head view on a long run", () => {
     head.draw(view, { get, long });
     const strong = view.lastLines().filter((l) => l.to > 0).map((l) => [l.from, l.to, l.weight]);
     expect(strong).toEqual([[1, 1, 1], [2, 1, 0.5], [2, 2, 1]]);
+    view.destroy();
   });
 });

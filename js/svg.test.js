@@ -38,6 +38,7 @@ it("exports well-formed SVG from views whose tokens hold control characters and 
   const headDoc = parse(head.toSvg({ title: "model\u0000 · layer 1\ud83d" }));
   expect(texts(headDoc)).toEqual(expect.arrayContaining([...SHOWN, "model␀ · layer 1\ufffd"]));
   expect(texts(headDoc).filter((t) => t === "a␀b").length).toBe(2); // left and right columns
+  head.destroy(); // its line tiles are drawn on timers
 
   const neuron = createNeuronView(document.createElement("div"));
   neuron.update({
