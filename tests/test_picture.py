@@ -117,6 +117,18 @@ def test_without_quickjs_the_output_says_why_it_has_no_picture(default_model, mo
     widget.close()
 
 
+def test_a_picture_that_fails_to_draw_leaves_a_line_saying_so(default_model, monkeypatch):
+    def broken(*_):
+        raise RuntimeError("TypeError: not a function\n    at picture (<input>)")
+
+    monkeypatch.setattr(picture_module, "_draw_function", lambda: broken)
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    bundle = picture_bundle(widget, widget.picture_id)
+    assert "no picture: drawing it failed (RuntimeError: TypeError: not a function)" in bundle["text/plain"]
+    assert "image/svg+xml" not in bundle
+    widget.close()
+
+
 def test_the_redraw_hook_does_not_keep_a_widget_alive(default_model):
     from attnscope.widget import _picture_refresher
 
