@@ -46,6 +46,7 @@
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
  * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
+ * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
  * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
@@ -94,6 +95,7 @@ export const TRAITS = [
   "theme",
   "thumbnails",
   "token_notes",
+  "token_reading",
   "tokens",
   "view",
   "word_level",

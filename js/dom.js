@@ -80,7 +80,10 @@ export function visibleSpan(element) {
   if (!rect.height) return null;
   let top = Math.max(rect.top, 0);
   let bottom = Math.min(rect.bottom, globalThis.innerHeight || rect.bottom);
-  for (let parent = element.parentElement; parent; parent = parent.parentElement) {
+  // Up to the body, not through it: a body's overflow is the viewport's (CSS propagates it), so
+  // JupyterLab 4.6's `body { overflow: hidden }`, 0 px tall, clips nothing.
+  const page = element.ownerDocument?.body;
+  for (let parent = element.parentElement; parent && parent !== page; parent = parent.parentElement) {
     if (getComputedStyle(parent).overflowY === "visible") continue;
     const clip = parent.getBoundingClientRect();
     top = Math.max(top, clip.top);

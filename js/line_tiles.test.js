@@ -46,4 +46,33 @@ describe("createLineTiles", () => {
     expect(track.querySelectorAll("canvas")).toHaveLength(1);
     tiles.destroy();
   });
+
+  it("draws new lines where the plot shows, under a body that hides its overflow and has no height", () => {
+    // JupyterLab 4.6: <body class="jp-ThemedContainer" style="overflow: hidden">, 0 px tall, the
+    // notebook positioned inside. The plot is on screen: a new layer's lines must be drawn.
+    const rect = (top, bottom) => () => ({ top, bottom, height: bottom - top, left: 0, right: 100, width: 100 });
+    const scroller = document.createElement("div");
+    scroller.style.overflowY = "auto";
+    scroller.getBoundingClientRect = rect(0, 900);
+    const track = document.createElement("div");
+    track.getBoundingClientRect = rect(300, 800);
+    scroller.appendChild(track);
+    document.body.appendChild(scroller);
+    document.body.style.overflow = "hidden";
+    const bodyRect = document.body.getBoundingClientRect;
+    document.body.getBoundingClientRect = rect(0, 0);
+    try {
+      const tiles = createLineTiles(track, { width: 100 });
+      const show = () => tiles.show({ lines: [], colorOf: () => "#000", ends: () => [0, 0, 0, 0], lineWidth: 1, height: 500 });
+      show();
+      expect(tiles.current()).toEqual([0, 1]);
+      show(); // another layer
+      expect(tiles.current()).toEqual([0, 1]);
+      tiles.destroy();
+    } finally {
+      document.body.getBoundingClientRect = bodyRect;
+      document.body.style.overflow = "";
+      scroller.remove();
+    }
+  });
 });

@@ -126,6 +126,28 @@ describe("text view", () => {
   });
 });
 
+describe("text view reading", () => {
+  it("flows the tokens as the text reads, and keeps their labels in the list and captions", () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const tokens = ["[CLS]", "The", "keep", "##er", "fed", "[SEP]"];
+    const reading = ["[CLS]", "The", " keep", "er", " fed", "[SEP]"];
+    const values = Float32Array.from([0.1, 0.2, 0.3, 0.25, 0.1, 0.05]);
+    const state = { tokens, reading, notes: [], selected: 3, values, message: "", head: null, nHeads: 2, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    expect(body.querySelector(".attnscope-text-flow").textContent).toBe("[CLS]The keeper fed[SEP]");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toContain("“##er”");
+    expect([...body.querySelectorAll(".attnscope-top-token")].map((b) => b.textContent)).toContain("“keep”");
+    const scene = textScene(state, { title: "t" });
+    expect(scene.items.filter((i) => i.role === "token").map((i) => i.text).join("")).toBe("[CLS]The keeper fed[SEP]");
+    // A reading that does not match the tokens (another run's) is not used.
+    view.update({ ...state, tokens: ["a", "b"], reading, values: Float32Array.from([0.5, 0.5]), selected: 0 });
+    expect(body.querySelector(".attnscope-text-flow").textContent).toBe("ab");
+    view.destroy();
+  });
+});
+
 describe("text view shading", () => {
   it("shades the tokens in view at once and the rest when idle", async () => {
     const body = document.createElement("div");

@@ -37,6 +37,11 @@ export function textBars(values, aside) {
   return bars;
 }
 
+/** What each token shows in the flow: its reading (spaces before it, no ##) when the run has one. */
+function readingOf({ tokens, reading }) {
+  return reading?.length === tokens.length ? reading : tokens;
+}
+
 /**
  * The text around the selected token as an image: lines of tokens, each on its shade, the
  * selected one outlined, the top tokens and the colour bars below.
@@ -47,7 +52,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   // Lay out every token into lines, then keep the lines around the selected token.
   const lines = [[]];
   let x = 0;
-  tokens.forEach((token, i) => {
+  readingOf(state).forEach((token, i) => {
     const parts = String(token).split("\n");
     parts.forEach((part, p) => {
       if (p > 0) { lines.push([]); x = 0; }
@@ -91,7 +96,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
 /**
  * createTextView(container, callbacks) → {update(state), scrollToSelected(), toSvg, toPng, destroy}.
  * callbacks: onSelect(token), onHead(head), onDirection("from" | "to"), onAside(n).
- * state: {tokens, notes, selected, values: Float32Array | null (null while asked for), message,
+ * state: {tokens, notes, reading?, selected, values: Float32Array | null (null while asked for), message,
  *         head, nHeads, nKeyHeads, direction, aside, layer, model}
  */
 export function createTextView(container, callbacks = {}) {
@@ -136,13 +141,13 @@ export function createTextView(container, callbacks = {}) {
   });
   flow.tabIndex = 0;
 
-  function buildTokens(tokens, notes) {
+  function buildTokens(tokens, notes, reading) {
     flow.replaceChildren();
     const fragment = document.createDocumentFragment();
     spans = tokens.map((token, i) => {
       const span = document.createElement("span");
       span.className = "attnscope-text-token";
-      span.textContent = token; // data, never markup
+      span.textContent = reading[i]; // data, never markup
       span.dataset.index = String(i);
       span.title = `${tokenCaption(token, notes?.[i])} · token ${i}`;
       fragment.appendChild(span);
@@ -250,7 +255,7 @@ export function createTextView(container, callbacks = {}) {
       heads.update(next.nHeads, next.nKeyHeads, next.head);
       direction.value = next.direction;
       aside.update(next.aside);
-      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes);
+      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes, readingOf(next));
       if (selectedShown !== next.selected) {
         spans[selectedShown]?.classList.remove("attnscope-selected");
         spans[next.selected]?.classList.add("attnscope-selected");

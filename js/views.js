@@ -356,7 +356,7 @@ function textState({ get, long }) {
   const selected = get("focus_token");
   const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
   const row = answered(answer, (a) => a.values.length === tokens.length);
-  return { tokens, notes: get("token_notes"), selected, values: row?.values ?? null, message: answer?.error ?? "",
+  return { tokens, notes: get("token_notes"), reading: get("token_reading"), selected, values: row?.values ?? null, message: answer?.error ?? "",
     head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
     aside: get("sink_aside"), layer: get("layer"), model: get("model_name") };
 }

@@ -137,6 +137,23 @@ def test_word_merging_finds_the_texts_words(family):
     assert [w.strip() for w in words if w.strip()] == expected, words
 
 
+def test_a_long_runs_text_view_reads_as_the_text(family):
+    """The text view flows the tokens as running text: each token adds the text since the one
+    before, its spaces included, with no "##" (WordPiece labels leave spaces out)."""
+    name, engine = family
+    text = TEXT + "\nA second line,  two spaces."
+    result = engine.run(text, attention="on_demand")
+    reading = result.token_reading
+    assert len(reading) == len(result.tokens)
+    specials = {"[CLS]", "[SEP]", "<s>", "</s>", "<|endoftext|>"}
+    read = "".join(r for r, t in zip(reading, result.tokens) if t not in specials and r != CONTINUATION)
+    expected = text.replace("\n", "\\n")  # a newline shows as \n, as in the labels
+    assert read.removeprefix(" ") == expected, list(zip(result.tokens, reading))
+    widget = attnscope.show(text, model=engine, attention="on_demand")
+    assert widget.token_reading == reading and widget.tokens == result.labels
+    widget.close()
+
+
 def test_special_tokens_keep_their_names(family):
     name, engine = family
     result = engine.run(TEXT, "Ok.") if name == "WordPiece" else engine.run(TEXT)

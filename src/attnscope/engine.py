@@ -573,6 +573,7 @@ class AttentionModel:
             tokens=list(tokens),
             labels=labels.labels,
             token_notes=labels.notes,
+            token_reading=labels.reading,
             queries=[layer.queries for layer in layers],
             keys=[layer.keys for layer in layers],
             lse=torch.stack([layer.lse for layer in layers]),

@@ -170,6 +170,8 @@ class LongAttentionResult:
     word_groups: list[list[int]] | None = None
     labels: list[str] | None = None
     token_notes: list[str] | None = None
+    # Per token, what it adds to the text read as running text (token_labels.TokenLabels.reading).
+    token_reading: list[str] | None = None
 
     @property
     def n_layers(self) -> int:

@@ -38,6 +38,9 @@ class TokenLabels:
     notes: list[str]
     # Token positions of each word of the text (from the same offsets), or None without offsets.
     words: list[list[int]] | None = None
+    # Per token, what it adds when the text is read as running text: the text since the previous
+    # token (its spaces included, no "##"), or None without offsets. The long text view's flow.
+    reading: list[str] | None = None
 
 
 def _is_word_char(char: str) -> bool:
@@ -179,13 +182,21 @@ def label_tokens(
     offsets = _split_shared_spans(tokens, offsets, sequence_ids, special, texts, byte_level)
     labels: list[str] = []
     notes: list[str] = []
+    reading: list[str] = []
     shown_until: dict[int, int] = {}  # per text, the end of what labels already show
+    read_until: dict[int, int] = {}  # per text, the end of what the readings hold (spaces' pieces too)
     for i, token in enumerate(tokens):
         seq = sequence_ids[i]
         data = piece_bytes(token, byte_level)
         if special[i] or seq is None or seq >= len(texts):
             labels.append(token)
             notes.append("")
+            start, end = offsets[i]
+            if seq is not None and seq < len(texts) and end > start:  # [UNK] reads as the word it stands for
+                reading.append(visible(texts[seq][min(read_until.get(seq, 0), start):end]))
+                read_until[seq] = end
+            else:
+                reading.append(token)
             continue
         text = texts[seq]
         start, end = offsets[i]
@@ -193,13 +204,20 @@ def label_tokens(
             # A piece of only spaces (SentencePiece's lone "▁", byte-level "Ġ"): its own label.
             labels.append(visible(data.decode("utf-8", "replace")) if data is not None else marker_label(token))
             notes.append("")
+            reading.append(labels[-1])
+            read_until[seq] = max(read_until.get(seq, 0), end)
             continue
         first_new = max(start, shown_until.get(seq, 0))
         if first_new >= end:  # every character it covers is shown by an earlier token
             labels.append(CONTINUATION)
             held = f"bytes {_hex(data)}" if data is not None else "a part"
             notes.append(f"{held} of “{text[start:end]}”, shown on an earlier token")
+            reading.append(CONTINUATION)  # a token of its own to click, though its character reads earlier
             continue
+        # Read as running text: whatever lies between the previous token and this one (spaces,
+        # characters no token covers), then its own characters.
+        reading.append(visible(text[min(read_until.get(seq, 0), first_new):end]))
+        read_until[seq] = end
         label = text[first_new:end]
         note = ""
         if first_new > start:
@@ -212,7 +230,7 @@ def label_tokens(
         shown_until[seq] = end
         labels.append(visible(label))
         notes.append(note)
-    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts))
+    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading)
 
 
 def _split_shared_spans(tokens, offsets, sequence_ids, special, texts, byte_level) -> list[tuple[int, int]]:

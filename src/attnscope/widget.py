@@ -122,6 +122,8 @@ class AttentionWidget(anywidget.AnyWidget):
     token_notes = synced(List(Unicode()), "Per query token, \"\" or what its label leaves out (the bytes of a character "
                                           "split over tokens), shown on hover.")
     key_token_notes = synced(List(Unicode()), "Cross-attention: the same per key token; otherwise empty.")
+    token_reading = synced(List(Unicode()), "A long run: per token, what it adds to the text read as running text "
+                                            "(its spaces, no ##), the text view's flow; otherwise empty.")
     sentence_b_start = synced(Int(None, allow_none=True), "Index of sentence B's first token, or None.")
     n_layers = synced(Int(0), "Layers of the shown attention.")
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
@@ -382,6 +384,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.key_tokens = pl.shown_key_tokens(result, self._prettify)
                 self.token_notes = notes_of(result) if self._prettify else []
                 self.key_token_notes = key_notes_of(result) if self._prettify else []
+                self.token_reading = []
                 self.parts = list(parts)
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers = n_layers
@@ -428,6 +431,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.tokens = pl.shown_tokens(result, self._prettify)
                 self.key_tokens, self.key_token_notes, self.parts = [], [], []
                 self.token_notes = notes_of(result) if self._prettify else []
+                self.token_reading = list(result.token_reading or []) if self._prettify else []
                 self.sentence_b_start = result.sentence_b_start
                 self.n_layers, self.n_heads, self.n_key_heads = result.n_layers, result.n_heads, result.n_key_heads
                 self.model_name = result.model_name
