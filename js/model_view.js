@@ -201,7 +201,7 @@ export function createModelView(container, callbacks = {}) {
       if (same) { state = next; return; } // already drawn
       const sameData = state && state.thumbnails === next.thumbnails;
       state = next;
-      const { thumbnails, layers, heads } = next;
+      const { layers, heads } = next;
       grid.label(heads.map(headText), layers.map(layerText), cell);
       const ctx = sizeCanvas(canvas, heads.length * cell, layers.length * cell);
       if (!sameData) lineCache = thumbnailLineCache(next);
