@@ -200,8 +200,10 @@ function createEditor(root, actions, page) {
     input.addEventListener("keydown", (event) => { if (event.key === "Enter") send(); });
   }
   function sync(input, value) {
-    // Never overwrite what the user is typing.
-    const typing = document.activeElement === input && (timer !== null || lastSentId > state("result_id"));
+    // Never overwrite what the user is typing. The focus is asked of the input's own root: inside
+    // a shadow root (marimo draws widgets in one) the document's active element is the host.
+    const focused = (input.getRootNode?.() ?? document).activeElement === input;
+    const typing = focused && (timer !== null || lastSentId > state("result_id"));
     if (!typing && input.value !== (value ?? "")) input.value = value ?? "";
   }
 

@@ -7,12 +7,14 @@ const BASE = { view: "head", parts: [], masked_heads: [], model_name: "m", n_lay
   sentence_b_start: null, attention_part: "encoder", word_level: false, has_queries_keys: true, analysis: {},
   result_id: 0, text: "the cat", text_b: null, editable: true, notice: "", error: "", show_change: false, mask_summary: "" };
 
-function mount(state = {}) {
+function mount(state = {}, { shadow = false } = {}) {
   const values = { ...BASE, ...state };
   const get = (name) => values[name];
   const actions = { setTraits: vi.fn((v) => Object.assign(values, v)), sendRequest: vi.fn(), saveImage: vi.fn(), redraw: vi.fn() };
   const root = document.createElement("div");
-  document.body.appendChild(root);
+  // marimo draws each widget inside a shadow root.
+  if (shadow) document.body.appendChild(document.createElement("div")).attachShadow({ mode: "open" }).appendChild(root);
+  else document.body.appendChild(root);
   const controls = createControls(root, VIEWS, actions);
   controls.update(get);
   return { root, values, get, actions, controls, input: root.querySelector("input.attnscope-text") };
@@ -58,6 +60,18 @@ it("sends an edit after a pause with a new id, and is computing until that id is
   Object.assign(values, { result_id: 1, text: "the dog" });
   controls.update(get);
   expect(controls.editor.computing()).toBe(false);
+});
+
+it("never overwrites what is typed inside a shadow root (marimo)", () => {
+  vi.useFakeTimers();
+  const { get, actions, controls, input } = mount({}, { shadow: true });
+  input.focus();
+  input.value = "the dog";
+  input.dispatchEvent(new Event("input"));
+  controls.update(get); // the redraw an edit asks for, before the kernel has answered
+  expect(input.value).toBe("the dog");
+  input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+  expect(actions.sendRequest).toHaveBeenCalledWith({ id: 1, text: "the dog", text_b: null });
 });
 
 it("keeps a failed edit's text so it can be fixed", () => {

@@ -133,16 +133,28 @@ export function createLineTiles(track, { width, tileHeight = TILE_HEIGHT }) {
     });
   }
   const onScroll = (event) => {
-    const target = event.target;
+    // What scrolled: inside a shadow root (marimo) the document sees the host as the target.
+    const target = event.composedPath?.()[0] ?? event.target;
     if (target === document || target?.contains?.(track)) follow();
   };
   document.addEventListener("scroll", onScroll, { capture: true, passive: true });
+  // Scroll events are not composed: those inside a shadow root (marimo draws widgets in one)
+  // never reach the document, so its root is listened to as well, once the plot is in it.
+  let shadowRoot = null;
+  function listenToShadowRoot() {
+    const rootNode = track.getRootNode?.();
+    if (rootNode === shadowRoot || !(globalThis.ShadowRoot && rootNode instanceof ShadowRoot)) return;
+    shadowRoot?.removeEventListener("scroll", onScroll, { capture: true });
+    shadowRoot = rootNode;
+    shadowRoot.addEventListener("scroll", onScroll, { capture: true, passive: true });
+  }
   globalThis.addEventListener?.("resize", follow);
   const shown = typeof IntersectionObserver === "undefined" ? null : new IntersectionObserver(follow);
   shown?.observe(track);
 
   return {
     show(next) {
+      listenToShadowRoot();
       drawing = { ...next, extents: verticalExtents(next.lines, next.ends) };
       version += 1;
       track.style.height = `${next.height}px`;
@@ -152,6 +164,7 @@ export function createLineTiles(track, { width, tileHeight = TILE_HEIGHT }) {
     current: () => [...tiles].filter(([, t]) => t.version === version).map(([i]) => i).sort((a, b) => a - b),
     destroy() {
       document.removeEventListener("scroll", onScroll, { capture: true });
+      shadowRoot?.removeEventListener("scroll", onScroll, { capture: true });
       globalThis.removeEventListener?.("resize", follow);
       shown?.disconnect();
       clearTimeout(ahead);

@@ -75,4 +75,25 @@ describe("createLineTiles", () => {
       scroller.remove();
     }
   });
+
+  it("draws what scrolls into view inside a shadow root (marimo)", async () => {
+    const rect = (top, bottom) => () => ({ top, bottom, height: bottom - top, left: 0, right: 100, width: 100 });
+    const host = document.body.appendChild(document.createElement("div"));
+    const scroller = document.createElement("div");
+    scroller.style.overflowY = "auto";
+    scroller.getBoundingClientRect = rect(0, 300);
+    host.attachShadow({ mode: "open" }).appendChild(scroller);
+    const track = scroller.appendChild(document.createElement("div"));
+    let trackTop = 0;
+    track.getBoundingClientRect = () => rect(trackTop, trackTop + 5000)();
+    const tiles = createLineTiles(track, { width: 100 });
+    tiles.show({ lines: [], colorOf: () => "#000", ends: () => [0, 0, 0, 0], lineWidth: 1, height: 5000 });
+    expect(tiles.current()[0]).toBe(0);
+    trackTop = -3000; // scrolled down by 3000 px
+    scroller.dispatchEvent(new Event("scroll")); // neither bubbling nor composed, as browsers send it
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(tiles.current()).toContain(Math.floor(3000 / TILE_HEIGHT));
+    tiles.destroy();
+    host.remove();
+  });
 });
