@@ -381,9 +381,8 @@ def put_contents(base: str, path: str, model: dict) -> None:
     urllib.request.urlopen(request, timeout=30)
 
 
-def test_a_saved_notebook_reopened_shows_each_widgets_picture_and_a_live_run_shows_it_once(watched_page, jupyterlab, tmp_path):
-    """Issue 18: run by nbclient and saved, the notebook reopens in JupyterLab with a picture
-    beside each widget's output; run again, each widget is live and its picture hidden."""
+def saved_pictures_notebook(base: str, tmp_path: Path) -> None:
+    """Two widgets (one at layer 3, one in the model view), run by nbclient and saved to the server."""
     import json
 
     import nbformat
@@ -395,22 +394,42 @@ def test_a_saved_notebook_reopened_shows_each_widgets_picture_and_a_live_run_sho
         nbformat.v4.new_code_cell("attnscope.AttentionWidget('A second widget, in the model view.', view='model')"),
     ]
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    put_contents(jupyterlab, "pictures.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
-    page = watched_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{jupyterlab}/lab/workspaces/pictures/tree/pictures.ipynb?reset&token={TOKEN}")
+    put_contents(base, "pictures.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
+
+
+def check_pictures_then_live_widgets(page, base: str, artifact: str) -> None:
+    """Reopened, nothing run: a picture per widget, of the view each was on. Run: each widget live
+    and its picture hidden (shown once)."""
     pictures = page.locator(".jp-OutputArea-output .attnscope-picture img")
     pictures.first.wait_for(timeout=90_000)
     shown = "els => els.filter(e => e.getBoundingClientRect().height > 0).length"
-    assert pictures.evaluate_all(shown) == 2  # reopened, nothing run: a picture per widget
+    assert pictures.evaluate_all(shown) == 2
     decoded = "img => atob(img.src.split(',')[1])"
     assert "layer 3" in pictures.first.evaluate(decoded) and "Head 12" in pictures.nth(1).evaluate(decoded)
     assert pictures.evaluate_all("els => els.every(e => e.complete && e.naturalWidth > 0)")  # decoded and painted
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "jupyterlab_reopened_pictures.png"))
-    wait_for_connected_idle_kernel(jupyterlab, notebook="pictures.ipynb")
+    page.screenshot(path=str(ARTIFACTS / artifact))
+    wait_for_connected_idle_kernel(base, notebook="pictures.ipynb")
     run_all_cells(page)
     page.locator(".jp-OutputArea-output .attnscope-root").nth(1).wait_for(timeout=120_000)
     none_shown = "() => [...document.querySelectorAll('.attnscope-picture img')].every(e => e.getBoundingClientRect().height === 0)"
     page.wait_for_function(none_shown, timeout=30_000)
     assert page.locator(".jp-OutputArea-output .attnscope-root").count() == 2
+
+
+def test_a_saved_notebook_reopened_shows_each_widgets_picture_and_a_live_run_shows_it_once(watched_page, jupyterlab, tmp_path):
+    """Issue 18: run by nbclient and saved, the notebook reopens in JupyterLab with a picture
+    beside each widget's output; run again, each widget is live and its picture hidden."""
+    saved_pictures_notebook(jupyterlab, tmp_path)
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/pictures/tree/pictures.ipynb?reset&token={TOKEN}")
+    check_pictures_then_live_widgets(page, jupyterlab, "jupyterlab_reopened_pictures.png")
     assert not page_errors(page), page.problems
+
+
+def test_notebook7_reopens_a_saved_notebook_with_each_widgets_picture(watched_page, notebook7, tmp_path):
+    saved_pictures_notebook(notebook7, tmp_path)
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{notebook7}/notebooks/pictures.ipynb?token={TOKEN}")
+    check_pictures_then_live_widgets(page, notebook7, "notebook7_reopened_pictures.png")
+    assert not [p for p in page_errors(page) if not from_notebook_itself(p)], page.problems
