@@ -8,7 +8,7 @@ ifndef TOKEN
 TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-JS_SOURCES := $(wildcard js/*.js js/*.css)
+JS_SOURCES := $(wildcard js/*.js js/*.css) scripts/build.mjs
 BUNDLE := src/attnscope/static/widget.js
 
 .PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract
@@ -51,12 +51,13 @@ bench: install chromium
 install: $(VENV)/.installed
 
 # torch first, pinned to the local CPU wheel: pyproject's range (torch>=2.2) is then already
-# satisfied, so pip does not pull a multi-GB CUDA build.
+# satisfied, so pip does not pull a multi-GB CUDA build. The project's own tools (tests, lint,
+# the notebook hosts the tests drive) are pyproject's `dev` dependency group, not an extra.
 $(VENV)/.installed: pyproject.toml $(BUNDLE)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test,demo]"
+	$(PY) -m pip install -q -e ".[syntax,demo]" --group dev
 	touch $@
 
 js: $(BUNDLE)

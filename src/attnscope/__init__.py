@@ -1,5 +1,7 @@
 """attnscope: see what a transformer looks at, live in Jupyter."""
 
+import importlib.metadata
+
 from . import neuron_view  # a callable module: attnscope.neuron_view(...) and attnscope.neuron_view.show
 from .bertology import (
     attention_gradients,
@@ -20,7 +22,10 @@ from .export import render_html
 from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
 from .widget import AttentionWidget, show
 
-__version__ = "0.1.0"
+try:  # declared once, in pyproject.toml
+    __version__ = importlib.metadata.version("attnscope")
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AttentionModel",

@@ -32,6 +32,9 @@ _PAGE = """<!doctype html>
 <body>
 <div id="attnscope-{uid}" class="attnscope-page"></div>
 <script type="application/json" id="attnscope-data-{uid}">{data}</script>
+<!--
+{licenses}
+-->
 <script>{js}</script>
 <script>
 attnscopeStandalone.mount(document.getElementById("attnscope-{uid}"),
@@ -175,8 +178,16 @@ def widget_html(widget: Any, layers: list[int] | None = None, title: str | None 
         css=css,
         js=js,
         data=script_safe_json(page_data(widget, layers)),
+        licenses=bundled_licenses(),
         uid=_page_uid(),
     )
+
+
+def bundled_licenses() -> str:
+    """The licences of the third-party code in the page's script, as an HTML comment's text."""
+    notices = (STATIC / "THIRD_PARTY_LICENSES.txt").read_text(encoding="utf-8")
+    text = "attnscope (MIT licence). " + notices
+    return re.sub("-(?=-)", "- ", text)  # a comment's text never holds "--" (nor so its end, "-->")
 
 
 def render_html(
