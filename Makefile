@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JS_SOURCES := $(wildcard js/*.js js/*.css) scripts/build.mjs
 BUNDLE := src/attnscope/static/widget.js
 
-.PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract
+.PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract docs
 
 demo: install
 	@echo
@@ -24,6 +24,12 @@ test: install chromium
 	$(MAKE) lint
 	$(MAKE) test-js
 	$(MAKE) test-python
+	$(MAKE) docs
+
+# The documentation site (mkdocs-material, the API from the docstrings), offline, into site/.
+# Strict: a broken link, a missing README section or an unresolved API reference fails it.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json
@@ -78,4 +84,4 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 clean:
-	rm -rf $(VENV) node_modules src/attnscope/static
+	rm -rf $(VENV) node_modules src/attnscope/static site

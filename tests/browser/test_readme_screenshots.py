@@ -31,17 +31,31 @@ PICTURES = {
     "neuron": "neuron view: q, k, q × k, q·k and softmax for one query",
     "rollout": "attention rollout without [CLS]/[SEP]",
     "analysis": "head_stats over a small corpus: layer × head heatmaps",
+    "text": "a long input's text view: each token shaded by its attention from the selected token",
+    "map": "a long input's map view: the pooled overview of one layer's mean attention",
 }
+# A text long enough to read as a page (the long-input views take any length on demand).
+LONG_TEXT = " ".join([
+    "The keeper fed the lions before the storm, and they slept through it.",
+    "In the morning the café in Zürich opened late; the baker had left the bread in the oven.",
+    "Researchers asked what the model attends to when it reads a long document.",
+] * 4)
 READY = {
     "head": "Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
     "model": "Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) === 72",
     "neuron": "document.querySelector('.attnscope-neuron-table:not([hidden])') !== null",
     "rollout": "Number(document.querySelector('canvas.attnscope-matrix')?.dataset.n) > 0",
     "analysis": "Number(document.querySelector('.attnscope-headmap-view canvas')?.dataset.cells) > 0",
+    "text": "document.querySelector('.attnscope-text-flow')?.dataset.shading === 'done'",
+    "map": "document.querySelector('canvas.attnscope-map')?.dataset.region !== undefined",
 }
 
 
 def widget_for(name, model):
+    if name in ("text", "map"):
+        widget = attnscope.AttentionWidget(LONG_TEXT, model=model, attention="on_demand", view=name, layer=2)
+        widget.focus_token = 5  # "lions"
+        return widget
     widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model)
     widget.layer = 2
     if name == "head_dark":
