@@ -172,3 +172,24 @@ def test_a_saved_pages_licence_comment_holds_every_notice_and_cannot_end_early()
     assert "--" not in text  # "-->" would end the comment; "--" alone is not allowed in one
     for package in ("d3-array", "fflate"):
         assert package in text
+
+
+def test_everything_the_package_imports_is_declared():
+    """Each third-party module imported anywhere in src/attnscope belongs to a distribution that
+    attnscope requires (directly, or in an extra for the optional ones)."""
+    import ast
+
+    modules = set()
+    for path in (ROOT / "src" / "attnscope").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    third_party = sorted(m for m in modules - set(sys.stdlib_module_names) if m not in ("attnscope", "__future__"))
+    requirements = importlib.metadata.requires("attnscope") or []
+    declared = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+    owners = importlib.metadata.packages_distributions()
+    undeclared = [m for m in third_party
+                  if not {d.lower().replace("_", "-") for d in owners.get(m, [m])} & declared]
+    assert undeclared == [], undeclared
