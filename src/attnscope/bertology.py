@@ -257,8 +257,10 @@ def _tag(frame, kind: str, engine: AttentionModel, n_documents: int, **extra):
     return frame
 
 
-class _Mean:
-    """Running mean of tensors over documents that ignores NaN (e.g. [SEP]→[SEP] with no [SEP])."""
+class HeadSums:
+    """Per measure, the sums and counts of L × H values over documents, NaN left out (a document
+    with no [SEP] says nothing of attention to [SEP]). A partial aggregate: the sums of any split
+    of a corpus, merged, are the whole corpus's (corpus.py runs the parts on a Ray cluster)."""
 
     def __init__(self):
         self.total: dict[str, torch.Tensor] = {}
@@ -266,7 +268,7 @@ class _Mean:
 
     def add(self, values: dict[str, torch.Tensor]) -> None:
         for key, value in values.items():
-            value = value.double()
+            value = value.detach().double().cpu()
             valid = ~torch.isnan(value)
             if key not in self.total:
                 self.total[key] = torch.zeros_like(value)
@@ -274,8 +276,48 @@ class _Mean:
             self.total[key] += torch.where(valid, value, torch.zeros_like(value))
             self.count[key] += valid.double()
 
+    def merge(self, other: HeadSums) -> HeadSums:
+        merged = HeadSums()
+        for part in (self, other):
+            for key in part.total:
+                merged.total[key] = merged.total.get(key, 0) + part.total[key]
+                merged.count[key] = merged.count.get(key, 0) + part.count[key]
+        return merged
+
     def result(self) -> dict[str, torch.Tensor]:
         return {k: self.total[k] / self.count[k] for k in self.total}  # 0/0 → NaN: never seen
+
+
+@dataclass
+class HeadPartial:
+    """What a part of a corpus adds to head_stats or head_distances: the per-head sums, the summed
+    K × K Jensen–Shannon divergences (head_distances only) and the number of documents."""
+
+    sums: HeadSums
+    divergence: torch.Tensor | None
+    documents: int
+
+    def merge(self, other: HeadPartial) -> HeadPartial:
+        if self.divergence is None or other.divergence is None:
+            divergence = self.divergence if other.divergence is None else other.divergence
+        else:
+            divergence = self.divergence + other.divergence
+        return HeadPartial(self.sums.merge(other.sums), divergence, self.documents + other.documents)
+
+
+def head_partial(kind: str, model: AttentionModel, docs: Documents, *, max_length: int | None, batch_size: int,
+                 progress: bool) -> HeadPartial:
+    """The partial aggregate of `docs` for head_stats ("stats") or head_distances ("distances")."""
+    sums = HeadSums()
+    divergence = None
+    desc = "head stats" if kind == "stats" else "head distances"
+    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc=desc, progress=progress):
+        if kind == "distances":
+            n_layers, n_heads = doc.attention.shape[:2]
+            js = an.js_divergence(doc.attention.reshape(n_layers * n_heads, *doc.attention.shape[2:])).double().cpu()
+            divergence = js if divergence is None else divergence + js
+        sums.add(an.head_statistics(doc.attention, doc.kinds))
+    return HeadPartial(sums, divergence, len(docs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,18 +366,23 @@ def head_stats(
     max_length: int | None = None,
     batch_size: int = 8,
     progress: bool = True,
+    backend: str = "local",
 ):
     """Clark et al.'s per-head statistics, per document then averaged over documents.
 
     Returns a tidy DataFrame (layer, head, label, measure, value); measures are the keys of
     `attnscope.analysis.MEASURE_LABELS` (cls, sep, punct, sep_sep, other_sep, prev, current, next,
     entropy, entropy_cls). Show it with `widget.show_analysis(frame)`.
+
+    backend: "local" (this process, batches of `batch_size` on the model's device) or "ray": the
+    same analysis as a Ray Data pipeline, one model actor per GPU (or per CPU when there is none)
+    on the cluster `ray.init()` joins (`pip install "attnscope[ray]"`); the same numbers.
     """
+    from .corpus import run_head_partial
+
     docs = documents(corpus, column)
-    mean = _Mean()
-    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head stats", progress=progress):
-        mean.add(an.head_statistics(doc.attention, doc.kinds))
-    return _tag(_heads_frame(mean.result()), "head_stats", model, len(docs))
+    partial = run_head_partial("stats", model, docs, max_length=max_length, batch_size=batch_size, progress=progress, backend=backend)
+    return _tag(_heads_frame(partial.sums.result()), "head_stats", model, len(docs))
 
 
 def behaviours(stats) -> Any:
@@ -368,6 +415,7 @@ def head_distances(
     progress: bool = True,
     n_init: int = 1,
     seed: int = 0,
+    backend: str = "local",
 ):
     """Jensen–Shannon divergence between every pair of heads, summed over tokens and documents,
     laid out in 2-D with metric MDS (Clark et al. section 6).
@@ -382,18 +430,18 @@ def head_distances(
     the classical start's 2.283e6; by 1.9 % with Clark's max_iter=1000, where the random starts
     converge further); on 5 single sentences every random start ends worse (best 37,599 against
     28,438), so n_init=5 keeps the classical layout.
+
+    backend: "local" or "ray", as in `head_stats`.
     """
+    from .corpus import run_head_partial
+
     an.check_n_init(n_init)  # before the corpus runs, not after
     docs = documents(corpus, column)
-    total = None
-    mean = _Mean()
-    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head distances", progress=progress):
-        n_layers, n_heads = doc.attention.shape[:2]
-        js = an.js_divergence(doc.attention.reshape(n_layers * n_heads, *doc.attention.shape[2:]))
-        total = js.double() if total is None else total + js.double()
-        mean.add(an.head_statistics(doc.attention, doc.kinds))
+    partial = run_head_partial("distances", model, docs, max_length=max_length, batch_size=batch_size, progress=progress,
+                               backend=backend)
+    total = partial.divergence
     layout = an.mds(total, n_init=n_init, seed=seed)
-    labels = behaviours(_heads_frame(mean.result()))
+    labels = behaviours(_heads_frame(partial.sums.result()))
     frame = labels.assign(x=layout[:, 0].cpu().numpy(), y=layout[:, 1].cpu().numpy())
     frame = frame[["layer", "head", "label", "x", "y", "behaviour"]]
     return _tag(frame, "head_distances", model, len(docs), distances=total.cpu().tolist())
@@ -889,7 +937,7 @@ def attention_gradients(
 
     docs = documents(corpus, column)
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
-    mean = _Mean()
+    mean = HeadSums()
     done = 0
     for encoded, prepared, inputs in _loss_batches(model, docs, objective, batch_size, max_length, "attention gradients", progress):
         outputs = model.forward(inputs, track_grad=True)

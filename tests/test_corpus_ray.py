@@ -1,0 +1,116 @@
+"""Corpus analyses on a Ray cluster (issue 21): backend="ray" runs the same analysis as a Ray Data
+pipeline of model actors and merges their partial aggregates; on a local cluster
+(ray.init(num_cpus=2)) every number equals the single-process run's, a worker killed mid-run is
+restarted and its batch rerun, and a text that fails is named by its corpus index."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope.errors import InputError
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+
+TEXTS = [f"The keeper fed lion number {i} before the storm." for i in range(14)] + [
+    "Dogs bark at the mailman every morning.", "Paris is the capital of France.", "She read the book twice."]
+PAIRS = [(f"The cat {i} sat on the mat.", "It was happy.") for i in range(10)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def same_numbers(local, distributed):
+    assert list(local.columns) == list(distributed.columns)
+    keys = ["layer", "head", "measure"] if "measure" in local.columns else ["layer", "head"]
+    assert (local[keys].to_numpy() == distributed[keys].to_numpy()).all()
+    a, b = local["value"].to_numpy(float), distributed["value"].to_numpy(float)
+    assert (np.isnan(a) == np.isnan(b)).all()
+    np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("corpus", [TEXTS, PAIRS], ids=["texts", "pairs"])
+def test_head_stats_on_ray_equals_the_single_process_run(cluster, default_model, corpus):
+    local = attnscope.head_stats(default_model, corpus, batch_size=4, progress=False)
+    distributed = attnscope.head_stats(default_model, corpus, batch_size=4, progress=False, backend="ray")
+    same_numbers(local, distributed)
+    assert distributed.attrs["documents"] == len(corpus)
+
+
+def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
+    local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
+    distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
+    np.testing.assert_allclose(np.array(distributed.attrs["distances"]), np.array(local.attrs["distances"]), rtol=1e-6, atol=1e-6)
+    assert (local["behaviour"] == distributed["behaviour"]).all()
+
+
+def map_worker_pids() -> list[int]:
+    """The processes of Ray Data's model actors (Ray titles them ray::MapWorker(...))."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if f.read().startswith(b"ray::MapWorker"):
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def test_a_worker_killed_mid_run_is_restarted_and_the_result_is_the_same(cluster, default_model):
+    corpus = TEXTS * 8
+    local = attnscope.head_stats(default_model, corpus, batch_size=4, progress=False)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["frame"] = attnscope.head_stats(default_model, corpus, batch_size=4, progress=False, backend="ray")
+        except Exception as exc:  # reported below
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    deadline = time.time() + 120
+    while not map_worker_pids() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(4)  # the actors have loaded the model and are working through the corpus
+    victims = map_worker_pids()
+    assert victims and runner.is_alive(), "the run ended before a worker could be killed"
+    os.kill(victims[0], signal.SIGKILL)
+    runner.join(timeout=300)
+    assert "error" not in outcome, outcome.get("error")
+    same_numbers(local, outcome["frame"])
+
+
+def test_a_text_that_fails_is_named_by_its_corpus_index(cluster, default_model):
+    config = default_model.model.config
+    model = transformers.BertModel(config)
+    model.load_state_dict(default_model.model.state_dict())
+    zebra = default_model.tokenizer.convert_tokens_to_ids("zebra")
+    with torch.no_grad():
+        model.embeddings.word_embeddings.weight[zebra] = float("nan")  # any text with "zebra" fails
+    engine = attnscope.load(model.eval(), default_model.tokenizer, device="cpu")
+    corpus = list(TEXTS)
+    corpus[11] = "A zebra crossed the road."
+    for backend in ("local", "ray"):
+        with pytest.raises(InputError, match=r"Text 11 of the corpus gives NaN"):
+            attnscope.head_stats(engine, corpus, batch_size=4, progress=False, backend=backend)
+
+
+def test_a_wrong_backend_is_named():
+    with pytest.raises(InputError, match=r"backend='spark'"):
+        attnscope.head_stats(attnscope.load(device="cpu"), ["The cat sat."], backend="spark", progress=False)
