@@ -114,3 +114,38 @@ def test_a_text_that_fails_is_named_by_its_corpus_index(cluster, default_model):
 def test_a_wrong_backend_is_named():
     with pytest.raises(InputError, match=r"backend='spark'"):
         attnscope.head_stats(attnscope.load(device="cpu"), ["The cat sat."], backend="spark", progress=False)
+
+
+def test_syntax_heads_on_ray_equals_the_single_process_run(cluster, default_model):
+    pytest.importorskip("spacy")
+    sentences = [line for line in open("notebooks/data/sentences.txt", encoding="utf-8").read().splitlines() if line.strip()][:24]
+    local = attnscope.syntax_heads(default_model, sentences, batch_size=4, progress=False)
+    distributed = attnscope.syntax_heads(default_model, sentences, batch_size=4, progress=False, backend="ray")
+    assert distributed.sentences == local.sentences and distributed.skipped == local.skipped
+    keys = ["relation", "direction", "layer", "head"]
+    a, b = local.accuracy.sort_values(keys).reset_index(drop=True), distributed.accuracy.sort_values(keys).reset_index(drop=True)
+    assert (a[keys + ["count"]] == b[keys + ["count"]]).all().all()
+    np.testing.assert_allclose(a["accuracy"], b["accuracy"], atol=1e-6)
+    assert local.table().equals(distributed.table())
+
+
+@pytest.mark.parametrize("analysis", ["head_importance", "attention_gradients"])
+def test_gradient_analyses_on_ray_equal_the_single_process_run(cluster, default_model, analysis):
+    # 17 texts in batches of 4: the last text alone would make a batch of one, which the in-batch
+    # contrastive default loss (MiniLM's) cannot rank; both runs give it the same batches.
+    run = getattr(attnscope, analysis)
+    local = run(default_model, TEXTS, batch_size=4, progress=False)
+    distributed = run(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
+    keys = [c for c in local.columns if c != "value"]
+    assert (local[keys].to_numpy() == distributed[keys].to_numpy()).all()
+    np.testing.assert_allclose(local["value"].to_numpy(float), distributed["value"].to_numpy(float), rtol=1e-6, atol=1e-7)
+
+
+def test_chunks_are_whole_batches_and_never_leave_a_text_alone():
+    from attnscope.corpus import chunks_of
+
+    spans = chunks_of(17, 4, 2)
+    assert spans[0][0] == 0 and spans[-1][1] == 17
+    assert all(b - a >= 2 for a, b in spans)
+    assert all(a % 4 == 0 for a, _ in spans)
+    assert [b for _, b in spans[:-1]] == [a for a, _ in spans[1:]]

@@ -378,10 +378,11 @@ def head_stats(
     same analysis as a Ray Data pipeline, one model actor per GPU (or per CPU when there is none)
     on the cluster `ray.init()` joins (`pip install "attnscope[ray]"`); the same numbers.
     """
-    from .corpus import run_head_partial
+    from .corpus import run_partial
 
     docs = documents(corpus, column)
-    partial = run_head_partial("stats", model, docs, max_length=max_length, batch_size=batch_size, progress=progress, backend=backend)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    partial = run_partial("stats", model, docs, progress=progress, backend=backend, max_length=max_length, batch_size=batch_size)
     return _tag(_heads_frame(partial.sums.result()), "head_stats", model, len(docs))
 
 
@@ -433,12 +434,13 @@ def head_distances(
 
     backend: "local" or "ray", as in `head_stats`.
     """
-    from .corpus import run_head_partial
+    from .corpus import run_partial
 
     an.check_n_init(n_init)  # before the corpus runs, not after
     docs = documents(corpus, column)
-    partial = run_head_partial("distances", model, docs, max_length=max_length, batch_size=batch_size, progress=progress,
-                               backend=backend)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    partial = run_partial("distances", model, docs, progress=progress, backend=backend, max_length=max_length,
+                          batch_size=batch_size)
     total = partial.divergence
     layout = an.mds(total, n_init=n_init, seed=seed)
     labels = behaviours(_heads_frame(partial.sums.result()))
@@ -655,6 +657,52 @@ def _score_sentence(sentence, word_attn, correct, totals, base_correct, scoring:
             base_correct[(relation, offset)] = base_correct.get((relation, offset), 0) + int(hits)
 
 
+@dataclass
+class SyntaxPartial:
+    """What a part of the parsed sentences adds to syntax_heads: per (relation, direction) the
+    hits of every head, per relation the words scored, per (relation, offset) the baseline's hits."""
+
+    correct: dict
+    totals: dict
+    base_correct: dict
+    skipped: int
+    documents: int
+
+    def merge(self, other: SyntaxPartial) -> SyntaxPartial:
+        add = lambda a, b: {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}  # keys in first-seen order
+        return SyntaxPartial(add(self.correct, other.correct), add(self.totals, other.totals),
+                             add(self.base_correct, other.base_correct), self.skipped + other.skipped,
+                             self.documents + other.documents)
+
+
+def syntax_partial(model: AttentionModel, sentences: Documents, *, max_length: int, batch_size: int, scoring: str,
+                   progress: bool) -> SyntaxPartial:
+    """The hit counts of `sentences` (ParsedSentence, with their corpus positions) for syntax_heads."""
+    correct: dict[tuple[str, str], torch.Tensor] = {}
+    totals: dict[str, int] = {}
+    base_correct: dict[tuple[str, int], int] = {}
+    skipped = done = 0
+    size = _batch_size(model, batch_size)
+    for batch in _progress(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
+        encoded = _encode_words(model, [s.words for s in batch], max_length)
+        outputs = model.forward(encoded)
+        refuse_nonfinite(outputs.attentions, sentences, done)
+        done += len(batch)
+        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
+        for index, sentence in enumerate(batch):
+            keep, attention = _unpadded(encoded, attentions, index)
+            word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
+            if len({w for w in word_ids if w is not None}) != len(sentence.words):
+                skipped += 1  # truncated: some words have no tokens
+                continue
+            sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
+            groups = an.word_groups(word_ids, sequence_ids)
+            words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
+            word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
+            _score_sentence(sentence, word_attn, correct, totals, base_correct, scoring)
+    return SyntaxPartial(correct, totals, base_correct, skipped, len(sentences))
+
+
 def syntax_heads(
     model: AttentionModel,
     conllu_or_texts: Any,
@@ -663,6 +711,7 @@ def syntax_heads(
     batch_size: int = 8,
     progress: bool = True,
     scoring: str = "clark",
+    backend: str = "local",
 ) -> SyntaxHeads:
     """How well each head's strongest attention finds each word's syntactic head (Clark Table 1).
 
@@ -690,6 +739,8 @@ def syntax_heads(
     (3-2 finds 41 % of the punct words' heads, none of the roots'.) The other rows' best heads
     kept their accuracy there, though the "poss" rule moves single heads' poss scores; baselines
     moved: poss 85.7 % vs 78.6 % (the rule), mark 9.1 % at +1 vs 45.5 % at +3 (no +3 in "clark").
+
+    backend: "local" or "ray", as in `head_stats` (the sentences are parsed first, on the driver).
     """
     import pandas as pd
 
@@ -710,28 +761,13 @@ def syntax_heads(
         sentences = parse_with_spacy([a for a, _ in texts])
         source = f"machine parses by spaCy {SPACY_MODEL} (silver, not gold)"
 
-    correct: dict[tuple[str, str], torch.Tensor] = {}
-    totals: dict[str, int] = {}
-    base_correct: dict[tuple[str, int], int] = {}
-    skipped = done = 0
-    size = _batch_size(model, batch_size)
-    for batch in _progress(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
-        encoded = _encode_words(model, [s.words for s in batch], max_length)
-        outputs = model.forward(encoded)
-        refuse_nonfinite(outputs.attentions, sentences, done)
-        done += len(batch)
-        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
-        for index, sentence in enumerate(batch):
-            keep, attention = _unpadded(encoded, attentions, index)
-            word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
-            if len({w for w in word_ids if w is not None}) != len(sentence.words):
-                skipped += 1  # truncated: some words have no tokens
-                continue
-            sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
-            groups = an.word_groups(word_ids, sequence_ids)
-            words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
-            word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
-            _score_sentence(sentence, word_attn, correct, totals, base_correct, scoring)
+    from .corpus import run_partial
+
+    parsed = Documents(sentences)
+    parsed.positions = list(range(len(sentences)))
+    partial = run_partial("syntax", model, parsed, progress=progress, backend=backend,
+                          max_length=max_length, batch_size=batch_size, scoring=scoring)
+    correct, totals, base_correct, skipped = partial.correct, partial.totals, partial.base_correct, partial.skipped
 
     if not totals:
         raise InputError("No sentence could be scored (all were empty or longer than max_length).")
@@ -885,24 +921,20 @@ def _loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
         yield encoded, prepared, forward_inputs
 
 
-def head_importance(
-    model: AttentionModel,
-    corpus: Any,
-    loss: Loss | None = None,
-    *,
-    column: str | Sequence[str] | None = None,
-    max_length: int | None = None,
-    batch_size: int = 8,
-    progress: bool = True,
-):
-    """Michel et al. 2019: I_h = E_x |∂L/∂ξ_h| for a head mask ξ (all ones), ℓ2-normalised per layer.
+@dataclass
+class SumsPartial:
+    """What a part of a corpus adds to head_importance or attention_gradients: sums and counts."""
 
-    loss(outputs, encoded) → per-example losses (B,) or their sum; by default masked-LM, next-token,
-    or in-batch contrastive (see `default_loss`). Each example gets its own ξ, so the expectation
-    is over examples, not over batches. Returns a tidy DataFrame (layer, head, label, measure,
-    value) with measures "importance" (normalised) and "raw" (E|∂L/∂ξ_h|).
-    """
-    docs = documents(corpus, column)
+    sums: HeadSums
+    documents: int
+
+    def merge(self, other: SumsPartial) -> SumsPartial:
+        return SumsPartial(self.sums.merge(other.sums), self.documents + other.documents)
+
+
+def importance_partial(model: AttentionModel, docs: Documents, *, loss: Loss | None, max_length: int, batch_size: int,
+                       progress: bool) -> SumsPartial:
+    """Σ_x |∂L/∂ξ_h| over `docs` (head_importance divides by the corpus's size)."""
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
     total = torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64)
     done = 0
@@ -915,6 +947,59 @@ def head_importance(
         value = objective(outputs, prepared)
         (grad,) = torch.autograd.grad(value.sum(), xi)
         total += grad.abs().sum(0).double().cpu()
+    sums = HeadSums()
+    sums.total["importance"], sums.count["importance"] = total, torch.full_like(total, float(len(docs)))
+    return SumsPartial(sums, len(docs))
+
+
+def gradients_partial(model: AttentionModel, docs: Documents, *, loss: Loss | None, max_length: int, batch_size: int,
+                      progress: bool) -> SumsPartial:
+    """Per layer and key type, the sums of mean |∂L/∂A_ij| over `docs`, and their counts."""
+    objective = _UserLoss(loss) if loss is not None else default_loss(model)
+    sums = HeadSums()
+    done = 0
+    for encoded, prepared, inputs in _loss_batches(model, docs, objective, batch_size, max_length, "attention gradients", progress):
+        outputs = model.forward(inputs, track_grad=True)
+        refuse_nonfinite(outputs.attentions, docs, done)
+        done += inputs["input_ids"].shape[0]
+        grads = torch.autograd.grad(objective(outputs, prepared).sum(), list(outputs.attentions))
+        stacked = torch.stack(list(grads), dim=1)  # B × L × H × T × T
+        for index in range(stacked.shape[0]):
+            keep, g = _unpadded(encoded, stacked, index)
+            tokens = _tokens_at(model, encoded, index, keep)
+            sums.add(an.gradient_by_key_type(g, token_kinds_for(model, tokens, g.device)))
+    return SumsPartial(sums, len(docs))
+
+
+def head_importance(
+    model: AttentionModel,
+    corpus: Any,
+    loss: Loss | None = None,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+    backend: str = "local",
+):
+    """Michel et al. 2019: I_h = E_x |∂L/∂ξ_h| for a head mask ξ (all ones), ℓ2-normalised per layer.
+
+    loss(outputs, encoded) → per-example losses (B,) or their sum; by default masked-LM, next-token,
+    or in-batch contrastive (see `default_loss`). Each example gets its own ξ, so the expectation
+    is over examples, not over batches. Returns a tidy DataFrame (layer, head, label, measure,
+    value) with measures "importance" (normalised) and "raw" (E|∂L/∂ξ_h|).
+
+    backend: "local" or "ray", as in `head_stats`. A loss that compares the texts of a batch (the
+    in-batch contrastive default) sees the same batches either way: a Ray worker runs whole batches.
+    """
+    from .corpus import run_partial
+
+    docs = documents(corpus, column)
+    objective = _UserLoss(loss) if loss is not None else default_loss(model)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    partial = run_partial("importance", model, docs, progress=progress, backend=backend, loss=loss,
+                          max_length=max_length, batch_size=batch_size)
+    total = partial.sums.total["importance"]
     raw = total / len(docs)
     normalised = an.normalize_importance(raw)
     frame = _heads_frame({"importance": normalised, "raw": raw})
@@ -930,25 +1015,21 @@ def attention_gradients(
     max_length: int | None = None,
     batch_size: int = 8,
     progress: bool = True,
+    backend: str = "local",
 ):
     """Clark et al. section 3.2: mean |∂L/∂A_ij| per layer, by key type ([SEP], "./,", other),
-    averaged over documents. Returns a tidy DataFrame (layer, key_type, value)."""
+    averaged over documents. Returns a tidy DataFrame (layer, key_type, value).
+
+    backend: "local" or "ray", as in `head_importance`."""
     import pandas as pd
+
+    from .corpus import run_partial
 
     docs = documents(corpus, column)
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
-    mean = HeadSums()
-    done = 0
-    for encoded, prepared, inputs in _loss_batches(model, docs, objective, batch_size, max_length, "attention gradients", progress):
-        outputs = model.forward(inputs, track_grad=True)
-        refuse_nonfinite(outputs.attentions, docs, done)
-        done += inputs["input_ids"].shape[0]
-        grads = torch.autograd.grad(objective(outputs, prepared).sum(), list(outputs.attentions))
-        stacked = torch.stack(list(grads), dim=1)  # B × L × H × T × T
-        for index in range(stacked.shape[0]):
-            keep, g = _unpadded(encoded, stacked, index)
-            tokens = _tokens_at(model, encoded, index, keep)
-            mean.add(an.gradient_by_key_type(g, token_kinds_for(model, tokens, g.device)))
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    mean = run_partial("gradients", model, docs, progress=progress, backend=backend, loss=loss,
+                       max_length=max_length, batch_size=batch_size).sums
     rows = [
         (layer, key_type, float(values[layer]))
         for key_type, values in mean.result().items()

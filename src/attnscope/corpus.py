@@ -29,17 +29,27 @@ def check_backend(backend: Any) -> str:
     return backend
 
 
-def run_head_partial(kind: str, model: Any, docs: Any, *, max_length: int | None, batch_size: int, progress: bool,
-                     backend: str = "local"):
-    """head_stats' or head_distances' partial aggregate of the whole corpus, run where `backend` says."""
-    from .bertology import corpus_settings, head_partial
+def _partial_function(kind: str):
+    from . import bertology as b
 
+    functions = {
+        "stats": lambda model, items, **o: b.head_partial("stats", model, items, **o),
+        "distances": lambda model, items, **o: b.head_partial("distances", model, items, **o),
+        "syntax": b.syntax_partial,
+        "importance": b.importance_partial,
+        "gradients": b.gradients_partial,
+    }
+    return functions[kind]
+
+
+def run_partial(kind: str, model: Any, items: Any, *, progress: bool, backend: str = "local", **options):
+    """An analysis's partial aggregate of the whole corpus (`items`: Documents, or parsed
+    sentences, with their corpus positions), run where `backend` says. The settings in `options`
+    are resolved by the caller, once, before any batch runs anywhere."""
     backend = check_backend(backend)
-    # Settings are checked and resolved once, here, before any batch runs anywhere.
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
     if backend == "local":
-        return head_partial(kind, model, docs, max_length=max_length, batch_size=batch_size, progress=progress)
-    return _ray_head_partial(kind, model, docs, max_length=max_length, batch_size=batch_size, progress=progress)
+        return _partial_function(kind)(model, items, progress=progress, **options)
+    return _ray_partial(kind, model, items, progress=progress, options=options)
 
 
 def _import_ray():
@@ -51,11 +61,11 @@ def _import_ray():
     return ray
 
 
-class _HeadPartialWorker:
-    """A Ray Data actor: the model loaded once on its device, then each batch of documents turned
-    into its partial aggregate (pickled into a one-row column)."""
+class _PartialWorker:
+    """A Ray Data actor: the model rebuilt once on its device, then each chunk of the corpus (whole
+    batches, as a single-process run makes them) turned into its partial aggregate."""
 
-    def __init__(self, model_box: list, kind: str, max_length: int, batch_size: int):
+    def __init__(self, model_box: list, kind: str, options: dict):
         import ray
         import torch
 
@@ -66,22 +76,39 @@ class _HeadPartialWorker:
         model.load_state_dict(weights)
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
         self.engine = load(model.to(dtype), tokenizer, device=device)
-        self.kind, self.max_length, self.batch_size = kind, max_length, batch_size
+        self.run = _partial_function(kind)
+        self.options = options
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .bertology import Documents, head_partial
+        from .bertology import Documents
 
-        docs = Documents((str(a), str(b) if pair else None) for a, b, pair in zip(batch["text"], batch["text_b"], batch["pair"]))
-        docs.positions = [int(p) for p in batch["position"]]
-        try:
-            partial = head_partial(self.kind, self.engine, docs, max_length=self.max_length, batch_size=self.batch_size,
-                                   progress=False)
-        except InputError as exc:  # a text that fails: data for the driver, not a task to retry
-            return {"partial": np.array([b""], dtype=object), "error": np.array([str(exc)]), "first": np.array([docs.positions[0]])}
-        return {"partial": np.array([pickle.dumps(partial)], dtype=object), "error": np.array([""]), "first": np.array([docs.positions[0]])}
+        partials, errors, firsts = [], [], []
+        for chunk in batch["chunk"]:
+            positions, items = pickle.loads(chunk)
+            part = Documents(items)
+            part.positions = positions
+            firsts.append(positions[0])
+            try:
+                partials.append(pickle.dumps(self.run(self.engine, part, progress=False, **self.options)))
+                errors.append("")
+            except InputError as exc:  # a text that fails: data for the driver, not a task to retry
+                partials.append(b"")
+                errors.append(str(exc))
+        return {"partial": np.array(partials, dtype=object), "error": np.array(errors), "first": np.array(firsts)}
 
 
-def _ray_head_partial(kind: str, model: Any, docs: Any, *, max_length: int, batch_size: int, progress: bool):
+def chunks_of(n_items: int, batch_size: int, workers: int) -> list[tuple[int, int]]:
+    """[start, end) spans of the corpus, each whole batches of `batch_size` (so a worker batches as
+    one process does), about four per worker; a last span of one item joins the one before (a
+    loss that compares the texts of a batch never gets a batch of one it would not get anyway)."""
+    per_chunk = batch_size * max(1, -(-n_items // (4 * workers * batch_size)))
+    spans = [(start, min(n_items, start + per_chunk)) for start in range(0, n_items, per_chunk)]
+    if len(spans) > 1 and spans[-1][1] - spans[-1][0] == 1:
+        spans[-2:] = [(spans[-2][0], spans[-1][1])]
+    return spans
+
+
+def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: dict):
     ray = _import_ray()
     if not ray.is_initialized():
         # The cluster RAY_ADDRESS names, or a local one on this machine.
@@ -89,44 +116,41 @@ def _ray_head_partial(kind: str, model: Any, docs: Any, *, max_length: int, batc
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     workers = gpus or max(1, int(resources.get("CPU", 1)))
-    positions = getattr(docs, "positions", None) or list(range(len(docs)))
-    # No None in a column: Arrow would turn a column of them into nulls, and NumPy into NaN.
-    rows = [{"position": p, "text": a, "text_b": b or "", "pair": b is not None} for p, (a, b) in zip(positions, docs)]
-    # Blocks of a few model batches each: enough of them that every actor has work.
-    per_block = max(batch_size, -(-len(rows) // (4 * workers)))
-    dataset = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // per_block)))
+    positions = list(getattr(items, "positions", None) or range(len(items)))
+    spans = chunks_of(len(items), int(options.get("batch_size", 1)), workers)
+    rows = [{"chunk": pickle.dumps((positions[a:b], list(items[a:b])))} for a, b in spans]
+    dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
     model_box = [ray.put(_shippable(model))]
     partials = dataset.map_batches(
-        _HeadPartialWorker,
-        fn_constructor_kwargs={"model_box": model_box, "kind": kind, "max_length": max_length, "batch_size": batch_size},
-        batch_size=per_block,
+        _PartialWorker,
+        fn_constructor_kwargs={"model_box": model_box, "kind": kind, "options": options},
+        batch_size=1,
         batch_format="numpy",
-        concurrency=workers,
+        concurrency=min(workers, len(rows)),
         num_gpus=1 if gpus else 0,
         num_cpus=0 if gpus else 1,
         max_restarts=RAY_RETRIES,
         max_task_retries=RAY_RETRIES,
     )
-    merged = None
-    rows_out = partials.iter_rows()
+    out = partials.iter_rows()
     if progress:
         from tqdm.auto import tqdm
 
-        rows_out = tqdm(rows_out, total=-(-len(rows) // per_block), desc=f"head {kind} (ray)", unit="block")
-    failures = []  # (first corpus index of the block, message)
-    for row in rows_out:
+        out = tqdm(out, total=len(rows), desc=f"{kind} (ray)", unit="chunk")
+    merged, failures = None, []  # failures: (first corpus index of the chunk, message)
+    for row in out:
         if row["error"]:
             failures.append((int(row["first"]), str(row["error"])))
             continue
         part = pickle.loads(row["partial"])
         merged = part if merged is None else merged.merge(part)
     if failures:  # the first text that fails, by corpus index, as a single-process run names it
-        first, message = min(failures)
-        more = f" ({len(failures) - 1} more block(s) of the corpus failed too.)" if len(failures) > 1 else ""
+        _, message = min(failures)
+        more = f" ({len(failures) - 1} more part(s) of the corpus failed too.)" if len(failures) > 1 else ""
         raise InputError(message + more)
-    if merged is None or merged.documents != len(docs):  # nothing is silently dropped
+    if merged is None or merged.documents != len(items):  # nothing is silently dropped
         counted = 0 if merged is None else merged.documents
-        raise RuntimeError(f"The Ray run returned {counted} of {len(docs)} documents.")
+        raise RuntimeError(f"The Ray run returned {counted} of {len(items)} documents.")
     return merged
 
 
