@@ -110,19 +110,28 @@ def main() -> None:
     parser.add_argument("--only-analysis", action="store_true", help="rerun the corpus analyses, keep the rest")
     parser.add_argument("--only-memory", action="store_true", help="rerun the kernel memory bench, keep the rest")
     parser.add_argument("--only-long", action="store_true", help="rerun the long-input bench, keep the rest")
+    parser.add_argument("--only-ray", action="store_true", help="rerun the Ray corpus bench, keep the rest")
     args = parser.parse_args()
     from analysis_bench import bench_analyses
     from browser_bench import bench_front_end
     from long_bench import bench_long
     from memory_bench import bench_memory
+    from ray_bench import bench_ray
 
+    if args.only_ray:
+        results = json.loads((HERE / "results.json").read_text())
+        results["ray"] = bench_ray()
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     results["analysis"], results["memory"], results["long"], results["ray"])
+        return
     if args.only_long:
         results = json.loads((HERE / "results.json").read_text())
         results["long"] = bench_long()
         run_circuitsvis(args.skip_circuitsvis)
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], results["memory"], results["long"])
+                     results["analysis"], results["memory"], results["long"], results.get("ray", []))
         return
 
     memory_row = bench_memory()  # first, in its own process: nothing else has run yet
@@ -132,7 +141,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], memory_row, results.get("long", []))
+                     results["analysis"], memory_row, results.get("long", []), results.get("ray", []))
         return
 
     torch.manual_seed(0)
@@ -146,7 +155,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     analysis_rows, memory_row, results.get("long", []))
+                     analysis_rows, memory_row, results.get("long", []), results.get("ray", []))
         return
     engine_rows, front_rows = [], []
     for label, engine in models:
@@ -158,6 +167,7 @@ def main() -> None:
             print(json.dumps(front), flush=True)
             front_rows.append(front)
     long_rows = bench_long()
+    ray_rows = bench_ray()  # last: its cluster shares these CPUs
     run_circuitsvis(args.skip_circuitsvis)
     bertviz = None if args.skip_bertviz else run_bertviz()
     if bertviz is None and (HERE / "bertviz_results.json").is_file():
@@ -171,9 +181,10 @@ def main() -> None:
         "analysis": analysis_rows,
         "memory": memory_row,
         "long": long_rows,
+        "ray": ray_rows,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows)
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows, ray_rows)
 
 
 def _find(rows: list[dict], **match) -> dict:
@@ -192,9 +203,10 @@ def _ms(seconds=None, ms=None) -> str:
 
 def write_tables(
     engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict], memory_row: dict | None,
-    long_rows: list[dict] = (),
+    long_rows: list[dict] = (), ray_rows: list[dict] = (),
 ) -> None:
     from analysis_bench import table as analysis_table
+    from ray_bench import table as ray_table
     from circuitsvis_bench import table as peers_table
     from long_bench import table as long_table
     from memory_bench import table as memory_table
@@ -266,6 +278,8 @@ def write_tables(
             )
     if analysis_rows:
         lines += ["", *analysis_table(analysis_rows)]
+    if ray_rows:
+        lines += ["", *ray_table(ray_rows)]
     if memory_row:
         lines += ["", *memory_table(memory_row)]
     if long_rows:
