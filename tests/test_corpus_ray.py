@@ -149,3 +149,20 @@ def test_chunks_are_whole_batches_and_never_leave_a_text_alone():
     assert all(b - a >= 2 for a, b in spans)
     assert all(a % 4 == 0 for a, _ in spans)
     assert [b for _, b in spans[:-1]] == [a for a, _ in spans[1:]]
+
+
+def test_a_ray_dataset_read_from_parquet_or_jsonl_is_a_corpus(cluster, default_model, tmp_path):
+    import json
+
+    import pandas as pd
+
+    texts = [t for t in TEXTS]
+    (tmp_path / "texts.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    pd.DataFrame({"sentence": texts}).to_parquet(tmp_path / "texts.parquet")
+    local = attnscope.head_stats(default_model, texts, batch_size=4, progress=False)
+    from_jsonl = ray.data.read_json(str(tmp_path / "texts.jsonl"))
+    same_numbers(local, attnscope.head_stats(default_model, from_jsonl, batch_size=4, progress=False, backend="ray"))
+    from_parquet = ray.data.read_parquet(str(tmp_path / "texts.parquet"))
+    same_numbers(local, attnscope.head_stats(default_model, from_parquet, batch_size=4, progress=False))
+    with pytest.raises(InputError, match=r"The Ray Dataset has no column 'body'"):
+        attnscope.head_stats(default_model, from_parquet, column="body", progress=False)

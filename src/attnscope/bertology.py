@@ -42,9 +42,11 @@ class Documents(list):
 def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documents:
     """Normalise a corpus to (text, text_b or None) pairs.
 
-    Accepts one string, a list of strings, a list of (text, text_b) pairs, a pandas Series, or a
-    Hugging Face `datasets.Dataset` (give `column`, or a pair of columns; a single "text" or
-    string column is found by itself).
+    Accepts one string, a list of strings, a list of (text, text_b) pairs, a pandas Series, a
+    Hugging Face `datasets.Dataset` or a Ray Dataset (`ray.data.read_parquet(...)`,
+    `read_json(...)`; give `column`, or a pair of columns; a single "text" or string column is
+    found by itself). A Ray Dataset's texts are gathered here, then run in chunks wherever the
+    analysis' `backend` says.
     """
     if isinstance(corpus, os.PathLike) or isinstance(corpus, str) and _names_a_file(corpus):
         raise InputError(
@@ -53,7 +55,9 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         )
     if isinstance(corpus, str):
         corpus = [corpus]
-    if _is_dataset(corpus):
+    if _is_ray_dataset(corpus):
+        corpus = _ray_dataset_rows(corpus, column)
+    elif _is_dataset(corpus):
         corpus = _dataset_rows(corpus, column)
     elif not hasattr(corpus, "__iter__"):
         raise InputError(f"The corpus must be texts (a list, a pandas Series, a datasets.Dataset), not {type(corpus).__name__}.")
@@ -91,20 +95,43 @@ def _is_dataset(corpus: Any) -> bool:
     return type(corpus).__name__ in {"Dataset", "IterableDataset"} and hasattr(corpus, "column_names")
 
 
-def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
-    names = list(dataset.column_names or [])
+def _is_ray_dataset(corpus: Any) -> bool:
+    return type(corpus).__module__.startswith("ray.data") and hasattr(corpus, "iter_rows")
+
+
+def _ray_dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
+    """The texts of a Ray Dataset (Ray reads Parquet, JSONL, ... from storage in parallel), in the
+    order it yields them: their positions are those of that order."""
+    schema = dataset.schema()
+    names = list(schema.names)
+    string_columns = [n for n, t in zip(schema.names, schema.types) if str(t) in ("string", "large_string")]
+    columns = _text_columns(names, string_columns, column, "Ray Dataset")
+    rows = dataset.select_columns(columns).iter_rows()
+    if len(columns) == 1:
+        return (row[columns[0]] for row in rows)
+    return ((row[columns[0]], row[columns[1]]) for row in rows)
+
+
+def _text_columns(names: list[str], string_columns: list[str], column: str | Sequence[str] | None, what: str) -> list[str]:
+    """The column (or pair of columns) that holds the text: `column`, or "text", or the only string one."""
     if column is None:
         if "text" in names:
             column = "text"
+        elif len(string_columns) == 1:
+            column = string_columns[0]
         else:
-            strings = [n for n in names if getattr(dataset.features.get(n), "dtype", None) in ("string", "large_string")]
-            if len(strings) != 1:
-                raise InputError(f"Which column holds the text? Pass column= one of {names}.")
-            column = strings[0]
+            raise InputError(f"Which column holds the text? Pass column= one of {names}.")
     columns = [column] if isinstance(column, str) else list(column)
     missing = [c for c in columns if c not in names]
     if missing:
-        raise InputError(f"The dataset has no column {missing[0]!r}; it has {names}.")
+        raise InputError(f"The {what} has no column {missing[0]!r}; it has {names}.")
+    return columns
+
+
+def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
+    names = list(dataset.column_names or [])
+    strings = [n for n in names if getattr(dataset.features.get(n), "dtype", None) in ("string", "large_string")]
+    columns = _text_columns(names, strings, column, "dataset")
     if len(columns) == 1:
         return (row[columns[0]] for row in dataset)
     return ((row[columns[0]], row[columns[1]]) for row in dataset)
