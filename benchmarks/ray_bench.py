@@ -14,8 +14,9 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import attnscope
 from analysis_bench import corpus
+
+import attnscope
 
 DOCUMENTS = int(os.environ.get("BENCH_RAY_DOCS", "192"))
 

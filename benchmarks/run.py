@@ -206,10 +206,10 @@ def write_tables(
     long_rows: list[dict] = (), ray_rows: list[dict] = (),
 ) -> None:
     from analysis_bench import table as analysis_table
-    from ray_bench import table as ray_table
     from circuitsvis_bench import table as peers_table
     from long_bench import table as long_table
     from memory_bench import table as memory_table
+    from ray_bench import table as ray_table
 
     base = "bert-base shape (random)"
     ours = _find(front_rows, model=base, tokens=512)

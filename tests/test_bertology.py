@@ -393,3 +393,18 @@ def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):
     )
     stats = attnscope.head_stats(attnscope.load(distil, bert_tokenizer, device="cpu"), TEXTS[:3], progress=False)
     assert len(stats) == 2 * 4 * len(an.MEASURE_LABELS)
+
+
+def test_batches_are_sized_to_the_devices_memory():
+    from attnscope.bertology import CPU_BATCH, batch_for_memory, corpus_settings
+
+    # bert-base at 128 tokens: 12 × 12 × 128² × 4 B × 2 + one layer's activations ≈ 25 MB a document.
+    assert batch_for_memory(80 * 2**30, 12, 12, 128, 768) == 1024  # an 80 GB card: the cap
+    assert 120 < batch_for_memory(8 * 2**30, 12, 12, 128, 768) < 200  # 8 GB free: half of it used
+    assert batch_for_memory(8 * 2**30, 12, 12, 128, 768, gradients=True) < batch_for_memory(8 * 2**30, 12, 12, 128, 768) / 2
+    assert batch_for_memory(10, 12, 12, 512, 768) == 1  # never none
+    model = attnscope.load(device="cpu")
+    assert corpus_settings(model, [("a", None)], None, "auto")[1] == CPU_BATCH
+    assert corpus_settings(model, [("a", None)], None, "auto", backend="ray")[1] == "auto"
+    with pytest.raises(attnscope.InputError, match="batch_size"):
+        corpus_settings(model, [("a", None)], None, "big")

@@ -166,3 +166,10 @@ def test_a_ray_dataset_read_from_parquet_or_jsonl_is_a_corpus(cluster, default_m
     same_numbers(local, attnscope.head_stats(default_model, from_parquet, batch_size=4, progress=False))
     with pytest.raises(InputError, match=r"The Ray Dataset has no column 'body'"):
         attnscope.head_stats(default_model, from_parquet, column="body", progress=False)
+
+
+def test_auto_batches_are_sized_by_each_worker(cluster, default_model):
+    # batch_size="auto" (the default) stays "auto" for Ray: each worker sizes its batches to its
+    # own device (8 on a CPU, as here), in chunks of whole units.
+    local = attnscope.head_stats(default_model, TEXTS, progress=False)
+    same_numbers(local, attnscope.head_stats(default_model, TEXTS, progress=False, backend="ray"))

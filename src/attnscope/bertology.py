@@ -173,16 +173,46 @@ def _batch_size(engine: AttentionModel, wanted: int) -> int:
 CLARK_MAX_LENGTH = 128  # Clark et al.'s segments: at most 128 tokens
 
 
-def corpus_settings(model: AttentionModel, docs: Sequence[Document], max_length: Any, batch_size: Any) -> tuple[int, int]:
+def corpus_settings(model: AttentionModel, docs: Sequence[Document], max_length: Any, batch_size: Any, *,
+                    gradients: bool = False, backend: str = "local") -> tuple[int, int | str]:
     """max_length and batch_size of a corpus run, checked before any batch runs. max_length None
-    is Clark et al.'s 128 tokens, or the model's limit when that is shorter."""
-    batch_size = checks.integer("batch_size", batch_size, minimum=1)
+    is Clark et al.'s 128 tokens, or the model's limit when that is shorter. batch_size "auto":
+    8 on a CPU; on a GPU as many documents as half its free memory holds (`batch_for_memory`).
+    With backend="ray" "auto" stays "auto": each worker sizes batches to its own device."""
     if max_length is None:
         limit = max_positions(model.model, model.tokenizer)
-        return min(CLARK_MAX_LENGTH, limit or CLARK_MAX_LENGTH), batch_size
-    pair = any(b is not None for _, b in docs)
-    max_length, _ = model.resolve_max_length(max_length, pair=pair)
-    return max_length, batch_size
+        max_length = min(CLARK_MAX_LENGTH, limit or CLARK_MAX_LENGTH)
+    else:
+        pair = any(b is not None for _, b in docs)
+        max_length, _ = model.resolve_max_length(max_length, pair=pair)
+    if batch_size == "auto":
+        return max_length, ("auto" if backend == "ray" else auto_batch_size(model, max_length, gradients))
+    return max_length, checks.integer("batch_size", batch_size, minimum=1)
+
+
+CPU_BATCH = 8  # documents a batch on a CPU: larger batches gain nothing there
+
+
+def batch_for_memory(free_bytes: int, n_layers: int, n_heads: int, n_tokens: int, hidden: int, gradients: bool = False) -> int:
+    """Documents of n_tokens that fit half of free_bytes: per document the attention the forward
+    returns (L × H × T² float32, and its stacked copy) and one layer's activations at a time
+    (≈ 16 × T × hidden floats); for gradients every layer's activations are kept, and the
+    attention thrice (its gradient, the graph's copy). Between 1 and 1024."""
+    attention = 2 * n_layers * n_heads * n_tokens**2
+    if gradients:
+        per_document = 4 * (3 * attention + 16 * n_layers * n_tokens * hidden)
+    else:
+        per_document = 4 * (attention + 16 * n_tokens * hidden)
+    return int(max(1, min(1024, (free_bytes // 2) // per_document)))
+
+
+def auto_batch_size(model: AttentionModel, max_length: int, gradients: bool = False) -> int:
+    device = getattr(model, "device", None)  # a stand-in model may have none: as on a CPU
+    if getattr(device, "type", "cpu") != "cuda":
+        return CPU_BATCH
+    free, _ = torch.cuda.mem_get_info(model.device)
+    hidden = int(getattr(getattr(model.model, "config", None), "hidden_size", 1024) or 1024)
+    return batch_for_memory(free, model.n_layers, model.n_heads, max_length, hidden, gradients)
 
 
 def document_position(docs: Sequence[Document], k: int) -> int:
@@ -241,7 +271,7 @@ def iter_attention(
     docs: Sequence[Document],
     *,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     desc: str = "attention",
     progress: bool = True,
 ) -> Iterator[DocumentAttention]:
@@ -351,7 +381,8 @@ def head_partial(kind: str, model: AttentionModel, docs: Documents, *, max_lengt
 # Per-head statistics and behaviours (Clark et al. section 3, section 6)
 
 
-def attention_sinks(result: AttentionResult | LongAttentionResult, n_first: int = 4, epsilon: float = 0.3):
+def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilon: float = 0.3, column: str | Sequence[str] | None = None,
+                    max_length: int | None = None, attention: str = "auto", progress: bool = True, backend: str = "local"):
     """Per head, how much attention goes to the first tokens of one run: the long-context
     counterpart of Clark et al.'s attention to [SEP].
 
@@ -361,28 +392,75 @@ def attention_sinks(result: AttentionResult | LongAttentionResult, n_first: int 
     keeps 4), sink (alpha_first > epsilon; Gu et al.'s ε = 0.3). `frame.attrs["sink_rate"]` is
     the share of sink heads, their "sink metric". Long results read only the first columns of each
     head (exact, from q, k and log-sum-exps), never T × T.
-    """
-    import pandas as pd
 
+    Over a corpus, `attention_sinks(model, texts)`: each measure is averaged over the documents
+    (each run as `model.run(text, attention=attention, max_length=max_length)`, so long documents
+    keep q, k and log-sum-exps, never T × T), and `sink` says the mean alpha_first passes ε.
+    backend: "local" or "ray", as in `head_stats`.
+    """
+    if isinstance(result, AttentionModel):
+        return _corpus_sinks(result, corpus, n_first=n_first, epsilon=epsilon, column=column, max_length=max_length,
+                             attention=attention, progress=progress, backend=backend)
+    if corpus is not None:
+        raise InputError("attention_sinks(result) reads one run; for a corpus pass the model: attention_sinks(model, texts).")
     if not isinstance(result, (AttentionResult, LongAttentionResult)):
         raise InputError(f"attention_sinks reads one run's result (model.run(text)), not {type(result).__name__}.")
     n_first = checks.integer("n_first", n_first, minimum=1)
     epsilon = checks.fraction("epsilon", epsilon)
+    measures = _sink_measures(result, n_first, epsilon)
     n_key_heads = result.n_key_heads if isinstance(result, LongAttentionResult) else result.n_heads
-    rows = []
-    for layer in range(result.n_layers):
-        measures = an.sink_measures(result.first_columns(layer, n_first), n_first, epsilon)
-        for head in range(result.n_heads):
-            rows.append(dict(
-                layer=layer, head=head, label=an.head_label(layer, head),
-                key_head=exact_key_head(head, result.n_heads, n_key_heads),
-                alpha_first=float(measures["alpha_first"][head]), first_n_mass=float(measures["first_n_mass"][head]),
-                sink=bool(measures["sink"][head]),
-            ))
+    return _sinks_frame(measures, n_key_heads, epsilon, model_name=result.model_name, n_first=n_first)
+
+
+def _sink_measures(result: Any, n_first: int, epsilon: float) -> dict[str, torch.Tensor]:
+    """alpha_first and first_n_mass of one run, L × H each."""
+    per_layer = [an.sink_measures(result.first_columns(layer, n_first), n_first, epsilon) for layer in range(result.n_layers)]
+    return {key: torch.stack([m[key].double().cpu() for m in per_layer]) for key in ("alpha_first", "first_n_mass")}
+
+
+def _sinks_frame(measures: dict[str, torch.Tensor], n_key_heads: int, epsilon: float, **attrs):
+    import pandas as pd
+
+    alpha, mass = measures["alpha_first"], measures["first_n_mass"]
+    n_layers, n_heads = alpha.shape
+    rows = [
+        dict(layer=layer, head=head, label=an.head_label(layer, head), key_head=exact_key_head(head, n_heads, n_key_heads),
+             alpha_first=float(alpha[layer, head]), first_n_mass=float(mass[layer, head]), sink=bool(alpha[layer, head] > epsilon))
+        for layer in range(n_layers) for head in range(n_heads)
+    ]
     frame = pd.DataFrame(rows, columns=["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"])
-    frame.attrs.update(attnscope="attention_sinks", model=result.model_name, sink_rate=float(frame["sink"].mean()),
-                       n_first=n_first, epsilon=epsilon)
+    frame.attrs.update(attnscope="attention_sinks", sink_rate=float(frame["sink"].mean()), epsilon=epsilon, **attrs)
     return frame
+
+
+def sinks_partial(model: AttentionModel, docs: Documents, *, n_first: int, epsilon: float, max_length: int | None,
+                  attention: str, progress: bool) -> SumsPartial:
+    """The sums of each document's sink measures (one run a document, at any length)."""
+    sums = HeadSums()
+    for k, (text, text_b) in enumerate(_progress(docs, len(docs), "attention sinks", progress)):
+        result = model.run(text, text_b, max_length=max_length, attention=attention)
+        measures = _sink_measures(result, n_first, epsilon)
+        if not all(bool(torch.isfinite(v).all()) for v in measures.values()):
+            raise InputError(f"Text {document_position(docs, k)} of the corpus gives NaN or infinite attention on its first "
+                             "tokens, so the analysis stops rather than average it in. Run the model in float32 (model.float()).")
+        sums.add(measures)
+    return SumsPartial(sums, len(docs))
+
+
+def _corpus_sinks(model: AttentionModel, corpus: Any, *, n_first: int, epsilon: float, column, max_length, attention: str,
+                  progress: bool, backend: str):
+    from .corpus import run_partial
+
+    if corpus is None:
+        raise InputError("attention_sinks(model, texts) needs the texts.")
+    n_first = checks.integer("n_first", n_first, minimum=1)
+    epsilon = checks.fraction("epsilon", epsilon)
+    docs = documents(corpus, column)
+    partial = run_partial("sinks", model, docs, progress=progress, backend=backend, n_first=n_first, epsilon=epsilon,
+                          max_length=max_length, attention=attention)
+    n_key_heads = getattr(getattr(model.model, "config", None), "num_key_value_heads", None) or model.n_heads
+    return _sinks_frame(partial.sums.result(), n_key_heads, epsilon, model_name=model.name, n_first=n_first,
+                        documents=len(docs))
 
 
 def head_stats(
@@ -391,7 +469,7 @@ def head_stats(
     *,
     column: str | Sequence[str] | None = None,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     progress: bool = True,
     backend: str = "local",
 ):
@@ -408,7 +486,7 @@ def head_stats(
     from .corpus import run_partial
 
     docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
     partial = run_partial("stats", model, docs, progress=progress, backend=backend, max_length=max_length, batch_size=batch_size)
     return _tag(_heads_frame(partial.sums.result()), "head_stats", model, len(docs))
 
@@ -439,7 +517,7 @@ def head_distances(
     *,
     column: str | Sequence[str] | None = None,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     progress: bool = True,
     n_init: int = 1,
     seed: int = 0,
@@ -465,7 +543,7 @@ def head_distances(
 
     an.check_n_init(n_init)  # before the corpus runs, not after
     docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
     partial = run_partial("distances", model, docs, progress=progress, backend=backend, max_length=max_length,
                           batch_size=batch_size)
     total = partial.divergence
@@ -709,6 +787,8 @@ def syntax_partial(model: AttentionModel, sentences: Documents, *, max_length: i
     totals: dict[str, int] = {}
     base_correct: dict[tuple[str, int], int] = {}
     skipped = done = 0
+    if batch_size == "auto":  # a Ray worker: batches sized to its own device
+        batch_size = auto_batch_size(model, max_length)
     size = _batch_size(model, batch_size)
     for batch in _progress(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
         encoded = _encode_words(model, [s.words for s in batch], max_length)
@@ -735,7 +815,7 @@ def syntax_heads(
     conllu_or_texts: Any,
     *,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     progress: bool = True,
     scoring: str = "clark",
     backend: str = "local",
@@ -773,7 +853,7 @@ def syntax_heads(
 
     if scoring not in an.SCORINGS:
         raise InputError(f"scoring must be one of {list(an.SCORINGS)}, not {scoring!r}.")
-    max_length, batch_size = corpus_settings(model, [], max_length, batch_size)  # sentences, never pairs
+    max_length, batch_size = corpus_settings(model, [], max_length, batch_size, backend=backend)  # sentences, never pairs
 
     given = conllu_or_texts
     if isinstance(given, os.PathLike) or isinstance(given, str) and (
@@ -931,7 +1011,7 @@ def _pairwise_batches(docs: Sequence[Document], size: int) -> list[list[Document
 def _loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
     """(encoded, prepared, forward inputs) per batch; a batch whose attention is not finite stops
     the run (see `refuse_nonfinite`)."""
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True)
     if isinstance(loss, InBatchContrastiveLoss):
         # Each text is ranked against the others in its batch: every batch needs two or more.
         if len(docs) < 2:
@@ -1005,7 +1085,7 @@ def head_importance(
     *,
     column: str | Sequence[str] | None = None,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     progress: bool = True,
     backend: str = "local",
 ):
@@ -1023,7 +1103,7 @@ def head_importance(
 
     docs = documents(corpus, column)
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
     partial = run_partial("importance", model, docs, progress=progress, backend=backend, loss=loss,
                           max_length=max_length, batch_size=batch_size)
     total = partial.sums.total["importance"]
@@ -1040,7 +1120,7 @@ def attention_gradients(
     *,
     column: str | Sequence[str] | None = None,
     max_length: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | str = "auto",
     progress: bool = True,
     backend: str = "local",
 ):
@@ -1054,7 +1134,7 @@ def attention_gradients(
 
     docs = documents(corpus, column)
     objective = _UserLoss(loss) if loss is not None else default_loss(model)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
     mean = run_partial("gradients", model, docs, progress=progress, backend=backend, loss=loss,
                        max_length=max_length, batch_size=batch_size).sums
     rows = [

@@ -21,6 +21,7 @@ from .errors import InputError
 BACKENDS = ("local", "ray")
 # A worker process that dies mid-batch (killed, out of memory) is restarted and its batch rerun.
 RAY_RETRIES = 3
+AUTO_CHUNK_UNIT = 64
 
 
 def check_backend(backend: Any) -> str:
@@ -38,6 +39,7 @@ def _partial_function(kind: str):
         "syntax": b.syntax_partial,
         "importance": b.importance_partial,
         "gradients": b.gradients_partial,
+        "sinks": b.sinks_partial,
     }
     return functions[kind]
 
@@ -117,7 +119,9 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
     gpus = int(resources.get("GPU", 0))
     workers = gpus or max(1, int(resources.get("CPU", 1)))
     positions = list(getattr(items, "positions", None) or range(len(items)))
-    spans = chunks_of(len(items), int(options.get("batch_size", 1)), workers)
+    # "auto": each worker sizes its batches to its device; chunks are then whole units of 64.
+    batch_size = options.get("batch_size", 1)
+    spans = chunks_of(len(items), AUTO_CHUNK_UNIT if batch_size == "auto" else int(batch_size), workers)
     rows = [{"chunk": pickle.dumps((positions[a:b], list(items[a:b])))} for a, b in spans]
     dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
     model_box = [ray.put(_shippable(model))]
