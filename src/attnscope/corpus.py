@@ -19,8 +19,6 @@ import numpy as np
 from .errors import InputError
 
 BACKENDS = ("local", "ray")
-# A worker process that dies mid-batch (killed, out of memory) is restarted and its batch rerun.
-RAY_RETRIES = 3
 AUTO_CHUNK_UNIT = 64
 
 
@@ -133,8 +131,8 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
         concurrency=min(workers, len(rows)),
         num_gpus=1 if gpus else 0,
         num_cpus=0 if gpus else 1,
-        max_restarts=RAY_RETRIES,
-        max_task_retries=RAY_RETRIES,
+        # A worker process that dies mid-chunk (killed, out of memory) is restarted and its chunk
+        # rerun: Ray Data's own default for actors (max_restarts=-1, max_task_retries=-1).
     )
     out = partials.iter_rows()
     if progress:
