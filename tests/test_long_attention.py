@@ -89,14 +89,17 @@ def test_tiles_and_pooled_blocks_are_the_full_matrix_cut_and_pooled(family):
     n = long.n_tokens
     tile = long.attention_tile(1, 3, (5, n - 2), (1, 30))
     assert torch.allclose(tile, full[1, 3, 5 : n - 2, 1:30], atol=2e-6)
-    bins = 7
-    rows, cols = bin_edges(n, bins), bin_edges(n, bins)
-    pooled_max, pooled_mean = long.pooled(0, bins=bins, reduce="max"), long.pooled(0, bins=bins, reduce="mean")
-    for a in range(bins):
-        for b in range(bins):
-            block = full[0][:, rows == a][:, :, cols == b]
-            assert torch.allclose(pooled_max[:, a, b], block.amax(dim=(1, 2)), atol=2e-6)
-            assert torch.allclose(pooled_mean[:, a, b], block.mean(dim=(1, 2)), atol=2e-6)
+    # Bins of unequal size (7), and of equal size (every divisor of n up to 12, and n itself: one
+    # position a bin), where the max pools scores before it exponentiates them.
+    for bins in (7, *[d for d in range(2, 13) if n % d == 0], n):
+        rows, cols = bin_edges(n, bins), bin_edges(n, bins)
+        for layer in range(long.n_layers):
+            pooled_max, pooled_mean = long.pooled(layer, bins=bins, reduce="max"), long.pooled(layer, bins=bins, reduce="mean")
+            for a in range(bins):
+                for b in range(bins):
+                    block = full[layer][:, rows == a][:, :, cols == b]
+                    assert torch.allclose(pooled_max[:, a, b], block.amax(dim=(1, 2)), atol=2e-6), (bins, layer, a, b)
+                    assert torch.allclose(pooled_mean[:, a, b], block.mean(dim=(1, 2)), atol=2e-6), (bins, layer, a, b)
 
 
 def test_the_first_rows_of_a_long_causal_run_are_the_rows_of_its_prefix(family):

@@ -68,23 +68,48 @@ def block_rows(n_heads: int, n_keys: int, budget: int = BLOCK_BYTES) -> int:
     return max(1, budget // (4 * max(1, n_heads) * max(1, n_keys)))
 
 
-def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor,
+           out: torch.Tensor | None = None) -> torch.Tensor:
     """Scores of query positions `rows` against key positions `cols`, masked to −inf.
 
     q: heads × len(rows) × d; k: key heads × len(cols) × d (heads a multiple of key heads).
+    out: a float32 buffer of heads × len(rows) × len(cols) to write them in (a fresh block of
+    scores is the largest allocation here, and allocating it costs as much as the matmul).
     → heads × len(rows) × len(cols), float32.
     """
     n_heads, n_key_heads = q.shape[0], k.shape[0]
     group = n_heads // n_key_heads
+    n_rows, n_cols = q.shape[1], k.shape[1]
     # The scale goes on q (rows × d), not on the scores (rows × keys): the same numbers, a pass fewer.
-    q32 = (q.float() * rule.scaling).reshape(n_key_heads, group, q.shape[1], q.shape[2])
-    s = torch.matmul(q32, k.float().transpose(-1, -2)[:, None]).reshape(n_heads, q.shape[1], k.shape[1])
+    # Each key head's query heads as one matrix of rows: one matmul per key head.
+    q32 = (q.float() * rule.scaling).reshape(n_key_heads, group * n_rows, q.shape[2])
+    target = None if out is None else out.view(n_key_heads, group * n_rows, n_cols)
+    s = torch.matmul(q32, k.float().transpose(-1, -2), out=target).view(n_heads, n_rows, n_cols)
     if rule.softcap is not None:
         s = torch.tanh(s / rule.softcap).mul_(rule.softcap)
-    allowed = rule.allowed(rows.to(s.device), cols.to(s.device))
-    if allowed is not None:
-        s.masked_fill_(~allowed, float("-inf"))
+    _mask_(s, rule, rows.to(s.device), cols.to(s.device))
     return s
+
+
+def _mask_(s: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor) -> None:
+    """−inf where a row may not see a column. Only the columns that some row may not see are
+    touched: for a causal block those past its first row (the diagonal part), not all of it."""
+    if (not rule.causal and rule.window is None) or not len(rows) or not len(cols):
+        return
+    seen_by_all = torch.ones_like(cols, dtype=torch.bool)  # columns every row of the block sees
+    if rule.causal:
+        seen_by_all &= cols <= rows.min()
+    if rule.window is not None:
+        seen_by_all &= cols > rows.max() - rule.window
+    if bool(seen_by_all.all()):
+        return
+    some = (~seen_by_all).nonzero().squeeze(1)
+    first, last = int(some[0]), int(some[-1])
+    if last - first + 1 == len(some):  # one run of columns (a causal diagonal): a slice, no copies
+        part = s[..., first : last + 1]
+        part.masked_fill_(~rule.allowed(rows, cols[first : last + 1]), float("-inf"))
+    else:
+        s[..., some] = s[..., some].masked_fill(~rule.allowed(rows, cols[some]), float("-inf"))
 
 
 def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int):
@@ -208,6 +233,8 @@ def pooled_heads(
     if rows is None and cols is None and isinstance(bins, int):
         row_bins = col_bins = min(bins, r1 - r0, c1 - c0)  # the whole matrix: square blocks
     row_bins, col_bins = min(row_bins, r1 - r0), min(col_bins, c1 - c0)
+    if reduce == "max" and not average and (r1 - r0) % row_bins == 0 and (c1 - c0) % col_bins == 0:
+        return _max_pooled_even(q, k, lse, rule, (r0, r1), (c0, c1), row_bins, col_bins, budget)
     device = q.device
     row_bin = bin_edges(r1 - r0, row_bins).to(device)
     col_bin = bin_edges(c1 - c0, col_bins).to(device)
@@ -239,6 +266,39 @@ def pooled_heads(
         row_count = torch.bincount(row_bin, minlength=row_bins).float()
         col_count = torch.bincount(col_bin, minlength=col_bins).float()
         total /= row_count[None, :, None] * col_count[None, None, :]
+    return total
+
+
+def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: tuple[int, int],
+                     cols: tuple[int, int], row_bins: int, col_bins: int, budget: int) -> torch.Tensor:
+    """pooled_heads' max over bins of equal size. exp is increasing, so the largest probability
+    of a block is exp(its largest score − lse): the scores are pooled first and only the pooled
+    ones are exponentiated (a bin's worth fewer exps). Blocks are whole row bins; their key spans
+    are widened to whole column bins (the masked keys score −inf: they add nothing to a max), and
+    every block's scores go into one buffer. The same numbers as pooling the probabilities."""
+    (r0, r1), (c0, c1) = rows, cols
+    n_heads, n_keys = q.shape[0], k.shape[1]
+    row_width, col_width = (r1 - r0) // row_bins, (c1 - c0) // col_bins
+    step = max(row_width, block_rows(n_heads, c1 - c0, budget) // row_width * row_width)
+    buffer = torch.empty(n_heads * min(step, r1 - r0) * (c1 - c0), dtype=torch.float32, device=q.device)
+    total = torch.zeros(n_heads, row_bins, col_bins, dtype=torch.float32, device=q.device)
+    for start in range(r0, r1, step):
+        end = min(r1, start + step)
+        key_start, key_end = rule.key_span(start, end, n_keys)
+        key_start, key_end = max(key_start, c0), min(key_end, c1)
+        if key_end <= key_start:
+            continue  # these rows see none of the columns: zeros
+        key_start = c0 + (key_start - c0) // col_width * col_width
+        key_end = c0 + -(-(key_end - c0) // col_width) * col_width
+        n_rows, n_cols = end - start, key_end - key_start
+        s = scores(q[:, start:end], k[:, key_start:key_end], rule, torch.arange(start, end, device=q.device),
+                   torch.arange(key_start, key_end, device=q.device), out=buffer[: n_heads * n_rows * n_cols])
+        best = s.view(n_heads, n_rows, n_cols // col_width, col_width).amax(-1)
+        best = best.sub_(lse[:, start:end, None]).exp_()
+        best = best.view(n_heads, n_rows // row_width, row_width, -1).amax(2)
+        row_at, col_at = (start - r0) // row_width, (key_start - c0) // col_width
+        region = total[:, row_at : row_at + n_rows // row_width, col_at : col_at + n_cols // col_width]
+        torch.maximum(region, best, out=region)
     return total
 
 
