@@ -8,6 +8,7 @@ stopped by its pid.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import shutil
 import signal
@@ -42,41 +43,56 @@ APP_OFFLINE_FLAGS = {
 }
 
 
+def require_installed(*distributions: str) -> None:
+    """Skip unless these distributions are installed (asked of their metadata: importing some,
+    as rise, needs what they do not declare)."""
+    for name in distributions:
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pytest.skip(f"{name} is not installed (pyproject's dev group installs it)")
+
+
 @contextlib.contextmanager
-def jupyter_server(app: str, root: Path, extra_env: dict | None = None, extra_args: tuple[str, ...] = ()):
-    """`jupyter lab`, `jupyter notebook` (Notebook 7) or `jupyter nbclassic` on 127.0.0.1 with a token; stopped by its pid."""
-    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter-config"), **(extra_env or {})}
-    log = open(root / "server.log", "w")
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-            f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
-            *APP_OFFLINE_FLAGS[app], *extra_args,
-        ],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
+def running_server(name: str, command: list[str], probe: str, log_path: Path, env: dict, stop=signal.SIGINT, cwd=None):
+    """A server process (its output in log_path) until `probe` answers; stopped by its pid."""
+    log = open(log_path, "w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     try:
         deadline = time.time() + 90
         while True:
             try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+                urllib.request.urlopen(probe, timeout=2)
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"jupyter {app} did not start:\n" + (root / "server.log").read_text()[-3000:]) from None
+                    raise RuntimeError(f"{name} did not start:\n" + log_path.read_text()[-3000:]) from None
                 time.sleep(0.5)
-        yield base
+        yield
     finally:
-        server.send_signal(signal.SIGINT)
+        server.send_signal(stop)
         try:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def jupyter_server(app: str, root: Path, extra_env: dict | None = None, extra_args: tuple[str, ...] = ()):
+    """`jupyter lab`, `jupyter notebook` (Notebook 7) or `jupyter nbclassic` on 127.0.0.1 with a token; stopped by its pid."""
+    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / ".jupyter-config"), **(extra_env or {})}
+    command = [
+        sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
+        *APP_OFFLINE_FLAGS[app], *extra_args,
+    ]
+    base = f"http://127.0.0.1:{port}"
+    with running_server(f"jupyter {app}", command, f"{base}/api/status?token={TOKEN}", root / "server.log", env):
+        yield base
 
 
 @pytest.fixture(scope="module")

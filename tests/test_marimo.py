@@ -10,18 +10,14 @@ its pid.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_jupyterlab import BUNDLE, TILE_PIXELS, free_port, line_count
+from test_jupyterlab import BUNDLE, TILE_PIXELS, free_port, line_count, require_installed, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "browser" / "artifacts"
@@ -31,39 +27,16 @@ pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not buil
 
 @contextlib.contextmanager
 def marimo_server(mode: str, root: Path):
-    try:
-        importlib.metadata.version("marimo")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("marimo is not installed (the test extra installs it)")
+    require_installed("marimo")
     notebook = root / "quickstart_marimo.py"
     shutil.copy(ROOT / "notebooks" / "quickstart_marimo.py", notebook)
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MARIMO_SKIP_UPDATE_CHECK": "1", "HOME": str(root)}
-    log = open(root / "marimo.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "marimo", mode, str(notebook), "--headless", "--host", "127.0.0.1", "--port", str(port), "--no-token"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root,
-    )
+    command = [sys.executable, "-m", "marimo", mode, str(notebook), "--headless", "--host", "127.0.0.1", "--port", str(port),
+               "--no-token"]
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(base, timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"marimo {mode} did not start:\n" + (root / "marimo.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
+    with running_server(f"marimo {mode}", command, base, root / "marimo.log", env, stop=signal.SIGTERM, cwd=root):
         yield base
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")

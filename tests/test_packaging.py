@@ -38,6 +38,11 @@ def build(source: Path, out: Path, *targets: str, env: dict | None = None) -> su
                           capture_output=True, text=True, env=env)
 
 
+def requirement_name(requirement: str) -> str:
+    """The distribution a Requires-Dist line names, normalised ("IPython>=8" → "ipython")."""
+    return re.split(r"[ ;<>=!~\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
 def files_of(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as zf:
         return {name: zf.read(name) for name in zf.namelist()}
@@ -99,7 +104,7 @@ def test_the_wheel_holds_the_bundle_its_licences_and_no_cdn(artifacts):
             assert host not in text, (bundle, host)
     # Development tools are no dependency of the package.
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    assert not [r for r in requires if r.split()[0].split("[")[0].split(">")[0].split("=")[0] in DEV_TOOLS and "extra ==" not in r]
+    assert not [r for r in requires if requirement_name(r) in DEV_TOOLS and "extra ==" not in r]
 
 
 def test_twine_accepts_the_artifacts(artifacts):
@@ -188,7 +193,7 @@ def test_everything_the_package_imports_is_declared():
                 modules.add(node.module.split(".")[0])
     third_party = sorted(m for m in modules - set(sys.stdlib_module_names) if m not in ("attnscope", "__future__"))
     requirements = importlib.metadata.requires("attnscope") or []
-    declared = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+    declared = {requirement_name(r) for r in requirements}
     owners = importlib.metadata.packages_distributions()
     undeclared = [m for m in third_party
                   if not {d.lower().replace("_", "-") for d in owners.get(m, [m])} & declared]

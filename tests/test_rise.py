@@ -5,14 +5,13 @@ Widgets do not render inside jupyterlab-rise (anywidget#926), so the slides use
 as trusted (as a notebook you ran yourself is), and opened at /rise/slides.ipynb.
 """
 
-import importlib.metadata
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbformat.sign import NotebookNotary
-from test_jupyterlab import BUNDLE, TILE_PIXELS, TOKEN, jupyter_server, line_count, page_errors, run_all_cells
+from test_jupyterlab import BUNDLE, TILE_PIXELS, TOKEN, jupyter_server, line_count, page_errors, require_installed, run_all_cells
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,11 +84,7 @@ CLASSIC_DECK = [
 
 @pytest.fixture(scope="module")
 def classic_rise_server(tmp_path_factory):
-    for package in ("rise", "nbclassic"):  # rise's own module needs pkg_resources: asked by metadata
-        try:
-            importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pytest.skip(f"{package} is not installed (the test extra installs it)")
+    require_installed("rise", "nbclassic")  # rise's own module needs pkg_resources: asked by metadata
     root = tmp_path_factory.mktemp("classic-rise")
     deck_notebook(root)
     with jupyter_server("nbclassic", root) as base:
@@ -201,10 +196,7 @@ def test_classic_rise_keeps_the_widget_live_and_every_view_fits_the_slide(watche
 # manager draws the widgets, live. Driven through its commands (deck:start, deck:forward, ...).
 @pytest.fixture(scope="module")
 def slideshow_lab(tmp_path_factory):
-    try:
-        importlib.metadata.version("jupyterlab-slideshow")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("jupyterlab-slideshow is not installed (the test extra installs it)")
+    require_installed("jupyterlab-slideshow")
     root = tmp_path_factory.mktemp("slideshow")
     deck_notebook(root)
     with jupyter_server("lab", root, extra_args=("--LabApp.expose_app_in_browser=True",)) as base:

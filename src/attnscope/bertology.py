@@ -1106,8 +1106,7 @@ def head_importance(
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
     partial = run_partial("importance", model, docs, progress=progress, backend=backend, loss=loss,
                           max_length=max_length, batch_size=batch_size)
-    total = partial.sums.total["importance"]
-    raw = total / len(docs)
+    raw = partial.sums.result()["importance"]  # E|∂L/∂ξ_h|: the sums over the documents counted
     normalised = an.normalize_importance(raw)
     frame = _heads_frame({"importance": normalised, "raw": raw})
     return _tag(frame, "head_importance", model, len(docs), loss=objective.name)

@@ -215,6 +215,18 @@ def _span(span: tuple[int, int] | None, n: int) -> tuple[int, int]:
     return (0, n) if span is None else (int(span[0]), int(span[1]))
 
 
+def _row_blocks(rule: ScoreRule, rows: tuple[int, int], cols: tuple[int, int], n_keys: int, step: int):
+    """(start, end, key_start, key_end) for each block of `step` rows of the span `rows`, with the
+    keys of `cols` those rows can see; blocks that see none of them are skipped (they pool to 0)."""
+    (r0, r1), (c0, c1) = rows, cols
+    for start in range(r0, r1, step):
+        end = min(r1, start + step)
+        key_start, key_end = rule.key_span(start, end, n_keys)
+        key_start, key_end = max(key_start, c0), min(key_end, c1)
+        if key_end > key_start:
+            yield start, end, key_start, key_end
+
+
 def pooled_heads(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: int | tuple[int, int],
     reduce: str = "max", budget: int = BLOCK_BYTES, rows: tuple[int, int] | None = None,
@@ -240,13 +252,7 @@ def pooled_heads(
     col_bin = bin_edges(c1 - c0, col_bins).to(device)
     n_out = 1 if average else n_heads
     total = torch.zeros(n_out, row_bins, col_bins, dtype=torch.float32, device=device)
-    step = block_rows(n_heads, c1 - c0, budget)
-    for start in range(r0, r1, step):
-        end = min(r1, start + step)
-        key_start, key_end = rule.key_span(start, end, n_keys)
-        key_start, key_end = max(key_start, c0), min(key_end, c1)
-        if key_end <= key_start:
-            continue  # these rows see none of the columns: zeros
+    for start, end, key_start, key_end in _row_blocks(rule, (r0, r1), (c0, c1), n_keys, block_rows(n_heads, c1 - c0, budget)):
         p = probabilities(q[:, start:end], k[:, key_start:key_end], lse[:, start:end], rule,
                           torch.arange(start, end, device=device), torch.arange(key_start, key_end, device=device))
         if average:
@@ -282,12 +288,7 @@ def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: 
     step = max(row_width, block_rows(n_heads, c1 - c0, budget) // row_width * row_width)
     buffer = torch.empty(n_heads * min(step, r1 - r0) * (c1 - c0), dtype=torch.float32, device=q.device)
     total = torch.zeros(n_heads, row_bins, col_bins, dtype=torch.float32, device=q.device)
-    for start in range(r0, r1, step):
-        end = min(r1, start + step)
-        key_start, key_end = rule.key_span(start, end, n_keys)
-        key_start, key_end = max(key_start, c0), min(key_end, c1)
-        if key_end <= key_start:
-            continue  # these rows see none of the columns: zeros
+    for start, end, key_start, key_end in _row_blocks(rule, rows, cols, n_keys, step):
         key_start = c0 + (key_start - c0) // col_width * col_width
         key_end = c0 + -(-(key_end - c0) // col_width) * col_width
         n_rows, n_cols = end - start, key_end - key_start
