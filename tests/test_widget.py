@@ -104,6 +104,29 @@ def test_show_is_the_one_liner(default_model):
         attnscope.show("Hello", model=default_model, view="graph")
 
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.mark.parametrize("cell, count", [
+    ("w = attnscope.show('The cat sat.', model=model)", 1),  # assigned: getting started's first example
+    ("attnscope.show('The cat sat.', model=model)", 1),  # the cell's last line: shown once, not echoed again
+    ("for t in ['A cat.', 'A dog.']:\n    attnscope.show(t, model=model)", 2),  # in a loop: each
+    ("w = attnscope.show('The cat sat.', model=model)\nw", 1),  # assigned, then echoed: once
+])
+def test_show_displays_where_it_is_called_and_never_twice(default_model, monkeypatch, cell, count):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    published = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: published.append(data))
+    shell.user_ns.update(attnscope=attnscope, model=default_model)
+    result = shell.run_cell(cell, store_history=True)
+    assert result.success, result.error_in_exec
+    widgets = [data for data in published if WIDGET_MIME in data]
+    assert len(widgets) == count
+    assert len({data[WIDGET_MIME]["model_id"] for data in widgets}) == count
+
+
 
 def test_thumbnail_pooling_keeps_thin_structures():
     from attnscope.serialize import pool_thumbnails

@@ -19,7 +19,7 @@ import torch
 from .engine import AttentionResult, groups_from_tokens, load
 from .errors import InputError
 from .results import CrossAttentionResult, EncoderDecoderResult
-from .widget import AttentionWidget
+from .widget import AttentionWidget, shown
 
 HTML_ACTIONS = ("view", "return")
 ENCODER_DECODER_ARGS = ("encoder_attention", "decoder_attention", "cross_attention", "encoder_tokens", "decoder_tokens")
@@ -159,22 +159,6 @@ def _deliver(widget: AttentionWidget, html_action: str) -> Any:
 
         return HTML(widget_html(widget))
     return shown(widget)
-
-
-def shown(widget: AttentionWidget) -> AttentionWidget:
-    """Display the widget now (BertViz's functions display even mid-cell) and return it; when the
-    call is also the cell's last line, the echo of the returned widget is not drawn a second time."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        return widget
-    shell = get_ipython()
-    if shell is None:
-        return widget
-    display(widget)
-    widget._displayed_in_cell = shell.execution_count
-    return widget
 
 
 def _first_layer(layer: int | None, include_layers: list[int] | None) -> int:

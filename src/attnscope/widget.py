@@ -800,6 +800,23 @@ def _as_trait_error(check: Any, *args: Any) -> Any:
         raise traitlets.TraitError(str(exc)) from None
 
 
+def shown(widget: AttentionWidget) -> AttentionWidget:
+    """Display the widget now, wherever the call is (mid-cell, assigned, in a loop), and return it;
+    when the call is also the cell's last line, the echo of the returned widget is not drawn a
+    second time (`_ipython_display_`). Outside IPython there is nothing to display it in."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return widget
+    shell = get_ipython()
+    if shell is None:
+        return widget
+    display(widget)
+    widget._displayed_in_cell = shell.execution_count
+    return widget
+
+
 def show(
     text: str,
     text_b: str | None = None,
@@ -807,10 +824,12 @@ def show(
     view: str | None = None,
     **kwargs: Any,
 ) -> AttentionWidget:
-    """The one-liner: `attnscope.show("The cat sat on the mat.")` as a cell's last line.
+    """Show `text` in the widget: `attnscope.show("The cat sat on the mat.")`.
 
-    Returns the widget (it displays itself as the cell's result; keep it to read `.result`).
+    Displays the widget where it is called (also as `widget = attnscope.show(...)`, mid-cell or
+    in a loop; once, even as the cell's last line) and returns it: keep it to read `.result` or
+    to change it from Python.
     """
     if view is not None and view not in VIEWS:
-        raise ValueError(f"Unknown view {view!r}; available: {', '.join(VIEWS)}.")
-    return AttentionWidget(text, text_b, model, view=view, **kwargs)
+        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEWS)}.")
+    return shown(AttentionWidget(text, text_b, model, view=view, **kwargs))
