@@ -449,3 +449,80 @@ def test_notebook7_reopens_a_saved_notebook_with_each_widgets_picture(watched_pa
     page.goto(f"{notebook7}/notebooks/pictures.ipynb?token={TOKEN}")
     check_pictures_then_live_widgets(page, notebook7, "notebook7_reopened_pictures.png")
     assert not [p for p in page_errors(page) if not from_notebook_itself(p)], page.problems
+
+
+# A newcomer's notebook: two widgets, an analysis (its progress bar), the BertViz-style call.
+SAVED_IN_LAB_CELLS = [
+    "import attnscope\nmodel = attnscope.load()\nw = attnscope.show('The café in Zürich is naïve.', model=model, layer=2)",
+    "attnscope.AttentionWidget('A second widget, in the model view.', model=model, view='model')",
+    "stats = attnscope.head_stats(model, ['The cat sat.', 'A dog ran.', 'It rained.'], batch_size=1)",
+    "import torch\nfrom transformers import AutoTokenizer\nencoded = model.tokenizer('The cat sat.', return_tensors='pt')\n"
+    "with torch.no_grad():\n    attention = model.model(**encoded, output_attentions=True).attentions\n"
+    "attnscope.head_view(attention, model.tokenizer.convert_ids_to_tokens(encoded['input_ids'][0]))",
+]
+
+# Every element whose own text says a widget failed, and whether it is seen.
+WIDGET_ERRORS = """() => [...document.querySelectorAll('.jp-OutputArea-output')]
+  .filter((e) => e.textContent.includes('Error displaying widget'))
+  .map((e) => e.getBoundingClientRect().height > 0 && getComputedStyle(e).visibility !== 'hidden')"""
+
+
+def saved_in_the_app_and_reopened(page, base: str, url: str, name: str) -> None:
+    """Run every cell, save with the app's own Save (as a user does), shut the kernel down, open the
+    notebook again in a fresh page: what a reader of yesterday's notebook sees."""
+    import json
+
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+                          for s in SAVED_IN_LAB_CELLS],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    put_contents(base, name, {"type": "notebook", "content": notebook})
+    page.goto(url)
+    wait_for_connected_idle_kernel(base, notebook=name)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+    run_all_cells(page)
+    page.locator(".jp-OutputArea-output .attnscope-root").nth(2).wait_for(timeout=180_000)
+    page.get_by_text("head stats: 100%", exact=False).wait_for(timeout=120_000)
+    wait_for_connected_idle_kernel(base, notebook=name)
+    page.locator(".jp-Notebook").first.click()
+    page.keyboard.press("Control+s")
+    saved = lambda: json.load(urllib.request.urlopen(f"{base}/api/contents/{name}?token={TOKEN}", timeout=10))["content"]
+    deadline = time.time() + 30
+    while not all(c["outputs"] for c in saved()["cells"]) and time.time() < deadline:
+        time.sleep(0.5)
+    assert all(c["outputs"] for c in saved()["cells"]), "the notebook was not saved with its outputs"
+    for kernel in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=10)):
+        urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}", method="DELETE"), timeout=30)
+    page.goto("about:blank")
+
+
+def check_reopened_without_errors(page, base: str, name: str, artifact: str) -> None:
+    pictures = page.locator(".jp-OutputArea-output .attnscope-picture img")
+    pictures.first.wait_for(timeout=90_000)
+    # The widget manager says "model not found" once it has asked the new kernel for its widgets.
+    wait_for_connected_idle_kernel(base, notebook=name)
+    page.wait_for_timeout(4000)
+    assert pictures.evaluate_all("els => els.filter(e => e.complete && e.naturalWidth > 0 && e.getBoundingClientRect().height > 0).length") == 3
+    assert not any(page.evaluate(WIDGET_ERRORS)), "a reopened output says 'Error displaying widget'"
+    # The analysis's progress bar left its last line as text.
+    assert page.get_by_text("head stats: 100%", exact=False).first.is_visible()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / artifact), full_page=True)
+
+
+def test_a_notebook_saved_in_jupyterlab_reopens_with_pictures_and_no_widget_errors(watched_page, jupyterlab):
+    """Issue 30: saved in JupyterLab (its own Save), kernel shut down, reopened: each widget's picture,
+    the analysis's last progress line, and no "Error displaying widget" anywhere."""
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    url = f"{jupyterlab}/lab/workspaces/saved/tree/saved_in_lab.ipynb?reset&token={TOKEN}"
+    saved_in_the_app_and_reopened(page, jupyterlab, url, "saved_in_lab.ipynb")
+    page.goto(url)
+    check_reopened_without_errors(page, jupyterlab, "saved_in_lab.ipynb", "jupyterlab_saved_reopened.png")
+
+
+def test_a_notebook_saved_in_notebook7_reopens_with_pictures_and_no_widget_errors(watched_page, notebook7):
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    url = f"{notebook7}/notebooks/saved_in_nb7.ipynb?token={TOKEN}"
+    saved_in_the_app_and_reopened(page, notebook7, url, "saved_in_nb7.ipynb")
+    page.goto(url)
+    check_reopened_without_errors(page, notebook7, "saved_in_nb7.ipynb", "notebook7_saved_reopened.png")

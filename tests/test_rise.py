@@ -11,7 +11,17 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbformat.sign import NotebookNotary
-from test_jupyterlab import BUNDLE, TILE_PIXELS, TOKEN, jupyter_server, line_count, page_errors, require_installed, run_all_cells
+from test_jupyterlab import (
+    BUNDLE,
+    TILE_PIXELS,
+    TOKEN,
+    jupyter_server,
+    line_count,
+    page_errors,
+    put_contents,
+    require_installed,
+    run_all_cells,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -190,6 +200,45 @@ def test_classic_rise_keeps_the_widget_live_and_every_view_fits_the_slide(watche
             page.locator(f"{present} .attnscope-root .attnscope-text-flow").wait_for(timeout=30_000)
             page.wait_for_timeout(1000)
     assert page.problems == [] or all("rise.css" in p or "deck.css" in p or "ERR_NAME_NOT_RESOLVED" in p for p in page.problems), page.problems
+
+
+def test_a_notebook_saved_in_the_classic_notebook_reopens_with_its_picture_and_no_widget_error(watched_page, classic_rise_server):
+    """Classic RISE decks are saved in the classic notebook: reopened without their kernel, each
+    widget output shows its picture, not "A Jupyter widget could not be displayed..."."""
+    import json
+    import time
+    import urllib.request
+
+    base = classic_rise_server
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    notebook.cells = [nbformat.v4.new_code_cell("import attnscope\nattnscope.show('The cat sat on the mat.', layer=1)")]
+    put_contents(base, "classic_saved.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
+    page = watched_page(viewport={"width": 1280, "height": 900})
+    url = f"{base}/nbclassic/notebooks/classic_saved.ipynb?token={TOKEN}"
+    page.goto(url)
+    page.wait_for_function("window.Jupyter?.notebook?.kernel?.widget_manager !== undefined", timeout=90_000)
+    page.wait_for_timeout(2000)  # the widget manager's own start (see the deck test above)
+    page.evaluate("Jupyter.notebook.execute_all_cells()")
+    page.locator(".attnscope-root .attnscope-lines").first.wait_for(timeout=180_000)
+    page.wait_for_timeout(1000)  # the picture's output, after the widget's
+    page.evaluate("Jupyter.notebook.save_notebook()")
+    saved = lambda: json.load(urllib.request.urlopen(f"{base}/api/contents/classic_saved.ipynb?token={TOKEN}", timeout=10))["content"]
+    deadline = time.time() + 30
+    while len(saved()["cells"][0]["outputs"]) < 2 and time.time() < deadline:
+        time.sleep(0.5)
+    for kernel in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=10)):
+        urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}", method="DELETE"), timeout=30)
+    page.goto("about:blank")
+    page.goto(url)
+    picture = page.locator(".attnscope-picture img").first
+    picture.wait_for(timeout=90_000)
+    page.wait_for_function("window.Jupyter?.notebook?.kernel?.widget_manager !== undefined", timeout=90_000)
+    page.wait_for_timeout(4000)
+    assert picture.evaluate("img => img.complete && img.naturalWidth > 100")
+    seen = page.evaluate("""() => [...document.querySelectorAll('.output_subarea')]
+        .filter((e) => e.textContent.includes('could not be displayed') && e.getBoundingClientRect().height > 0).length""")
+    assert seen == 0, "a reopened output says the widget could not be displayed"
+    page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / "classic_saved_reopened.png"))
 
 
 # jupyterlab-slideshow presents the notebook in place in JupyterLab (no iframe): the Lab widget

@@ -19,6 +19,7 @@ from . import checks
 from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
 from .errors import InputError
 from .exact_attention import key_head as exact_key_head
+from .progress import progress as progress_bar
 from .results import (
     LongAttentionResult,
     key_tokens_of,
@@ -135,14 +136,6 @@ def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
     if len(columns) == 1:
         return (row[columns[0]] for row in dataset)
     return ((row[columns[0]], row[columns[1]]) for row in dataset)
-
-
-def _progress(iterable: Iterable, total: int, desc: str, show: bool) -> Iterable:
-    if not show:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="batch")
 
 
 def _batches(docs: Sequence[Document], size: int) -> Iterator[list[Document]]:
@@ -280,7 +273,7 @@ def iter_attention(
     max_length, batch_size = corpus_settings(engine, docs, max_length, batch_size)
     size = _batch_size(engine, batch_size)
     done = 0
-    for batch in _progress(_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
+    for batch in progress_bar(_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
         encoded = _encode(engine, batch, max_length)
         outputs = engine.forward(encoded)
         refuse_nonfinite(outputs.attentions, docs, done)
@@ -437,7 +430,7 @@ def sinks_partial(model: AttentionModel, docs: Documents, *, n_first: int, epsil
                   attention: str, progress: bool) -> SumsPartial:
     """The sums of each document's sink measures (one run a document, at any length)."""
     sums = HeadSums()
-    for k, (text, text_b) in enumerate(_progress(docs, len(docs), "attention sinks", progress)):
+    for k, (text, text_b) in enumerate(progress_bar(docs, len(docs), "attention sinks", progress, unit="text")):
         result = model.run(text, text_b, max_length=max_length, attention=attention)
         measures = _sink_measures(result, n_first, epsilon)
         if not all(bool(torch.isfinite(v).all()) for v in measures.values()):
@@ -790,7 +783,7 @@ def syntax_partial(model: AttentionModel, sentences: Documents, *, max_length: i
     if batch_size == "auto":  # a Ray worker: batches sized to its own device
         batch_size = auto_batch_size(model, max_length)
     size = _batch_size(model, batch_size)
-    for batch in _progress(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
+    for batch in progress_bar(_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
         encoded = _encode_words(model, [s.words for s in batch], max_length)
         outputs = model.forward(encoded)
         refuse_nonfinite(outputs.attentions, sentences, done)
@@ -1021,7 +1014,7 @@ def _loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
         batches = _pairwise_batches(docs, max(batch_size, 2))
     else:
         batches = list(_batches(docs, _batch_size(model, batch_size)))
-    for batch in _progress(batches, len(batches), desc, progress):
+    for batch in progress_bar(batches, len(batches), desc, progress):
         encoded = _encode(model, batch, max_length)
         prepared = loss.prepare(encoded)
         forward_inputs = {k: v for k, v in prepared.items() if k != "labels_for_loss"}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .progress import progress as progress_bar
 
 BACKENDS = ("local", "ray")
 AUTO_CHUNK_UNIT = 64
@@ -134,11 +135,7 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
         # A worker process that dies mid-chunk (killed, out of memory) is restarted and its chunk
         # rerun: Ray Data's own default for actors (max_restarts=-1, max_task_retries=-1).
     )
-    out = partials.iter_rows()
-    if progress:
-        from tqdm.auto import tqdm
-
-        out = tqdm(out, total=len(rows), desc=f"{kind} (ray)", unit="chunk")
+    out = progress_bar(partials.iter_rows(), len(rows), f"{kind} (ray)", progress, unit="chunk")
     merged, failures = None, []  # failures: (first corpus index of the chunk, message)
     for row in out:
         if row["error"]:

@@ -89,6 +89,23 @@ def picture_svg(widget: Any) -> tuple[str | None, str]:
     return answer["svg"], ""
 
 
+def _hide_missing_widget_style(picture_id: str) -> str:
+    """CSS that hides this picture's widget output when it says "Error displaying widget: model
+    not found", as JupyterLab and Notebook 7 write into a widget output reopened without its
+    kernel: the picture, right after it, stands in for the widget.
+
+    JupyterLab keeps the <style> of a trusted output (a notebook the user saved and reopens); an
+    untrusted notebook's widget output shows its text/plain instead, no error, and the sanitizer
+    drops the style. The error node is the output itself, classed `jupyter-widgets`, with only
+    text in it: a live view (elements inside) or "Loading widget..." (no class) never matches."""
+    # (:has() may not nest, so the output is hidden, not the row around it.) The classic notebook
+    # (nbclassic, classic RISE) writes its own sentence into an output_subarea of the same shape.
+    picture = f".{PICTURE_CLASS}-{picture_id}"
+    lab = f".jp-OutputArea-child:has(+ .jp-OutputArea-child {picture}) > .jp-OutputArea-output.jupyter-widgets:not(:has(*))"
+    classic = f".output_area:has(+ .output_area {picture}) > .jupyter-widgets-view:not(:has(*))"
+    return f"<style>{lab}, {classic} {{ display: none; }}</style>"
+
+
 def picture_bundle(widget: Any, picture_id: str) -> dict[str, str]:
     """The picture output's mime bundle: the SVG as an image in HTML (tagged for the live view to
     hide) and as image/svg+xml, or a line saying why there is no picture; text/plain names the
@@ -104,7 +121,8 @@ def picture_bundle(widget: Any, picture_id: str) -> dict[str, str]:
         body = f'<p style="color:#666">{html.escape(why)}</p>'
     bundle = {
         "text/plain": name + ("" if svg is not None else f" ({why})"),
-        "text/html": f'<div class="{PICTURE_CLASS} {PICTURE_CLASS}-{picture_id}" style="overflow-x:auto">{body}</div>',
+        "text/html": f'{_hide_missing_widget_style(picture_id)}'
+                     f'<div class="{PICTURE_CLASS} {PICTURE_CLASS}-{picture_id}" style="overflow-x:auto">{body}</div>',
     }
     if svg is not None:
         bundle["image/svg+xml"] = svg

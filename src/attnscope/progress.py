@@ -1,0 +1,66 @@
+"""Progress bars that leave a line of text, not a widget, in the notebook.
+
+In a notebook tqdm draws its bar as an ipywidget. A saved notebook reopened without its kernel
+shows such an output as "Error displaying widget: model not found", and nothing else where the
+bar was a cell's only output (every corpus analysis). So the bar is displayed in an output this
+module owns, and when the loop ends (done, failed or interrupted) that output is replaced by the
+bar's last line as plain text, and the bar's widgets are closed. Outside a notebook: tqdm's text
+bar, as tqdm.auto picks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def progress(iterable: Iterable[T], total: int | None, desc: str, show: bool = True, unit: str = "batch") -> Iterator[T]:
+    """Iterate over `iterable` with a progress bar (none when `show` is False)."""
+    if not show:
+        yield from iterable
+        return
+    bar = _bar(iterable, total=total, desc=desc, unit=unit)
+    try:
+        yield from bar
+    finally:
+        # A generator's finally runs on the loop's end, on an error inside it, and when the loop
+        # that consumes it is left (break, or an error in its body, once the generator is freed).
+        bar.close()
+
+
+def _bar(iterable: Iterable[Any], **kwargs: Any) -> Any:
+    from tqdm.auto import tqdm as chosen
+    from tqdm.std import tqdm as text_bar
+
+    try:
+        from tqdm.notebook import tqdm_notebook
+    except ImportError:  # no ipywidgets: tqdm.auto chose the text bar
+        return chosen(iterable, **kwargs)
+    if not issubclass(chosen, tqdm_notebook):
+        return chosen(iterable, **kwargs)
+    return _notebook_bar_class(tqdm_notebook, text_bar)(iterable, **kwargs)
+
+
+def _notebook_bar_class(tqdm_notebook: type, text_bar: type) -> type:
+    class NotebookBar(tqdm_notebook):  # type: ignore[misc, valid-type]
+        """tqdm's notebook bar in a display of its own, which ends as the bar's text."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from IPython.display import display
+
+            super().__init__(*args, display=False, **kwargs)
+            self._handle = None if self.disable else display(self.container, display_id=True)
+
+        def close(self) -> None:
+            handle, self._handle = getattr(self, "_handle", None), None
+            super().close()
+            if handle is None:
+                return
+            # tqdm's own text line ("desc: 100%|██████████| 12/12 [00:03<00:00, 3.5batch/s]").
+            handle.update({"text/plain": text_bar.format_meter(**{**self.format_dict, "ncols": 80})}, raw=True)
+            for widget in (*self.container.children, self.container):
+                widget.close()
+
+    return NotebookBar
