@@ -92,6 +92,11 @@ def _short_only(view: str, result: LongAttentionResult) -> str:
     )
 
 
+class SettingError(InputError, traitlets.TraitError):
+    """A widget setting given a value it cannot take (`widget.layer = 99`): an InputError, shown from
+    the user's line like every other, that traitlets handles as its own TraitError."""
+
+
 class AttentionWidget(anywidget.AnyWidget):
     """Live attention views of one text (or text pair) for a model.
 
@@ -573,7 +578,7 @@ class AttentionWidget(anywidget.AnyWidget):
             count = self._token_result.n_heads if name == "neuron_head" else len(self._token_result.tokens)
             if not 0 <= value < count:
                 what = "heads" if name == "neuron_head" else "query tokens"
-                raise traitlets.TraitError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
+                raise SettingError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
         return value
 
     def _on_rendered(self, _content: dict) -> None:
@@ -625,22 +630,22 @@ class AttentionWidget(anywidget.AnyWidget):
         view = proposal["value"]
         result = self.__dict__.get("_result")
         if isinstance(result, LongAttentionResult) and view not in LONG_VIEWS:
-            raise traitlets.TraitError(_short_only(view, result))
+            raise SettingError(_short_only(view, result))
         if result is not None and not isinstance(result, LongAttentionResult) and view not in SHORT_VIEWS:
-            raise traitlets.TraitError(_long_only(view))
+            raise SettingError(_long_only(view))
         return view
 
     @traitlets.validate("focus_token")
     def _check_focus_token(self, proposal: dict) -> int:
         if self.tokens and not 0 <= proposal["value"] < len(self.tokens):
-            raise traitlets.TraitError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
+            raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
                                        f"0..{len(self.tokens) - 1}.")
         return proposal["value"]
 
     @traitlets.validate("focus_head")
     def _check_focus_head(self, proposal: dict) -> int:
         if self.n_heads and not -1 <= proposal["value"] < self.n_heads:
-            raise traitlets.TraitError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
+            raise SettingError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
                                        f"0..{self.n_heads - 1}, or -1 for their mean.")
         return proposal["value"]
 
@@ -653,7 +658,7 @@ class AttentionWidget(anywidget.AnyWidget):
         layer = proposal["value"]
         n_layers = self.n_layers
         if n_layers and not 0 <= layer < n_layers:
-            raise traitlets.TraitError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
+            raise SettingError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
         return layer
 
     @traitlets.observe("layer")
@@ -797,7 +802,7 @@ def _as_trait_error(check: Any, *args: Any) -> Any:
     try:
         return check(*args)
     except InputError as exc:
-        raise traitlets.TraitError(str(exc)) from None
+        raise SettingError(str(exc)) from None
 
 
 def shown(widget: AttentionWidget) -> AttentionWidget:
