@@ -20,7 +20,7 @@ from .engine import AttentionModel, AttentionResult, load
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
 from .export import render_html
 from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
-from .widget import AttentionWidget, show
+from .widget import AttentionWidget, SettingError, show
 
 try:  # declared once, in pyproject.toml
     __version__ = importlib.metadata.version("attnscope")
@@ -38,6 +38,7 @@ __all__ = [
     "LongAttentionResult",
     "ModelNotFoundError",
     "NoAttentionError",
+    "SettingError",
     "attention_gradients",
     "attention_sinks",
     "behaviours",
