@@ -18,6 +18,9 @@ pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not 
 
 TEXT = "The cat sat on the mat because it was tired."
 TEXT_B = "It fell asleep at once."
+LAYER = 2
+# The README's and the docs' home page's first code: it draws the head picture shown below it.
+HEAD_CALL = f'attnscope.show("{TEXT}", "{TEXT_B}", layer={LAYER})'
 CORPUS = [
     "The cat sat on the mat.", "Dogs bark at the mailman every morning.",
     "She gave him the book she had promised.", "Paris is the capital of France.",
@@ -25,7 +28,7 @@ CORPUS = [
 ]
 # view → (what it shows, the state to open it with)
 PICTURES = {
-    "head": "head view: layer 3, every head, sentence pair",
+    "head": f"head view: layer {LAYER}, every head, sentence pair",
     "head_dark": "head view in the dark theme",
     "model": "model view: every layer × head",
     "neuron": "neuron view: q, k, q × k, q·k and softmax for one query",
@@ -56,8 +59,7 @@ def widget_for(name, model):
         widget = attnscope.AttentionWidget(LONG_TEXT, model=model, attention="on_demand", view=name, layer=2)
         widget.focus_token = 5  # "lions"
         return widget
-    widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model)
-    widget.layer = 2
+    widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model, layer=LAYER)
     if name == "head_dark":
         widget.theme = "dark"
     elif name == "neuron":
@@ -89,3 +91,9 @@ def test_the_readme_shows_every_picture_and_only_those():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     shown = set(re.findall(r"docs/screenshots/([a-z_]+)\.png", readme))
     assert shown == set(PICTURES)
+
+
+def test_the_code_above_the_head_picture_draws_it():
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        text = page.read_text(encoding="utf-8")
+        assert HEAD_CALL in text and text.index(HEAD_CALL) < text.index("screenshots/head.png"), page
