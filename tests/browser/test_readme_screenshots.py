@@ -4,6 +4,7 @@ shows up as a changed picture in the diff."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -19,8 +20,6 @@ pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not 
 TEXT = "The cat sat on the mat because it was tired."
 TEXT_B = "It fell asleep at once."
 LAYER = 2
-# The README's and the docs' home page's first code: it draws the head picture shown below it.
-HEAD_CALL = f'attnscope.show("{TEXT}", "{TEXT_B}", layer={LAYER})'
 CORPUS = [
     "The cat sat on the mat.", "Dogs bark at the mailman every morning.",
     "She gave him the book she had promised.", "Paris is the capital of France.",
@@ -94,6 +93,12 @@ def test_the_readme_shows_every_picture_and_only_those():
 
 
 def test_the_code_above_the_head_picture_draws_it():
+    # The README's and the docs' home page's first code is the call that draws the head picture.
     for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
         text = page.read_text(encoding="utf-8")
-        assert HEAD_CALL in text and text.index(HEAD_CALL) < text.index("screenshots/head.png"), page
+        code = re.search(r"```python\n(.*?)```", text, re.S)
+        assert code and code.end() < text.index("screenshots/head.png"), page
+        [call] = [node for node in ast.walk(ast.parse(code.group(1))) if isinstance(node, ast.Call)]
+        assert ast.unparse(call.func) == "attnscope.show", page
+        assert [ast.literal_eval(arg) for arg in call.args] == [TEXT, TEXT_B], page
+        assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {"layer": LAYER}, page
