@@ -13,11 +13,17 @@ BUNDLE := src/attnscope/static/widget.js
 
 .PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract docs
 
+DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)
+
+# The URL once now and once more when JupyterLab answers (its start-up log scrolls the first away):
+# the waiter watches the shell's PID, which `exec` hands to JupyterLab, and ends with it.
 demo: install
 	@echo
-	@echo "attnscope demo: open http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)"
+	@echo "attnscope demo: open $(DEMO_URL)"
+	@echo "(printed again when JupyterLab is ready)"
 	@echo
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
+	$(PY) scripts/print_when_serving.py "$(DEMO_URL)" --watch $$$$ & \
+	exec $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
 		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly
 
 test: install chromium

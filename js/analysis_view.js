@@ -1,10 +1,11 @@
 // Analysis views: layer × head heatmaps (head statistics, importance, syntax accuracy), the head
 // clustering scatter (MDS of Jensen–Shannon distances) and token × token matrices (rollout).
-// They take plain data; heads are labelled as the papers do, 1-based "layer-head".
+// They take plain data; heads are labelled "layer-head", counted from 0 (labels.js).
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
 import { ATTENTION_RGB, attentionShade } from "./colors.js";
 import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
+import { headLabel, layerText } from "./labels.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
@@ -24,11 +25,6 @@ export const BEHAVIOUR_COLORS = {
   punctuation: "#8c564b",
   other: "#9e9e9e",
 };
-
-/** "8-10" for layer 7, head 9 (0-based in, 1-based out, as in Clark et al.). */
-export function headLabel(layer, head) {
-  return `${layer + 1}-${head + 1}`;
-}
 
 /** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
 export function cellAt(x, y, cellSize, nLayers, nHeads) {
@@ -67,8 +63,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${format(max, 2)})`, { role: "title" });
     gridSceneLabels(s, {
       left, top, cell: HEATMAP_CELL, columnY: 36,
-      columnTexts: Array.from({ length: nHeads }, (_, h) => String(h + 1)),
-      rowTexts: Array.from({ length: nLayers }, (_, l) => `Layer ${l + 1}`),
+      columnTexts: Array.from({ length: nHeads }, (_, h) => String(h)),
+      rowTexts: Array.from({ length: nLayers }, (_, l) => layerText(l)),
     });
   }
   for (let l = 0; l < nLayers; l++) {
@@ -148,7 +144,7 @@ export function createHeadMapView(container, callbacks = {}) {
         option.value = m.key;
         option.textContent = m.label;
       }
-      grid.label(Array.from({ length: next.nHeads }, (_, h) => String(h + 1)), Array.from({ length: next.nLayers }, (_, l) => `Layer ${l + 1}`));
+      grid.label(Array.from({ length: next.nHeads }, (_, h) => String(h)), Array.from({ length: next.nLayers }, (_, l) => layerText(l)));
       draw();
     },
     ...imageMethods(({ title = "" } = {}) => {
@@ -204,7 +200,7 @@ export function scatterLegend(state, colorBy) {
   if (colorBy === "behaviour" && state.behaviours) {
     return Object.entries(BEHAVIOUR_COLORS).filter(([name]) => state.behaviours.includes(name));
   }
-  return Array.from({ length: state.nLayers }, (_, l) => [`Layer ${l + 1}`, layerColor(l, state.nLayers)]);
+  return Array.from({ length: state.nLayers }, (_, l) => [layerText(l), layerColor(l, state.nLayers)]);
 }
 
 /** The scatter's side in px for a view `width` px wide: as wide as fits, 320 to 640 px. */
@@ -332,7 +328,7 @@ export function matrixCell(n) {
   return Math.max(4, Math.min(MATRIX_CELL_MAX, Math.floor(MATRIX_SIZE / Math.max(n, 1))));
 }
 
-const defaultLayerLabel = (i) => `Layer ${i + 1}`;
+const defaultLayerLabel = layerText;
 
 /**
  * The matrices as shown: without the special tokens' rows and columns (dropSpecial) and with

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
 import {
-  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, headLabel, HEATMAP_CELL, nearestPoint,
+  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, HEATMAP_CELL, nearestPoint,
 } from "./analysis_view.js";
 import { createModelView } from "./model_view.js";
 
@@ -14,11 +14,6 @@ const measures = [
   { key: "sep", label: "Attention to [SEP]", values: Float32Array.from([0.1, 0.2, 0.3, 0.4, 0.5, NaN]) },
   { key: "cls", label: "Attention to [CLS]", values: Float32Array.from([0.9, 0.8, 0.7, 0.6, 0.5, 0.4]) },
 ];
-
-it("names heads as the papers do, 1-based", () => {
-  expect(headLabel(7, 9)).toBe("8-10");
-  expect(headLabel(0, 0)).toBe("1-1");
-});
 
 it("finds the cell under the pointer, including the last one, and nothing outside", () => {
   expect(cellAt(0, 0, 28, 2, 3)).toEqual({ layer: 0, head: 0 });
@@ -38,20 +33,20 @@ it("heatmap: lists the measures, switches between them, shows values and opens h
   expect([...select.options].map((o) => o.textContent)).toEqual(["Attention to [SEP]", "Attention to [CLS]"]);
   expect(canvas.dataset.cells).toBe("6");
   expect(canvas.dataset.measure).toBe("sep");
-  expect([...container.querySelectorAll(".attnscope-headmap-rows span")].map((s) => s.textContent)).toEqual(["Layer 1", "Layer 2"]);
+  expect([...container.querySelectorAll(".attnscope-headmap-rows span")].map((s) => s.textContent)).toEqual(["Layer 0", "Layer 1"]);
 
   move(canvas, HEATMAP_CELL * 2 + 3, HEATMAP_CELL + 3); // layer 1, head 2: NaN
   const tooltip = container.querySelector(".attnscope-tooltip");
   expect(tooltip.hidden).toBe(false);
-  expect(tooltip.textContent).toBe("2-3 · Attention to [SEP]: n/a");
+  expect(tooltip.textContent).toBe("1-2 · Attention to [SEP]: n/a");
   move(canvas, HEATMAP_CELL + 3, 3);
-  expect(tooltip.textContent).toBe("1-2 · Attention to [SEP]: 0.200");
+  expect(tooltip.textContent).toBe("0-1 · Attention to [SEP]: 0.200");
 
   select.value = "cls";
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.measure).toBe("cls");
   move(canvas, HEATMAP_CELL + 3, 3);
-  expect(tooltip.textContent).toBe("1-2 · Attention to [CLS]: 0.800");
+  expect(tooltip.textContent).toBe("0-1 · Attention to [CLS]: 0.800");
   // A kernel update with the same measures keeps the user's choice.
   view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "sep" });
   expect(canvas.dataset.measure).toBe("cls");
@@ -86,7 +81,7 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   expect([...container.querySelectorAll(".attnscope-legend-item")].map((i) => i.textContent)).toEqual(["broad", "[SEP]"]);
   const screen = fitPoints(Float32Array.from([0, 0, 1, 0]), 420, 420, 16);
   move(canvas, screen[2] + 1, screen[3]);
-  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("1-2 · broad");
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("0-1 · broad");
   expect(container.querySelector(".attnscope-tooltip-map").hidden).toBe(false);
   move(canvas, screen[0], screen[1] + 2, "click");
   expect(onOpenHead).toHaveBeenCalledWith(0, 0);
@@ -94,7 +89,7 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   select.value = "layer";
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.colorBy).toBe("layer");
-  expect(container.querySelector(".attnscope-legend-item").textContent).toBe("Layer 1");
+  expect(container.querySelector(".attnscope-legend-item").textContent).toBe("Layer 0");
 });
 
 it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
@@ -174,7 +169,7 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
   modelView.update({ thumbnails, layers: [0], heads: [0, 1], nHeads: 2, masked: [[0, 1]] });
   const grid = new DOMParser().parseFromString(modelView.toSvg(), "image/svg+xml");
   expect(grid.querySelectorAll("rect.masked").length).toBe(1);
-  expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 2");
+  expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 1");
 });
 
 it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be rescaled to 1", async () => {

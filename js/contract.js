@@ -119,3 +119,12 @@ export const MESSAGES = {
 
 // Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).
 export const OVERVIEW_BINS = 256;
+
+// [layer, head, short label, name] as src/attnscope/labels.py names heads (js/labels.test.js).
+export const HEAD_LABEL_EXAMPLES = [
+  [0, 0, "0-0", "layer 0, head 0"],
+  [2, 0, "2-0", "layer 2, head 0"],
+  [7, 9, "7-9", "layer 7, head 9"],
+  [11, 11, "11-11", "layer 11, head 11"],
+  [31, 13, "31-13", "layer 31, head 13"],
+];

@@ -2,6 +2,7 @@
 // sentence editor, the head-mask bar, the notice and the error line. They read the synced state
 // in update() and write back only through `actions`; they never draw attention.
 import { el, labelled, select } from "./dom.js";
+import { COUNTING } from "./labels.js";
 
 const EDIT_DEBOUNCE_MS = 350;
 const FILTERS = [
@@ -60,6 +61,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
   partSelect.addEventListener("change", () => setTraits({ attention_part: partSelect.value }));
   const layerSelect = el("select", "attnscope-layer");
   const layerControl = labelled(header, "Layer", layerSelect);
+  layerControl.title = COUNTING;
   layerSelect.addEventListener("change", () => setTraits({ layer: Number(layerSelect.value) }));
   const filterSelect = select("attnscope-filter", FILTERS);
   const filterControl = labelled(header, "Attention", filterSelect);
@@ -102,7 +104,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
       for (let l = 0; l < nLayers; l++) {
         const option = el("option", "", layerSelect);
         option.value = String(l);
-        option.textContent = String(l + 1); // shown 1-based as in the papers; the trait is 0-based
+        option.textContent = String(l);
       }
     }
     layerSelect.value = String(layer);

@@ -25,9 +25,10 @@ afterEach(() => {
   document.body.replaceChildren();
 });
 
-it("shows the state: layers 1-based, the open tab, no analysis tab without an analysis", () => {
+it("shows the state: layers counted from 0 (the tooltip says so), the open tab, no analysis tab without an analysis", () => {
   const { root } = mount();
-  expect([...root.querySelectorAll(".attnscope-layer option")].map((o) => o.textContent)).toEqual(["1", "2", "3"]);
+  expect([...root.querySelectorAll(".attnscope-layer option")].map((o) => o.textContent)).toEqual(["0", "1", "2"]);
+  expect(root.querySelector(".attnscope-layer").closest("label").title).toMatch(/counted from 0/);
   expect(root.querySelector(".attnscope-layer").value).toBe("1");
   expect(root.querySelector('[data-view="head"]').getAttribute("aria-selected")).toBe("true");
   expect(root.querySelector('[data-view="analysis"]').hidden).toBe(true);

@@ -3,6 +3,7 @@
 // It takes data and callbacks, never the widget model, so a plain page can test it.
 import { headColors } from "./colors.js";
 import { el, tokenText } from "./dom.js";
+import { headText } from "./labels.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
@@ -201,7 +202,7 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
   const colors = headColors(attention.shape[0]);
   [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
     s.rect(6 + i * 26, swatchTop, 22, 14, colors[head], "swatch");
-    s.text(17 + i * 26, swatchTop + 7, String(head + 1), { anchor: "middle", color: "#fff", size: 10 });
+    s.text(17 + i * 26, swatchTop + 7, String(head), { anchor: "middle", color: "#fff", size: 10 });
   });
   const rowY = (i) => top + (i + 0.5) * ROW_HEIGHT;
   leftTokens.forEach((t, i) => { s.text(leftWidth - 6, rowY(i), t, { anchor: "end", role: "token-left" }); });
@@ -265,9 +266,9 @@ export function createHeadView(container, callbacks = {}) {
         const swatch = el("button", "attnscope-swatch", swatchRow);
         swatch.type = "button";
         swatch.dataset.head = String(h);
-        swatch.textContent = String(h + 1); // 1-based, as the papers name heads
+        swatch.textContent = String(h);
         swatch.style.setProperty("--head-color", colors[h]);
-        swatch.title = `Head ${h + 1}: click to toggle, double-click to show it alone`;
+        swatch.title = `${headText(h)}: click to toggle, double-click to show it alone`;
         // A double-click also fires two clicks; wait briefly so it does not toggle twice first.
         let clickTimer = null;
         swatch.addEventListener("click", () => {
@@ -343,7 +344,7 @@ export function createHeadView(container, callbacks = {}) {
       if (found.length) {
         const label = el("span", "attnscope-weight-value", box);
         label.textContent = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
-        row.title = found.map((l) => `head ${l.head + 1}: ${shownWeight(l.weight, 3)}`).join("\n");
+        row.title = found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`).join("\n");
       }
     }
   }

@@ -2,6 +2,7 @@
 // by the key head they read (grouped-query attention shown as such), and the option that sets
 // the first tokens (attention sinks) aside from the colour scale. Plus the scale they imply.
 import { el, labelled, select } from "./dom.js";
+import { headText } from "./labels.js";
 
 /** Query head h reads key head h / (heads per key head), as transformers' repeat_kv. */
 export function keyHeadOf(head, nHeads, nKeyHeads) {
@@ -9,8 +10,8 @@ export function keyHeadOf(head, nHeads, nKeyHeads) {
 }
 
 /** "head 3" or "mean of the layer's heads" (head −1). */
-export function headName(head) {
-  return head === -1 ? "mean of the layer's heads" : `head ${head + 1}`;
+export function focusHeadName(head) {
+  return head === -1 ? "mean of the layer's heads" : `head ${head}`;
 }
 
 /** A head picker in `parent`: −1 (the mean) then each key head's query heads as a group. */
@@ -32,11 +33,11 @@ export function createHeadPicker(parent, onHead) {
         for (let h = 0; h < nHeads; h++) {
           if (grouped && h % (nHeads / nKeyHeads) === 0) {
             group = el("optgroup", "", picker);
-            group.label = `Key head ${keyHeadOf(h, nHeads, nKeyHeads) + 1}`;
+            group.label = `Key head ${keyHeadOf(h, nHeads, nKeyHeads)}`;
           }
           const option = el("option", "", group);
           option.value = String(h);
-          option.textContent = `Head ${h + 1}`;
+          option.textContent = headText(h);
         }
       }
       picker.value = String(head);

@@ -99,7 +99,7 @@ describe("text view", () => {
     view.update({ tokens: ["a", "b"], notes: [], selected: 0, values: null, message: "", head: -1, nHeads: 8, nKeyHeads: 2,
       direction: "from", aside: 0, layer: 0, model: "m" });
     const groups = [...body.querySelectorAll("optgroup")].map((g) => [g.label, g.children.length]);
-    expect(groups).toEqual([["Key head 1", 4], ["Key head 2", 4]]);
+    expect(groups).toEqual([["Key head 0", 4], ["Key head 1", 4]]);
   });
 
   it("shows token text as data, selects on click and lists the top tokens", () => {
@@ -115,7 +115,7 @@ describe("text view", () => {
     expect(body.querySelector("img")).toBeNull();
     expect(spans[1].classList.contains("attnscope-selected")).toBe(true);
     expect(spans[3].title).toContain("bytes e6 97");
-    expect(body.querySelector(".attnscope-text-caption").textContent).toBe("Attention to “ café” (token 1), head 3, layer 2");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toBe("Attention to “ café” (token 1), head 2, layer 1");
     spans[2].click();
     body.querySelector(".attnscope-top-token").click(); // the largest is the selected token itself: no change
     body.querySelectorAll(".attnscope-top-token")[1].click();
@@ -250,8 +250,8 @@ describe("head view on a long run", () => {
     // Hovering shows the exact weights, not the relative ones.
     left[2].dispatchEvent(new MouseEvent("mouseenter"));
     const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
-    expect(right[1].title).toBe("head 1: 0.000900");
-    expect(right[0].title).toBe("head 2: 0.000400");
+    expect(right[1].title).toBe("head 0: 0.000900");
+    expect(right[0].title).toBe("head 1: 0.000400");
     left[2].dispatchEvent(new MouseEvent("mouseleave"));
     left[3].click();
     expect(sent).toEqual([{ focus_token: 151 }]);

@@ -9,7 +9,7 @@ import { OVERVIEW_BINS } from "./contract.js";
 import { ASIDE_RGB, ATTENTION_RGB, asideShade, attentionShade } from "./colors.js";
 import { el, labelled, placeTooltip, pointerIn, select, sizeCanvas, tokenCaption } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
-import { createAsidePicker, createHeadPicker, headName } from "./long_controls.js";
+import { createAsidePicker, createHeadPicker, focusHeadName } from "./long_controls.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
 const MAX_BINS = 256; // blocks a side the kernel pools a zoomed region into
@@ -200,7 +200,7 @@ export function mapSubtitle(state) {
   const { region, tile } = state;
   const span = `queries ${Math.floor(region.r0)}–${Math.ceil(region.r1) - 1}, keys ${Math.floor(region.c0)}–${Math.ceil(region.c1) - 1}`;
   const exact = tile.exact && tile.rows[0] <= region.r0 && tile.rows[1] >= region.r1 ? "exact" : `${state.reduce} of blocks`;
-  return `${headName(state.head)}, layer ${state.layer + 1} · ${span} of ${state.n} · ${exact}`;
+  return `${focusHeadName(state.head)}, layer ${state.layer} · ${span} of ${state.n} · ${exact}`;
 }
 
 /**

@@ -3,6 +3,7 @@
 import { headColors } from "./colors.js";
 import { el, placeBeside, sizeCanvas } from "./dom.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
+import { headName, headText, layerText } from "./labels.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
 export const CELL = 84; // px per thumbnail (the largest), margins included
@@ -62,9 +63,6 @@ function thumbnailEnds([rows, cols], x, y, width, height) {
  * the origin) and for images (labels: true: title, head and layer labels around it). A masked
  * head's cell is dimmed and crossed out, so switched-off heads are seen at a glance.
  */
-const headText = (head) => `Head ${head + 1}`;
-const layerText = (layer) => `Layer ${layer + 1}`;
-
 export function modelScene(state, lineCache, { title = "", labels = true, note = SCALE_NOTE } = {}) {
   const { thumbnails, layers, heads, nHeads } = state;
   const cell = state.cell ?? CELL;
@@ -160,7 +158,7 @@ export function createModelView(container, callbacks = {}) {
     const { row, col } = cell;
     const head = state.heads[col];
     const lines = lineCache[row][col];
-    zoomTitle.textContent = `Layer ${state.layers[row] + 1}, head ${head + 1}`;
+    zoomTitle.textContent = headName(state.layers[row], head);
     const largest = lines.reduce((m, l) => Math.max(m, l.value), 0);
     const nKeys = (state.keyTokens ?? state.tokens)?.length;
     zoomNote.textContent = `largest weight ${largest.toFixed(3)}${nKeys ? ` (uniform: ${(1 / nKeys).toFixed(3)})` : ""}`;

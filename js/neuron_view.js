@@ -102,7 +102,7 @@ export function neuronScene(fullState, { title = "", maxTokens = Infinity } = {}
   const width = Math.max(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, 6 + bars.length * (BAR_WIDTH + 16));
   const s = createScene(width, top + rows * ROW_HEIGHT + 16 + BAR_HEIGHT);
   const cut = state.cut ? ` (the first ${state.cut[0]} of ${state.cut[1].toLocaleString("en")} tokens)` : "";
-  s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head + 1}, query "${fullState.tokens[state.query]}"${cut}`, { role: "title" });
+  s.text(6, 12, `${title}${title ? " · " : ""}head ${state.head}, query "${fullState.tokens[state.query]}"${cut}`, { role: "title" });
   for (const [x, label] of [[xKeys, `q, k (d = ${d})`], [xProducts, "q × k"], [xScores, data.scoreLabel ?? "q·k / √d"], [xSoftmax, "softmax"]]) {
     s.text(x, 34, label, { size: 11, role: "column-title" });
   }
@@ -212,7 +212,7 @@ export function createNeuronView(container, callbacks = {}) {
         for (let h = 0; h < next.nHeads; h++) {
           const option = el("option", "", headSelect);
           option.value = String(h);
-          option.textContent = String(h + 1);
+          option.textContent = String(h);
         }
       }
       headSelect.value = String(next.head);

@@ -41,7 +41,7 @@ function toHalfView(values) {
 export function neuronAnswer(store, request, state) {
   const { layer, head, query } = request;
   const slot = store.layers.indexOf(layer);
-  if (slot < 0) return { error: `Layer ${layer + 1} is not in this saved page (it holds layers ${store.layers.map((l) => l + 1).join(", ")}).` };
+  if (slot < 0) return { error: `Layer ${layer} is not in this saved page (it holds layers ${store.layers.join(", ")}).` };
   const [, nHeads, nQueries, d] = store.queries.shape;
   const n = store.keys.shape[2]; // cross-attention: the keys are the encoder's tokens
   if (!(head >= 0 && head < nHeads)) return { error: `head=${head} is out of range 0..${nHeads - 1}.` };
@@ -83,5 +83,5 @@ export function savedAnswer(answers, request, state) {
   const found = (answers ?? []).find(same);
   if (found) return { content: { ...found.content, result_id: state.result_id }, buffers: [found.buffer] };
   const what = request.type === "attention_tile" ? "zooming in or another layer" : "another token, layer or direction";
-  return { error: `This saved page holds layer ${state.layer + 1}'s whole maps and the attention ${state.direction} token ${state.focus_token}: ${what} needs a running notebook kernel.` };
+  return { error: `This saved page holds layer ${state.layer}'s whole maps and the attention ${state.direction} token ${state.focus_token}: ${what} needs a running notebook kernel.` };
 }

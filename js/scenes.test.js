@@ -69,7 +69,7 @@ it("finds every grid cell back from any point inside it, and nothing outside", (
 it("puts the grid's labels on the rows and columns that hit-testing finds there", () => {
   const [left, top, cell] = [64, 48, CELL];
   const s = createScene(400, 400);
-  gridSceneLabels(s, { left, top, cell, columnTexts: ["Head 1", "Head 2", "Head 3"], rowTexts: ["Layer 1", "Layer 2"] });
+  gridSceneLabels(s, { left, top, cell, columnTexts: ["Head 0", "Head 1", "Head 2"], rowTexts: ["Layer 0", "Layer 1"] });
   texts(s.scene, "row-label").forEach((label, row) => { expect(gridCellAt(0, label.y - top, cell, 2, 3)?.row).toBe(row); });
   texts(s.scene, "col-label").forEach((label, col) => { expect(gridCellAt(label.x - left, 0, cell, 2, 3)?.col).toBe(col); });
 });
@@ -89,7 +89,7 @@ it("draws the model view's lines and masks inside their grid cells", () => {
   });
   const [mask] = model.items.filter((item) => item.type === "rect" && item.role === "masked");
   expect(cellOf(mask.x + 1, mask.y + 1)).toEqual({ row: 1, col: 0 });
-  expect(texts(model, "row-label").map((t) => t.text)).toEqual(["Layer 1", "Layer 2"]);
+  expect(texts(model, "row-label").map((t) => t.text)).toEqual(["Layer 0", "Layer 1"]);
 });
 
 it("labels the matrix's rows and columns at its cells' centres", () => {
@@ -108,7 +108,7 @@ it("labels the matrix's rows and columns at its cells' centres", () => {
 
 it("shows the scatter's legend beside its points in images, and the points alone on screen", () => {
   const { scatter } = everyScene();
-  expect(texts(scatter, "legend").map((t) => t.text)).toEqual(["Layer 1", "Layer 2"]);
+  expect(texts(scatter, "legend").map((t) => t.text)).toEqual(["Layer 0", "Layer 1"]);
   expect(scatter.items.filter((item) => item.type === "circle")).toHaveLength(4 + 2);
   const screen = scatterScene({ nLayers: 2, nHeads: 2, points: Float32Array.from([0, 0, 1, 0, 0, 1, 1, 1]), behaviours: null }, "layer", { labels: false });
   expect(screen.items.map((item) => item.type)).toEqual(["circle", "circle", "circle", "circle"]);

@@ -24,7 +24,7 @@ export function createStaticModel(page) {
     layer(name) {
       const payload = served.attention[String(state.layer)];
       if (payload) { state.attention = payload; emit("change:attention"); return; }
-      state.error = `Layer ${state.layer + 1} is not in this saved page (it holds layers ${Object.keys(served.attention).map((l) => Number(l) + 1).join(", ")}).`;
+      state.error = `Layer ${state.layer} is not in this saved page (it holds layers ${Object.keys(served.attention).join(", ")}).`;
       state[name] = before.get(name);
       emit("change:error");
     },

@@ -5,7 +5,7 @@
 import { asideShade, attentionShade } from "./colors.js";
 import { el, labelled, select, tokenCaption } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
-import { createAsidePicker, createHeadPicker, headName, scaleOf, topK } from "./long_controls.js";
+import { createAsidePicker, createHeadPicker, focusHeadName, scaleOf, topK } from "./long_controls.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
 
@@ -20,7 +20,7 @@ const format = (v) => (v >= 0.001 || v === 0 ? v.toFixed(3) : v.toExponential(1)
 export function shadingTitle(state) {
   const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
   const what = state.direction === "to" ? "Attention to" : "Attention from";
-  return `${what} ${token} (token ${state.selected}), ${headName(state.head)}, layer ${state.layer + 1}`;
+  return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
 }
 
 /** Each token's colour: blue on the scale of the tokens not set aside, grey on their own. */

@@ -40,7 +40,7 @@ function keyTokens(get) {
   return keys?.length ? keys : null; // cross-attention only
 }
 
-const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer") + 1}`;
+const layerTitle = ({ get }) => `${get("model_name")} · layer ${get("layer")}`;
 
 // A long run's head view shows a window of its text; the token slices are kept while the window
 // and the run stay, so a redraw does not rebuild (and un-hover) the token columns.
@@ -97,7 +97,7 @@ function windowState({ get, long }, memo = {}) {
     sentenceFilter: "all",
     selected: selected - start,
     caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
-      + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer") + 1}: each line is as opaque `
+      + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer")}: each line is as opaque `
       + `as its exact weight relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
       + "outside this window is not drawn. Click a token to move there.",
   };
@@ -258,7 +258,7 @@ function rolloutState({ get, decoded }) {
   return {
     title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
     tokens, notes: get("token_notes"), values, shape, layer: shape[0] - 1, special: payload.special ?? [], valueLabel: "rollout",
-    layerLabel: (i) => `Rolled out through layer ${i + 1}`,
+    layerLabel: (i) => `Rolled out through layer ${i}`,
   };
 }
 

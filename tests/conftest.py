@@ -91,7 +91,7 @@ def watched_page(chromium_browser, request):
 # The tiers: `make test-fast` runs what is left after "-m 'not slow'" (unit tests, in about a
 # minute); `make test` runs everything. Slow: a browser, a Jupyter server, an executed notebook, a
 # built wheel, or a CLI in a fresh interpreter (each pays the import of torch and transformers).
-SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_notebooks.py", "test_packaging.py"}
+SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_notebooks.py", "test_packaging.py", "test_docs.py"}
 
 
 def pytest_collection_modifyitems(config, items):

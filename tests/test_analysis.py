@@ -64,7 +64,6 @@ def test_behaviour_labels_use_clark_thresholds_in_order():
     assert an.behaviour_of({"entropy": 1.0, "prev": 0.5, "next": 0.7}) == "next token"
     assert an.behaviour_of({"entropy": 1.0, "sep": 0.61}) == "[SEP]"
     assert an.behaviour_of({"entropy": 1.0, "sep": 0.6, "punct": 0.59}) == "other"
-    assert an.head_label(7, 9) == "8-10"
 
 
 def test_word_groups_merge_pieces_and_keep_specials_and_sentences_apart():

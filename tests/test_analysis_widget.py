@@ -52,7 +52,7 @@ def test_masking_reruns_summarises_and_shows_the_change(widget):
     assert widget.result.masked_heads == [(0, 0), (1, 3)]
     assert torch.equal(widget.result.attention[0], plain[0])
     assert not torch.allclose(widget.result.attention[5], plain[5])
-    assert widget.mask_summary.startswith("Masked 1-1, 2-4: attention changes from layer 2 on")
+    assert widget.mask_summary.startswith("Masked 0-0, 1-3: attention changes from layer 1 on")
 
     widget.layer = 5
     widget.show_change = True

@@ -50,7 +50,7 @@ def test_head_stats_batched_equals_one_document_at_a_time(default_model):
         got = stats[stats.measure == measure].sort_values(["layer", "head"])["value"].to_numpy()
         assert torch.allclose(torch.tensor(got, dtype=torch.float32), expected.flatten(), atol=1e-5), measure
     row = stats[(stats.layer == 2) & (stats["head"] == 9)].iloc[0]
-    assert row["label"] == "3-10"
+    assert row["label"] == "2-9"
 
 
 def test_behaviours_and_head_distances(default_model):
@@ -70,7 +70,7 @@ def test_behaviours_and_head_distances(default_model):
     # A head that puts everything on [SEP] is labelled as such.
     fake = attnscope.behaviours(
         __import__("pandas").DataFrame(
-            [(0, 0, "1-1", "sep", 0.9), (0, 0, "1-1", "entropy", 0.2), (0, 1, "1-2", "entropy", 4.0)],
+            [(0, 0, "0-0", "sep", 0.9), (0, 0, "0-0", "entropy", 0.2), (0, 1, "0-1", "entropy", 4.0)],
             columns=["layer", "head", "label", "measure", "value"],
         )
     )
@@ -124,7 +124,7 @@ def test_syntax_heads_from_conllu_match_a_direct_computation(default_model):
     # Baseline: the next word is the head of "the" (det) and "cat" (nsubj); offset +1 gets both.
     base = syntax.baseline
     assert base[(base.relation == "det") & (base.offset == 1)].accuracy.iloc[0] == 1.0
-    # Head 4-3 (layer 3, head 2), dependent → head, recomputed by hand from word-level attention.
+    # Head 3-2 (layer 3, head 2), dependent → head, recomputed by hand from word-level attention.
     hits = 0
     for words, gold in ((["the", "cat", "sat", "."], {0: 1, 1: 2}), (["do", "not", "go", "home"], {0: 2, 1: 2, 3: 2})):
         result = default_model.run(" ".join(words))
@@ -145,7 +145,7 @@ def test_syntax_heads_clark_scoring_from_conllu_counts_every_word(default_model)
     assert acc[acc.relation == "All"]["count"].iloc[0] == 8  # every word, root and "." included
     assert {"root", "punct"} <= set(acc.relation)
     assert (acc[acc.relation == "root"].accuracy == 0).all()  # a head never predicts ROOT
-    # Head 4-3, head → dependent, by the notebook's recipe: the word map with [CLS]/[SEP], its
+    # Head 3-2, head → dependent, by the notebook's recipe: the word map with [CLS]/[SEP], its
     # transpose, the diagonal zeroed, then cropped; argmax among the words.
     hits = 0
     for words, gold in ((["the", "cat", "sat", "."], [1, 2, -1, 2]), (["do", "not", "go", "home"], [2, 2, -1, 2])):
@@ -237,20 +237,20 @@ def test_syntax_heads_recipe_on_a_hand_written_sentence(bert_tokenizer):
     uas_base = uas.baseline[uas.baseline.relation == "All"].set_index("offset").accuracy.to_dict()
     assert uas_base == {-3: 1 / 2, -2: 1 / 2, -1: 1 / 2, 1: 0.0, 2: 1 / 2, 3: 0.0}
 
-    # Table 1. All: head 1-1 ties at 50 % in both directions; Clark's max over (accuracy, layer,
-    # head, direction) takes head_to_dependent. possessive: 1-1 head → dependent and both
-    # directions of 1-2 are right; Clark takes the later head 1-2, UAS the earliest, 1-1.
+    # Table 1. All: head 0-0 ties at 50 % in both directions; Clark's max over (accuracy, layer,
+    # head, direction) takes head_to_dependent. possessive: 0-0 head → dependent and both
+    # directions of 0-1 are right; Clark takes the later head 0-1, UAS the earliest, 0-0.
     # Baseline ties (UAS All: −3, −2, −1 and +2 at 50 %) go to the smallest offset under UAS.
     columns = ["relation", "count", "head", "direction", "accuracy", "baseline", "baseline_offset"]
     assert clark.table(min_count=1)[columns].values.tolist() == [
-        ["All", 4, "1-1", "head_to_dependent", 50.0, 50.0, -1],
-        ["poss", 1, "1-1", "dependent_to_head", 100.0, 100.0, 1],
-        ["possessive", 1, "1-2", "head_to_dependent", 100.0, 100.0, -1],
+        ["All", 4, "0-0", "head_to_dependent", 50.0, 50.0, -1],
+        ["poss", 1, "0-0", "dependent_to_head", 100.0, 100.0, 1],
+        ["possessive", 1, "0-1", "head_to_dependent", 100.0, 100.0, -1],
     ]
     assert uas.table(min_count=1)[columns].values.tolist() == [
-        ["All", 2, "1-1", "head_to_dependent", 100.0, 50.0, -3],
-        ["poss", 1, "1-1", "head_to_dependent", 100.0, 100.0, 2],
-        ["possessive", 1, "1-1", "head_to_dependent", 100.0, 100.0, -3],
+        ["All", 2, "0-0", "head_to_dependent", 100.0, 50.0, -3],
+        ["poss", 1, "0-0", "head_to_dependent", 100.0, 100.0, 2],
+        ["possessive", 1, "0-0", "head_to_dependent", 100.0, 100.0, -3],
     ]
 
 
@@ -275,13 +275,13 @@ def test_syntax_table_tie_breaks_and_skipped_rows():
 
     accuracy = pd.DataFrame(
         [
-            ("All", "dependent_to_head", 0, 1, "1-2", 0.5, 10),
-            ("All", "head_to_dependent", 2, 0, "3-1", 0.5, 10),
-            ("All", "dependent_to_head", 2, 0, "3-1", 0.5, 10),
-            ("All", "dependent_to_head", 1, 3, "2-4", 0.4, 10),
-            ("ROOT", "dependent_to_head", 0, 0, "1-1", 0.0, 3),
-            ("Punct", "dependent_to_head", 0, 0, "1-1", 0.9, 3),
-            ("det", "dependent_to_head", 0, 0, "1-1", 0.9, 3),
+            ("All", "dependent_to_head", 0, 1, "0-1", 0.5, 10),
+            ("All", "head_to_dependent", 2, 0, "2-0", 0.5, 10),
+            ("All", "dependent_to_head", 2, 0, "2-0", 0.5, 10),
+            ("All", "dependent_to_head", 1, 3, "1-3", 0.4, 10),
+            ("ROOT", "dependent_to_head", 0, 0, "0-0", 0.0, 3),
+            ("Punct", "dependent_to_head", 0, 0, "0-0", 0.9, 3),
+            ("det", "dependent_to_head", 0, 0, "0-0", 0.9, 3),
         ],
         columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"],
     )
@@ -293,8 +293,8 @@ def test_syntax_table_tie_breaks_and_skipped_rows():
     clark = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=1)
     uas = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "uas").table(min_count=1)
     assert clark.relation.tolist() == uas.relation.tolist() == ["All", "det"]  # root and punct, any case, have no row
-    assert clark.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["3-1", "head_to_dependent", 1]
-    assert uas.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["1-2", "dependent_to_head", -2]
+    assert clark.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["2-0", "head_to_dependent", 1]
+    assert uas.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["0-1", "dependent_to_head", -2]
     assert bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=5).relation.tolist() == ["All"]
 
 

@@ -43,7 +43,7 @@ def small_bert(bert_tokenizer):
 
 @pytest.fixture(scope="module")
 def nan_engine(bert_tokenizer):
-    """A model whose layer 2 query weights of head 1 are NaN (as after a half-precision overflow)."""
+    """A model whose layer 1 query weights of head 0 are NaN (as after a half-precision overflow)."""
     torch.manual_seed(0)
     model = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
     with torch.no_grad():
@@ -175,7 +175,7 @@ CASES = [
     ("device= for a model spread by device_map", lambda f: attnscope.load(f.dispatched_model, f.bert_tokenizer, device="cpu"),
      InputError, r"spread over devices by its device_map: leave device= out"),
     ("NaN attention in an analysis", lambda f: attnscope.head_stats(f.nan_engine, ["", *TEXTS], progress=False),
-     InputError, r"Text 1 of the corpus gives NaN or infinite attention in heads 2-1, 3-1"),
+     InputError, r"Text 1 of the corpus gives NaN or infinite attention in heads 1-0, 2-0, 2-1, 2-2, 2-3 \(layer-head\)"),
     ("NaN attention in head_importance", lambda f: attnscope.head_importance(f.nan_engine, TEXTS, loss=lambda o, e: o.last_hidden_state.sum(), progress=False),
      InputError, r"Text 0 of the corpus gives NaN"),
 ]
@@ -229,13 +229,13 @@ def test_a_failed_trait_assignment_keeps_the_view(widget):
 
 
 def test_nan_attention_is_named_in_a_warning_and_in_the_view(nan_engine):
-    with pytest.warns(attnscope.engine.NonFiniteAttentionWarning, match=r"NaN or infinite values in \d+ of 12 heads .*: 2-1, 3-1"):
+    with pytest.warns(attnscope.engine.NonFiniteAttentionWarning, match=r"NaN or infinite values in 5 of 12 heads \(layer-head\): 1-0, 2-0, 2-1, 2-2, 2-3\."):
         result = nan_engine.run("The cat sat on the mat.")
     assert (1, 0) in result.nonfinite_heads and (0, 0) not in result.nonfinite_heads
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the widget says it in its notice, not twice under the cell
         widget = attnscope.AttentionWidget("The cat sat on the mat.", model=nan_engine, layer=1)
-    assert "NaN or infinite values" in widget.notice and "2-1" in widget.notice
+    assert "NaN or infinite values" in widget.notice and "1-0, 2-0" in widget.notice
     # The bytes sent for a NaN head are zeros (nothing drawn), never undefined casts.
     layer = attnscope.serialize.decode(widget.attention)
     assert layer[0].abs().sum() == 0 and layer[1:].sum() > 0

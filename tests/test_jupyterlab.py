@@ -267,7 +267,7 @@ def test_notebook7_runs_quickstart_and_renders_all_views(watched_page, notebook7
 HARDENING_CELLS = [
     "import torch, transformers, attnscope\nfirst = attnscope.show('The cat sat on the mat.')\nfirst",
     "second = attnscope.show('Colourless green ideas sleep furiously.')\nsecond",
-    # A model whose head 1 of layer 2 has NaN queries (as after a half-precision overflow).
+    # A model whose head 0 of layer 1 has NaN queries (as after a half-precision overflow).
     "config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)\n"
     "broken = transformers.BertModel(config)\n"
     "with torch.no_grad():\n    broken.encoder.layer[1].attention.self.query.weight[:8] = float('nan')\n"
@@ -304,7 +304,7 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
     first, second, broken = (widgets.nth(i) for i in range(3))
     # The broken model's view says which heads are NaN, above the lines of the others.
     notice = broken.locator(".attnscope-notice")
-    assert notice.is_visible() and "NaN or infinite values" in notice.inner_text() and "2-1" in notice.inner_text()
+    assert notice.is_visible() and "NaN or infinite values" in notice.inner_text() and "1-0" in notice.inner_text()
     # The failed assignment changed nothing; the first widget still edits, and only itself.
     assert first.locator("select.attnscope-layer").input_value() == "0"
     editor = first.locator("input.attnscope-text").first
@@ -398,7 +398,7 @@ def put_contents(base: str, path: str, model: dict) -> None:
 
 
 def saved_pictures_notebook(base: str, tmp_path: Path) -> None:
-    """Two widgets (one at layer 3, one in the model view), run by nbclient and saved to the server."""
+    """Two widgets (one at layer 2, one in the model view), run by nbclient and saved to the server."""
     import json
 
     import nbformat
@@ -421,7 +421,7 @@ def check_pictures_then_live_widgets(page, base: str, artifact: str) -> None:
     shown = "els => els.filter(e => e.getBoundingClientRect().height > 0).length"
     assert pictures.evaluate_all(shown) == 2
     decoded = "img => atob(img.src.split(',')[1])"
-    assert "layer 3" in pictures.first.evaluate(decoded) and "Head 12" in pictures.nth(1).evaluate(decoded)
+    assert "layer 2" in pictures.first.evaluate(decoded) and "Head 11" in pictures.nth(1).evaluate(decoded)  # as the call counts
     assert pictures.evaluate_all("els => els.every(e => e.complete && e.naturalWidth > 0)")  # decoded and painted
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / artifact))

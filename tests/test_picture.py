@@ -54,8 +54,8 @@ def test_every_short_view_is_pictured_with_its_tokens_as_text(default_model, vie
     assert "all-MiniLM-L6-v2" in shown
     if view in ("head", "neuron", "rollout"):
         assert "café" in shown and "fox" in shown
-    if view == "model":
-        assert "Head 12" in shown and "Layer 6" in shown
+    if view == "model":  # 6 layers × 12 heads, counted from 0 as the Python API counts them
+        assert "Head 11" in shown and "Layer 5" in shown and "Head 12" not in shown and "Layer 6" not in shown
     widget.close()
 
 
@@ -68,7 +68,7 @@ def test_an_analysis_and_a_missing_one_say_what_they_are(default_model):
     assert "image/svg+xml" not in bundle and "No analysis yet" in bundle["text/html"]
     widget.show_analysis(head_stats(default_model, ["The cat sat on the mat.", "A dog ran."]))
     svg, why = picture_svg(widget)
-    assert why == "" and "Layer 1" in texts(svg)
+    assert why == "" and "Layer 0" in texts(svg)
     widget.close()
 
 
@@ -86,7 +86,7 @@ def test_every_long_view_is_pictured_from_the_kernels_answers(long_engine, view)
     if view == "head":
         assert "around token 20" in shown
     if view == "model":
-        assert "Layer 1" in shown and "Layer 2" in shown  # every layer, not the open one
+        assert "Layer 0" in shown and "Layer 1" in shown  # every layer, not the open one
     widget.close()
 
 
@@ -179,9 +179,9 @@ def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(e
         assert len(json.dumps(picture)) < OUTPUT_LIMIT
     # The first picture was redrawn after the cell that opened the model view.
     first = notebook.cells[0].outputs[1]["data"]["image/svg+xml"]
-    assert "Head 12" in " ".join(texts(first)) and "Layer 6" in " ".join(texts(first))
+    assert "Head 11" in " ".join(texts(first)) and "Layer 5" in " ".join(texts(first))
     second = notebook.cells[2].outputs[1]["data"]["image/svg+xml"]
-    assert "layer 5" in " ".join(texts(second))
+    assert "layer 4" in " ".join(texts(second))  # layer=4, named as the call names it
 
 
 def test_nbconvert_html_of_the_run_notebook_shows_the_pictures_offline(executed, watched_page, tmp_path):

@@ -46,11 +46,6 @@ BEHAVIOUR_RULES: tuple[tuple[str, str, float], ...] = (
 BEHAVIOURS = tuple(name for _, name, _ in BEHAVIOUR_RULES) + ("other",)
 
 
-def head_label(layer: int, head: int) -> str:
-    """The papers' 1-based head name: layer 7, head 9 (0-based) is "8-10"."""
-    return f"{layer + 1}-{head + 1}"
-
-
 @dataclass(frozen=True)
 class TokenKinds:
     """Boolean masks over one document's n tokens."""

@@ -1,6 +1,7 @@
 """The BERTology analyses over a corpus: batched forward passes on the model's device, tqdm progress,
-results as tidy pandas DataFrames (heads 0-based in `layer`/`head`, the papers' 1-based name in
-`label`). The formulas themselves are the pure functions of `analysis.py`.
+results as tidy pandas DataFrames (layers and heads counted from 0 in `layer`/`head`, and `label`
+"layer-head": Clark et al.'s head 8-10 is 7-9 here). The formulas are the pure functions of
+`analysis.py`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from . import checks
 from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
 from .errors import InputError
 from .exact_attention import key_head as exact_key_head
+from .labels import head_label
 from .progress import progress as progress_bar
 from .results import (
     LongAttentionResult,
@@ -226,7 +228,7 @@ def refuse_nonfinite(layers: Sequence[torch.Tensor], docs: Sequence[Document], d
         if heads:
             raise InputError(
                 f"Text {document_position(docs, done + index)} of the corpus gives NaN or infinite attention in "
-                f"heads {describe_heads(heads)} (layer-head, 1-based), so the analysis stops rather than "
+                f"heads {describe_heads(heads)} (layer-head), so the analysis stops rather than "
                 "average it in. Half-precision overflow or broken weights? Run the model in float32 (model.float())."
             )
 
@@ -298,7 +300,7 @@ def _heads_frame(values: dict[str, torch.Tensor]):
         grid = tensor.detach().cpu().double()
         for layer in range(grid.shape[0]):
             for head in range(grid.shape[1]):
-                rows.append((layer, head, an.head_label(layer, head), measure, float(grid[layer, head])))
+                rows.append((layer, head, head_label(layer, head), measure, float(grid[layer, head])))
     return pd.DataFrame(rows, columns=["layer", "head", "label", "measure", "value"])
 
 
@@ -417,7 +419,7 @@ def _sinks_frame(measures: dict[str, torch.Tensor], n_key_heads: int, epsilon: f
     alpha, mass = measures["alpha_first"], measures["first_n_mass"]
     n_layers, n_heads = alpha.shape
     rows = [
-        dict(layer=layer, head=head, label=an.head_label(layer, head), key_head=exact_key_head(head, n_heads, n_key_heads),
+        dict(layer=layer, head=head, label=head_label(layer, head), key_head=exact_key_head(head, n_heads, n_key_heads),
              alpha_first=float(alpha[layer, head]), first_n_mass=float(mass[layer, head]), sink=bool(alpha[layer, head] > epsilon))
         for layer in range(n_layers) for head in range(n_heads)
     ]
@@ -876,7 +878,7 @@ def syntax_heads(
         for layer in range(hits.shape[0]):
             for head in range(hits.shape[1]):
                 rows.append(
-                    (relation, direction, layer, head, an.head_label(layer, head), float(hits[layer, head]) / totals[relation], totals[relation])
+                    (relation, direction, layer, head, head_label(layer, head), float(hits[layer, head]) / totals[relation], totals[relation])
                 )
     accuracy = pd.DataFrame(rows, columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"])
     baseline = pd.DataFrame(

@@ -9,17 +9,20 @@ Every synced trait of AttentionWidget is declared with `synced(trait, doc, write
   needed (the page shows the view as it was saved).
 
 js/contract.js is generated from here (`make contract`): the trait
-names the view subscribes to, and a JSDoc typedef of the state that `tsc --checkJs` reads.
+names the view subscribes to, a JSDoc typedef of the state that `tsc --checkJs` reads, and
+labels.py's names of a few heads (js/labels.test.js checks js/labels.js against them).
 tests/test_contract.py fails when the file is out of date; the saved page carries the page
 behaviours from here (export.page_traits).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import traitlets
 
+from .labels import label_examples
 from .messages import MESSAGES, OVERVIEW_BINS
 
 WRITERS = ("kernel", "view", "both")
@@ -107,7 +110,11 @@ def contract_js(widget_class: type) -> str:
         lines.append(f"  /** {doc} */")
         lines.append(f'  {message.type}: {{ kind: "{message.kind}", sender: "{message.sender}" }},')
     lines += ["};", "", "// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).",
-              f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", ""]
+              f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", "",
+              "// [layer, head, short label, name] as src/attnscope/labels.py names heads (js/labels.test.js).",
+              "export const HEAD_LABEL_EXAMPLES = ["]
+    lines += [f"  {json.dumps(row, ensure_ascii=False)}," for row in label_examples()]
+    lines += ["];", ""]
     return "\n".join(lines)
 
 

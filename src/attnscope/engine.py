@@ -21,9 +21,10 @@ from typing import Any
 import torch
 
 from . import checks, fast_capture
-from .analysis import head_label, word_groups
+from .analysis import word_groups
 from .errors import InputError, NoAttentionError
 from .exact_attention import full_attention_bytes
+from .labels import head_label
 from .models import LoadedModel, attention_implementation, borrowed, load_model
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
 from .token_labels import TokenLabels, labels_for_tokenizer
@@ -353,7 +354,7 @@ def nonfinite_heads(attention: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def describe_heads(heads: Sequence[tuple[int, int]], limit: int = 12) -> str:
-    """"1-2, 1-5, 4-1" (the papers' 1-based layer-head names), shortened past `limit`."""
+    """"0-1, 0-4, 3-0" (layer-head, counted from 0), shortened past `limit`."""
     names = [head_label(layer, head) for layer, head in heads]
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
@@ -364,8 +365,8 @@ class NonFiniteAttentionWarning(UserWarning):
 
 def nonfinite_message(heads: Sequence[tuple[int, int]], n_heads_total: int) -> str:
     return (
-        f"Attention holds NaN or infinite values in {len(heads)} of {n_heads_total} heads (layer-head, "
-        f"1-based): {describe_heads(heads)}. Half-precision overflow or broken weights? Those heads are "
+        f"Attention holds NaN or infinite values in {len(heads)} of {n_heads_total} heads (layer-head): "
+        f"{describe_heads(heads)}. Half-precision overflow or broken weights? Those heads are "
         "drawn empty; run the model in float32 (model.float()) to see them."
     )
 

@@ -15,6 +15,7 @@ from typing import Any
 from . import analysis as an
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
+from .labels import head_label, head_name
 from .neuron import neuron_slice
 from .results import EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
 from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
@@ -118,7 +119,7 @@ def mask_summary(token_result: AttentionResult) -> str:
     plain = token_result.unmasked
     if not token_result.masked_heads or plain is None:
         return ""
-    names = ", ".join(an.head_label(layer, head) for layer, head in token_result.masked_heads)
+    names = ", ".join(head_label(layer, head) for layer, head in token_result.masked_heads)
     change = 0.5 * (token_result.attention - plain.attention).abs().sum(-1).mean((1, 2))  # per layer
     changed = [layer for layer in range(len(change)) if change[layer] > 1e-6]
     if not changed:
@@ -126,8 +127,8 @@ def mask_summary(token_result: AttentionResult) -> str:
     worst = int(change.argmax())
     largest = float((token_result.attention - plain.attention).abs().max())
     return (
-        f"Masked {names}: attention changes from layer {changed[0] + 1} on; largest mean change "
-        f"{float(change[worst]):.3f} (total variation) in layer {worst + 1}; largest single weight "
+        f"Masked {names}: attention changes from layer {changed[0]} on; largest mean change "
+        f"{float(change[worst]):.3f} (total variation) in layer {worst}; largest single weight "
         f"change {largest:.3f} (Show change draws it as a full line)."
     )
 
@@ -186,8 +187,9 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         for layer, head, value in zip(rows["layer"], rows["head"], rows[value_column]):
             if not (0 <= layer < n_layers and 0 <= head < n_heads):
                 raise InputError(
-                    f"This analysis has head {an.head_label(layer, head)}, but the widget's model has "
-                    f"{n_layers} layers × {n_heads} heads: analyse the same model."
+                    f"This analysis has {head_name(layer, head)}, but the widget's model has "
+                    f"{n_layers} layers × {n_heads} heads (layers 0..{n_layers - 1}, heads 0..{n_heads - 1}): "
+                    "analyse the same model."
                 )
             values[int(layer) * n_heads + int(head)] = None if value != value else float(value)
         return values

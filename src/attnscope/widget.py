@@ -98,7 +98,8 @@ class SettingError(InputError, traitlets.TraitError):
 
 
 class AttentionWidget(anywidget.AnyWidget):
-    """Live attention views of one text (or text pair) for a model.
+    """Live attention views of one text (or text pair) for a model. Layers and heads are counted
+    from 0, here and in the views: `layer=5` opens "Layer 5", Hugging Face's `attentions[5]`.
 
     >>> w = AttentionWidget("The cat sat on the mat.")           # embedded MiniLM
     >>> w = AttentionWidget("A question?", "An answer.", model="bert-base-uncased", layer=5)

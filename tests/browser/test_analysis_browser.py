@@ -60,9 +60,9 @@ def test_head_stats_heatmap_opens_a_head(open_widget, default_model):
     page.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
     assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == "cls"
     box = page.query_selector("canvas.attnscope-headmap").bounding_box()
-    page.mouse.move(box["x"] + 28 * 4 + 5, box["y"] + 28 * 2 + 5)  # layer 3, head 5 (1-based)
+    page.mouse.move(box["x"] + 28 * 4 + 5, box["y"] + 28 * 2 + 5)  # layer 2, head 4
     tooltip = page.inner_text(".attnscope-headmap-view .attnscope-tooltip")
-    assert tooltip.startswith("3-5 · Attention to [CLS]: ")
+    assert tooltip.startswith("2-4 · Attention to [CLS]: ")
     page.mouse.click(box["x"] + 28 * 4 + 5, box["y"] + 28 * 2 + 5)
     state = saved(page)
     assert (state["view"], state["layer"], state["heads"]) == ("head", 2, [4])

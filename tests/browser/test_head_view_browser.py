@@ -118,7 +118,7 @@ def test_hostile_token_is_text_and_cleanup_empties_the_host(page):
 
 def test_layer_switch_waits_for_that_layers_data(page):
     start(page)
-    page.select_option("select.attnscope-layer", index=1)  # option values are 0-based, labels 1-based
+    page.select_option("select.attnscope-layer", label="1")  # counted from 0: the second layer is "1"
     assert saved(page, "layer") == 1
     # Drawn on the next animation frame: until layer 1's data arrives, the view says it is loading.
     page.wait_for_function("document.querySelector('.attnscope-status').textContent === 'loading layer…'")
@@ -182,10 +182,10 @@ def test_model_view_draws_every_head_and_opens_one_on_click(page):
     assert lines == 2 * (sum(w >= 0.02 for w in HEAD0) + 4)
     assert page.is_hidden(".attnscope-head-view")
     box = page.locator("canvas.attnscope-thumbnails").bounding_box()
-    # Hover layer 1, head 0 (row 1, column 0): it is enlarged, titled 1-based as the papers do.
+    # Hover layer 1, head 0 (row 1, column 0): it is enlarged, titled as the Python API counts.
     page.mouse.move(box["x"] + 40, box["y"] + 84 + 40)
     page.wait_for_selector(".attnscope-zoom:not([hidden])")
-    assert page.text_content(".attnscope-zoom-title") == "Layer 2, head 1"
+    assert page.text_content(".attnscope-zoom-title") == "layer 1, head 0"
     page.mouse.click(box["x"] + 40, box["y"] + 84 + 40)
     last = page.evaluate("window.attnscopeHarness.model.saved.at(-1)")
     assert (last["view"], last["layer"], last["heads"]) == ("head", 1, [0])

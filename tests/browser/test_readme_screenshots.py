@@ -4,6 +4,7 @@ shows up as a changed picture in the diff."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not 
 
 TEXT = "The cat sat on the mat because it was tired."
 TEXT_B = "It fell asleep at once."
+LAYER = 2
 CORPUS = [
     "The cat sat on the mat.", "Dogs bark at the mailman every morning.",
     "She gave him the book she had promised.", "Paris is the capital of France.",
@@ -25,7 +27,7 @@ CORPUS = [
 ]
 # view → (what it shows, the state to open it with)
 PICTURES = {
-    "head": "head view: layer 3, every head, sentence pair",
+    "head": f"head view: layer {LAYER}, every head, sentence pair",
     "head_dark": "head view in the dark theme",
     "model": "model view: every layer × head",
     "neuron": "neuron view: q, k, q × k, q·k and softmax for one query",
@@ -56,8 +58,7 @@ def widget_for(name, model):
         widget = attnscope.AttentionWidget(LONG_TEXT, model=model, attention="on_demand", view=name, layer=2)
         widget.focus_token = 5  # "lions"
         return widget
-    widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model)
-    widget.layer = 2
+    widget = attnscope.AttentionWidget(TEXT, TEXT_B, model=model, layer=LAYER)
     if name == "head_dark":
         widget.theme = "dark"
     elif name == "neuron":
@@ -89,3 +90,15 @@ def test_the_readme_shows_every_picture_and_only_those():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     shown = set(re.findall(r"docs/screenshots/([a-z_]+)\.png", readme))
     assert shown == set(PICTURES)
+
+
+def test_the_code_above_the_head_picture_draws_it():
+    # The README's and the docs' home page's first code is the call that draws the head picture.
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        text = page.read_text(encoding="utf-8")
+        code = re.search(r"```python\n(.*?)```", text, re.S)
+        assert code and code.end() < text.index("screenshots/head.png"), page
+        [call] = [node for node in ast.walk(ast.parse(code.group(1))) if isinstance(node, ast.Call)]
+        assert ast.unparse(call.func) == "attnscope.show", page
+        assert [ast.literal_eval(arg) for arg in call.args] == [TEXT, TEXT_B], page
+        assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {"layer": LAYER}, page

@@ -1,0 +1,132 @@
+"""`make demo` prints its URL again once JupyterLab answers (issue 30 item 10): the waiter
+(scripts/print_when_serving.py) against a fake server, and the recipe with a fake JupyterLab that
+logs 40 lines first."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WAITER = ROOT / "scripts" / "print_when_serving.py"
+TOKEN = "abc123"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def url_for(port: int, token: str = TOKEN) -> str:
+    return f"http://127.0.0.1:{port}/lab/tree/notebooks/quickstart.ipynb?token={token}"
+
+
+def serve_status(port: int, token: str) -> http.server.ThreadingHTTPServer:
+    """A Jupyter server's /api/status: 200 with the token, 403 without it."""
+
+    class Status(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/api/status" and self.headers.get("Authorization") == f"token {token}"
+            self.send_response(200 if ok else 403)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Status)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def waiter(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WAITER), *args], stdout=subprocess.PIPE, text=True)
+
+
+def test_prints_the_url_once_the_server_answers_and_not_before():
+    port = free_port()
+    process = waiter(url_for(port), "--timeout", "30")
+    time.sleep(1.5)
+    assert process.poll() is None  # nothing listens yet: still waiting, nothing printed
+    server = serve_status(port, TOKEN)
+    try:
+        out, _ = process.communicate(timeout=20)
+    finally:
+        server.shutdown()
+    assert process.returncode == 0 and f"JupyterLab is ready at {url_for(port)}" in out
+
+
+def test_a_server_that_refuses_the_token_is_not_taken_for_ours():
+    port = free_port()
+    server = serve_status(port, "another-token")
+    try:
+        process = waiter(url_for(port), "--timeout", "2")
+        out, _ = process.communicate(timeout=20)
+    finally:
+        server.shutdown()
+    assert process.returncode == 1 and out == ""
+
+
+def test_stops_without_printing_when_the_server_process_ends():
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    process = waiter(url_for(free_port()), "--watch", str(server.pid), "--timeout", "60")
+    server.wait()
+    started = time.monotonic()
+    out, _ = process.communicate(timeout=20)
+    assert process.returncode == 1 and out == "" and time.monotonic() - started < 5
+
+
+FAKE_JUPYTER = """\
+#!{python}
+# A stand-in for `jupyter lab`: 40 lines of start-up log, then /api/status, then it stops.
+import sys, time, http.server, threading
+args = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
+port, token = int(args["--port"]), args["--IdentityProvider.token"]
+for i in range(40):
+    print(f"[I ServerApp] start-up log line {{i}}", file=sys.stderr, flush=True)
+    time.sleep(0.01)
+answered = threading.Event()
+class Status(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = self.headers.get("Authorization") == f"token {{token}}"
+        self.send_response(200 if ok else 403); self.end_headers()
+        answered.set()
+    def log_message(self, *a):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Status)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+answered.wait(30)
+time.sleep(1)
+"""
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_demo_prints_the_url_again_after_the_servers_log(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    jupyter = venv / "bin" / "jupyter"
+    jupyter.write_text(textwrap.dedent(FAKE_JUPYTER.format(python=sys.executable)))
+    jupyter.chmod(0o755)
+    port = free_port()
+    # -o install: the recipe alone, with the fake JupyterLab (the real venv is not touched).
+    done = subprocess.run(["make", "--no-print-directory", "-o", "install", "demo", f"VENV={venv}", f"PORT={port}", f"TOKEN={TOKEN}"],
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                          env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    last_log = max(i for i, line in enumerate(lines) if "start-up log line" in line)
+    shown = [i for i, line in enumerate(lines) if url_for(port) in line]
+    assert shown and shown[0] < last_log < shown[-1], done.stdout  # before the log, and again after it
+    assert f"JupyterLab is ready at {url_for(port)}" in lines[shown[-1]]

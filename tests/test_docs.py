@@ -1,0 +1,109 @@
+"""The documentation site as a reader sees it (issue 30 item 9), built as `make docs` builds it
+(strictly): lists render as lists, every character of a code block is in view and clear of the
+copy button, and every notebook is on the site as a download."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("index.html"))
+
+
+def test_markdown_lists_render_as_lists_not_as_a_paragraph_with_dashes(site):
+    # Python-Markdown needs a blank line before a list, and 4 spaces to keep a block in a list item.
+    for page in pages(site):
+        for tag, body in re.findall(r"<(p|li|td)>(.*?)</\1>", page.read_text(encoding="utf-8"), re.S):
+            assert not re.search(r"\n\s*(?:[-*+]|\d+\.) ", body), f"{page.relative_to(site)}: a list inside <{tag}>: {body[:160]!r}"
+
+
+def notebook_files() -> list[Path]:
+    return sorted(p for p in [*NOTEBOOKS.glob("*.ipynb"), *NOTEBOOKS.glob("*.py"), *NOTEBOOKS.glob("data/*")] if p.is_file())
+
+
+def test_every_notebook_is_linked_from_the_site_and_downloadable_offline(site):
+    listing = (site / "notebooks" / "index.html").read_text(encoding="utf-8")
+    assert len(notebook_files()) >= 7
+    for path in notebook_files():
+        name = path.relative_to(NOTEBOOKS).as_posix()
+        assert (site / "notebooks" / name).read_bytes() == path.read_bytes(), name  # in the site, not a link out
+        assert f'<a download href="{name}">' in listing, name
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="notebooks/"' in home  # in the navigation
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def served_site(site):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+# A code block (the i-th): whether its text is scrolled out of view, and its visible characters
+# (not the spaces a wrapped line leaves hanging) under its copy button.
+HIDDEN_CODE = """(i) => {
+  const code = document.querySelectorAll("pre > code")[i];
+  const box = code.parentElement.querySelector(".md-code__nav")?.getBoundingClientRect();
+  const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  const under = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let k = 0; k < node.length; k++) {
+      if (/\\s/.test(node.data[k])) continue;
+      range.setStart(node, k);
+      range.setEnd(node, k + 1);
+      const r = range.getBoundingClientRect();
+      if (r.right > box.left && r.left < box.right && r.bottom > box.top && r.top < box.bottom) under.push(node.data[k]);
+    }
+  }
+  return { text: code.textContent.slice(0, 60), scrolled: code.scrollWidth > code.clientWidth + 1, under: under.join(""),
+    shown: box.width > 0 };
+}"""
+
+
+def test_code_blocks_show_every_character_clear_of_the_copy_button(served_site, site, watched_page):
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    checked = 0
+    for path in pages(site):
+        url = f"{served_site}/{path.parent.relative_to(site).as_posix()}/".replace("/./", "/")
+        page.goto(url)
+        codes = page.query_selector_all("pre > code")
+        if codes:
+            page.wait_for_selector("pre .md-code__nav", state="attached")
+        for i, code in enumerate(codes):
+            code.hover()  # the button shows on hover
+            block = page.evaluate(HIDDEN_CODE, i)
+            assert block["shown"] and not block["scrolled"] and block["under"] == "", (url, block)
+            checked += 1
+    assert checked > 10
