@@ -334,16 +334,27 @@ export function matrixCell(n) {
 
 const defaultLayerLabel = (i) => `Layer ${i + 1}`;
 
+// Rollout opens without [CLS] / [SEP]: they soak up most of it, and kept they leave one dark
+// column and the rest a pale wash. The view's box shows them again; pictures follow the default.
+export const LEAVE_OUT_SPECIAL = true;
+
+/** The names of the special tokens a matrix may leave out, as its box and captions say them: "[CLS] / [SEP]". */
+export function specialNames(state) {
+  return [...new Set((state.special ?? []).map((i) => state.tokens[i]))].join(" / ");
+}
+
 /**
  * The matrices as shown: without the special tokens' rows and columns (dropSpecial) and with
- * each row rescaled to sum to 1 (rowNorm). → {tokens, values, shape}
+ * each row rescaled to sum to 1 (rowNorm). → {tokens, notes, values, shape, changes}, changes
+ * saying what differs from the plain matrix ("without [CLS] / [SEP]", "each row to 1"), for captions.
  */
 export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}) {
   const [nLayers, n] = state.shape;
   const special = new Set(dropSpecial ? state.special ?? [] : []);
   const keep = [...Array(n).keys()].filter((i) => !special.has(i));
   const notes = state.notes ?? [];
-  if (!special.size && !rowNorm) return { tokens: state.tokens, notes, values: state.values, shape: state.shape };
+  const changes = [...(special.size ? [`without ${specialNames(state)}`] : []), ...(rowNorm ? ["each row to 1"] : [])];
+  if (!special.size && !rowNorm) return { tokens: state.tokens, notes, values: state.values, shape: state.shape, changes };
   const m = keep.length;
   const values = new Float32Array(nLayers * m * m);
   for (let l = 0; l < nLayers; l++) {
@@ -353,7 +364,7 @@ export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}
       if (rowNorm && sum > 0) for (let c = 0; c < m; c++) values[(l * m + r) * m + c] /= sum;
     });
   }
-  return { tokens: keep.map((i) => state.tokens[i]), notes: keep.map((i) => notes[i] ?? ""), values, shape: [nLayers, m, m] };
+  return { tokens: keep.map((i) => state.tokens[i]), notes: keep.map((i) => notes[i] ?? ""), values, shape: [nLayers, m, m], changes };
 }
 
 function layerMax(values, layer, n) {
@@ -382,7 +393,8 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
   const width = Math.max(left + n * cell + 8, 6 + BAR_WIDTH + 8);
   const s = createScene(labels ? width : n * cell, top + n * cell + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
-    s.text(6, 12, `${title}${title ? " · " : ""}${(state.layerLabel ?? defaultLayerLabel)(layer)}`, { role: "title" });
+    const what = [(state.layerLabel ?? defaultLayerLabel)(layer), ...(state.changes ?? [])].join(" · ");
+    s.text(6, 12, `${title}${title ? " · " : ""}${what}`, { role: "title" });
     state.tokens.forEach((token, i) => {
       s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11, role: "row-label" });
       s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90, role: "col-label" });
@@ -409,8 +421,9 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
  * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
-/** The matrix as an image from its state alone: the state's layer, nothing dropped or normalised;
- * maxTokens: its first rows and columns only (a picture of a long input keeps its size). */
+/** The matrix as an image from its state alone: the state's layer, the special tokens left out
+ * as the view opens (LEAVE_OUT_SPECIAL), rows not rescaled; maxTokens: its first rows and columns
+ * only (a picture of a long input keeps its size). */
 export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}) {
   const [nLayers, n] = fullState.shape;
   let state = fullState;
@@ -426,7 +439,7 @@ export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}
       notes: (fullState.notes ?? []).slice(0, maxTokens), special: (fullState.special ?? []).filter((i) => i < maxTokens),
       layerLabel: (l) => `${(fullState.layerLabel ?? defaultLayerLabel)(l)} (the first ${maxTokens} of ${n.toLocaleString("en")} tokens)` };
   }
-  const shown = { ...state, ...matrixShown(state) };
+  const shown = { ...state, ...matrixShown(state, { dropSpecial: LEAVE_OUT_SPECIAL }) };
   const layer = Math.min(Math.max(0, state.layer ?? shown.shape[0] - 1), shown.shape[0] - 1);
   return matrixScene(shown, layer, options);
 }
@@ -437,16 +450,17 @@ export function createMatrixView(container) {
   const bar = el("div", "attnscope-matrix-options", root);
   const select = el("select", "attnscope-matrix-layer", bar);
   select.setAttribute("aria-label", "Layer");
-  const option = (className, text) => {
+  const option = (className, text, checked) => {
     const label = el("label", "attnscope-control", bar);
     const box = el("input", className, label);
     box.type = "checkbox";
+    box.checked = checked;
     el("span", "", label).textContent = text;
     box.addEventListener("change", draw);
     return box;
   };
-  const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]");
-  const normBox = option("attnscope-matrix-row-norm", "Each row to 1");
+  const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]", LEAVE_OUT_SPECIAL);
+  const normBox = option("attnscope-matrix-row-norm", "Each row to 1", false);
   const legend = el("div", "attnscope-legends", root);
   const legendBar = el("div", "", legend);
   const grid = el("div", "attnscope-matrix-grid", root);
@@ -515,8 +529,9 @@ export function createMatrixView(container) {
       // The view's own choice wins once made; a new shape falls back to the given layer.
       if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);
       title.textContent = next.title;
+      // The box keeps the reader's choice; it names the model's own special tokens (<s> / </s> too).
       dropBox.parentElement.hidden = !next.special?.length;
-      if (!next.special?.length) dropBox.checked = false;
+      if (next.special?.length) dropBox.nextElementSibling.textContent = `Leave out ${specialNames(next)}`;
       state = next;
       draw();
     },

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
 import {
-  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, headLabel, HEATMAP_CELL, nearestPoint,
+  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, headLabel, HEATMAP_CELL, matrixImage, nearestPoint,
 } from "./analysis_view.js";
 import { createModelView } from "./model_view.js";
 
@@ -189,4 +189,29 @@ it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be resc
   expect(matrixShown({ ...state, notes: ["", "", "bytes 97 of “日”", ""] }, { dropSpecial: true }).notes).toEqual(["", "bytes 97 of “日”"]);
   const normed = matrixShown(state, { dropSpecial: true, rowNorm: true });
   expect([...normed.values].map((v) => +v.toFixed(3))).toEqual([0.833, 0.167, 0.5, 0.5]);
+  expect(normed.changes).toEqual(["without [CLS] / [SEP]", "each row to 1"]);
+});
+
+it("rollout opens without its special tokens, on screen and in pictures, and says so; its box shows them again", () => {
+  const container = document.createElement("div");
+  const view = createMatrixView(container);
+  const state = { title: "Rollout", tokens: ["<s>", "a", "b", "</s>"], shape: [1, 4, 4], special: [0, 3], layer: 0,
+    values: Float32Array.from([1, 0, 0, 0, 0.5, 0.25, 0.05, 0.2, 0.6, 0.1, 0.1, 0.2, 0, 0, 0, 1]) };
+  view.update(state);
+  const canvas = container.querySelector("canvas.attnscope-matrix");
+  const box = container.querySelector("input.attnscope-matrix-drop-special");
+  expect(canvas.dataset.n).toBe("2");
+  expect(box.checked).toBe(true);
+  expect(box.parentElement.textContent).toBe("Leave out <s> / </s>");
+  const titleOf = (scene) => scene.items.find((i) => i.role === "title").text;
+  expect(titleOf(view.scene({ title: "m" }))).toBe("m · Layer 1 · without <s> / </s>");
+  const picture = matrixImage(state, { title: "m" });
+  expect(picture.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(["a", "b"]);
+  expect(titleOf(picture)).toBe("m · Layer 1 · without <s> / </s>");
+  box.checked = false;
+  box.dispatchEvent(new Event("change"));
+  expect(canvas.dataset.n).toBe("4");
+  expect(titleOf(view.scene({ title: "m" }))).toBe("m · Layer 1");
+  view.update({ ...state, values: state.values.slice() }); // the reader's choice stays through a new run
+  expect([box.checked, canvas.dataset.n]).toEqual([false, "4"]);
 });
