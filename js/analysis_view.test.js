@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
 import {
-  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, headLabel, HEATMAP_CELL, matrixImage, nearestPoint,
+  axisExtent, cellAt, createHeadMapView, createHeadScatterView, createMatrixView, headLabel, HEATMAP_CELL, matrixImage, nearestPoint,
+  scatterLayout,
 } from "./analysis_view.js";
 import { createModelView } from "./model_view.js";
 
@@ -63,17 +64,34 @@ it("heatmap: lists the measures, switches between them, shows values and opens h
 });
 
 it("fits points into the canvas and survives identical points", () => {
-  const fitted = fitPoints(Float32Array.from([0, 0, 10, 0, 0, 5]), 100, 100, 10);
-  expect(Math.min(...fitted)).toBeGreaterThanOrEqual(10);
-  expect(Math.max(...fitted)).toBeLessThanOrEqual(90);
-  expect(fitted[2] - fitted[0]).toBeCloseTo(80); // the widest span fills the padded width
-  const same = fitPoints(Float32Array.from([3, 3, 3, 3]), 100, 100, 10);
-  expect([...same]).toEqual([50, 50, 50, 50]);
+  const fitted = scatterLayout(Float32Array.from([0, 0, 10, 0, 0, 5]), 400, 400, 10);
+  expect(Math.min(...fitted.xy)).toBeGreaterThanOrEqual(10);
+  expect(Math.max(...fitted.xy)).toBeLessThanOrEqual(390);
+  expect(fitted.xy[2] - fitted.xy[0]).toBeCloseTo(380); // the widest span fills the padded width
+  // Sized to the points' extent: about half as tall as wide, not a square with an empty half.
+  expect([fitted.width, fitted.height]).toEqual([400, 210]);
+  expect(fitted.xy[5] - fitted.xy[1]).toBeCloseTo(190); // one scale on both axes
+  const same = scatterLayout(Float32Array.from([3, 3, 3, 3]), 100, 100, 10);
+  expect([...same.xy]).toEqual([50, 50, 50, 50]);
   expect(nearestPoint(52, 50, Float32Array.from([10, 10, 50, 50]), 8)).toBe(1);
   expect(nearestPoint(70, 70, Float32Array.from([10, 10, 50, 50]), 8)).toBe(-1);
 });
 
-it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
+it("leaves a head alone far out of the plot's extent and draws it on the edge, not a cluster", () => {
+  // 40 heads in a 10 × 10 square; one far below it (as MiniLM's only previous-token head).
+  const grid = Array.from({ length: 40 }, (_, i) => [i % 8 * (10 / 7), Math.floor(i / 8) * 2.5]).flat();
+  expect(axisExtent([...grid.filter((_, i) => i % 2), 40])).toEqual([0, 10]);
+  expect(axisExtent([...grid.filter((_, i) => i % 2), 40, 40.5])).toEqual([0, 40.5]); // two together: a cluster
+  expect(axisExtent([0, 1, 2, 40])).toEqual([0, 40]); // too few to call any far out
+  const layout = scatterLayout(Float32Array.from([...grid, 5, 40]), 400, 400, 16);
+  expect(layout.far).toBe(1);
+  expect([layout.width, layout.height]).toEqual([400, 400]); // the square of the 40, not 4 × taller than wide
+  expect([...layout.off.slice(80)]).toEqual([0, 1]); // the far head lies below
+  expect(layout.xy[81]).toBeCloseTo(400 - 16); // on the bottom edge
+  expect([...layout.off.slice(0, 80)].every((d) => d === 0)).toBe(true);
+});
+
+it("scatter: colours by behaviour or layer, with the legend in its one scene; hovers and opens a head", () => {
   const container = document.createElement("div");
   const onOpenHead = vi.fn();
   const view = createHeadScatterView(container, { onOpenHead });
@@ -83,8 +101,11 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   const canvas = container.querySelector("canvas.attnscope-scatter");
   expect(canvas.dataset.points).toBe("2");
   expect(canvas.dataset.colorBy).toBe("behaviour");
-  expect([...container.querySelectorAll(".attnscope-legend-item")].map((i) => i.textContent)).toEqual(["broad", "[SEP]"]);
-  const screen = fitPoints(Float32Array.from([0, 0, 1, 0]), 420, 420, 16);
+  const legend = (scene) => scene.items.filter((i) => i.role === "legend" && i.type === "text").map((i) => i.text);
+  expect(legend(view.scene())).toEqual(["broad", "[SEP]"]);
+  expect(canvas.getAttribute("aria-label")).toMatch(/colours: broad, \[SEP\]$/);
+  const screen = canvas.dataset.positions.split(",").map(Number);
+  expect(screen).toHaveLength(4);
   move(canvas, screen[2] + 1, screen[3]);
   expect(container.querySelector(".attnscope-tooltip").textContent).toBe("1-2 · broad");
   expect(container.querySelector(".attnscope-tooltip-map").hidden).toBe(false);
@@ -94,7 +115,7 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   select.value = "layer";
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.colorBy).toBe("layer");
-  expect(container.querySelector(".attnscope-legend-item").textContent).toBe("Layer 1");
+  expect(legend(view.scene())).toEqual(["Layer 1"]);
 });
 
 it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
