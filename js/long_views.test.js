@@ -73,6 +73,17 @@ describe("map sampling", () => {
     expect(raster.rgba[7]).toBe(255); // 0.01 is at the clip: full colour
   });
 
+  it("writes a long text's small largest weight as the bar's ticks do, not as 0.000", () => {
+    const values = new Float32Array(400).fill(1e-4); // 8,000 tokens: each weight about 1/8,000
+    values[0] = 3e-4;
+    const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values, exact: true };
+    const { scene } = mapScene({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), n: 20, region: wholeMap(20), tile, aside: 0,
+      selected: 3, head: -1, layer: 0, reduce: "max", model: "m" }, 300);
+    const legend = scene.items.filter((i) => i.role === "legend").map((i) => i.text).join(" ");
+    expect(legend).toContain("largest 3.0e-4");
+    expect(legend).not.toContain("0.000");
+  });
+
   it("labels positions, not tokens, while cells are small", () => {
     const marks = axisMarks(0, 8192, 560, []);
     expect(marks.every((m) => !m.token)).toBe(true);
@@ -208,6 +219,44 @@ describe("map on screen", () => {
         head: 0, nHeads: 2, nKeyHeads: 2, layer: 0, reduce: "max", model: "m", width: 600, message: "" });
       expect(styles).toContain("#eee");
       expect(styles).not.toContain("#222");
+    } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
+describe("map hover card", () => {
+  it("says what is under a still pointer after a wheel zoom, not what was there before", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => null;
+    try {
+      const body = document.createElement("div");
+      let redraws = 0;
+      const view = createMapView(body, { onZoom: () => { redraws++; } });
+      const n = 1000;
+      const tokens = Array.from({ length: n }, (_, i) => `t${i}`);
+      // The overview pools 10 × 10 tokens a block; the exact tile, as the kernel answers a zoom.
+      const overview = { rows: [0, n], cols: [0, n], shape: [100, 100], values: new Float32Array(100 * 100).fill(0.02), exact: false };
+      const exact = { rows: [0, n], cols: [0, n], shape: [n, n], values: new Float32Array(n * n).fill(0.001), exact: true };
+      const state = { tokens, notes: [], n, tile: overview, aside: 0, selected: 0, head: 0, nHeads: 2, nKeyHeads: 2, layer: 0,
+        reduce: "max", model: "m", width: 600, message: "" };
+      view.region(n);
+      view.update(state);
+      const canvas = body.querySelector("canvas.attnscope-map");
+      const card = body.querySelector(".attnscope-tooltip");
+      // jsdom lays nothing out: the canvas's client box is at 0, 0, so client px are canvas px.
+      const at = { clientX: 96 + 246, clientY: 84 + 246, bubbles: true }; // the middle of a 492 px map (margins 96, 84)
+      canvas.dispatchEvent(new MouseEvent("pointermove", at));
+      expect(card.textContent).toBe("around “t500” (500) → “t500” (500): max of the block 0.0200");
+      canvas.dispatchEvent(new WheelEvent("wheel", { ...at, deltaY: -400, cancelable: true }));
+      expect(redraws).toBe(1);
+      view.update({ ...state, tile: exact }); // the redraw, with the kernel's exact tile
+      expect(card.hidden).toBe(false);
+      expect(card.textContent).toBe("“t500” (500) → “t500” (500): 0.0010");
+      canvas.dispatchEvent(new MouseEvent("pointermove", at)); // what a move to the same place says
+      expect(card.textContent).toBe("“t500” (500) → “t500” (500): 0.0010");
+      view.destroy();
     } finally {
       HTMLCanvasElement.prototype.getContext = original;
     }
