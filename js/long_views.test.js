@@ -159,6 +159,45 @@ describe("text view reading", () => {
   });
 });
 
+describe("text view: a character split over tokens", () => {
+  it("reads once in the running text, and each of its tokens can still be selected and is marked there", () => {
+    const body = document.createElement("div");
+    const picked = [];
+    const view = createTextView(body, { onSelect: (i) => picked.push(i) });
+    // "près de Zürich" in a byte-level vocabulary: è and ü each split over two tokens.
+    const tokens = ["<s>", "pr", "è", "↑", "s", " de", " Z", "ü", "↑", "rich"];
+    const notes = ["", "", "", "bytes A8 of “è”, shown on an earlier token", "", "", "", "", "bytes BC of “ü”, shown on an earlier token", ""];
+    const reading = ["<s>", "pr", "è", "", "s", " de", " Z", "ü", "", "rich"];
+    const values = Float32Array.from([0.3, 0.05, 0.1, 0.2, 0.05, 0.05, 0.05, 0.1, 0.05, 0.05]);
+    const state = { tokens, notes, reading, selected: 3, values, message: "", head: 0, nHeads: 2, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    const flow = body.querySelector(".attnscope-text-flow");
+    expect(flow.textContent).toBe("<s>près de Zürich");
+    const spans = [...flow.children];
+    // Token 3 (the second byte of è) is selected: è is outlined, and says which tokens it holds.
+    expect(spans.filter((s) => s.classList.contains("attnscope-selected")).map((s) => s.dataset.index)).toEqual(["2"]);
+    expect(spans[3].getAttribute("aria-selected")).toBe("true");
+    expect(spans[2].title).toContain("token 3: “↑” (bytes A8 of “è”");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toContain("(token 3)");
+    // A click on è selects its first token; again, the next (round).
+    spans[2].click();
+    view.update({ ...state, selected: 2 });
+    spans[2].click();
+    spans[7].click();
+    expect(picked).toEqual([2, 3, 7]);
+    // The image reads the same, the selection under è.
+    const scene = textScene(state, { title: "t" });
+    const texts = scene.items.filter((i) => i.role === "token").map((i) => i.text);
+    expect(texts.join("")).toBe("<s>près de Zürich");
+    expect(texts).not.toContain("↑");
+    const mark = scene.items.find((i) => i.role === "selected");
+    const e = scene.items.find((i) => i.role === "token" && i.text === "è");
+    expect(mark.x).toBe(e.x);
+    view.destroy();
+  });
+});
+
 describe("text view shading", () => {
   it("shades the tokens in view at once and the rest when idle", async () => {
     const body = document.createElement("div");
