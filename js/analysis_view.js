@@ -7,7 +7,7 @@ import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js"
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
+import { textWidth, wrapText } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
 const SCATTER_SIZE = 420; // px a side of the plot when the view's width is not known
@@ -453,12 +453,15 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
   const [, n] = state.shape;
   const cell = matrixCell(n);
   const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
-  const [left, top] = labels ? [labelWidth, 30 + labelWidth] : [0, 0];
-  const width = Math.max(left + n * cell + 8, 6 + BAR_WIDTH + 8);
+  const width = Math.max(labelWidth + n * cell + 8, 6 + BAR_WIDTH + 8);
+  // What the matrix shows (its layer, the tokens left out, rows rescaled), under the title,
+  // wrapped to the picture's width: a short sentence's matrix is narrow.
+  const what = labels ? wrapText([(state.layerLabel ?? defaultLayerLabel)(layer), ...(state.changes ?? [])].join(" · "), width - 12, 11) : [];
+  const [left, top] = labels ? [labelWidth, 30 + what.length * 15 + labelWidth] : [0, 0];
   const s = createScene(labels ? width : n * cell, top + n * cell + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
-    const what = [(state.layerLabel ?? defaultLayerLabel)(layer), ...(state.changes ?? [])].join(" · ");
-    s.text(6, 12, `${title}${title ? " · " : ""}${what}`, { role: "title" });
+    s.text(6, 12, title, { role: "title" });
+    what.forEach((line, i) => { s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }); });
     state.tokens.forEach((token, i) => {
       s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11, role: "row-label" });
       s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90, role: "col-label" });

@@ -5,6 +5,7 @@ import {
   scatterLayout,
 } from "./analysis_view.js";
 import { createModelView } from "./model_view.js";
+import { textWidth } from "./svg.js";
 
 HTMLCanvasElement.prototype.getContext = () => null;
 
@@ -224,15 +225,17 @@ it("rollout opens without its special tokens, on screen and in pictures, and say
   expect(canvas.dataset.n).toBe("2");
   expect(box.checked).toBe(true);
   expect(box.parentElement.textContent).toBe("Leave out <s> / </s>");
-  const titleOf = (scene) => scene.items.find((i) => i.role === "title").text;
-  expect(titleOf(view.scene({ title: "m" }))).toBe("m · Layer 1 · without <s> / </s>");
+  // Under the title, wrapped to the narrow picture: the layer, then what is left out.
+  const captionOf = (scene) => scene.items.filter((i) => i.role === "subtitle").map((i) => i.text).join(" ");
+  expect(captionOf(view.scene({ title: "m" }))).toBe("Layer 1 · without <s> / </s>");
   const picture = matrixImage(state, { title: "m" });
   expect(picture.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(["a", "b"]);
-  expect(titleOf(picture)).toBe("m · Layer 1 · without <s> / </s>");
+  expect(captionOf(picture)).toBe("Layer 1 · without <s> / </s>");
+  for (const line of picture.items.filter((i) => i.role === "subtitle")) expect(6 + textWidth(line.text, 11)).toBeLessThanOrEqual(picture.width);
   box.checked = false;
   box.dispatchEvent(new Event("change"));
   expect(canvas.dataset.n).toBe("4");
-  expect(titleOf(view.scene({ title: "m" }))).toBe("m · Layer 1");
+  expect(captionOf(view.scene({ title: "m" }))).toBe("Layer 1");
   view.update({ ...state, values: state.values.slice() }); // the reader's choice stays through a new run
   expect([box.checked, canvas.dataset.n]).toEqual([false, "4"]);
 });
