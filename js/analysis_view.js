@@ -8,11 +8,17 @@ import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { headLabel, layerText } from "./labels.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
+import { textWidth, wrapText } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
-const SCATTER_SIZE = 420;
+const SCATTER_SIZE = 420; // px a side of the plot when the view's width is not known
+const SCATTER_MAX_SIDE = 640;
+const SCATTER_MIN_SIDE = 160; // a flat layout still gets some height
+const SCATTER_PAD = 16;
 const POINT_RADIUS = 5;
+const LEGEND_PITCH = 18;
+const FAR_COLOR = "#888";
+const FAR_NOTE = "far out: drawn on the edge";
 const MATRIX_CELL_MAX = 28;
 const MATRIX_SIZE = 460;
 
@@ -156,22 +162,53 @@ export function createHeadMapView(container, callbacks = {}) {
   };
 }
 
-/** Points (x, y pairs) fitted into width × height with padding, keeping the aspect ratio. */
-export function fitPoints(points, width, height, pad) {
+/**
+ * The part of one axis the scatter shows, [lo, hi] of the sorted `values`: all of them, less a few
+ * heads alone at either end past a gap wider than a third of the rest's span (a quarter of the
+ * axis). MDS puts a head unlike every other far out; fitted whole, that one head would squeeze the
+ * others into a corner of a mostly empty plot. At most one head in 20 at each end is left out, and
+ * none of fewer than 10: a group far out is a cluster, shown as it is.
+ */
+export function axisExtent(values) {
+  const v = Float64Array.from(values).sort();
+  let [lo, hi] = [0, v.length - 1];
+  if (v.length >= 10) {
+    const most = Math.max(1, Math.floor(v.length / 20));
+    while (v.length - 1 - hi < most && v[hi] - v[hi - 1] > (v[hi - 1] - v[lo]) / 3) hi--;
+    while (lo < most && v[lo + 1] - v[lo] > (v[hi] - v[lo + 1]) / 3) lo++;
+  }
+  return [v[lo], v[hi]];
+}
+
+/**
+ * Where the scatter draws each point: one scale on both axes (MDS distances read the same in every
+ * direction), as large as fits maxWidth × maxHeight less `pad` each side, and the plot sized to the
+ * points' extent (axisExtent), not forced square. A point outside the extent is drawn on the
+ * plot's edge, `off` giving the way it lies: [dx, dy] per point, each −1, 0 or 1.
+ * → {width, height, xy: Float32Array(2n), off: Int8Array(2n), far: number (points off the extent)}
+ */
+export function scatterLayout(points, maxWidth, maxHeight = maxWidth, pad = SCATTER_PAD) {
   const n = Math.floor(points.length / 2);
-  let [minX, maxX, minY, maxY] = [Infinity, -Infinity, Infinity, -Infinity];
+  const [x0, x1] = axisExtent(Array.from({ length: n }, (_, i) => points[2 * i]));
+  const [y0, y1] = axisExtent(Array.from({ length: n }, (_, i) => points[2 * i + 1]));
+  const fits = (room, span) => (span > 0 ? (room - 2 * pad) / span : Infinity);
+  const scale = Math.min(fits(maxWidth, x1 - x0), fits(maxHeight, y1 - y0));
+  const k = Number.isFinite(scale) ? scale : 0; // all equal: centred
+  const side = (span, max) => Math.min(max, Math.max(SCATTER_MIN_SIDE, span * k + 2 * pad));
+  const width = side(x1 - x0, maxWidth);
+  const height = side(y1 - y0, maxHeight);
+  const xy = new Float32Array(2 * n);
+  const off = new Int8Array(2 * n);
+  let far = 0;
   for (let i = 0; i < n; i++) {
-    minX = Math.min(minX, points[2 * i]); maxX = Math.max(maxX, points[2 * i]);
-    minY = Math.min(minY, points[2 * i + 1]); maxY = Math.max(maxY, points[2 * i + 1]);
+    const [x, y] = [points[2 * i], points[2 * i + 1]];
+    off[2 * i] = x < x0 ? -1 : x > x1 ? 1 : 0;
+    off[2 * i + 1] = y < y0 ? -1 : y > y1 ? 1 : 0;
+    if (off[2 * i] || off[2 * i + 1]) far++;
+    xy[2 * i] = width / 2 + (Math.min(x1, Math.max(x0, x)) - (x0 + x1) / 2) * k;
+    xy[2 * i + 1] = height / 2 + (Math.min(y1, Math.max(y0, y)) - (y0 + y1) / 2) * k;
   }
-  const span = Math.max(maxX - minX, maxY - minY);
-  const scale = span > 0 ? Math.min(width - 2 * pad, height - 2 * pad) / span : 0; // all equal: centre them
-  const out = new Float32Array(2 * n);
-  for (let i = 0; i < n; i++) {
-    out[2 * i] = width / 2 + (points[2 * i] - (minX + maxX) / 2) * scale;
-    out[2 * i + 1] = height / 2 + (points[2 * i + 1] - (minY + maxY) / 2) * scale;
-  }
-  return out;
+  return { width, height, xy, off, far };
 }
 
 /** Index of the screen point nearest to (px, py) within radius, or -1. */
@@ -203,28 +240,57 @@ export function scatterLegend(state, colorBy) {
   return Array.from({ length: state.nLayers }, (_, l) => [layerText(l), layerColor(l, state.nLayers)]);
 }
 
-/** The scatter's side in px for a view `width` px wide: as wide as fits, 320 to 640 px. */
-export function scatterSize(width) {
-  return width ? Math.max(320, Math.min(640, Math.floor(width) - 8)) : SCATTER_SIZE;
+/** A short arrow from beside the point (x, y) outwards along (dx, dy): the head lies further that way. */
+function farArrow(s, x, y, dx, dy) {
+  const length = Math.hypot(dx, dy);
+  const [ux, uy] = [dx / length, dy / length];
+  const [from, to] = [POINT_RADIUS + 2, POINT_RADIUS + 10];
+  const [tx, ty] = [x + ux * to, y + uy * to];
+  s.segment(x + ux * from, y + uy * from, tx, ty, FAR_COLOR, 1.5);
+  for (const turn of [0.5, -0.5]) { // the head: two strokes back from the tip
+    const [c, d] = [Math.cos(Math.PI - turn), Math.sin(Math.PI - turn)];
+    s.segment(tx, ty, tx + 4 * (ux * c - uy * d), ty + 4 * (ux * d + uy * c), FAR_COLOR, 1.5);
+  }
 }
 
 /**
- * The scatter's points fitted into size² (state.size, SCATTER_SIZE by default), one geometry for the screen's canvas
- * (labels: false, the points alone) and for images (labels: title above, legend beside).
+ * The scatter's geometry for a view `state.width` px wide (without one, a SCATTER_SIZE plot): the
+ * legend's entries (scatterLegend's, and the arrow of heads far out, its colour null) and width,
+ * and the points' layout (scatterLayout) in the room left of the legend, 240 to 640 px a side.
+ * → {layout, legend: [[name, colour | null]], legendWidth}
+ */
+export function scatterPlan(state, colorBy) {
+  const far = scatterLayout(state.points, SCATTER_MAX_SIDE).far; // which heads lie far out does not depend on the size
+  const legend = [...scatterLegend(state, colorBy), ...(far ? [[FAR_NOTE, null]] : [])];
+  const legendWidth = 24 + Math.max(0, ...legend.map(([name]) => textWidth(name, 11))) + 8;
+  const room = state.width ? Math.floor(state.width) - legendWidth - 8 : SCATTER_SIZE;
+  const side = Math.max(240, Math.min(SCATTER_MAX_SIDE, room));
+  return { layout: scatterLayout(state.points, side, side), legend, legendWidth };
+}
+
+/**
+ * The scatter: its points (scatterPlan) and, right of them, the legend of its colours (and of the
+ * arrows of heads far out): one scene for the screen's canvas (labels: false) and for images
+ * (labels: the title above).
  */
 export function scatterScene(state, colorBy, { title = "", labels = true } = {}) {
-  const size = state.size ?? SCATTER_SIZE;
-  const points = fitPoints(state.points, size, size, 16);
+  const { layout, legend, legendWidth } = scatterPlan(state, colorBy);
   const top = labels ? 24 : 0;
-  const s = createScene(size + (labels ? 160 : 0), size + top, { background: labels });
+  const s = createScene(layout.width + legendWidth, top + Math.max(layout.height, 16 + legend.length * LEGEND_PITCH), { background: labels });
   if (labels) s.text(6, 12, title, { role: "title" });
-  for (let i = 0; i < points.length / 2; i++) s.circle(points[2 * i], top + points[2 * i + 1], POINT_RADIUS, scatterColor(state, colorBy, i));
-  if (labels) {
-    scatterLegend(state, colorBy).forEach(([name, color], i) => {
-      s.circle(size + 14, top + 16 + i * 18, 5, color);
-      s.text(size + 24, top + 16 + i * 18, name, { size: 11, role: "legend" });
-    });
+  const { xy, off } = layout;
+  for (let i = 0; i < xy.length / 2; i++) {
+    const [x, y] = [xy[2 * i], top + xy[2 * i + 1]];
+    s.circle(x, y, POINT_RADIUS, scatterColor(state, colorBy, i), "point");
+    if (off[2 * i] || off[2 * i + 1]) farArrow(s, x, y, off[2 * i], off[2 * i + 1]);
   }
+  const x = layout.width + 14;
+  legend.forEach(([name, color], i) => {
+    const y = top + 16 + i * LEGEND_PITCH;
+    if (color) s.circle(x, y, 5, color, "legend");
+    else farArrow(s, x - POINT_RADIUS - 6, y, 1, 0);
+    s.text(x + 10, y, name, { size: 11, role: "legend" });
+  });
   return s.scene;
 }
 
@@ -257,34 +323,31 @@ export function createHeadScatterView(container, callbacks = {}) {
     option.textContent = text;
   }
   const canvas = el("canvas", "attnscope-scatter", root);
-  const legend = el("div", "attnscope-legend", root);
   const tooltip = el("div", "attnscope-tooltip", root);
   const tooltipText = el("div", "", tooltip);
   const tooltipMap = el("canvas", "attnscope-tooltip-map", tooltip);
   tooltip.hidden = true;
   let state = null;
   let colorBy = null;
-  let screen = new Float32Array(0);
+  let layout = null;
 
   function draw() {
-    const size = state.size ?? SCATTER_SIZE;
-    const ctx = sizeCanvas(canvas, size, size);
-    screen = fitPoints(state.points, size, size, 16);
-    if (ctx) drawScene(ctx, scatterScene(state, colorBy, { labels: false }));
-    canvas.dataset.points = String(screen.length / 2);
+    const scene = scatterScene(state, colorBy, { labels: false });
+    const plan = scatterPlan(state, colorBy);
+    layout = plan.layout;
+    const ctx = sizeCanvas(canvas, scene.width, scene.height);
+    // The legend's text is drawn on the canvas: it follows the widget's theme.
+    if (ctx) drawScene(ctx, scene, { dark: root.closest(".attnscope-dark") !== null });
+    canvas.setAttribute("aria-label", `Heads laid out by their distances; colours: ${plan.legend.map(([name]) => name).join(", ")}`);
+    canvas.dataset.points = String(layout.xy.length / 2);
+    canvas.dataset.positions = Array.from(layout.xy, (v) => v.toFixed(1)).join(","); // x,y of each head's point
     canvas.dataset.colorBy = colorBy;
     select.value = colorBy;
-    legend.replaceChildren();
-    for (const [name, color] of scatterLegend(state, colorBy)) {
-      const item = el("span", "attnscope-legend-item", legend);
-      el("span", "attnscope-legend-swatch", item).style.background = color;
-      el("span", "", item).textContent = name;
-    }
   }
 
   function pointUnder(event) {
     const [x, y] = pointerIn(canvas, event);
-    return { index: nearestPoint(x, y, screen, POINT_RADIUS + 3), x, y };
+    return { index: nearestPoint(x, y, layout.xy, POINT_RADIUS + 3), x, y };
   }
 
   select.addEventListener("change", () => { colorBy = select.value; draw(); });
@@ -295,7 +358,8 @@ export function createHeadScatterView(container, callbacks = {}) {
     const layer = Math.floor(index / state.nHeads);
     const head = index % state.nHeads;
     const behaviour = state.behaviours ? ` · ${state.behaviours[index]}` : "";
-    tooltipText.textContent = `${headLabel(layer, head)}${behaviour}`;
+    const far = layout.off[2 * index] || layout.off[2 * index + 1] ? ` · ${FAR_NOTE}` : "";
+    tooltipText.textContent = `${headLabel(layer, head)}${behaviour}${far}`;
     tooltipMap.hidden = !state.thumbnails;
     if (state.thumbnails) drawMap(tooltipMap, state.thumbnails.values, state.thumbnails.shape, layer, head, 96);
     placeTooltip(tooltip, canvas, x, y);
@@ -330,16 +394,27 @@ export function matrixCell(n) {
 
 const defaultLayerLabel = layerText;
 
+// Rollout opens without [CLS] / [SEP]: they soak up most of it, and kept they leave one dark
+// column and the rest a pale wash. The view's box shows them again; pictures follow the default.
+export const LEAVE_OUT_SPECIAL = true;
+
+/** The names of the special tokens a matrix may leave out, as its box and captions say them: "[CLS] / [SEP]". */
+export function specialNames(state) {
+  return [...new Set((state.special ?? []).map((i) => state.tokens[i]))].join(" / ");
+}
+
 /**
  * The matrices as shown: without the special tokens' rows and columns (dropSpecial) and with
- * each row rescaled to sum to 1 (rowNorm). → {tokens, values, shape}
+ * each row rescaled to sum to 1 (rowNorm). → {tokens, notes, values, shape, changes}, changes
+ * saying what differs from the plain matrix ("without [CLS] / [SEP]", "each row to 1"), for captions.
  */
 export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}) {
   const [nLayers, n] = state.shape;
   const special = new Set(dropSpecial ? state.special ?? [] : []);
   const keep = [...Array(n).keys()].filter((i) => !special.has(i));
   const notes = state.notes ?? [];
-  if (!special.size && !rowNorm) return { tokens: state.tokens, notes, values: state.values, shape: state.shape };
+  const changes = [...(special.size ? [`without ${specialNames(state)}`] : []), ...(rowNorm ? ["each row to 1"] : [])];
+  if (!special.size && !rowNorm) return { tokens: state.tokens, notes, values: state.values, shape: state.shape, changes };
   const m = keep.length;
   const values = new Float32Array(nLayers * m * m);
   for (let l = 0; l < nLayers; l++) {
@@ -349,7 +424,7 @@ export function matrixShown(state, { dropSpecial = false, rowNorm = false } = {}
       if (rowNorm && sum > 0) for (let c = 0; c < m; c++) values[(l * m + r) * m + c] /= sum;
     });
   }
-  return { tokens: keep.map((i) => state.tokens[i]), notes: keep.map((i) => notes[i] ?? ""), values, shape: [nLayers, m, m] };
+  return { tokens: keep.map((i) => state.tokens[i]), notes: keep.map((i) => notes[i] ?? ""), values, shape: [nLayers, m, m], changes };
 }
 
 function layerMax(values, layer, n) {
@@ -374,11 +449,15 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
   const [, n] = state.shape;
   const cell = matrixCell(n);
   const labelWidth = Math.max(40, ...state.tokens.map((t) => textWidth(t, 11))) + 8;
-  const [left, top] = labels ? [labelWidth, 30 + labelWidth] : [0, 0];
-  const width = Math.max(left + n * cell + 8, 6 + BAR_WIDTH + 8);
+  const width = Math.max(labelWidth + n * cell + 8, 6 + BAR_WIDTH + 8);
+  // What the matrix shows (its layer, the tokens left out, rows rescaled), under the title,
+  // wrapped to the picture's width: a short sentence's matrix is narrow.
+  const what = labels ? wrapText([(state.layerLabel ?? defaultLayerLabel)(layer), ...(state.changes ?? [])].join(" · "), width - 12, 11) : [];
+  const [left, top] = labels ? [labelWidth, 30 + what.length * 15 + labelWidth] : [0, 0];
   const s = createScene(labels ? width : n * cell, top + n * cell + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
-    s.text(6, 12, `${title}${title ? " · " : ""}${(state.layerLabel ?? defaultLayerLabel)(layer)}`, { role: "title" });
+    s.text(6, 12, title, { role: "title" });
+    what.forEach((line, i) => { s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }); });
     state.tokens.forEach((token, i) => {
       s.text(left - 4, top + (i + 0.5) * cell, token, { anchor: "end", size: 11, role: "row-label" });
       s.text(left + (i + 0.5) * cell, top - 4, token, { size: 11, rotate: -90, role: "col-label" });
@@ -405,8 +484,9 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
  * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
-/** The matrix as an image from its state alone: the state's layer, nothing dropped or normalised;
- * maxTokens: its first rows and columns only (a picture of a long input keeps its size). */
+/** The matrix as an image from its state alone: the state's layer, the special tokens left out
+ * as the view opens (LEAVE_OUT_SPECIAL), rows not rescaled; maxTokens: its first rows and columns
+ * only (a picture of a long input keeps its size). */
 export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}) {
   const [nLayers, n] = fullState.shape;
   let state = fullState;
@@ -422,7 +502,7 @@ export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}
       notes: (fullState.notes ?? []).slice(0, maxTokens), special: (fullState.special ?? []).filter((i) => i < maxTokens),
       layerLabel: (l) => `${(fullState.layerLabel ?? defaultLayerLabel)(l)} (the first ${maxTokens} of ${n.toLocaleString("en")} tokens)` };
   }
-  const shown = { ...state, ...matrixShown(state) };
+  const shown = { ...state, ...matrixShown(state, { dropSpecial: LEAVE_OUT_SPECIAL }) };
   const layer = Math.min(Math.max(0, state.layer ?? shown.shape[0] - 1), shown.shape[0] - 1);
   return matrixScene(shown, layer, options);
 }
@@ -433,16 +513,17 @@ export function createMatrixView(container) {
   const bar = el("div", "attnscope-matrix-options", root);
   const select = el("select", "attnscope-matrix-layer", bar);
   select.setAttribute("aria-label", "Layer");
-  const option = (className, text) => {
+  const option = (className, text, checked) => {
     const label = el("label", "attnscope-control", bar);
     const box = el("input", className, label);
     box.type = "checkbox";
+    box.checked = checked;
     el("span", "", label).textContent = text;
     box.addEventListener("change", draw);
     return box;
   };
-  const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]");
-  const normBox = option("attnscope-matrix-row-norm", "Each row to 1");
+  const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]", LEAVE_OUT_SPECIAL);
+  const normBox = option("attnscope-matrix-row-norm", "Each row to 1", false);
   const legend = el("div", "attnscope-legends", root);
   const legendBar = el("div", "", legend);
   const grid = el("div", "attnscope-matrix-grid", root);
@@ -511,8 +592,9 @@ export function createMatrixView(container) {
       // The view's own choice wins once made; a new shape falls back to the given layer.
       if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);
       title.textContent = next.title;
+      // The box keeps the reader's choice; it names the model's own special tokens (<s> / </s> too).
       dropBox.parentElement.hidden = !next.special?.length;
-      if (!next.special?.length) dropBox.checked = false;
+      if (next.special?.length) dropBox.nextElementSibling.textContent = `Leave out ${specialNames(next)}`;
       state = next;
       draw();
     },

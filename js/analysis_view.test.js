@@ -1,9 +1,11 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
 import {
-  cellAt, createHeadMapView, createHeadScatterView, createMatrixView, fitPoints, HEATMAP_CELL, nearestPoint,
+  axisExtent, cellAt, createHeadMapView, createHeadScatterView, createMatrixView, HEATMAP_CELL, matrixImage, nearestPoint,
+  scatterLayout,
 } from "./analysis_view.js";
 import { createModelView } from "./model_view.js";
+import { textWidth } from "./svg.js";
 
 HTMLCanvasElement.prototype.getContext = () => null;
 
@@ -58,17 +60,34 @@ it("heatmap: lists the measures, switches between them, shows values and opens h
 });
 
 it("fits points into the canvas and survives identical points", () => {
-  const fitted = fitPoints(Float32Array.from([0, 0, 10, 0, 0, 5]), 100, 100, 10);
-  expect(Math.min(...fitted)).toBeGreaterThanOrEqual(10);
-  expect(Math.max(...fitted)).toBeLessThanOrEqual(90);
-  expect(fitted[2] - fitted[0]).toBeCloseTo(80); // the widest span fills the padded width
-  const same = fitPoints(Float32Array.from([3, 3, 3, 3]), 100, 100, 10);
-  expect([...same]).toEqual([50, 50, 50, 50]);
+  const fitted = scatterLayout(Float32Array.from([0, 0, 10, 0, 0, 5]), 400, 400, 10);
+  expect(Math.min(...fitted.xy)).toBeGreaterThanOrEqual(10);
+  expect(Math.max(...fitted.xy)).toBeLessThanOrEqual(390);
+  expect(fitted.xy[2] - fitted.xy[0]).toBeCloseTo(380); // the widest span fills the padded width
+  // Sized to the points' extent: about half as tall as wide, not a square with an empty half.
+  expect([fitted.width, fitted.height]).toEqual([400, 210]);
+  expect(fitted.xy[5] - fitted.xy[1]).toBeCloseTo(190); // one scale on both axes
+  const same = scatterLayout(Float32Array.from([3, 3, 3, 3]), 100, 100, 10);
+  expect([...same.xy]).toEqual([50, 50, 50, 50]);
   expect(nearestPoint(52, 50, Float32Array.from([10, 10, 50, 50]), 8)).toBe(1);
   expect(nearestPoint(70, 70, Float32Array.from([10, 10, 50, 50]), 8)).toBe(-1);
 });
 
-it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
+it("leaves a head alone far out of the plot's extent and draws it on the edge, not a cluster", () => {
+  // 40 heads in a 10 × 10 square; one far below it (as MiniLM's only previous-token head).
+  const grid = Array.from({ length: 40 }, (_, i) => [i % 8 * (10 / 7), Math.floor(i / 8) * 2.5]).flat();
+  expect(axisExtent([...grid.filter((_, i) => i % 2), 40])).toEqual([0, 10]);
+  expect(axisExtent([...grid.filter((_, i) => i % 2), 40, 40.5])).toEqual([0, 40.5]); // two together: a cluster
+  expect(axisExtent([0, 1, 2, 40])).toEqual([0, 40]); // too few to call any far out
+  const layout = scatterLayout(Float32Array.from([...grid, 5, 40]), 400, 400, 16);
+  expect(layout.far).toBe(1);
+  expect([layout.width, layout.height]).toEqual([400, 400]); // the square of the 40, not 4 × taller than wide
+  expect([...layout.off.slice(80)]).toEqual([0, 1]); // the far head lies below
+  expect(layout.xy[81]).toBeCloseTo(400 - 16); // on the bottom edge
+  expect([...layout.off.slice(0, 80)].every((d) => d === 0)).toBe(true);
+});
+
+it("scatter: colours by behaviour or layer, with the legend in its one scene; hovers and opens a head", () => {
   const container = document.createElement("div");
   const onOpenHead = vi.fn();
   const view = createHeadScatterView(container, { onOpenHead });
@@ -78,8 +97,11 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   const canvas = container.querySelector("canvas.attnscope-scatter");
   expect(canvas.dataset.points).toBe("2");
   expect(canvas.dataset.colorBy).toBe("behaviour");
-  expect([...container.querySelectorAll(".attnscope-legend-item")].map((i) => i.textContent)).toEqual(["broad", "[SEP]"]);
-  const screen = fitPoints(Float32Array.from([0, 0, 1, 0]), 420, 420, 16);
+  const legend = (scene) => scene.items.filter((i) => i.role === "legend" && i.type === "text").map((i) => i.text);
+  expect(legend(view.scene())).toEqual(["broad", "[SEP]"]);
+  expect(canvas.getAttribute("aria-label")).toMatch(/colours: broad, \[SEP\]$/);
+  const screen = canvas.dataset.positions.split(",").map(Number);
+  expect(screen).toHaveLength(4);
   move(canvas, screen[2] + 1, screen[3]);
   expect(container.querySelector(".attnscope-tooltip").textContent).toBe("0-1 · broad");
   expect(container.querySelector(".attnscope-tooltip-map").hidden).toBe(false);
@@ -89,7 +111,7 @@ it("scatter: colours by behaviour or layer, hovers and opens a head", () => {
   select.value = "layer";
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.colorBy).toBe("layer");
-  expect(container.querySelector(".attnscope-legend-item").textContent).toBe("Layer 0");
+  expect(legend(view.scene())).toEqual(["Layer 0"]);
 });
 
 it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
@@ -184,4 +206,31 @@ it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be resc
   expect(matrixShown({ ...state, notes: ["", "", "bytes 97 of “日”", ""] }, { dropSpecial: true }).notes).toEqual(["", "bytes 97 of “日”"]);
   const normed = matrixShown(state, { dropSpecial: true, rowNorm: true });
   expect([...normed.values].map((v) => +v.toFixed(3))).toEqual([0.833, 0.167, 0.5, 0.5]);
+  expect(normed.changes).toEqual(["without [CLS] / [SEP]", "each row to 1"]);
+});
+
+it("rollout opens without its special tokens, on screen and in pictures, and says so; its box shows them again", () => {
+  const container = document.createElement("div");
+  const view = createMatrixView(container);
+  const state = { title: "Rollout", tokens: ["<s>", "a", "b", "</s>"], shape: [1, 4, 4], special: [0, 3], layer: 0,
+    values: Float32Array.from([1, 0, 0, 0, 0.5, 0.25, 0.05, 0.2, 0.6, 0.1, 0.1, 0.2, 0, 0, 0, 1]) };
+  view.update(state);
+  const canvas = container.querySelector("canvas.attnscope-matrix");
+  const box = container.querySelector("input.attnscope-matrix-drop-special");
+  expect(canvas.dataset.n).toBe("2");
+  expect(box.checked).toBe(true);
+  expect(box.parentElement.textContent).toBe("Leave out <s> / </s>");
+  // Under the title, wrapped to the narrow picture: the layer, then what is left out.
+  const captionOf = (scene) => scene.items.filter((i) => i.role === "subtitle").map((i) => i.text).join(" ");
+  expect(captionOf(view.scene({ title: "m" }))).toBe("Layer 0 · without <s> / </s>");
+  const picture = matrixImage(state, { title: "m" });
+  expect(picture.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(["a", "b"]);
+  expect(captionOf(picture)).toBe("Layer 0 · without <s> / </s>");
+  for (const line of picture.items.filter((i) => i.role === "subtitle")) expect(6 + textWidth(line.text, 11)).toBeLessThanOrEqual(picture.width);
+  box.checked = false;
+  box.dispatchEvent(new Event("change"));
+  expect(canvas.dataset.n).toBe("4");
+  expect(captionOf(view.scene({ title: "m" }))).toBe("Layer 0");
+  view.update({ ...state, values: state.values.slice() }); // the reader's choice stays through a new run
+  expect([box.checked, canvas.dataset.n]).toEqual([false, "4"]);
 });

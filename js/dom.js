@@ -57,15 +57,22 @@ export function sizeCanvas(canvas, width, height) {
 /**
  * Shows `box` (absolutely placed in its offset parent) beside `anchor`, a {left, right, top}
  * in that parent's px: right of anchor.right, or left of anchor.left where it would leave the
- * parent; at anchor.top, moved up to stay inside. Hover cards stay inside the widget.
+ * parent; at anchor.top, moved up to stay inside the part of the parent on screen (cut by the
+ * widget's scrolling body, the notebook and the window: visibleSpan). Hover cards stay inside
+ * the widget, for a point at its bottom edge too.
  */
 export function placeBeside(box, anchor) {
   box.hidden = false;
+  // At the parent's origin while measuring: placed where it was last, the box itself would
+  // stretch the parent's scrollHeight and so the room it is fitted into.
+  box.style.left = box.style.top = "0px";
   const parent = box.offsetParent;
   const width = parent?.clientWidth ?? Infinity;
-  const height = Math.max(parent?.clientHeight ?? 0, parent?.scrollHeight ?? 0) || Infinity;
+  const scrolled = parent?.scrollTop ?? 0; // a scrolling parent places its children in its content's px
+  const seen = parent ? visibleSpan(parent) : null;
+  const bottom = seen ? seen.bottom + scrolled : Math.max(parent?.clientHeight ?? 0, parent?.scrollHeight ?? 0) || Infinity;
   const left = anchor.right + box.offsetWidth <= width ? anchor.right : anchor.left - box.offsetWidth;
-  const top = Math.min(anchor.top, height - box.offsetHeight);
+  const top = Math.max(seen ? seen.top + scrolled : 0, Math.min(anchor.top, bottom - box.offsetHeight));
   box.style.left = `${Math.max(0, left)}px`;
   box.style.top = `${Math.max(0, top)}px`;
 }

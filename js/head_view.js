@@ -2,7 +2,7 @@
 // one line per visible head, coloured by head, as opaque as the attention weight.
 // It takes data and callbacks, never the widget model, so a plain page can test it.
 import { headColors } from "./colors.js";
-import { el, tokenText } from "./dom.js";
+import { el, tokenCaption, tokenText } from "./dom.js";
 import { headText } from "./labels.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
@@ -342,9 +342,16 @@ export function createHeadView(container, callbacks = {}) {
         bar.style.width = `${Math.max(1, Math.round(line.weight * 40))}px`;
       }
       if (found.length) {
+        // One bar per visible head; the number is the largest of them, and says so ("max") where
+        // there are several. The row's hover card names the pair and each head's weight.
+        const largest = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
         const label = el("span", "attnscope-weight-value", box);
-        label.textContent = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
-        row.title = found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`).join("\n");
+        label.textContent = found.length > 1 ? `max ${largest}` : largest;
+        const j = Number(row.dataset.index);
+        const [from, to] = hover.side === "left" ? [hover.index, j] : [j, hover.index];
+        const pair = `Attention from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
+        const what = found.length > 1 ? "one bar a head, the number their largest" : "the bar and the number";
+        row.title = [`${pair} (${what}):`, ...found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`)].join("\n");
       }
     }
   }

@@ -122,6 +122,20 @@ describe("createHeadView", () => {
     expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("8");
     expect(container.querySelectorAll(".attnscope-weight-value")).toHaveLength(0);
   });
+
+  it("says what the number beside the bars is: the largest of the heads' weights, each head's on hover", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update(state({ visibleHeads: [0, 1] }));
+    // Hovering key token 0 (right): each query's weights to it, a bar a head.
+    container.querySelector('.attnscope-right .attnscope-token[data-index="0"]').dispatchEvent(new MouseEvent("mouseenter"));
+    const rows = [...container.querySelectorAll(".attnscope-left .attnscope-token")];
+    expect(rows.map((r) => r.querySelectorAll(".attnscope-weight-bar").length)).toEqual([2, 2, 1]);
+    expect(rows.map((r) => r.querySelector(".attnscope-weight-value").textContent)).toEqual(["max 1.00", "max 1.00", "1.00"]);
+    const tokens = state({}).tokens;
+    expect(rows[1].title).toBe(`Attention from “${tokens[1]}” to “${tokens[0]}” (one bar a head, the number their largest):\nhead 0: 0.100\nhead 1: 1.000`);
+    expect(rows[2].title).toBe(`Attention from “${tokens[2]}” to “${tokens[0]}” (the bar and the number):\nhead 1: 1.000`);
+  });
 });
 
 describe("strongestLines", () => {

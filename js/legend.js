@@ -17,7 +17,8 @@ export function colorBar(label, min, max, colorAt, { digits = 2, steps = 16 } = 
   return { label, stops, ticks };
 }
 
-function formatTick(value, digits) {
+/** A number as the bars' ticks write it: `digits` decimals, or exponent form where those would read 0. */
+export function formatTick(value, digits) {
   if (!Number.isFinite(value)) return "n/a";
   const magnitude = Math.abs(value);
   return magnitude !== 0 && (magnitude < 10 ** -digits || magnitude >= 1e4) ? value.toExponential(1) : value.toFixed(digits);

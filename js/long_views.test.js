@@ -73,6 +73,17 @@ describe("map sampling", () => {
     expect(raster.rgba[7]).toBe(255); // 0.01 is at the clip: full colour
   });
 
+  it("writes a long text's small largest weight as the bar's ticks do, not as 0.000", () => {
+    const values = new Float32Array(400).fill(1e-4); // 8,000 tokens: each weight about 1/8,000
+    values[0] = 3e-4;
+    const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values, exact: true };
+    const { scene } = mapScene({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), n: 20, region: wholeMap(20), tile, aside: 0,
+      selected: 3, head: -1, layer: 0, reduce: "max", model: "m" }, 300);
+    const legend = scene.items.filter((i) => i.role === "legend").map((i) => i.text).join(" ");
+    expect(legend).toContain("largest 3.0e-4");
+    expect(legend).not.toContain("0.000");
+  });
+
   it("labels positions, not tokens, while cells are small", () => {
     const marks = axisMarks(0, 8192, 560, []);
     expect(marks.every((m) => !m.token)).toBe(true);
@@ -148,6 +159,45 @@ describe("text view reading", () => {
   });
 });
 
+describe("text view: a character split over tokens", () => {
+  it("reads once in the running text, and each of its tokens can still be selected and is marked there", () => {
+    const body = document.createElement("div");
+    const picked = [];
+    const view = createTextView(body, { onSelect: (i) => picked.push(i) });
+    // "près de Zürich" in a byte-level vocabulary: è and ü each split over two tokens.
+    const tokens = ["<s>", "pr", "è", "↑", "s", " de", " Z", "ü", "↑", "rich"];
+    const notes = ["", "", "", "bytes A8 of “è”, shown on an earlier token", "", "", "", "", "bytes BC of “ü”, shown on an earlier token", ""];
+    const reading = ["<s>", "pr", "è", "", "s", " de", " Z", "ü", "", "rich"];
+    const values = Float32Array.from([0.3, 0.05, 0.1, 0.2, 0.05, 0.05, 0.05, 0.1, 0.05, 0.05]);
+    const state = { tokens, notes, reading, selected: 3, values, message: "", head: 0, nHeads: 2, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    const flow = body.querySelector(".attnscope-text-flow");
+    expect(flow.textContent).toBe("<s>près de Zürich");
+    const spans = [...flow.children];
+    // Token 3 (the second byte of è) is selected: è is outlined, and says which tokens it holds.
+    expect(spans.filter((s) => s.classList.contains("attnscope-selected")).map((s) => s.dataset.index)).toEqual(["2"]);
+    expect(spans[3].getAttribute("aria-selected")).toBe("true");
+    expect(spans[2].title).toContain("token 3: “↑” (bytes A8 of “è”");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toContain("(token 3)");
+    // A click on è selects its first token; again, the next (round).
+    spans[2].click();
+    view.update({ ...state, selected: 2 });
+    spans[2].click();
+    spans[7].click();
+    expect(picked).toEqual([2, 3, 7]);
+    // The image reads the same, the selection under è.
+    const scene = textScene(state, { title: "t" });
+    const texts = scene.items.filter((i) => i.role === "token").map((i) => i.text);
+    expect(texts.join("")).toBe("<s>près de Zürich");
+    expect(texts).not.toContain("↑");
+    const mark = scene.items.find((i) => i.role === "selected");
+    const e = scene.items.find((i) => i.role === "token" && i.text === "è");
+    expect(mark.x).toBe(e.x);
+    view.destroy();
+  });
+});
+
 describe("text view shading", () => {
   it("shades the tokens in view at once and the rest when idle", async () => {
     const body = document.createElement("div");
@@ -214,6 +264,44 @@ describe("map on screen", () => {
   });
 });
 
+describe("map hover card", () => {
+  it("says what is under a still pointer after a wheel zoom, not what was there before", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => null;
+    try {
+      const body = document.createElement("div");
+      let redraws = 0;
+      const view = createMapView(body, { onZoom: () => { redraws++; } });
+      const n = 1000;
+      const tokens = Array.from({ length: n }, (_, i) => `t${i}`);
+      // The overview pools 10 × 10 tokens a block; the exact tile, as the kernel answers a zoom.
+      const overview = { rows: [0, n], cols: [0, n], shape: [100, 100], values: new Float32Array(100 * 100).fill(0.02), exact: false };
+      const exact = { rows: [0, n], cols: [0, n], shape: [n, n], values: new Float32Array(n * n).fill(0.001), exact: true };
+      const state = { tokens, notes: [], n, tile: overview, aside: 0, selected: 0, head: 0, nHeads: 2, nKeyHeads: 2, layer: 0,
+        reduce: "max", model: "m", width: 600, message: "" };
+      view.region(n);
+      view.update(state);
+      const canvas = body.querySelector("canvas.attnscope-map");
+      const card = body.querySelector(".attnscope-tooltip");
+      // jsdom lays nothing out: the canvas's client box is at 0, 0, so client px are canvas px.
+      const at = { clientX: 96 + 246, clientY: 84 + 246, bubbles: true }; // the middle of a 492 px map (margins 96, 84)
+      canvas.dispatchEvent(new MouseEvent("pointermove", at));
+      expect(card.textContent).toBe("around “t500” (500) → “t500” (500): max of the block 0.0200");
+      canvas.dispatchEvent(new WheelEvent("wheel", { ...at, deltaY: -400, cancelable: true }));
+      expect(redraws).toBe(1);
+      view.update({ ...state, tile: exact }); // the redraw, with the kernel's exact tile
+      expect(card.hidden).toBe(false);
+      expect(card.textContent).toBe("“t500” (500) → “t500” (500): 0.0010");
+      canvas.dispatchEvent(new MouseEvent("pointermove", at)); // what a move to the same place says
+      expect(card.textContent).toBe("“t500” (500) → “t500” (500): 0.0010");
+      view.destroy();
+    } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
 describe("head view on a long run", () => {
   it("draws the window the kernel answers, marks the selected token and selects on click", async () => {
     const { VIEWS } = await import("./views.js");
@@ -250,8 +338,8 @@ describe("head view on a long run", () => {
     // Hovering shows the exact weights, not the relative ones.
     left[2].dispatchEvent(new MouseEvent("mouseenter"));
     const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
-    expect(right[1].title).toBe("head 0: 0.000900");
-    expect(right[0].title).toBe("head 1: 0.000400");
+    expect(right[1].title).toBe("Attention from “ café<b>” to “t149” (the bar and the number):\nhead 0: 0.000900");
+    expect(right[0].title).toBe("Attention from “ café<b>” to “t148” (the bar and the number):\nhead 1: 0.000400");
     left[2].dispatchEvent(new MouseEvent("mouseleave"));
     left[3].click();
     expect(sent).toEqual([{ focus_token: 151 }]);

@@ -8,7 +8,7 @@ import { ticks } from "d3-array";
 import { OVERVIEW_BINS } from "./contract.js";
 import { ASIDE_RGB, ATTENTION_RGB, asideShade, attentionShade } from "./colors.js";
 import { el, labelled, placeTooltip, pointerIn, select, sizeCanvas, tokenCaption } from "./dom.js";
-import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatTick, renderColorBar } from "./legend.js";
 import { createAsidePicker, createHeadPicker, focusHeadName } from "./long_controls.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
@@ -190,7 +190,8 @@ export function mapScene(state, size, { title = "", labels = true } = {}) {
 
 function mapBars(samples, scale, aside, reduce) {
   const what = reduce === "mean" ? "mean of each block" : "max of each block";
-  const clipped = scale.largest > scale.max ? ` (colour full from the 99.5th percentile; largest ${scale.largest.toFixed(3)})` : "";
+  // The largest written as the bar's ticks are: a long text's small weights in exponent form, not "0.000".
+  const clipped = scale.largest > scale.max ? ` (colour full from the 99.5th percentile; largest ${formatTick(scale.largest, 3)})` : "";
   const bars = [colorBar(`${what}${clipped}`, 0, scale.max, attentionShade, { digits: 3 })];
   if (aside > 0 && samples.colFirst[0] < aside) bars.push(colorBar(`first ${aside === 1 ? "token" : `${aside} tokens`} (set aside)`, 0, scale.asideMax, asideShade, { digits: 3 }));
   return bars;
@@ -234,6 +235,9 @@ export function createMapView(container, callbacks = {}) {
   let timer = null;
   let state = null;
   let drawn = null; // {samples, size}
+  // The pointer over the map, in client px: a zoom or pan moves the map under a still pointer,
+  // so each redraw says again what is under it (the card would name the old pair).
+  let pointer = null;
 
   function setRegion(next) {
     region = next;
@@ -248,6 +252,7 @@ export function createMapView(container, callbacks = {}) {
   canvas.addEventListener("wheel", (event) => {
     if (!region) return;
     event.preventDefault();
+    pointer = { clientX: event.clientX, clientY: event.clientY };
     const [x, y] = pointerIn(canvas, event);
     const [r, c] = toToken(x, y);
     setRegion(zoomRegion(region, Math.exp(event.deltaY * 0.002), r, c, n));
@@ -258,6 +263,7 @@ export function createMapView(container, callbacks = {}) {
     canvas.setPointerCapture?.(event.pointerId);
   });
   canvas.addEventListener("pointermove", (event) => {
+    pointer = { clientX: event.clientX, clientY: event.clientY };
     if (drag && region) {
       const dx = event.clientX - drag.x;
       const dy = event.clientY - drag.y;
@@ -281,7 +287,7 @@ export function createMapView(container, callbacks = {}) {
   });
   canvas.addEventListener("dblclick", () => { if (n) setRegion(wholeMap(n)); });
   reset.addEventListener("click", () => { if (n) setRegion(wholeMap(n)); });
-  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; pointer = null; });
 
   function hover(event) {
     if (!drawn || !state) return;
@@ -332,6 +338,7 @@ export function createMapView(container, callbacks = {}) {
       caption.textContent = mapSubtitle({ ...next, region });
       legend.replaceChildren();
       for (const b of mapBars(samples, scale, next.aside, next.reduce)) renderColorBar(el("div", "", legend), b);
+      if (pointer && !tooltip.hidden) hover(pointer);
     },
     ...imageMethods(({ title = "" } = {}) => {
       if (!state?.tile) throw new Error("nothing drawn yet");

@@ -106,10 +106,26 @@ it("labels the matrix's rows and columns at its cells' centres", () => {
   expect([screen.items[0].x, screen.items[0].y, screen.width]).toEqual([0, 0, n * cell]);
 });
 
-it("shows the scatter's legend beside its points in images, and the points alone on screen", () => {
+it("shows the scatter's legend beside its points, on screen and in images alike (one scene)", () => {
   const { scatter } = everyScene();
   expect(texts(scatter, "legend").map((t) => t.text)).toEqual(["Layer 0", "Layer 1"]);
   expect(scatter.items.filter((item) => item.type === "circle")).toHaveLength(4 + 2);
   const screen = scatterScene({ nLayers: 2, nHeads: 2, points: Float32Array.from([0, 0, 1, 0, 0, 1, 1, 1]), behaviours: null }, "layer", { labels: false });
-  expect(screen.items.map((item) => item.type)).toEqual(["circle", "circle", "circle", "circle"]);
+  // The screen's scene is the image's without its title row: the same items, 24 px higher.
+  const lifted = scatter.items.filter((item) => item.role !== "title").map((item) => (item.type === "circle" ? { ...item, cy: item.cy - 24 } : { ...item, y: item.y - 24 }));
+  expect(screen.items).toEqual(lifted);
+  expect(texts(screen, "title")).toHaveLength(0);
+});
+
+it("marks a head far out with an arrow on the plot's edge, and says so in the legend", () => {
+  const points = Float32Array.from([...Array.from({ length: 40 }, (_, i) => [i % 8, Math.floor(i / 8)]).flat(), 3, 40]);
+  const behaviours = [...Array(40).fill("other"), "previous token"];
+  const scene = scatterScene({ nLayers: 41, nHeads: 1, points, behaviours, width: 700 }, "behaviour", { title: "t" });
+  expect(texts(scene, "legend").map((t) => t.text)).toEqual(["previous token", "other", "far out: drawn on the edge"]);
+  const far = scene.items.filter((item) => item.type === "circle" && item.role === "point").at(-1);
+  const arrows = scene.items.filter((item) => item.type === "segment");
+  expect(arrows).toHaveLength(6); // the far head's and the legend's, three strokes each
+  expect(arrows[0].y1).toBeGreaterThan(far.cy); // pointing down, where the head lies
+  expect(far.cy + 5).toBeLessThanOrEqual(scene.height);
+  expect(scene.width).toBeLessThanOrEqual(700);
 });

@@ -52,7 +52,7 @@ it("exports well-formed SVG from views whose tokens hold control characters and 
 
   const matrix = createMatrixView(document.createElement("div"));
   matrix.update({ title: "rollout", tokens: TOKENS, values: new Float32Array(n * n).fill(0.5), shape: [1, n, n], layer: 0 });
-  expect(texts(parse(matrix.toSvg({ title: "t\u0085" })))).toEqual(expect.arrayContaining(["t\\u0085 · Layer 0", ...SHOWN]));
+  expect(texts(parse(matrix.toSvg({ title: "t\u0085" })))).toEqual(expect.arrayContaining(["t\\u0085", "Layer 0", ...SHOWN]));
 
   const model = createModelView(document.createElement("div"), {});
   model.update({ thumbnails: { shape: [1, 1, 2, 2], values: new Float32Array(4).fill(0.5) }, layers: [0], heads: [0], nHeads: 1 });

@@ -43,6 +43,24 @@ function readingOf({ tokens, reading }) {
 }
 
 /**
+ * The token whose text shows token i in the flow: i itself, or, for the other tokens of a
+ * character split over several (they read as nothing: "près", not "prè↑s"), the token holding
+ * the character's first byte, where a selection of any of them is marked.
+ */
+export function shownAt(reading, i) {
+  let at = i;
+  while (at > 0 && reading[at] === "") at--;
+  return at;
+}
+
+/** The tokens the flow shows as token i's text: [i, end), i and the split character's other tokens. */
+function partsEnd(reading, i) {
+  let end = i + 1;
+  while (end < reading.length && reading[end] === "") end++;
+  return end;
+}
+
+/**
  * The text around the selected token as an image: lines of tokens, each on its shade, the
  * selected one outlined, the top tokens and the colour bars below.
  */
@@ -52,7 +70,10 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   // Lay out every token into lines, then keep the lines around the selected token.
   const lines = [[]];
   let x = 0;
-  readingOf(state).forEach((token, i) => {
+  const reading = readingOf(state);
+  const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
+  reading.forEach((token, i) => {
+    if (token === "") return; // a part of the character before it: nothing of its own to show
     const parts = String(token).split("\n");
     parts.forEach((part, p) => {
       if (p > 0) { lines.push([]); x = 0; }
@@ -62,7 +83,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
       x += w;
     });
   });
-  const at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === selected)));
+  const at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === marked)));
   const first = Math.max(0, Math.min(at - Math.floor(lineCount / 2), lines.length - lineCount));
   const shown = lines.slice(first, first + lineCount);
   const best = topK(values, TOP_K);
@@ -75,8 +96,8 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   shown.forEach((line, row) => {
     const y = top + row * LINE;
     for (const t of line) {
-      s.rect(8 + t.x, y, t.w, LINE - 2, colors[t.i], t.i === selected ? "selected" : "token");
-      if (t.i === selected) {
+      s.rect(8 + t.x, y, t.w, LINE - 2, colors[t.i], t.i === marked ? "selected" : "token");
+      if (t.i === marked) {
         s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       }
       s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token" });
@@ -122,6 +143,8 @@ export function createTextView(container, callbacks = {}) {
   let tokensShown = null;
   let shaded = null; // [values, aside] last painted
   let selectedShown = -1;
+  let markedShown = -1; // the span outlined for it: the selected token's, or its split character's
+  let readingShown = [];
   let state = null;
 
   function choose(i) {
@@ -129,7 +152,12 @@ export function createTextView(container, callbacks = {}) {
   }
   flow.addEventListener("click", (event) => {
     const index = event.target?.dataset?.index;
-    if (index !== undefined) choose(Number(index));
+    if (index === undefined) return;
+    // A split character's tokens show as one: a click selects its first, clicking again the next.
+    const i = Number(index);
+    const end = partsEnd(readingShown, i);
+    const selected = state?.selected ?? -1;
+    choose(selected >= i && selected < end ? i + ((selected - i + 1) % (end - i)) : i);
   });
   flow.addEventListener("keydown", (event) => {
     if (!state) return;
@@ -144,12 +172,18 @@ export function createTextView(container, callbacks = {}) {
   function buildTokens(tokens, notes, reading) {
     flow.replaceChildren();
     const fragment = document.createDocumentFragment();
+    readingShown = reading;
     spans = tokens.map((token, i) => {
       const span = document.createElement("span");
       span.className = "attnscope-text-token";
-      span.textContent = reading[i]; // data, never markup
+      span.textContent = reading[i]; // data, never markup; "" for a split character's other tokens
       span.dataset.index = String(i);
       span.title = `${tokenCaption(token, notes?.[i])} · token ${i}`;
+      const end = reading[i] === "" ? i : partsEnd(reading, i);
+      if (end > i + 1) {
+        const others = Array.from({ length: end - i - 1 }, (_, k) => `token ${i + 1 + k}: ${tokenCaption(tokens[i + 1 + k], notes?.[i + 1 + k])}`);
+        span.title += `; split over ${others.join(", ")} (click again to select them)`;
+      }
       fragment.appendChild(span);
       return span;
     });
@@ -161,7 +195,7 @@ export function createTextView(container, callbacks = {}) {
     tokensShown = tokens;
     shaded = null;
     listed = null;
-    selectedShown = -1;
+    selectedShown = markedShown = -1;
   }
 
   // Shading: the tokens in view are written at once, the rest a chunk at a time when the page is
@@ -257,8 +291,11 @@ export function createTextView(container, callbacks = {}) {
       aside.update(next.aside);
       if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes, readingOf(next));
       if (selectedShown !== next.selected) {
-        spans[selectedShown]?.classList.remove("attnscope-selected");
-        spans[next.selected]?.classList.add("attnscope-selected");
+        // Outlined where it reads: a split character's other token is empty, its character outlined.
+        spans[markedShown]?.classList.remove("attnscope-selected");
+        spans[selectedShown]?.removeAttribute("aria-selected");
+        markedShown = shownAt(readingShown, next.selected);
+        spans[markedShown]?.classList.add("attnscope-selected");
         spans[next.selected]?.setAttribute("aria-selected", "true");
         selectedShown = next.selected;
       }
@@ -271,7 +308,7 @@ export function createTextView(container, callbacks = {}) {
     },
     /** Brings the selected token into the text's view (after a selection from the list or the map). */
     scrollToSelected() {
-      spans[state?.selected ?? -1]?.scrollIntoView?.({ block: "nearest" });
+      spans[state ? shownAt(readingShown, state.selected) : -1]?.scrollIntoView?.({ block: "nearest" });
     },
     ...imageMethods(({ title = "" } = {}) => {
       if (!state?.values) throw new Error("nothing drawn yet");

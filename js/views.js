@@ -2,7 +2,7 @@
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
 // its image. Adding a view is one entry here plus its module; render() in widget.js loops.
 import {
-  createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene, scatterSize,
+  createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene,
 } from "./analysis_view.js";
 import { el, tokenCaption } from "./dom.js";
 import { createHeadView, headScene } from "./head_view.js";
@@ -286,7 +286,7 @@ function analysisState({ get, decoded, width }) {
     // The scatter's hover shows a head's thumbnail when every head's is there.
     const complete = thumbs?.data && thumbs.layers.length === nLayers && thumbs.heads.length === nHeads;
     return { note: analysis.note, scatter: true, state: { nLayers, nHeads, points: Float32Array.from(analysis.points),
-      behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, size: scatterSize(width) } };
+      behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, width } };
   }
   const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
     values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));

@@ -389,6 +389,55 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
     assert not page_errors(page), page.problems
 
 
+def test_the_clustering_and_rollout_cells_show_their_finding(watched_page, jupyterlab):
+    """notebooks/what_does_bert_look_at.ipynb's clustering and rollout cells in real JupyterLab
+    at 1400 × 1000 (issue 30, item 5): the scatter fills its plot, its lone far head (the only
+    previous-token head) on the edge, with a legend; that head's hover card stays inside the widget;
+    rollout opens without [CLS] / [SEP]."""
+    import json
+
+    source = json.loads((ROOT / "notebooks" / "what_does_bert_look_at.ipynb").read_text())
+    wanted = ("model = attnscope.load(", "distances = attnscope.head_distances(", 'view="rollout"')
+    cells = [dict(c, outputs=[], execution_count=None) for c in source["cells"]
+             if c["cell_type"] == "code" and any(w in "".join(c["source"]) for w in wanted)]
+    assert len(cells) == 3
+    put_contents(jupyterlab, "data", {"type": "directory"})
+    put_contents(jupyterlab, "data/sentences.txt", {"type": "file", "format": "text",
+                                                   "content": (ROOT / "notebooks" / "data" / "sentences.txt").read_text()})
+    put_contents(jupyterlab, "clustering.ipynb", {"type": "notebook", "content": {**source, "cells": cells}})
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/clustering/tree/clustering.ipynb?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(jupyterlab, notebook="clustering.ipynb")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    run_all_cells(page)
+    widgets = page.locator(".jp-OutputArea-output .attnscope-root")
+    widgets.nth(1).wait_for(timeout=300_000)
+    scatter, rollout = widgets.nth(0), widgets.nth(1)
+    canvas = scatter.locator("canvas.attnscope-scatter")
+    page.wait_for_function("c => c.dataset.points === '72'", arg=canvas.element_handle(), timeout=120_000)
+    assert "colours: previous token, next token, [CLS], other, far out: drawn on the edge" in canvas.get_attribute("aria-label")
+    xy = [float(v) for v in canvas.get_attribute("data-positions").split(",")]
+    box = canvas.bounding_box()
+    assert box["height"] < 600, box  # sized to the points, not a 640 px square for one head
+    lowest = max(range(72), key=lambda i: xy[2 * i + 1])
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + xy[2 * lowest], box["y"] + xy[2 * lowest + 1])
+    card = scatter.locator(".attnscope-scatter-view .attnscope-tooltip")
+    card.wait_for(state="visible", timeout=10_000)
+    assert "previous token" in card.inner_text() and "far out" in card.inner_text()
+    widget_box, card_box = scatter.bounding_box(), card.bounding_box()
+    assert card_box["y"] + card_box["height"] <= min(widget_box["y"] + widget_box["height"], 1000), (card_box, widget_box)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab_clustering_hover.png"))
+    matrix = rollout.locator("canvas.attnscope-matrix")
+    page.wait_for_function("c => Number(c.dataset.n) > 0", arg=matrix.element_handle(), timeout=120_000)
+    rows = rollout.locator(".attnscope-matrix-left span").all_inner_texts()
+    assert rows[:2] == ["The", "keeper"] and "[CLS]" not in rows and "[SEP]" not in rows, rows
+    assert rollout.locator("input.attnscope-matrix-drop-special").is_checked()
+    assert not page_errors(page), page.problems
+
+
 def put_contents(base: str, path: str, model: dict) -> None:
     import json
 

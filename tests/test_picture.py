@@ -54,6 +54,8 @@ def test_every_short_view_is_pictured_with_its_tokens_as_text(default_model, vie
     assert "all-MiniLM-L6-v2" in shown
     if view in ("head", "neuron", "rollout"):
         assert "café" in shown and "fox" in shown
+    if view == "rollout":  # as the view opens (issue 30), and the picture says so
+        assert "without [CLS] / [SEP]" in shown and "[CLS]" not in texts(svg)
     if view == "model":  # 6 layers × 12 heads, counted from 0 as the Python API counts them
         assert "Head 11" in shown and "Layer 5" in shown and "Head 12" not in shown and "Layer 6" not in shown
     widget.close()

@@ -139,14 +139,19 @@ def test_word_merging_finds_the_texts_words(family):
 
 def test_a_long_runs_text_view_reads_as_the_text(family):
     """The text view flows the tokens as running text: each token adds the text since the one
-    before, its spaces included, with no "##" (WordPiece labels leave spaces out)."""
+    before, its spaces included, with no "##" (WordPiece labels leave spaces out), and a character
+    split over tokens reads once: "près", not "prè↑s" (issue 30)."""
     name, engine = family
     text = TEXT + "\nA second line,  two spaces."
     result = engine.run(text, attention="on_demand")
     reading = result.token_reading
     assert len(reading) == len(result.tokens)
+    assert CONTINUATION not in "".join(reading), list(zip(result.tokens, reading))
+    # The tokens of a split character add nothing; the token list still marks them.
+    for label, read in zip(result.labels, reading):
+        assert (read == "") == (label == CONTINUATION), (label, read)
     specials = {"[CLS]", "[SEP]", "<s>", "</s>", "<|endoftext|>"}
-    read = "".join(r for r, t in zip(reading, result.tokens) if t not in specials and r != CONTINUATION)
+    read = "".join(r for r, t in zip(reading, result.tokens) if t not in specials)
     expected = text.replace("\n", "\\n")  # a newline shows as \n, as in the labels
     assert read.removeprefix(" ") == expected, list(zip(result.tokens, reading))
     widget = attnscope.show(text, model=engine, attention="on_demand")

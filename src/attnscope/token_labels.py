@@ -6,8 +6,8 @@ Llama 3, Qwen) writes "café" as "cafÃ©", byte-fallback vocabularies (Llama 2,
 
 - a token shows the characters of the text it covers (its offsets), with its leading space;
 - a character split over several tokens (CJK and emoji in byte-level vocabularies) shows once,
-  on the first token that holds its bytes; the others show CONTINUATION and their note names
-  the bytes they hold and the character they belong to;
+  on the first token that holds its bytes; the others show CONTINUATION in token lists (their
+  note names the bytes they hold and the character they belong to) and nothing in running text;
 - special tokens keep their names ([CLS], <s>, <|im_start|>); WordPiece continuations keep "##";
 - without offsets (slow tokenizers, precomputed attention) byte-level and byte-fallback pieces
   are decoded to UTF-8 where their bytes are complete, and space markers become spaces.
@@ -39,7 +39,8 @@ class TokenLabels:
     # Token positions of each word of the text (from the same offsets), or None without offsets.
     words: list[list[int]] | None = None
     # Per token, what it adds when the text is read as running text: the text since the previous
-    # token (its spaces included, no "##"), or None without offsets. The long text view's flow.
+    # token (its spaces included, no "##"; "" for the other tokens of a split character, whose
+    # character reads on the first), or None without offsets. The long text view's flow.
     reading: list[str] | None = None
 
 
@@ -212,7 +213,9 @@ def label_tokens(
             labels.append(CONTINUATION)
             held = f"bytes {_hex(data)}" if data is not None else "a part"
             notes.append(f"{held} of “{text[start:end]}”, shown on an earlier token")
-            reading.append(CONTINUATION)  # a token of its own to click, though its character reads earlier
+            # Running text reads the character once, on the token holding its first byte: "près",
+            # not "prè↑s". The text view still lets this token be selected (through that one).
+            reading.append("")
             continue
         # Read as running text: whatever lies between the previous token and this one (spaces,
         # characters no token covers), then its own characters.

@@ -182,9 +182,12 @@ def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, d
         " for (let i = 0; i < d.length; i += 4) if (d[i] > 230 && d[i+1] > 230 && d[i+2] > 230 && d[i+3] > 200) n++; return n; }",
     )
     assert white == 0
+    # It opens without [CLS] and [SEP] (issue 30: kept, they are one dark column); the box shows them.
     n = int(page.eval_on_selector("canvas.attnscope-matrix", "c => c.dataset.n"))
-    page.check("input.attnscope-matrix-drop-special")
-    page.wait_for_function(f"Number(document.querySelector('canvas.attnscope-matrix').dataset.n) === {n - 2}")
+    assert n == len(widget.tokens) - 2 and page.is_checked("input.attnscope-matrix-drop-special")
+    assert "[CLS]" not in page.eval_on_selector_all(".attnscope-matrix-left span", "s => s.map(x => x.textContent)")
+    page.uncheck("input.attnscope-matrix-drop-special")
+    page.wait_for_function(f"Number(document.querySelector('canvas.attnscope-matrix').dataset.n) === {n + 2}")
     box = page.evaluate(BOX, "canvas.attnscope-matrix")
     page.mouse.move(box[0] + 3, box[1] + 3)
     assert "(row) ←" in page.text_content(".attnscope-body:not([hidden]) .attnscope-tooltip")
@@ -209,26 +212,91 @@ def test_the_neuron_view_opens_on_the_head_shown_alone(open_saved, default_model
     assert page.eval_on_selector(".attnscope-neuron-view", "v => v.dataset.head") == "4"
 
 
-def test_hover_cards_stay_inside_the_widget(open_saved, default_model):
-    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
-    widget.show_analysis(attnscope.head_distances(default_model, ["The cat sat.", "Dogs bark loudly."], progress=False))
-    page = open_saved(widget, width=900, view="analysis")
-    page.wait_for_selector("canvas.attnscope-scatter")
+def notebook_pairs():
+    """The sentence pairs of notebooks/what_does_bert_look_at.ipynb: its clustering cell's corpus."""
+    sentences = [s for s in (ROOT / "notebooks" / "data" / "sentences.txt").read_text().splitlines() if s.strip()]
+    return list(zip(sentences[0::2], sentences[1::2]))
+
+
+@pytest.fixture(scope="module")
+def clustering_widget(default_model):
+    """The notebook's clustering cell: MiniLM's heads by their Jensen–Shannon distances, laid out
+    by MDS, with its one previous-token head far below the rest."""
+    pairs = notebook_pairs()
+    widget = attnscope.AttentionWidget(*pairs[1], model=default_model)
+    widget.show_analysis(attnscope.head_distances(default_model, pairs, progress=False))
+    return widget
+
+
+def hover_every_point(page):
+    """Hovers each head's point (where the canvas says it drew it) → [(tooltip box, its text)]."""
+    canvas = page.evaluate(BOX, "canvas.attnscope-scatter")
+    xy = [float(v) for v in page.get_attribute("canvas.attnscope-scatter", "data-positions").split(",")]
+    cards = []
+    for x, y in zip(xy[0::2], xy[1::2]):
+        page.mouse.move(canvas[0] + x, canvas[1] + y)
+        page.wait_for_selector(".attnscope-scatter-view .attnscope-tooltip:not([hidden])")
+        cards.append((page.evaluate(BOX, ".attnscope-scatter-view .attnscope-tooltip"),
+                      page.text_content(".attnscope-scatter-view .attnscope-tooltip")))
+    return cards
+
+
+def test_the_clustering_scatter_uses_its_room_keeps_every_hover_card_inside_and_has_a_legend(open_saved, clustering_widget):
+    """Issue 30 item 5: the notebook's clustering scatter. Its one far head (the only
+    previous-token head) no longer squeezes the others into the top of a 640 px square: it is
+    drawn on the edge with an arrow. Every point's hover card stays inside the widget and the
+    window. The colours have a legend beside the points, on screen as in the images."""
+    widget = clustering_widget
+    assert list(widget.analysis["behaviours"]).count("previous token") == 1
+    page = open_saved(widget, view="analysis")
+    page.wait_for_selector("canvas.attnscope-scatter[data-positions]")
     frame(page)
-    size = page.eval_on_selector("canvas.attnscope-scatter", "c => c.clientWidth")
-    assert size > 420  # wider than before, as the width allows
+    canvas = page.evaluate(BOX, "canvas.attnscope-scatter")
+    xy = [float(v) for v in page.get_attribute("canvas.attnscope-scatter", "data-positions").split(",")]
+    xs, ys = sorted(xy[0::2]), sorted(xy[1::2])
+    assert len(xs) == 72
+    # The points fill their plot: all but the outermost head span most of it both ways (before:
+    # 71 of 72 heads in the top 69 % of a 640 px square, 70 in the top 55 %).
+    plot_height = canvas[3] - canvas[1] - 32
+    assert ys[-2] - ys[0] >= 0.8 * plot_height and xs[-2] - xs[0] >= 0.6 * plot_height, (xs, ys, canvas)
+    assert canvas[3] - canvas[1] < 600  # not a 640 px square for one head
+    # The legend: drawn beside the points, named for readers of the page and the exported image.
+    label = page.get_attribute("canvas.attnscope-scatter", "aria-label")
+    assert "colours: previous token, next token, [CLS], other, far out: drawn on the edge" in label, label
+    with page.expect_download() as svg_download:
+        page.click("button.attnscope-export-button[data-format='svg']")
+    svg = Path(svg_download.value.path()).read_text()
+    for name in ("previous token", "next token", "[CLS]", "other", "far out: drawn on the edge"):
+        assert f'class="legend">{name}</text>' in svg, name
+    # Every head's card inside the widget and the window, the far head's at the bottom edge too.
     root = page.evaluate(BOX, ".attnscope-root")
-    points = page.eval_on_selector("canvas.attnscope-scatter", "c => Number(c.dataset.points)")
-    assert points == 72
-    # The rightmost point, placed as fitPoints (analysis_view.js) places it: its card would
-    # leave the widget on the right if it were not flipped.
-    xy = [(x, y) for x, y in zip(widget.analysis["points"][0::2], widget.analysis["points"][1::2])]
-    xs, ys = [p[0] for p in xy], [p[1] for p in xy]
-    span = max(max(xs) - min(xs), max(ys) - min(ys))
-    scale = (size - 32) / span
-    x, y = max(xy)
-    box = page.evaluate(BOX, "canvas.attnscope-scatter")
-    page.mouse.move(box[0] + size / 2 + (x - (min(xs) + max(xs)) / 2) * scale, box[1] + size / 2 + (y - (min(ys) + max(ys)) / 2) * scale)
+    cards = hover_every_point(page)
+    for box, text in cards:
+        assert root[0] <= box[0] and box[2] <= root[2] and root[1] <= box[1] and box[3] <= min(root[3], 1000), (box, root, text)
+    far = [text for _, text in cards if "far out" in text]
+    assert len(far) == 1 and "previous token" in far[0], far
+    assert not page.problems, page.problems
+
+
+def test_hover_cards_stay_in_the_part_of_the_widget_on_screen(open_saved, clustering_widget):
+    """A short window: the widget's body scrolls. Scrolled so that the lowest point sits at the
+    body's bottom edge, its card is moved up into the part of the body on screen."""
+    page = open_saved(clustering_widget, width=900, height=560, view="analysis")
+    page.wait_for_selector("canvas.attnscope-scatter[data-positions]")
+    frame(page)
+    body = ".attnscope-body:not([hidden])"
+    xy = [float(v) for v in page.get_attribute("canvas.attnscope-scatter", "data-positions").split(",")]
+    lowest = max(range(len(xy) // 2), key=lambda i: xy[2 * i + 1])
+    x, y = xy[2 * lowest], xy[2 * lowest + 1]
+    canvas = page.evaluate(BOX, "canvas.attnscope-scatter")
+    seen = page.evaluate(BOX, body)
+    page.eval_on_selector(body, "(b, d) => { b.scrollTop += d; }", canvas[1] + y + 6 - seen[3])
+    frame(page)
+    canvas = page.evaluate(BOX, "canvas.attnscope-scatter")
+    assert seen[1] < canvas[1] + y < seen[3]  # the point is on screen, near the body's bottom
+    page.mouse.move(canvas[0] + x, canvas[1] + y)
     page.wait_for_selector(".attnscope-scatter-view .attnscope-tooltip:not([hidden])")
-    shown = page.evaluate(BOX, ".attnscope-scatter-view .attnscope-tooltip")
-    assert root[0] <= shown[0] and shown[2] <= root[2], (shown, root)
+    card = page.evaluate(BOX, ".attnscope-scatter-view .attnscope-tooltip")
+    assert seen[1] <= card[1] and card[3] <= seen[3], (card, seen)
+    assert seen[0] <= card[0] and card[2] <= seen[2], (card, seen)
+    assert not page.problems, page.problems

@@ -96,6 +96,22 @@ def test_hover_shows_only_that_tokens_lines_with_weights(page):
     assert line_count(page) == HEAD0_LINES
 
 
+def test_the_number_beside_the_hover_bars_says_what_it_is(page):
+    """Issue 30: with several heads, the number beside a row's bars is their largest weight, and
+    says so; the row's hover card names the pair and gives each head's weight (heads from 0)."""
+    start(page, heads=[0, 1])
+    page.hover(".attnscope-left .attnscope-token[data-index='1']")
+    rows = ".attnscope-right .attnscope-token"
+    shown = page.eval_on_selector_all(rows, """rs => rs.map(r => [r.querySelectorAll('.attnscope-weight-bar').length,
+        r.querySelector('.attnscope-weight-value')?.textContent ?? '', r.title])""")
+    # Query "the" (row 1 of each head): head 0 gives every key 0.25, head 1 only itself 1.0.
+    assert [(bars, number) for bars, number, _ in shown] == [(1, "0.25"), (2, "max 1.00"), (1, "0.25"), (1, "0.25")]
+    # (The weights arrive as bytes: 0.25 reads 0.251.)
+    assert shown[1][2] == "Attention from “the” to “the” (one bar a head, the number their largest):\nhead 0: 0.251\nhead 1: 1.000"
+    assert shown[0][2] == "Attention from “the” to “[CLS]” (the bar and the number):\nhead 0: 0.251"
+    assert not page.problems, page.problems
+
+
 def test_sentence_filter(page):
     start(page, sentence_b_start=2, heads=[0])
     page.select_option("select.attnscope-filter", "ab")

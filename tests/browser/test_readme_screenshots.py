@@ -77,8 +77,6 @@ def test_each_readme_picture_is_taken_from_the_view(name, default_model, watched
     page = watched_page(viewport={"width": 1100, "height": 1000}, device_scale_factor=1)
     page.goto(path.as_uri())
     page.wait_for_function(READY[name.removesuffix("_dark")], timeout=30_000)
-    if name == "rollout":
-        page.get_by_label("Leave out [CLS] / [SEP]").check()
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.locator(".attnscope-root").screenshot(path=str(SHOTS / f"{name}.png"))
