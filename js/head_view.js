@@ -9,6 +9,8 @@ import { textWidth, wrapText } from "./svg.js";
 
 export const ROW_HEIGHT = 20;
 export const LINES_WIDTH = 220;
+// Hover bars: px for a weight of 1 where the plot has room beside the tokens.
+const BAR_PX = 40;
 // Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
 export const DEFAULT_MIN_WEIGHT = 0.005;
 // Software-rendered canvases (no GPU) draw about 20k long lines in a few hundred ms; past that
@@ -332,19 +334,43 @@ export function createHeadView(container, callbacks = {}) {
       if (!byToken.has(j)) byToken.set(j, []);
       byToken.get(j).push(line);
     }
+    const filled = [];
     for (const row of other.children) {
       const found = byToken.get(Number(row.dataset.index)) ?? [];
+      if (!found.length) continue;
       const box = row.lastChild;
-      for (const line of found) {
-        const bar = el("span", "attnscope-weight-bar", box);
+      // The number sits next to the token, the bars beyond it (outward, away from the lines).
+      const label = el("span", "attnscope-weight-value");
+      label.textContent = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
+      const bars = found.map((line) => {
+        const bar = el("span", "attnscope-weight-bar");
         bar.style.background = colors[line.head];
-        bar.style.width = `${Math.max(1, Math.round(line.weight * 40))}px`;
-      }
-      if (found.length) {
-        const label = el("span", "attnscope-weight-value", box);
-        label.textContent = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
-        row.title = found.map((l) => `head ${l.head + 1}: ${shownWeight(l.weight, 3)}`).join("\n");
-      }
+        return bar;
+      });
+      box.append(...(other === left ? [...bars, label] : [label, ...bars]));
+      row.title = found.map((l) => `head ${l.head + 1}: ${shownWeight(l.weight, 3)}`).join("\n");
+      filled.push({ row, bars, found });
+    }
+    fitBars(filled, other === left ? "left" : "right");
+  }
+
+  // The weights are drawn outside the layout (absolutely placed), so a hover never moves a token.
+  // Their bars are BAR_PX a unit of weight where the plot has room beside the tokens, and scaled
+  // down together (one scale for every row of this hover) where it has not.
+  function fitBars(filled, side) {
+    if (!filled.length) return;
+    const plotBox = plot.getBoundingClientRect();
+    let scale = 1;
+    for (const { row, found } of filled) {
+      // The box holds the number and the bars, still 0 px wide: what is left of the plot beside it is theirs.
+      const box = row.lastChild.getBoundingClientRect();
+      const room = (side === "left" ? box.right - plotBox.left : plotBox.right - box.left) - box.width;
+      // Every bar is at least 1 px wide; the rest of the room scales with the weights.
+      const need = found.reduce((sum, line) => sum + line.weight * BAR_PX, 0);
+      if (need > 0) scale = Math.min(scale, Math.max(0, room - found.length) / need);
+    }
+    for (const { bars, found } of filled) {
+      bars.forEach((bar, k) => { bar.style.width = `${Math.max(1, Math.floor(found[k].weight * BAR_PX * scale))}px`; });
     }
   }
 

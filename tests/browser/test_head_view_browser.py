@@ -96,6 +96,43 @@ def test_hover_shows_only_that_tokens_lines_with_weights(page):
     assert line_count(page) == HEAD0_LINES
 
 
+# Each token's box on screen, and each drawn weight's (bars and numbers) with the plot's.
+BOXES = """() => {
+  const box = (n) => { const r = n.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const tokens = (side) => [...document.querySelectorAll(`.attnscope-${side} .attnscope-token-text`)].map(box);
+  return {left: tokens("left"), right: tokens("right"), plot: box(document.querySelector(".attnscope-plot")),
+          weights: [...document.querySelectorAll(".attnscope-weight-bar, .attnscope-weight-value")].map(box)};
+}"""
+
+
+@pytest.mark.parametrize("viewport", [(1400, 1000), (480, 800)])
+def test_hovering_a_token_moves_no_token(watched_page, default_model, tmp_path, viewport):
+    """Issue 30: hovering a right-column token drew its weights beside the left tokens, which widened
+    that column and moved the plot about 94 px (280 px for [CLS]): the token left the cursor."""
+    import attnscope
+
+    widget = attnscope.AttentionWidget("The quick brown fox jumps over the lazy dog because it was bored.",
+                                       model=default_model)
+    page = watched_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.goto(widget.save_html(tmp_path / "hover.html").as_uri())
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
+    still = page.evaluate(BOXES)
+    for side in ("right", "left"):
+        for i, (x0, y0, x1, y1) in enumerate(still[side]):
+            x, y = (x0 + x1) / 2, (y0 + y1) / 2
+            page.mouse.move(x, y)
+            hovered = page.evaluate(BOXES)
+            assert hovered["left"] == still["left"] and hovered["right"] == still["right"], (side, i)
+            assert page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.textContent", [x, y]) == \
+                widget.tokens[i]
+            # The weights show, whole, inside the plot (the view's gutters hold them).
+            px0, py0, px1, py1 = hovered["plot"]
+            assert len(hovered["weights"]) > len(widget.tokens), (side, i)
+            assert all(px0 - 0.5 <= a and c <= px1 + 0.5 for a, _, c, _ in hovered["weights"]), (side, i, hovered)
+            page.mouse.move(1, viewport[1] - 1)
+    assert not page.problems, page.problems
+
+
 def test_sentence_filter(page):
     start(page, sentence_b_start=2, heads=[0])
     page.select_option("select.attnscope-filter", "ab")
