@@ -129,7 +129,8 @@ class AttentionWidget(anywidget.AnyWidget):
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
     model_name = synced(Unicode(""), "The model's name, as titles show it.")
     causal = synced(Bool(False), "The shown attention is causal: later tokens are masked.")
-    has_queries_keys = synced(Bool(True), "Queries and keys were captured (the neuron view needs them).")
+    neuron_unavailable = synced(Unicode(""), "Why the neuron view cannot show this run (it needs the queries and keys), "
+                                "shown in its tab; \"\" when it can.")
     parts = synced(List(Unicode()), 'Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.')
     attention_part = synced(Enum(("encoder", "decoder", "cross"), default_value="encoder"),
                             "The part of an encoder-decoder model the views show.",
@@ -397,7 +398,7 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.attention = pl.layer_payload(result, layer)
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
                 self.neuron_query = min(self.neuron_query, len(token_result.tokens) - 1)
-                self.has_queries_keys = token_result.queries is not None
+                self.neuron_unavailable = "" if token_result.queries is not None else self._no_queries_keys(result.model_name)
                 self.causal = bool(result.causal)
                 self._thumbnails_of = self._rollout_of = None
                 self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
@@ -411,6 +412,12 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.result_id = request_id
         finally:
             self._applying = False
+
+    def _no_queries_keys(self, model_name: str) -> str:
+        """Why a run has no queries and keys: precomputed attention has no model to capture them from."""
+        if self._engine is None:
+            return NEEDS_A_MODEL.format(what="The neuron view")
+        return f"The neuron view needs the queries and keys, and those of {model_name} could not be captured."
 
     def _apply_long(self, result: LongAttentionResult, request_id: int, layer: int | None = None) -> None:
         """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
@@ -445,7 +452,7 @@ class AttentionWidget(anywidget.AnyWidget):
                     self.focus_head = -1
                 self.neuron_head = min(self.neuron_head, result.n_heads - 1)
                 self.neuron_query = min(self.neuron_query, result.n_tokens - 1)
-                self.has_queries_keys = False
+                self.neuron_unavailable = _short_only("neuron", result)
                 self.causal = bool(result.causal)
                 if not self.analysis or self.analysis.get("kind") == "attention_sinks":
                     self.analysis = sinks

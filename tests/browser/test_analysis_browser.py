@@ -109,12 +109,24 @@ def test_words_box_and_mask_mode_send_their_traits(open_widget, default_model):
     assert page.problems == []
 
 
-def test_precomputed_attention_has_no_editor(open_widget, default_model):
+def test_precomputed_attention_has_no_editor_and_says_what_needs_a_model(open_widget, default_model):
+    """Issue 30: precomputed attention's Neuron tab said "queries and keys could not be captured",
+    and its model view offered to mask heads, which the kernel refused out of sight."""
     result = default_model.run("The cat sat.")
     widget = attnscope.head_view(tuple(a[None] for a in result.attention), result.tokens)
     page = open_widget(widget)
     page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     assert page.is_hidden(".attnscope-editor")
+    page.click("button.attnscope-tab[data-view='neuron']")
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")  # the kernel's echo
+    body = page.locator(".attnscope-body:not([hidden])")
+    body.get_by_text("The neuron view needs a model, and this view was made from precomputed attention.",
+                     exact=False).wait_for(timeout=10_000)
+    assert "could not be captured" not in body.inner_text()
+    assert page.is_disabled("button.attnscope-export-button[data-format='png']")
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'model'})")
+    page.wait_for_selector("canvas.attnscope-thumbnails", state="attached")
+    assert page.is_hidden(".attnscope-maskbar") and page.is_hidden("input.attnscope-mask-mode")
     assert page.problems == []
 
 

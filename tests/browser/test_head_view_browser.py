@@ -37,7 +37,7 @@ def start(page, **over) -> None:
         "tokens": TOKENS, "sentence_b_start": None, "n_layers": 2, "n_heads": 2, "model_name": "fake model",
         "layer": 0, "heads": [0, 1], "sentence_filter": "all", "theme": "light", "text": "the <img>",
         "text_b": None, "result_id": 0, "request": {}, "notice": "", "error": "", "view": "head",
-        "thumbnails": {}, "neuron_head": 0, "neuron_query": 0, "has_queries_keys": True, **over,
+        "thumbnails": {}, "neuron_head": 0, "neuron_query": 0, "neuron_unavailable": "", **over,
     }
     assert page.evaluate(
         """state => { const h = window.attnscopeHarness;
@@ -238,7 +238,7 @@ def half_words(values) -> list[int]:
 def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     import numpy as np
 
-    start(page, view="neuron", neuron_head=1, neuron_query=0, has_queries_keys=True)
+    start(page, view="neuron", neuron_head=1, neuron_query=0, neuron_unavailable="")
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
     assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}
