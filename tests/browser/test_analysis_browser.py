@@ -123,6 +123,7 @@ def test_precomputed_attention_has_no_editor_and_says_what_needs_a_model(open_wi
     body.get_by_text("The neuron view needs a model, and this view was made from precomputed attention.",
                      exact=False).wait_for(timeout=10_000)
     assert "could not be captured" not in body.inner_text()
+    assert page.is_hidden("select.attnscope-neuron-head")  # nothing to choose: no "click a token" hint
     assert page.is_disabled("button.attnscope-export-button[data-format='png']")
     page.evaluate("() => window.attnscopeHarness.model.emit({view: 'model'})")
     page.wait_for_selector("canvas.attnscope-thumbnails", state="attached")
