@@ -41,6 +41,9 @@ class TokenLabels:
     # Per token, what it adds when the text is read as running text: the text since the previous
     # token (its spaces included, no "##"), or None without offsets. The long text view's flow.
     reading: list[str] | None = None
+    # Per token, whether it stands for characters of the text (not [CLS], [SEP], a decoder's start
+    # token or a piece of only spaces; [UNK] does), or None when not known.
+    covers_text: list[bool] | None = None
 
 
 def _is_word_char(char: str) -> bool:
@@ -183,6 +186,10 @@ def label_tokens(
     labels: list[str] = []
     notes: list[str] = []
     reading: list[str] = []
+    covers_text = [
+        seq is not None and seq < len(texts) and texts[seq][start:end].strip() != ""
+        for seq, (start, end) in zip(sequence_ids, offsets)
+    ]
     shown_until: dict[int, int] = {}  # per text, the end of what labels already show
     read_until: dict[int, int] = {}  # per text, the end of what the readings hold (spaces' pieces too)
     for i, token in enumerate(tokens):
@@ -230,7 +237,8 @@ def label_tokens(
         shown_until[seq] = end
         labels.append(visible(label))
         notes.append(note)
-    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading)
+    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading,
+                       covers_text)
 
 
 def _split_shared_spans(tokens, offsets, sequence_ids, special, texts, byte_level) -> list[tuple[int, int]]:
@@ -311,7 +319,9 @@ def _label_pieces(tokens: Sequence[str], special: Sequence[bool], byte_level: bo
         else:
             run.append((i, data))
     flush()
-    return TokenLabels(labels, notes)
+    # Without offsets: every piece but the special tokens and pieces of only spaces.
+    covers_text = [not special[i] and labels[i].strip() != "" for i in range(len(tokens))]
+    return TokenLabels(labels, notes, covers_text=covers_text)
 
 
 def _utf8_width(first: int) -> int:
