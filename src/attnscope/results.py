@@ -15,7 +15,7 @@ from . import analysis as an
 from . import checks
 from . import exact_attention as exact
 from .errors import InputError, NoAttentionError
-from .token_labels import TokenLabels, join_labels, label_tokens
+from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 
 @dataclass(kw_only=True)
@@ -398,6 +398,7 @@ def word_attention(result: AttentionResult) -> AttentionResult:
         tokens=an.merge_tokens(result.tokens, groups),
         # A word shows its tokens' labels joined: the word as the text writes it.
         labels=[join_labels([labels[p] for p in g]) for g in groups],
+        token_notes=word_notes(groups, notes_of(result)),
         covers_text=[any(covers[p] for p in g) for g in groups],
         sentence_b_start=b_start,
         attention=merged,
@@ -414,5 +415,6 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     )
     if key_tokens is not None:
         return CrossAttentionResult(**fields, key_tokens=key_tokens, key_labels=key_words,
+                                    key_token_notes=word_notes(key_groups, key_notes_of(result)),
                                     key_word_groups=[[w] for w in range(len(key_tokens))])
     return AttentionResult(**fields)

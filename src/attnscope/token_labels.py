@@ -197,9 +197,11 @@ def label_tokens(
         data = piece_bytes(token, byte_level)
         if special[i] or seq is None or seq >= len(texts):
             labels.append(token)
-            notes.append("")
             start, end = offsets[i]
-            if seq is not None and seq < len(texts) and end > start:  # [UNK] reads as the word it stands for
+            covered = texts[seq][start:end] if seq is not None and seq < len(texts) else ""
+            # [UNK] keeps its name (it is what the model read) and names the text it stands for.
+            notes.append(stands_for(covered) if covered.strip() and covered != token else "")
+            if covered:  # [UNK] reads as the word it stands for
                 reading.append(visible(texts[seq][min(read_until.get(seq, 0), start):end]))
                 read_until[seq] = end
             else:
@@ -239,6 +241,21 @@ def label_tokens(
         notes.append(note)
     return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading,
                        covers_text)
+
+
+_STANDS_FOR = "stands for “{}” in the text"
+
+
+def stands_for(text: str) -> str:
+    """The note of a token that keeps its name over the text it replaced ([UNK] for an emoji)."""
+    return _STANDS_FOR.format(visible(text))
+
+
+def word_notes(groups: Sequence[Sequence[int]], notes: Sequence[str]) -> list[str]:
+    """Each word's note: what its tokens' names stand for ([UNK]); a split character's notes go,
+    as the word's label shows the character whole."""
+    prefix = _STANDS_FOR.split("{}")[0]
+    return ["; ".join(notes[p] for p in group if notes[p].startswith(prefix)) for group in groups]
 
 
 def _split_shared_spans(tokens, offsets, sequence_ids, special, texts, byte_level) -> list[tuple[int, int]]:
