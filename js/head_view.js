@@ -348,7 +348,7 @@ export function createHeadView(container, callbacks = {}) {
         return bar;
       });
       box.append(...(other === left ? [...bars, label] : [label, ...bars]));
-      row.title = found.map((l) => `head ${l.head + 1}: ${shownWeight(l.weight, 3)}`).join("\n");
+      row.title = found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`).join("\n"); // heads from 0
       filled.push({ row, bars, found });
     }
     fitBars(filled, other === left ? "left" : "right");

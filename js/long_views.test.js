@@ -250,8 +250,8 @@ describe("head view on a long run", () => {
     // Hovering shows the exact weights, not the relative ones.
     left[2].dispatchEvent(new MouseEvent("mouseenter"));
     const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
-    expect(right[1].title).toBe("head 1: 0.000900");
-    expect(right[0].title).toBe("head 2: 0.000400");
+    expect(right[1].title).toBe("head 0: 0.000900"); // heads from 0
+    expect(right[0].title).toBe("head 1: 0.000400");
     left[2].dispatchEvent(new MouseEvent("mouseleave"));
     left[3].click();
     expect(sent).toEqual([{ focus_token: 151 }]);
