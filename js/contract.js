@@ -14,7 +14,6 @@
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The text view's selected token.
- * @property {boolean} has_queries_keys [kernel] Queries and keys were captured (the neuron view needs them).
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
@@ -31,6 +30,7 @@
  * @property {number} n_layers [kernel] Layers of the shown attention.
  * @property {number} neuron_head [both] The neuron view's head; its numbers come by a "neuron" request (messages.py).
  * @property {number} neuron_query [both] The neuron view's query token.
+ * @property {string} neuron_unavailable [kernel] Why the neuron view cannot show this run (it needs the queries and keys), shown in its tab; "" when it can.
  * @property {string} notice [kernel] Visible notes on the run, a line each: truncation, heads with NaN attention.
  * @property {Array<string>} parts [kernel] Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
@@ -63,7 +63,6 @@ export const TRAITS = [
   "error",
   "focus_head",
   "focus_token",
-  "has_queries_keys",
   "heads",
   "include_heads",
   "include_layers",
@@ -80,6 +79,7 @@ export const TRAITS = [
   "n_layers",
   "neuron_head",
   "neuron_query",
+  "neuron_unavailable",
   "notice",
   "parts",
   "picture_id",

@@ -137,9 +137,11 @@ export function createControls(root, views, actions, { page = false } = {}) {
       wordsBox.checked = Boolean(get("word_level"));
       wordsControl.classList.toggle("attnscope-idle", view === "analysis");
       wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
-      for (const node of imageButtons) node.disabled = view === "neuron" && !get("has_queries_keys");
+      for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
-      maskBar.hidden = long || !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
+      // Masking reruns the model: precomputed attention has none to rerun (as the editor, the bar goes).
+      maskBar.hidden = long || get("editable") === false
+        || !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
       maskModeControl.hidden = view !== "model";
       changeBox.checked = Boolean(get("show_change"));
       changeControl.hidden = masked.length === 0;

@@ -4,7 +4,7 @@ import { createControls } from "./controls.js";
 
 const VIEWS = [["head", "Head"], ["model", "Model"], ["analysis", "Analysis"]];
 const BASE = { view: "head", parts: [], masked_heads: [], model_name: "m", n_layers: 3, layer: 1, sentence_filter: "all",
-  sentence_b_start: null, attention_part: "encoder", word_level: false, has_queries_keys: true, analysis: {},
+  sentence_b_start: null, attention_part: "encoder", word_level: false, neuron_unavailable: "", analysis: {},
   result_id: 0, text: "the cat", text_b: null, editable: true, notice: "", error: "", show_change: false, mask_summary: "" };
 
 function mount(state = {}, { shadow = false } = {}) {

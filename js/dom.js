@@ -28,7 +28,7 @@ export function select(className, options) {
 
 /**
  * A token's text as a child of `parent`: data, never HTML. Its note, when it has one (which
- * character's bytes a "↑" token holds), shows on hover.
+ * character's bytes a "↑" token holds, the text an [UNK] stands for), shows on hover.
  */
 export function tokenText(parent, token, note = "") {
   const text = el("span", "attnscope-token-text", parent);

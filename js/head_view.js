@@ -10,6 +10,8 @@ import { textWidth, wrapText } from "./svg.js";
 
 export const ROW_HEIGHT = 20;
 export const LINES_WIDTH = 220;
+// Hover bars: px for a weight of 1 where the plot has room beside the tokens.
+const BAR_PX = 40;
 // Lines fainter than this are invisible on screen; skipping them keeps long inputs fast.
 export const DEFAULT_MIN_WEIGHT = 0.005;
 // Software-rendered canvases (no GPU) draw about 20k long lines in a few hundred ms; past that
@@ -333,26 +335,58 @@ export function createHeadView(container, callbacks = {}) {
       if (!byToken.has(j)) byToken.set(j, []);
       byToken.get(j).push(line);
     }
+    const filled = [];
     for (const row of other.children) {
       const found = byToken.get(Number(row.dataset.index)) ?? [];
+      if (!found.length) continue;
       const box = row.lastChild;
-      for (const line of found) {
-        const bar = el("span", "attnscope-weight-bar", box);
+      // The number sits next to the token, the bars beyond it (outward, away from the lines).
+      const label = el("span", "attnscope-weight-value");
+      // One bar per visible head; the number is the largest of them, and says so ("max") where there are several.
+      const largest = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
+      label.textContent = found.length > 1 ? `max ${largest}` : largest;
+      const bars = found.map((line) => {
+        const bar = el("span", "attnscope-weight-bar");
         bar.style.background = colors[line.head];
-        bar.style.width = `${Math.max(1, Math.round(line.weight * 40))}px`;
+        return bar;
+      });
+      box.append(...(other === left ? [...bars, label] : [label, ...bars]));
+      // The row's hover card names the pair and gives each head's weight (heads from 0).
+      const j = Number(row.dataset.index);
+      const [from, to] = hover.side === "left" ? [hover.index, j] : [j, hover.index];
+      const pair = `Attention from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
+      const what = found.length > 1 ? "one bar a head, the number their largest" : "the bar and the number";
+      row.title = [`${pair} (${what}):`, ...found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`)].join("\n");
+      filled.push({ row, bars, found, label, largest });
+    }
+    fitBars(filled, other === left ? "left" : "right");
+  }
+
+  // The weights are drawn outside the layout (absolutely placed), so a hover never moves a token.
+  // Their bars are BAR_PX a unit of weight where the plot has room beside the tokens, and scaled
+  // down together (one scale for every row of this hover) where it has not.
+  function fitBars(filled, side) {
+    if (!filled.length) return;
+    const plotBox = plot.getBoundingClientRect();
+    let scale = 1;
+    const roomOf = (row) => {
+      // The box holds the number and the bars, still 0 px wide: what is left of the plot beside it is theirs.
+      const box = row.lastChild.getBoundingClientRect();
+      return (side === "left" ? box.right - plotBox.left : plotBox.right - box.left) - box.width;
+    };
+    for (const { row, found, label, largest } of filled) {
+      let room = roomOf(row);
+      // A narrow plot keeps the number and drops its "max" (the row's hover card still says it).
+      if (plotBox.width > 0 && room < found.length && label.textContent !== largest) {
+        label.textContent = largest;
+        room = roomOf(row);
       }
-      if (found.length) {
-        // One bar per visible head; the number is the largest of them, and says so ("max") where
-        // there are several. The row's hover card names the pair and each head's weight.
-        const largest = shownWeight(Math.max(...found.map((l) => l.weight)), 2);
-        const label = el("span", "attnscope-weight-value", box);
-        label.textContent = found.length > 1 ? `max ${largest}` : largest;
-        const j = Number(row.dataset.index);
-        const [from, to] = hover.side === "left" ? [hover.index, j] : [j, hover.index];
-        const pair = `Attention from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
-        const what = found.length > 1 ? "one bar a head, the number their largest" : "the bar and the number";
-        row.title = [`${pair} (${what}):`, ...found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`)].join("\n");
-      }
+      // Every bar is at least 1 px wide; the rest of the room scales with the weights.
+      const need = found.reduce((sum, line) => sum + line.weight * BAR_PX, 0);
+      if (need > 0) scale = Math.min(scale, Math.max(0, room - found.length) / need);
+    }
+    for (const { bars, found } of filled) {
+      bars.forEach((bar, k) => { bar.style.width = `${Math.max(1, Math.floor(found[k].weight * BAR_PX * scale))}px`; });
     }
   }
 

@@ -223,6 +223,8 @@ export function createNeuronView(container, callbacks = {}) {
       message.textContent = next.message ?? "";
       const data = next.data;
       table.hidden = legends.hidden = !data;
+      // Where the message says why there are no numbers, no head or token can be chosen either.
+      controls.hidden = !data && Boolean(next.message);
       if (!data) return;
       legends.replaceChildren();
       for (const bar of neuronBars(data)) renderColorBar(el("div", "", legends), bar);

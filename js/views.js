@@ -226,7 +226,7 @@ function neuronState({ get, neuronData }) {
     head: get("neuron_head"), query: get("neuron_query") };
   let message = "";
   if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
-  else if (!get("has_queries_keys")) message = "This model's queries and keys could not be captured.";
+  else if (get("neuron_unavailable")) message = get("neuron_unavailable"); // the kernel says why
   const data = message ? null : neuronData();
   if (data?.error) message = data.error;
   if (!data && !message) return "loading…";
@@ -245,7 +245,11 @@ const neuron = {
     });
   },
   draw: (view, context) => shown(view, neuronState(context)),
-  picture: (context, options) => imaged(neuronState(context), neuronScene, options),
+  picture(context, options) {
+    const state = neuronState(context);
+    // Why there are no numbers is the picture's line, as it is the tab's.
+    return typeof state !== "string" && state.message ? state.message : imaged(state, neuronScene, options);
+  },
   title: layerTitle,
 };
 

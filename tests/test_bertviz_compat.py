@@ -129,6 +129,21 @@ def test_precomputed_view_says_what_needs_a_model(bertviz_inputs):
     assert widget.rollout["shape"][0] == 6
 
 
+def test_precomputed_neuron_view_says_it_needs_a_model(bertviz_inputs, default_model):
+    """Issue 30: the neuron tab of precomputed attention said "queries and keys could not be
+    captured", and its picture "drawing it failed"; the reason is that there is no model."""
+    from attnscope.picture import picture_bundle
+
+    attention, tokens, _ = bertviz_inputs
+    widget = attnscope.head_view(attention, tokens)
+    assert widget.neuron_unavailable.startswith("The neuron view needs a model, and this view was made from "
+                                                "precomputed attention.")
+    widget.view = "neuron"
+    assert widget.neuron_unavailable in picture_bundle(widget, widget.picture_id)["text/html"]
+    # A run keeps its queries and keys: precomputed from a run, the neuron view needs no model.
+    assert attnscope.AttentionWidget(result=default_model.run(TEXT)).neuron_unavailable == ""
+
+
 def test_neuron_view_show_with_any_hf_model(bert_tokenizer):
     torch.manual_seed(0)
     model = transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL))
@@ -136,7 +151,7 @@ def test_neuron_view_show_with_any_hf_model(bert_tokenizer):
 
     widget = show(model, "bert", bert_tokenizer, "The cat sat.", "It slept.", layer=2, head=3, display_mode="light")
     assert (widget.view, widget.layer, widget.neuron_head, widget.theme) == ("neuron", 2, 3, "light")
-    assert widget.has_queries_keys and widget.editable
+    assert widget.neuron_unavailable == "" and widget.editable
     assert attnscope.neuron_view(model, "bert", bert_tokenizer, "The cat sat.").view == "neuron"
     with pytest.raises(InputError, match="head=9 is out of range"):
         show(model, "bert", bert_tokenizer, "The cat sat.", head=9)

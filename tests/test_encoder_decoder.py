@@ -118,14 +118,37 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == 5
 
 
-def test_t5_relative_position_bias_is_part_of_the_scores(bert_tokenizer):
+def t5_model():
+    return transformers.T5Model(transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0))
+
+
+@pytest.mark.parametrize("family", [*encoder_decoder_models(), "t5"])
+def test_neuron_view_opens_on_a_token_of_the_text_in_every_part(family, bert_tokenizer):
+    """Issue 30: BART's cross-attention neuron view opened on the decoder's start token, "[unused1]"
+    (the BERT vocabulary's name for BART's id 2). It opens on a token of the text: the first, or
+    for the causal decoder the last (the first sees only itself). A query the user picks is kept."""
+    torch.manual_seed(0)
+    model = t5_model() if family == "t5" else encoder_decoder_models()[family]()
+    widget = attnscope.AttentionWidget(SOURCE, TARGET, model=attnscope.load(model, bert_tokenizer, device="cpu"),
+                                       view="neuron")
+    expected = {"encoder": ("The", SOURCE), "cross": ("Der", TARGET), "decoder": (".", TARGET)}
+    for part in ("encoder", "cross", "decoder"):
+        widget.attention_part = part
+        word, text = expected[part]
+        assert widget.tokens[widget.neuron_query] == word, (part, widget.tokens, widget.neuron_query)
+        assert widget.token_result.covers_text[:1] == [False] and word in text
+    widget.neuron_query = 3
+    widget.update(SOURCE, "Der braune Fuchs.")
+    assert widget.neuron_query == 3  # picked: kept over a rerun
+    widget.attention_part = "cross"  # other queries: where the part opens
+    assert widget.tokens[widget.neuron_query] == "Der"
+
+
     """T5 adds a learned position bias to q·kᵀ (and does not scale it): both are captured."""
     torch.manual_seed(0)
-    config = transformers.T5Config(
-        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
-        decoder_start_token_id=0, pad_token_id=0,
-    )
-    model = transformers.T5Model(config)
+    model = t5_model()
     with torch.no_grad():  # a strong position bias, so that leaving it out would show
         for module in model.modules():
             if getattr(module, "has_relative_attention_bias", False):

@@ -222,3 +222,28 @@ def test_an_encoder_decoder_with_a_byte_level_tokenizer_shows_both_texts_and_the
     widget.word_level = True
     assert [w.strip() for w in widget.key_tokens] == ["日本", "café"]
     widget.close()
+
+
+UNKNOWN = "Our café in Zu\u0308rich serves 🍕 and 寿司, caf🍕e 🙂🙂 and ☕\ufe0f."
+
+
+def test_unk_names_the_text_it_stands_for(default_model):
+    """Issue 30: an emoji typed into the sentence became "[UNK]" with no hint of the text it
+    replaced. [UNK] keeps its name (what the model read); its note, shown on hover, names the
+    text from the tokenizer's offsets, for each [UNK] of the text, beside accents and CJK."""
+    result = default_model.run(UNKNOWN)
+    unknown = [(label, note) for token, label, note in zip(result.tokens, result.labels, result.token_notes)
+               if token == "[UNK]"]
+    stood_for = ["🍕", "寿", "caf🍕e", "🙂🙂", "☕"]  # ☕'s variation selector is no token's
+    assert unknown == [("[UNK]", f"stands for “{text}” in the text") for text in stood_for], unknown
+    assert "Zu\u0308rich" in result.labels and "café" in result.labels and "司" in result.labels
+    assert all(note == "" for token, note in zip(result.tokens, result.token_notes) if token != "[UNK]")
+    # Merged into words, a word keeps what its [UNK] stands for.
+    words = word_attention(result)
+    assert [(label, note) for label, note in zip(words.labels, words.token_notes) if note] == [
+        ("[UNK]", "stands for “🍕” in the text"), ("[UNK]", "stands for “寿” in the text"),
+        ("[UNK]", "stands for “caf🍕e” in the text"), ("[UNK]", "stands for “🙂🙂” in the text"),
+        ("[UNK]", "stands for “☕” in the text")]
+    widget = attnscope.AttentionWidget(UNKNOWN, model=default_model)
+    assert widget.token_notes == result.token_notes
+    widget.close()

@@ -8,6 +8,7 @@ here. All math stays on the model's device; tensors move to the CPU only for the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import math
 import sys
@@ -646,6 +647,7 @@ class AttentionModel:
             tokens=list(tokens),
             labels=labels.labels,
             token_notes=labels.notes,
+            covers_text=labels.covers_text,
             sentence_b_start=sentence_b_start,
             attention=attention,
             queries=queries,
@@ -711,8 +713,10 @@ class AttentionModel:
             n = len(tokens) - 1
             offsets = [(0, 0), *mapping[0].tolist()[:n]]
             sequence_ids = [None, *target.sequence_ids(0)[:n]]
-        return labels_for_tokenizer(self.tokenizer, tokens, ids=decoder_ids[0].tolist(), offsets=offsets,
-                                    sequence_ids=sequence_ids, texts=[decoder_text])
+        labels = labels_for_tokenizer(self.tokenizer, tokens, ids=decoder_ids[0].tolist(), offsets=offsets,
+                                      sequence_ids=sequence_ids, texts=[decoder_text])
+        # The start token is no piece of the text, whatever the vocabulary calls it ([unused1]).
+        return dataclasses.replace(labels, covers_text=[False, *labels.covers_text[1:]])
 
     def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
         """Encoder self-attention over `text`; decoder self-attention and cross-attention over
@@ -763,6 +767,7 @@ class AttentionModel:
                 tokens=tokens if part == "encoder" else decoder_tokens,
                 labels=(labels if part == "encoder" else decoder_labels).labels,
                 token_notes=(labels if part == "encoder" else decoder_labels).notes,
+                covers_text=(labels if part == "encoder" else decoder_labels).covers_text,
                 attention=attention,
                 queries=queries,
                 keys=keys,

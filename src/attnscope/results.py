@@ -15,7 +15,7 @@ from . import analysis as an
 from . import checks
 from . import exact_attention as exact
 from .errors import InputError, NoAttentionError
-from .token_labels import TokenLabels, join_labels, label_tokens
+from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 
 @dataclass(kw_only=True)
@@ -56,6 +56,9 @@ class AttentionResult:
     labels: list[str] | None = None
     # Per token, "" or what its label leaves out (the bytes of a character split over tokens).
     token_notes: list[str] | None = None
+    # Per token, whether it stands for characters of the text (token_labels.TokenLabels.covers_text);
+    # None → guessed from `tokens`.
+    covers_text: list[bool] | None = None
 
     @property
     def n_layers(self) -> int:
@@ -313,7 +316,7 @@ def parts_of(result: AttentionResult) -> dict[str, AttentionResult]:
     return result.parts if isinstance(result, EncoderDecoderResult) else {}
 
 
-_NAMED = re.compile(r"^(\[[A-Za-z_]+\]|<[^<>\s]+>|<\|[^|]+\|>)$")  # [CLS], </s>, <|endoftext|>
+_NAMED = re.compile(r"^(\[[A-Za-z_][A-Za-z0-9_]*\]|<[^<>\s]+>|<\|[^|]+\|>)$")  # [CLS], [unused1], </s>, <|endoftext|>
 
 
 def _fallback_labels(tokens: list[str]) -> TokenLabels:
@@ -353,6 +356,24 @@ def key_notes_of(result: AttentionResult) -> list[str]:
     return _fallback_labels(list(result.key_tokens)).notes
 
 
+def covers_text_of(result: AttentionResult) -> list[bool]:
+    """Per query token, whether it stands for characters of the text: the run's flags, or guessed
+    from the tokens (special-looking names do not)."""
+    if result.covers_text is not None:
+        return list(result.covers_text)
+    return list(_fallback_labels(list(result.tokens)).covers_text)
+
+
+def opening_query(result: AttentionResult) -> int:
+    """The query the neuron view opens on: a token of the text, not [CLS] or a decoder's start
+    token. With causal attention the last (it sees the whole text; the first sees only itself),
+    otherwise the first. 0 when no token stands for the text."""
+    of_text = [i for i, covers in enumerate(covers_text_of(result)) if covers]
+    if not of_text:
+        return 0
+    return of_text[-1] if result.causal else of_text[0]
+
+
 def word_attention(result: AttentionResult) -> AttentionResult:
     """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
@@ -372,10 +393,13 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     if result.sentence_b_start is not None:
         b_start = next((w for w, g in enumerate(groups) if g[0] >= result.sentence_b_start), None)
     labels = labels_of(result)
+    covers = covers_text_of(result)
     fields = dict(
         tokens=an.merge_tokens(result.tokens, groups),
         # A word shows its tokens' labels joined: the word as the text writes it.
         labels=[join_labels([labels[p] for p in g]) for g in groups],
+        token_notes=word_notes(groups, notes_of(result)),
+        covers_text=[any(covers[p] for p in g) for g in groups],
         sentence_b_start=b_start,
         attention=merged,
         queries=None,
@@ -391,5 +415,6 @@ def word_attention(result: AttentionResult) -> AttentionResult:
     )
     if key_tokens is not None:
         return CrossAttentionResult(**fields, key_tokens=key_tokens, key_labels=key_words,
+                                    key_token_notes=word_notes(key_groups, key_notes_of(result)),
                                     key_word_groups=[[w] for w in range(len(key_tokens))])
     return AttentionResult(**fields)

@@ -42,6 +42,9 @@ class TokenLabels:
     # token (its spaces included, no "##"; "" for the other tokens of a split character, whose
     # character reads on the first), or None without offsets. The long text view's flow.
     reading: list[str] | None = None
+    # Per token, whether it stands for characters of the text (not [CLS], [SEP], a decoder's start
+    # token or a piece of only spaces; [UNK] does), or None when not known.
+    covers_text: list[bool] | None = None
 
 
 def _is_word_char(char: str) -> bool:
@@ -184,6 +187,10 @@ def label_tokens(
     labels: list[str] = []
     notes: list[str] = []
     reading: list[str] = []
+    covers_text = [
+        seq is not None and seq < len(texts) and texts[seq][start:end].strip() != ""
+        for seq, (start, end) in zip(sequence_ids, offsets)
+    ]
     shown_until: dict[int, int] = {}  # per text, the end of what labels already show
     read_until: dict[int, int] = {}  # per text, the end of what the readings hold (spaces' pieces too)
     for i, token in enumerate(tokens):
@@ -191,9 +198,11 @@ def label_tokens(
         data = piece_bytes(token, byte_level)
         if special[i] or seq is None or seq >= len(texts):
             labels.append(token)
-            notes.append("")
             start, end = offsets[i]
-            if seq is not None and seq < len(texts) and end > start:  # [UNK] reads as the word it stands for
+            covered = texts[seq][start:end] if seq is not None and seq < len(texts) else ""
+            # [UNK] keeps its name (it is what the model read) and names the text it stands for.
+            notes.append(stands_for(covered) if covered.strip() and covered != token else "")
+            if covered:  # [UNK] reads as the word it stands for
                 reading.append(visible(texts[seq][min(read_until.get(seq, 0), start):end]))
                 read_until[seq] = end
             else:
@@ -233,7 +242,23 @@ def label_tokens(
         shown_until[seq] = end
         labels.append(visible(label))
         notes.append(note)
-    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading)
+    return TokenLabels(labels, notes, word_groups_from_offsets(offsets, sequence_ids, special, texts), reading,
+                       covers_text)
+
+
+_STANDS_FOR = "stands for “{}” in the text"
+
+
+def stands_for(text: str) -> str:
+    """The note of a token that keeps its name over the text it replaced ([UNK] for an emoji)."""
+    return _STANDS_FOR.format(visible(text))
+
+
+def word_notes(groups: Sequence[Sequence[int]], notes: Sequence[str]) -> list[str]:
+    """Each word's note: what its tokens' names stand for ([UNK]); a split character's notes go,
+    as the word's label shows the character whole."""
+    prefix = _STANDS_FOR.split("{}")[0]
+    return ["; ".join(notes[p] for p in group if notes[p].startswith(prefix)) for group in groups]
 
 
 def _split_shared_spans(tokens, offsets, sequence_ids, special, texts, byte_level) -> list[tuple[int, int]]:
@@ -314,7 +339,9 @@ def _label_pieces(tokens: Sequence[str], special: Sequence[bool], byte_level: bo
         else:
             run.append((i, data))
     flush()
-    return TokenLabels(labels, notes)
+    # Without offsets: every piece but the special tokens and pieces of only spaces.
+    covers_text = [not special[i] and labels[i].strip() != "" for i in range(len(tokens))]
+    return TokenLabels(labels, notes, covers_text=covers_text)
 
 
 def _utf8_width(first: int) -> int:

@@ -28,7 +28,7 @@ from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .files import write_atomic
 from .messages import WINDOW_TOKENS, Channel
-from .results import LongAttentionResult, key_notes_of, notes_of, parts_of
+from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
@@ -135,7 +135,8 @@ class AttentionWidget(anywidget.AnyWidget):
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
     model_name = synced(Unicode(""), "The model's name, as titles show it.")
     causal = synced(Bool(False), "The shown attention is causal: later tokens are masked.")
-    has_queries_keys = synced(Bool(True), "Queries and keys were captured (the neuron view needs them).")
+    neuron_unavailable = synced(Unicode(""), "Why the neuron view cannot show this run (it needs the queries and keys), "
+                                "shown in its tab; \"\" when it can.")
     parts = synced(List(Unicode()), 'Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.')
     attention_part = synced(Enum(("encoder", "decoder", "cross"), default_value="encoder"),
                             "The part of an encoder-decoder model the views show.",
@@ -209,6 +210,7 @@ class AttentionWidget(anywidget.AnyWidget):
         result: AttentionResult | None = None,
         prettify_tokens: bool = True,
         attention: str = "auto",
+        neuron_query: int | None = None,
         **kwargs: Any,
     ):
         # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
@@ -242,6 +244,8 @@ class AttentionWidget(anywidget.AnyWidget):
             word_level=self._word_level, masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
+        if neuron_query is not None:  # asked for: kept over where the view would open
+            self.neuron_query = neuron_query
         # After the first result: the model view's thumbnails need it.
         self.view = view if view is not None else ("text" if self.long_context else "head")
         self.picture_id = uuid.uuid4().hex
@@ -402,8 +406,8 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.layer = layer
                 self.attention = pl.layer_payload(result, layer)
                 self.neuron_head = min(self.neuron_head, n_heads - 1)
-                self.neuron_query = min(self.neuron_query, len(token_result.tokens) - 1)
-                self.has_queries_keys = token_result.queries is not None
+                self.neuron_query = self._neuron_query_for(token_result)
+                self.neuron_unavailable = "" if token_result.queries is not None else self._no_queries_keys(result.model_name)
                 self.causal = bool(result.causal)
                 self._thumbnails_of = self._rollout_of = None
                 self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
@@ -417,6 +421,23 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.result_id = request_id
         finally:
             self._applying = False
+
+    def _neuron_query_for(self, token_result: AttentionResult) -> int:
+        """The neuron view's query for a run: where it opens (results.opening_query: a token of the
+        text, not [CLS] or a decoder's start token) until the user picks another, which is kept
+        while the queries are the same part's tokens."""
+        opening = opening_query(token_result)
+        opened = self.__dict__.get("_opened_query")  # (part, query) the view last opened on
+        self._opened_query = (self.attention_part, opening)
+        if opened is None or opened[0] != self.attention_part or self.neuron_query == opened[1]:
+            return opening
+        return min(self.neuron_query, len(token_result.tokens) - 1)
+
+    def _no_queries_keys(self, model_name: str) -> str:
+        """Why a run has no queries and keys: precomputed attention has no model to capture them from."""
+        if self._engine is None:
+            return NEEDS_A_MODEL.format(what="The neuron view")
+        return f"The neuron view needs the queries and keys, and those of {model_name} could not be captured."
 
     def _apply_long(self, result: LongAttentionResult, request_id: int, layer: int | None = None) -> None:
         """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
@@ -451,7 +472,7 @@ class AttentionWidget(anywidget.AnyWidget):
                     self.focus_head = -1
                 self.neuron_head = min(self.neuron_head, result.n_heads - 1)
                 self.neuron_query = min(self.neuron_query, result.n_tokens - 1)
-                self.has_queries_keys = False
+                self.neuron_unavailable = _short_only("neuron", result)
                 self.causal = bool(result.causal)
                 if not self.analysis or self.analysis.get("kind") == "attention_sinks":
                     self.analysis = sinks

@@ -33,3 +33,21 @@ def page(watched_page, server):
     page.goto(f"{server}/tests/browser/harness.html")
     page.wait_for_function("window.harnessReady === true")
     return page
+
+
+@pytest.fixture
+def open_widget(watched_page, server):
+    """open_widget(widget) → the harness page drawing a real widget's state (its traits as Python has them)."""
+    from real_widget import wire
+
+    from attnscope.contract import contract_traits
+
+    def open_(widget):
+        page = watched_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{server}/tests/browser/harness.html")
+        page.wait_for_function("window.harnessReady === true")
+        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
+        assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
+        return page
+
+    return open_

@@ -2,41 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
+from real_widget import answer_neuron_request, wire
 from test_head_view_browser import BUNDLE
 
 import attnscope
-from attnscope.contract import contract_traits
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
 CORPUS = ["The cat sat on the mat.", "Dogs bark, loudly, at night.", "Attention is all you need."]
-
-
-def wire(value):
-    """Widget trait values as JSON, bytes as base64 (the harness turns them into DataViews)."""
-    if isinstance(value, bytes):
-        return {"__bytes__": base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {k: wire(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [wire(v) for v in value]
-    return value
-
-
-@pytest.fixture
-def open_widget(watched_page, server):
-    def open_(widget):
-        page = watched_page(viewport={"width": 1100, "height": 900})
-        page.goto(f"{server}/tests/browser/harness.html")
-        page.wait_for_function("window.harnessReady === true")
-        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
-        assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
-        return page
-
-    return open_
 
 
 def saved(page) -> dict:
@@ -102,12 +76,25 @@ def test_words_box_and_mask_mode_send_their_traits(open_widget, default_model):
     assert page.problems == []
 
 
-def test_precomputed_attention_has_no_editor(open_widget, default_model):
+def test_precomputed_attention_has_no_editor_and_says_what_needs_a_model(open_widget, default_model):
+    """Issue 30: precomputed attention's Neuron tab said "queries and keys could not be captured",
+    and its model view offered to mask heads, which the kernel refused out of sight."""
     result = default_model.run("The cat sat.")
     widget = attnscope.head_view(tuple(a[None] for a in result.attention), result.tokens)
     page = open_widget(widget)
     page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     assert page.is_hidden(".attnscope-editor")
+    page.click("button.attnscope-tab[data-view='neuron']")
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")  # the kernel's echo
+    body = page.locator(".attnscope-body:not([hidden])")
+    body.get_by_text("The neuron view needs a model, and this view was made from precomputed attention.",
+                     exact=False).wait_for(timeout=10_000)
+    assert "could not be captured" not in body.inner_text()
+    assert page.is_hidden("select.attnscope-neuron-head")  # nothing to choose: no "click a token" hint
+    assert page.is_disabled("button.attnscope-export-button[data-format='png']")
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'model'})")
+    page.wait_for_selector("canvas.attnscope-thumbnails", state="attached")
+    assert page.is_hidden(".attnscope-maskbar") and page.is_hidden("input.attnscope-mask-mode")
     assert page.problems == []
 
 
@@ -201,22 +188,14 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, f
     page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '12'")
     assert int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.lineCount")) > 0
 
-    replies = []
-    widget.send = lambda content, buffers=None: replies.append((content, buffers))
     page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
-    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
-    widget._handle_custom_msg(request, [])
-    content, buffers = replies[-1]
-    page.evaluate(
-        """([content, arrays]) => { const h = window.attnscopeHarness;
-            h.model.emitCustom(content, arrays.map((b) => new DataView(Uint8Array.from(b).buffer))); }""",
-        [content, [list(b) for b in buffers]],
-    )
-    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    request = answer_neuron_request(page, widget)
     keys = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-right .attnscope-token-text", "ns => ns.map(n => n.textContent)")
     assert keys == widget.key_tokens
     assert len(page.query_selector_all(".attnscope-neuron-softmax .attnscope-neuron-number")) == len(widget.key_tokens)
+    # It opens on the decoder text's first token, not its start token ("[unused1]" in BERT's vocabulary).
+    query = page.eval_on_selector(".attnscope-neuron-queries .attnscope-selected", "n => n.textContent")
+    assert request["query"] == 2 and query == widget.tokens[2] == "Der", (request, query)
     # The neuron view saves as an image too: its key tokens are the encoder's.
     with page.expect_download() as download:
         page.click("button.attnscope-export-button[data-format='svg']")
@@ -228,14 +207,11 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, f
 @pytest.mark.parametrize("family", ["bart", "t5"])
 def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, bert_tokenizer, tmp_path, family):
     import torch
-    import transformers
-    from test_encoder_decoder import SOURCE, TARGET, VOCAB, encoder_decoder_models
+    from test_encoder_decoder import SOURCE, TARGET, encoder_decoder_models, t5_model
 
     torch.manual_seed(0)
     if family == "t5":  # with its relative-position bias, which the page must add to the scores
-        model = transformers.T5Model(transformers.T5Config(
-            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=3, num_heads=4,
-            decoder_start_token_id=0, pad_token_id=0))
+        model = t5_model()
         with torch.no_grad():
             for module in model.modules():
                 if getattr(module, "has_relative_attention_bias", False):
@@ -254,7 +230,7 @@ def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, be
     softmax = page.eval_on_selector_all(
         ".attnscope-neuron-softmax .attnscope-neuron-number", "ns => ns.map(n => Number(n.textContent.trim().split(/\\s+/).pop()))"
     )
-    expected = widget.token_result.attention[0, 0, 0].tolist()
+    expected = widget.token_result.attention[0, 0, widget.neuron_query].tolist()  # the query it opens on
     assert len(softmax) == len(widget.key_tokens or widget.tokens) == len(expected)
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
     assert page.problems == []

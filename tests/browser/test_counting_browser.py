@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from test_analysis_browser import open_widget  # noqa: F401 (a fixture)
 from test_export_geometry import exported
 from test_head_view_browser import BUNDLE
 
@@ -31,7 +30,7 @@ def svg_texts(svg: str) -> list[str]:
     return [node.text or "" for node in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
 
 
-def test_a_widget_opened_on_layer_2_shows_layer_2(open_widget, default_model):  # noqa: F811
+def test_a_widget_opened_on_layer_2_shows_layer_2(open_widget, default_model):
     widget = attnscope.AttentionWidget(TEXT, model=default_model, layer=2, heads=[0, 11])
     page = open_widget(widget)
     page.wait_for_function(HEAD_READY)
@@ -51,7 +50,7 @@ def bertviz_attention(model):
     return tuple(layer.unsqueeze(0) for layer in result.attention.float()), list(result.tokens)
 
 
-def test_bertviz_head_view_layer_2_head_0_shows_layer_2_head_0(open_widget, default_model, watched_page, tmp_path):  # noqa: F811
+def test_bertviz_head_view_layer_2_head_0_shows_layer_2_head_0(open_widget, default_model, watched_page, tmp_path):
     attention, tokens = bertviz_attention(default_model)
     assert all(isinstance(a, torch.Tensor) for a in attention)
     widget = attnscope.head_view(attention, tokens, layer=2, heads=[0])

@@ -37,7 +37,7 @@ def start(page, **over) -> None:
         "tokens": TOKENS, "sentence_b_start": None, "n_layers": 2, "n_heads": 2, "model_name": "fake model",
         "layer": 0, "heads": [0, 1], "sentence_filter": "all", "theme": "light", "text": "the <img>",
         "text_b": None, "result_id": 0, "request": {}, "notice": "", "error": "", "view": "head",
-        "thumbnails": {}, "neuron_head": 0, "neuron_query": 0, "has_queries_keys": True, **over,
+        "thumbnails": {}, "neuron_head": 0, "neuron_query": 0, "neuron_unavailable": "", **over,
     }
     assert page.evaluate(
         """state => { const h = window.attnscopeHarness;
@@ -109,6 +109,42 @@ def test_the_number_beside_the_hover_bars_says_what_it_is(page):
     # (The weights arrive as bytes: 0.25 reads 0.251.)
     assert shown[1][2] == "Attention from “the” to “the” (one bar a head, the number their largest):\nhead 0: 0.251\nhead 1: 1.000"
     assert shown[0][2] == "Attention from “the” to “[CLS]” (the bar and the number):\nhead 0: 0.251"
+
+
+# Each token's box on screen, and each drawn weight's (bars and numbers) with the plot's.
+BOXES = """() => {
+  const box = (n) => { const r = n.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const tokens = (side) => [...document.querySelectorAll(`.attnscope-${side} .attnscope-token-text`)].map(box);
+  return {left: tokens("left"), right: tokens("right"), plot: box(document.querySelector(".attnscope-plot")),
+          weights: [...document.querySelectorAll(".attnscope-weight-bar, .attnscope-weight-value")].map(box)};
+}"""
+
+
+@pytest.mark.parametrize("viewport", [(1400, 1000), (480, 800)])
+def test_hovering_a_token_moves_no_token(watched_page, default_model, tmp_path, viewport):
+    """Issue 30: hovering a right-column token drew its weights beside the left tokens, which widened
+    that column and moved the plot about 94 px (280 px for [CLS]): the token left the cursor."""
+    import attnscope
+
+    widget = attnscope.AttentionWidget("The quick brown fox jumps over the lazy dog because it was bored.",
+                                       model=default_model)
+    page = watched_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.goto(widget.save_html(tmp_path / "hover.html").as_uri())
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
+    still = page.evaluate(BOXES)
+    for side in ("right", "left"):
+        for i, (x0, y0, x1, y1) in enumerate(still[side]):
+            x, y = (x0 + x1) / 2, (y0 + y1) / 2
+            page.mouse.move(x, y)
+            hovered = page.evaluate(BOXES)
+            assert hovered["left"] == still["left"] and hovered["right"] == still["right"], (side, i)
+            assert page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.textContent", [x, y]) == \
+                widget.tokens[i]
+            # The weights show, whole, inside the plot (the view's gutters hold them).
+            px0, py0, px1, py1 = hovered["plot"]
+            assert len(hovered["weights"]) > len(widget.tokens), (side, i)
+            assert all(px0 - 0.5 <= a and c <= px1 + 0.5 for a, _, c, _ in hovered["weights"]), (side, i, hovered)
+            page.mouse.move(1, viewport[1] - 1)
     assert not page.problems, page.problems
 
 
@@ -217,7 +253,7 @@ def half_words(values) -> list[int]:
 def test_neuron_view_requests_one_query_and_draws_its_computation(page):
     import numpy as np
 
-    start(page, view="neuron", neuron_head=1, neuron_query=0, has_queries_keys=True)
+    start(page, view="neuron", neuron_head=1, neuron_query=0, neuron_unavailable="")
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
     assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}

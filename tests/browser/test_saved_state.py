@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from test_analysis_browser import wire
+from real_widget import wire
 from test_head_view_browser import BUNDLE
 
 import attnscope

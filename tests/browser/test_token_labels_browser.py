@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STANDALONE = ROOT / "src" / "attnscope" / "static" / "standalone.js"
 pytestmark = pytest.mark.skipif(not STANDALONE.is_file(), reason="JS bundle not built (make test builds it)")
 sys.path.insert(0, str(ROOT / "tests"))
+from real_widget import answer_neuron_request, wire  # noqa: E402
 from test_token_labels import CONTINUATION, byte_level_bpe  # noqa: E402
 
 
@@ -42,4 +43,39 @@ def test_cafe_and_an_emoji_read_as_written_on_screen_and_in_the_svg(watched_page
     root = ElementTree.fromstring(open(download.value.path(), "rb").read())
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert " café" in texts and "🙂" in texts, texts
+    assert not page.problems, page.problems
+
+
+def test_an_emoji_typed_into_the_sentence_shows_the_text_its_unk_stands_for(open_widget, default_model):
+    """Issue 30: typed into the sentence, an emoji became "[UNK]" with no hint of the text it
+    replaced. Each [UNK] names its text on hover (and is marked as having a note), in the head
+    view's columns and the neuron view's, beside accents and CJK."""
+    from test_token_labels import UNKNOWN
+
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    page = open_widget(widget)
+    page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
+    sentence = page.locator("input.attnscope-text").first
+    sentence.fill(UNKNOWN)
+    sentence.press("Enter")
+    page.wait_for_function("t => window.attnscopeHarness.model.saved.some((s) => s.request?.text === t)", arg=UNKNOWN)
+    widget.request = page.evaluate("() => window.attnscopeHarness.model.saved.at(-1).request")  # the kernel reruns
+    assert widget.error == "" and widget.text == UNKNOWN
+    page.evaluate("s => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(s))",
+                  {name: wire(getattr(widget, name)) for name in ("tokens", "token_notes", "attention", "text", "result_id")})
+    page.wait_for_function("n => document.querySelectorAll('.attnscope-left .attnscope-token-text').length === n",
+                           arg=len(widget.tokens))
+    stood_for = ["🍕", "寿", "caf🍕e", "🙂🙂", "☕"]
+    for side in ("left", "right"):
+        shown = page.eval_on_selector_all(
+            f".attnscope-head-view .attnscope-{side} .attnscope-token-text",
+            "ts => ts.map(t => [t.textContent, t.title, getComputedStyle(t).textDecorationStyle])")
+        assert [(text, title) for text, title, _ in shown if text == "[UNK]"] == \
+            [("[UNK]", f"stands for “{text}” in the text") for text in stood_for], shown
+        assert all(style == "dotted" for _, title, style in shown if title), shown
+        assert "Zu\u0308rich" in [text for text, _, _ in shown] and "寿" not in [text for text, _, _ in shown]
+    page.evaluate("() => window.attnscopeHarness.model.emit({view: 'neuron'})")
+    answer_neuron_request(page, widget)
+    titles = page.eval_on_selector_all(".attnscope-neuron-queries .attnscope-token-text", "ts => ts.map(t => t.title)")
+    assert [t for t in titles if t] == [f"stands for “{text}” in the text" for text in stood_for]
     assert not page.problems, page.problems

@@ -1,0 +1,35 @@
+"""A real widget's state in the harness page (harness.html), and the kernel's answers to its
+requests, for browser tests that drive the built bundle with what Python computed."""
+
+from __future__ import annotations
+
+import base64
+
+
+def wire(value):
+    """Widget trait values as JSON, bytes as base64 (the harness turns them into DataViews)."""
+    if isinstance(value, bytes):
+        return {"__bytes__": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [wire(v) for v in value]
+    return value
+
+
+def answer_neuron_request(page, widget) -> dict:
+    """The neuron view's request for numbers, answered by the widget's own handler as the kernel
+    would; returns the request once the view shows the numbers."""
+    replies = []
+    widget.send = lambda content, buffers=None: replies.append((content, buffers))
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    widget._handle_custom_msg(request, [])
+    content, buffers = replies[-1]
+    page.evaluate(
+        """([content, arrays]) => { const h = window.attnscopeHarness;
+            h.model.emitCustom(content, arrays.map((b) => new DataView(Uint8Array.from(b).buffer))); }""",
+        [content, [list(b) for b in buffers]],
+    )
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    return request
