@@ -14,6 +14,13 @@ def run_notebook(name: str, cwd) -> list:
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    # Saved and reopened without its kernel, a widget output reads "Error displaying widget": each
+    # must be one of ours, with its picture right after it (progress bars end as text).
+    for cell in notebook.cells:
+        for i, output in enumerate(getattr(cell, "outputs", [])):
+            if WIDGET_MIME in output.get("data", {}):
+                after = cell.outputs[i + 1].get("data", {}).get("text/html", "") if i + 1 < len(cell.outputs) else ""
+                assert 'class="attnscope-picture ' in after, f"a widget output without its picture in {name}: {cell.source[:80]!r}"
     return outputs
 
 
