@@ -174,7 +174,7 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
   modelView.update({ thumbnails, layers: [0], heads: [0, 1], nHeads: 2, masked: [[0, 1]] });
   const grid = new DOMParser().parseFromString(modelView.toSvg(), "image/svg+xml");
   expect(grid.querySelectorAll("rect.masked").length).toBe(1);
-  expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 2");
+  expect([...grid.querySelectorAll("text")].map((t) => t.textContent)).toContain("Head 1"); // heads counted from 0
 });
 
 it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be rescaled to 1", async () => {

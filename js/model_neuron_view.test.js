@@ -34,8 +34,8 @@ it("labels the model view's grid and counts its cells", () => {
   const container = document.createElement("div");
   const view = createModelView(container, { onOpenHead: vi.fn() });
   view.update({ thumbnails, layers: [3], heads: [4, 7], nHeads: 12 });
-  expect([...container.querySelectorAll(".attnscope-grid-heads span")].map((s) => s.textContent)).toEqual(["Head 5", "Head 8"]);
-  expect(container.querySelector(".attnscope-grid-layers span").textContent).toBe("Layer 4");
+  expect([...container.querySelectorAll(".attnscope-grid-heads span")].map((s) => s.textContent)).toEqual(["Head 4", "Head 7"]); // counted from 0
+  expect(container.querySelector(".attnscope-grid-layers span").textContent).toBe("Layer 3");
   expect(container.querySelector("canvas").dataset.cells).toBe("2");
   expect(container.querySelector("canvas").dataset.lineCount).toBe("6");
 });

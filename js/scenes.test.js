@@ -89,7 +89,7 @@ it("draws the model view's lines and masks inside their grid cells", () => {
   });
   const [mask] = model.items.filter((item) => item.type === "rect" && item.role === "masked");
   expect(cellOf(mask.x + 1, mask.y + 1)).toEqual({ row: 1, col: 0 });
-  expect(texts(model, "row-label").map((t) => t.text)).toEqual(["Layer 1", "Layer 2"]);
+  expect(texts(model, "row-label").map((t) => t.text)).toEqual(["Layer 0", "Layer 1"]);
 });
 
 it("labels the matrix's rows and columns at its cells' centres", () => {

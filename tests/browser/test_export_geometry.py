@@ -99,8 +99,8 @@ def test_model_view_svg_grid_labels_sit_at_the_screens_cells(page):
     start_model_view(page)
     svg = exported_svg(page)
     for selector, role, axis, texts in (
-        (".attnscope-grid-layers span", "row-label", 2, ["Layer 1", "Layer 2"]),
-        (".attnscope-grid-heads span", "col-label", 1, ["Head 1", "Head 2"]),
+        (".attnscope-grid-layers span", "row-label", 2, ["Layer 0", "Layer 1"]),
+        (".attnscope-grid-heads span", "col-label", 1, ["Head 0", "Head 1"]),
     ):
         screen, image = page.evaluate(SCREEN_XY, selector), page.evaluate(SVG_XY, [svg, role])
         assert [t for t, *_ in image] == [t for t, *_ in screen] == texts

@@ -132,7 +132,7 @@ def test_model_view_with_included_layers_and_heads(live_and_saved, default_model
     )
     shown = same_view(*live_and_saved(widget, MODEL_READY))
     assert shown["view"] == ["model"] and shown["cells"] == "6"
-    assert shown["gridLabels"] == ["Head 1", "Head 3", "Head 6", "Layer 2", "Layer 5"]
+    assert shown["gridLabels"] == ["Head 0", "Head 2", "Head 5", "Layer 1", "Layer 4"]  # counted from 0
 
 
 def test_masked_heads_with_the_change_shown(live_and_saved, default_model):
