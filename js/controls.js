@@ -3,16 +3,19 @@
 // in update() and write back only through `actions`; they never draw attention.
 import { el, labelled, select } from "./dom.js";
 import { COUNTING } from "./labels.js";
+import { SAVED_COPY_NOTE, SAVED_COPY_TITLE } from "./saved.js";
 
 const EDIT_DEBOUNCE_MS = 350;
+// Short, so that the header keeps to one line in JupyterLab's output (the select's tooltip says more).
 const FILTERS = [
   ["all", "All"],
-  ["aa", "Sentence A → A"],
-  ["bb", "Sentence B → B"],
-  ["ab", "Sentence A → B"],
-  ["ba", "Sentence B → A"],
+  ["aa", "A → A"],
+  ["bb", "B → B"],
+  ["ab", "A → B"],
+  ["ba", "B → A"],
 ];
-const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
+/** The parts of an encoder-decoder model, as the controls name them. */
+export const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 function checkbox(className) {
   const box = el("input", className);
@@ -40,7 +43,7 @@ function button(className, parent, text) {
  * @param {HTMLElement} root
  * @param {[string, string, string[]][]} views  [name, label, modes ("short", "long")]
  * @param {ControlActions} actions
- * @param {{page?: boolean}} options  page: a saved page (no kernel: the sentences are read-only)
+ * @param {{page?: boolean}} options  page: a saved copy (no model to rerun: the sentences are read-only, no masking)
  */
 export function createControls(root, views, actions, { page = false } = {}) {
   const { setTraits } = actions;
@@ -64,6 +67,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
   layerControl.title = COUNTING;
   layerSelect.addEventListener("change", () => setTraits({ layer: Number(layerSelect.value) }));
   const filterSelect = select("attnscope-filter", FILTERS);
+  filterSelect.title = "Which sentence's tokens attend to which: A → B draws sentence A's tokens attending to sentence B's.";
   const filterControl = labelled(header, "Attention", filterSelect);
   filterSelect.addEventListener("change", () => setTraits({ sentence_filter: filterSelect.value }));
   const wordsBox = checkbox("attnscope-words");
@@ -92,6 +96,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const maskSummary = el("span", "attnscope-mask-summary", maskBar);
   maskModeBox.addEventListener("change", actions.redraw);
   changeBox.addEventListener("change", () => setTraits({ show_change: changeBox.checked }));
+  changeBox.disabled = page;
   unmask.addEventListener("click", () => setTraits({ masked_heads: [], show_change: false }));
 
   const notice = el("div", "attnscope-notice", root);
@@ -120,6 +125,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
       const parts = get("parts") ?? [];
       const masked = get("masked_heads") ?? [];
       title.textContent = get("model_name");
+      title.title = get("model_name");
       const long = Boolean(get("long_context"));
       for (const tab of tabs.children) {
         tab.setAttribute("aria-selected", String(tab.dataset.view === view));
@@ -139,13 +145,14 @@ export function createControls(root, views, actions, { page = false } = {}) {
       wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
       for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
-      // Masking reruns the model: precomputed attention has none to rerun (as the editor, the bar goes).
-      maskBar.hidden = long || get("editable") === false
-        || !(view === "model" || ((view === "head" || view === "rollout") && masked.length > 0));
-      maskModeControl.hidden = view !== "model";
+      // Masking reruns the model: not for precomputed attention (none to rerun, as the editor goes) nor a
+      // saved copy; there only what the masks were is shown.
+      const canMask = !page && get("editable") !== false;
+      maskBar.hidden = long || !((view === "model" && canMask) || ((view === "head" || view === "rollout" || view === "model") && masked.length > 0));
+      maskModeControl.hidden = view !== "model" || !canMask;
       changeBox.checked = Boolean(get("show_change"));
       changeControl.hidden = masked.length === 0;
-      unmask.hidden = masked.length === 0;
+      unmask.hidden = masked.length === 0 || page;
       maskSummary.textContent = get("mask_summary") ?? "";
       notice.textContent = get("notice");
       notice.hidden = !get("notice");
@@ -176,12 +183,13 @@ function createEditor(root, actions, page) {
   labelled(box, "Sentence", inputA);
   const sentenceB = labelled(box, "Sentence B", inputB);
   if (page) {
-    // A saved page has no model to rerun: the text is shown as it was run, and says so.
+    // A saved copy (a file, a slide) has no model to rerun, whether or not a kernel runs beside
+    // it: the text is shown as it was run, and the note says where it can be edited.
     for (const input of [inputA, inputB]) {
       input.readOnly = true;
-      input.title = "Saved page: editing the text needs a running notebook kernel.";
+      input.title = SAVED_COPY_TITLE;
     }
-    el("span", "attnscope-hint attnscope-page-note", box).textContent = "Saved page: editing needs a running kernel.";
+    el("span", "attnscope-hint attnscope-page-note", box).textContent = SAVED_COPY_NOTE;
   }
   let lastSentId = 0;
   let timer = null;

@@ -18,6 +18,7 @@ export function gridCellAt(x, y, cell, nRows, nCols) {
  */
 export function createGrid(parent, defaultCell, classes) {
   const frame = el("div", `attnscope-cellgrid ${classes.frame}`, parent);
+  const corner = el("span", "attnscope-cellgrid-corner", frame);
   const columns = el("div", `attnscope-cellgrid-columns ${classes.columns}`, frame);
   const rows = el("div", `attnscope-cellgrid-rows ${classes.rows}`, frame);
   const canvas = el("canvas", `attnscope-cellgrid-canvas ${classes.canvas}`, frame);
@@ -26,9 +27,11 @@ export function createGrid(parent, defaultCell, classes) {
 
   return {
     frame, columns, rows, canvas,
-    /** Labels at the pitch `cellSize` (the views may size cells to the width they have). */
-    label(columnTexts, rowTexts, cellSize = defaultCell) {
+    /** Labels at the pitch `cellSize` (the views may size cells to the width they have);
+     * `cornerText` names the columns once, beside their labels (where those are numbers alone). */
+    label(columnTexts, rowTexts, cellSize = defaultCell, cornerText = "") {
       cell = cellSize;
+      corner.textContent = cornerText;
       columns.replaceChildren();
       for (const text of columnTexts) {
         const label = el("span", "", columns);
@@ -51,8 +54,10 @@ export function createGrid(parent, defaultCell, classes) {
   };
 }
 
-/** The grid's labels in an image whose cells start at (left, top): columns above, rows at x = 6. */
-export function gridSceneLabels(s, { left, top, cell, columnTexts, rowTexts, columnY = 34 }) {
-  columnTexts.forEach((text, col) => { s.text(left + (col + 0.5) * cell, columnY, text, { anchor: "middle", size: 11, role: "col-label" }); });
-  rowTexts.forEach((text, row) => { s.text(6, top + (row + 0.5) * cell, text, { size: 11, role: "row-label" }); });
+/** The grid's labels in an image whose cells start at (left, top): columns above, rows at x = 6,
+ * the corner's (what the columns are) at x = 6 beside the columns'. */
+export function gridSceneLabels(s, { left, top, cell, columnTexts, rowTexts, columnY = 34, corner = "" }) {
+  if (corner) s.text(6, columnY, corner, { size: 11, role: "corner-label" });
+  columnTexts.forEach((text, col) => { if (text) s.text(left + (col + 0.5) * cell, columnY, text, { anchor: "middle", size: 11, role: "col-label" }); });
+  rowTexts.forEach((text, row) => { if (text) s.text(6, top + (row + 0.5) * cell, text, { size: 11, role: "row-label" }); });
 }

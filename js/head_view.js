@@ -168,12 +168,16 @@ function firstTokens(state, max) {
     selected: state.selected !== undefined && state.selected < q ? state.selected : undefined };
 }
 
-/** What a view thinned to its strongest lines says it left out (weights as the user reads them). */
+/** What a view thinned to its strongest lines says it left out (weights as the user reads them).
+ * An image says no more: it is read where nothing can be hovered. */
 function thinnedNote(budget, weightScale = 1) {
   const weight = weightScale === 1 ? budget.minWeight : (budget.minWeight * weightScale).toPrecision(2);
   return `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${weight}) of `
-    + `${budget.total.toLocaleString("en")}; hover a token to see all of its lines.`;
+    + `${budget.total.toLocaleString("en")}.`;
 }
+const THINNED_HINT = "Hover a token to see all of its lines.";
+
+export const CAUSAL_NOTE = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
 
 /**
  * The head view as an image: title, caption, head swatches, the two token columns and every line
@@ -226,9 +230,10 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
 /**
  * createHeadView(container, {onToggleHead, onSoloHead, onSelectToken}) → {update(state), lastLines(), scrollToToken(i), scene, toSvg, toPng, destroy()}
  * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter,
- *   caption?, selected?, weightScale?}
+ *   caption?, hint?, selected?, weightScale?}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
- * caption: a line above the plot (a long text's window says which tokens it shows); selected: the
+ * caption: a line above the plot (a long text's window says which tokens it shows), which images
+ * show too; hint: what the screen adds to it (how to interact; images leave it out); selected: the
  * index of a token marked in both columns; onSelectToken(i) is called when a token is clicked;
  * weightScale: the attention's values are weights ÷ weightScale (a long text's window is drawn
  * relative to its largest weight), and the numbers shown are multiplied back.
@@ -237,7 +242,7 @@ export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
   const swatchRow = el("div", "attnscope-heads", root);
   const causalNote = el("div", "attnscope-hint attnscope-causal-note", root);
-  causalNote.textContent = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
+  causalNote.textContent = CAUSAL_NOTE;
   causalNote.hidden = true;
   const caption = el("div", "attnscope-hint attnscope-window-note", root);
   caption.hidden = true;
@@ -398,7 +403,7 @@ export function createHeadView(container, callbacks = {}) {
     lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
-    if (thinned) note.textContent = thinnedNote(budget, state.weightScale);
+    if (thinned) note.textContent = `${thinnedNote(budget, state.weightScale)} ${THINNED_HINT}`;
     const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     linesBox.dataset.lineCount = String(lines.length);
@@ -421,7 +426,7 @@ export function createHeadView(container, callbacks = {}) {
       state = next;
       causalNote.hidden = !next.causal;
       caption.hidden = !next.caption;
-      caption.textContent = next.caption ?? "";
+      caption.textContent = [next.caption, next.hint].filter(Boolean).join(" ");
       if (layoutChanged) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);

@@ -232,8 +232,10 @@ describe("saved page answers", () => {
     const hit = savedAnswer(answers, { type: "attention_rows", id: 1, layer: 0, head: -1, token: 5, direction: "from" }, state);
     expect(hit).toEqual({ content: { n_tokens: 9, result_id: 3 }, buffers: ["B"] });
     const miss = savedAnswer(answers, { type: "attention_rows", id: 2, layer: 0, head: -1, token: 6, direction: "from" }, state);
-    expect(miss.error).toMatch(/another token, layer or direction needs a running notebook kernel/);
-    expect(savedAnswer(answers, { type: "attention_tile", layer: 0 }, state).error).toMatch(/zooming in/);
+    // A saved page may be a slide beside a running kernel: it names what it cannot do, not a missing kernel.
+    expect(miss.error).toMatch(/Another token, layer or direction needs the live widget: this saved copy cannot rerun the model/);
+    expect(miss.error).not.toMatch(/kernel/);
+    expect(savedAnswer(answers, { type: "attention_tile", layer: 0 }, state).error).toMatch(/Zooming in/);
   });
 });
 

@@ -5,10 +5,14 @@ import { el, placeBeside, sizeCanvas } from "./dom.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { headName, headText, layerText } from "./labels.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 
 export const CELL = 84; // px per thumbnail (the largest), margins included
 export const MIN_CELL = 40;
+// A view fitted into a fixed box (a slide) shows every cell, down to this size.
+export const MIN_FIT_CELL = 20;
 const LAYER_LABELS = 70; // px left of the grid for "Layer 12"
+const LABEL_SIZE = 11; // px, the grid labels' font (widget.css .attnscope-grid-heads)
 const PAD = 8;
 const ZOOM = 3;
 const ZOOM_LABELS = 90; // px for token labels each side of the enlargement
@@ -19,10 +23,16 @@ export const THUMBNAIL_MIN_WEIGHT = 0.1;
 export const THUMBNAIL_MAX_LINES = 600;
 export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
 
-/** px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown). */
-export function modelCell(width, nHeads) {
-  if (!width) return CELL;
-  return Math.max(MIN_CELL, Math.min(CELL, Math.floor((width - LAYER_LABELS) / Math.max(nHeads, 1))));
+/**
+ * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
+ * given `height` (px for nLayers rows; a view fitted into a slide), nLayers rows fit it too, down
+ * to MIN_FIT_CELL then.
+ */
+export function modelCell(width, nHeads, { height = 0, nLayers = 1 } = {}) {
+  const byWidth = width ? Math.floor((width - LAYER_LABELS) / Math.max(nHeads, 1)) : CELL;
+  if (!height) return Math.max(MIN_CELL, Math.min(CELL, byWidth));
+  const byHeight = Math.floor(height / Math.max(nLayers, 1));
+  return Math.max(MIN_FIT_CELL, Math.min(CELL, byWidth, byHeight));
 }
 
 /**
@@ -63,6 +73,25 @@ function thumbnailEnds([rows, cols], x, y, width, height) {
  * the origin) and for images (labels: true: title, head and layer labels around it). A masked
  * head's cell is dimmed and crossed out, so switched-off heads are seen at a glance.
  */
+/**
+ * The grid's labels at `cell` px, legible at any size: "Head 3" over each column where it fits,
+ * else the numbers alone with "Head" once beside them (`corner`), and only every k-th number
+ * where even those would touch; "Layer 2" beside every row, or every k-th one where the rows are
+ * lower than the text.
+ */
+export function gridLabels(layers, heads, cell) {
+  const full = heads.map(headText);
+  const fits = full.every((text) => textWidth(text, LABEL_SIZE) + 6 <= cell);
+  const widest = Math.max(0, ...heads.map((h) => textWidth(String(h), LABEL_SIZE))) + 4;
+  const every = fits ? 1 : Math.ceil(widest / cell);
+  const rowsEvery = Math.ceil((LABEL_SIZE + 3) / cell);
+  return {
+    columns: fits ? full : heads.map((h, i) => (i % every === 0 ? String(h) : "")),
+    corner: fits ? "" : "Head",
+    rows: layers.map((l, i) => (i % rowsEvery === 0 ? layerText(l) : "")),
+  };
+}
+
 export function modelScene(state, lineCache, { title = "", labels = true, note = SCALE_NOTE } = {}) {
   const { thumbnails, layers, heads, nHeads } = state;
   const cell = state.cell ?? CELL;
@@ -71,7 +100,8 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
   const s = createScene(left + heads.length * cell, top + layers.length * cell + (labels ? 22 : 0), { background: labels });
   if (labels) {
     s.text(6, 12, title, { role: "title" });
-    gridSceneLabels(s, { left, top, cell, columnTexts: heads.map(headText), rowTexts: layers.map(layerText) });
+    const shown = gridLabels(layers, heads, cell);
+    gridSceneLabels(s, { left, top, cell, columnTexts: shown.columns, rowTexts: shown.rows, corner: shown.corner });
     s.text(6, top + layers.length * cell + 14, note, { size: 10, role: "scale" });
   }
   const colors = headColors(nHeads);
@@ -92,11 +122,13 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
 export const thumbnailLineCache = ({ thumbnails, layers, heads }, maxLines = THUMBNAIL_MAX_LINES) =>
   layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col, THUMBNAIL_MIN_WEIGHT, maxLines)));
 
-/** The model view as an image from its state alone (where there is no view: the kernel's picture);
- * maxLines: each head's strongest lines kept (fewer make a smaller picture, which says so). */
+/** The model view as an image from its state alone (where there is no view: the kernel's picture),
+ * its cells sized to the state's width as on screen; maxLines: each head's strongest lines kept
+ * (fewer make a smaller picture, which says so). */
 export function modelImage(state, { maxLines = THUMBNAIL_MAX_LINES, ...options } = {}) {
   const note = maxLines < THUMBNAIL_MAX_LINES ? `Each head's ${maxLines} strongest lines. ${SCALE_NOTE}` : SCALE_NOTE;
-  return modelScene(state, thumbnailLineCache(state, maxLines), { ...options, note });
+  const sized = { ...state, cell: state.cell ?? modelCell(state.width, state.heads.length) };
+  return modelScene(sized, thumbnailLineCache(state, maxLines), { ...options, note });
 }
 
 /** The first token of each pooled row: row i of `rows` covers tokens from floor(i·n / rows). */
@@ -173,6 +205,37 @@ export function createModelView(container, callbacks = {}) {
 
   const maskKey = (masked) => JSON.stringify(masked ?? []);
 
+  /** The cell size for `next`; in a box of fixed height (a slide), the rows share what the hint,
+   * labels and note leave of it (as laid out now). */
+  function fittedCell(next) {
+    const height = next.height ? Math.max(1, next.height - (root.offsetHeight - canvas.offsetHeight)) : 0;
+    return modelCell(next.width, next.heads.length, { height, nLayers: next.layers.length });
+  }
+
+  function draw(given) {
+    const cell = fittedCell(given);
+    const next = { ...given, cell };
+    const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads
+      && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
+    if (same) { state = next; return; } // already drawn
+    const sameData = state && state.thumbnails === next.thumbnails;
+    state = next;
+    const { layers, heads } = next;
+    const shown = gridLabels(layers, heads, cell);
+    grid.label(shown.columns, shown.rows, cell, shown.corner);
+    const ctx = sizeCanvas(canvas, heads.length * cell, layers.length * cell);
+    if (!sameData) lineCache = thumbnailLineCache(next);
+    const count = lineCache.flat().reduce((n, lines) => n + lines.length, 0);
+    if (ctx) drawScene(ctx, modelScene(next, lineCache, { labels: false }));
+    const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
+    const maskedCount = layers.reduce((n, layer) => n + heads.filter((head) => masked.has(`${layer}:${head}`)).length, 0);
+    canvas.dataset.masked = String(maskedCount);
+    canvas.dataset.lineCount = String(count);
+    canvas.dataset.cells = String(layers.length * heads.length);
+    canvas.dataset.cell = String(cell);
+    zoom.hidden = true;
+  }
+
   canvas.addEventListener("mousemove", (event) => showZoom(cellAt(event)));
   canvas.addEventListener("mouseleave", () => showZoom(null));
   canvas.addEventListener("click", (event) => {
@@ -185,33 +248,18 @@ export function createModelView(container, callbacks = {}) {
 
   return {
     /**
-     * state: {thumbnails, layers, heads, nHeads, tokens, keyTokens?, masked?, maskMode?, width?}
-     * (width: px the view may use; the cells shrink to fit it, down to MIN_CELL)
+     * state: {thumbnails, layers, heads, nHeads, tokens, keyTokens?, masked?, maskMode?, width?, height?}
+     * (width: px the view may use; the cells shrink to fit it, down to MIN_CELL; height: px it
+     * may use in a box of fixed size, a slide, where the rows fit it too, down to MIN_FIT_CELL)
      */
     update(next) {
-      const cell = modelCell(next.width, next.heads.length);
-      next = { ...next, cell };
-      const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads
-        && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
       hint.textContent = next.maskMode
         ? "Click a head to switch it off (or on again); the kernel recomputes every later layer."
         : "Hover a head to enlarge it; click to open it in the head view.";
-      if (same) { state = next; return; } // already drawn
-      const sameData = state && state.thumbnails === next.thumbnails;
-      state = next;
-      const { layers, heads } = next;
-      grid.label(heads.map(headText), layers.map(layerText), cell);
-      const ctx = sizeCanvas(canvas, heads.length * cell, layers.length * cell);
-      if (!sameData) lineCache = thumbnailLineCache(next);
-      const count = lineCache.flat().reduce((n, lines) => n + lines.length, 0);
-      if (ctx) drawScene(ctx, modelScene(next, lineCache, { labels: false }));
-      const masked = new Set((next.masked ?? []).map(([l, h]) => `${l}:${h}`));
-      const maskedCount = layers.reduce((n, layer) => n + heads.filter((head) => masked.has(`${layer}:${head}`)).length, 0);
-      canvas.dataset.masked = String(maskedCount);
-      canvas.dataset.lineCount = String(count);
-      canvas.dataset.cells = String(layers.length * heads.length);
-      canvas.dataset.cell = String(cell);
-      zoom.hidden = true;
+      draw(next);
+      // Fitted into a box: measured again once the hint and labels are laid out (the first
+      // draw may have had neither), and drawn again if the cells come out another size.
+      if (next.height && fittedCell(next) !== state.cell) draw(next);
     },
     /** Every shown layer × head as an image: the same thumbnails, lines and masks. */
     ...imageMethods((options) => {

@@ -7,8 +7,8 @@ import { base64Decode } from "./base64.js";
 import { decodeArray } from "./codec.js";
 import { longNumbers, neuronNumbers } from "./requests.js";
 import { neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
-import { sceneToSvg } from "./scene.js";
-import { VIEWS } from "./views.js";
+import { sceneToSvg, withCaption } from "./scene.js";
+import { imageCaption, VIEWS } from "./views.js";
 
 // Fewer and fewer lines (the head view's, each model view cell's) until the picture fits its bytes.
 const THINNER = {
@@ -65,11 +65,13 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
   if (!adapter) return { error: `no view named ${state.view}` };
   const dark = state.theme === "dark";
   const title = adapter.title(context);
+  const caption = imageCaption(context, state.view);
   let svg = "";
   let scene = null;
   for (const thinner of THINNER[state.view] ?? [{}]) {
-    scene = adapter.picture(context, { title, ...thinner });
-    if (typeof scene === "string") return { error: scene };
+    const drawn = adapter.picture(context, { title, ...thinner });
+    if (typeof drawn === "string") return { error: drawn };
+    scene = withCaption(drawn, caption);
     svg = sceneToSvg(scene, { dark });
     if (svg.length <= maxBytes) break;
   }

@@ -4,6 +4,15 @@
 import { base64Decode } from "./base64.js";
 import { halfToFloat } from "./codec.js";
 
+// A saved page (a file, the iframe of a slide) is a copy of the widget with no model to rerun:
+// what needs the model is said to need the live widget, never a kernel (one may well be running
+// beside a slide, and a slide still cannot reach it).
+export const SAVED_COPY_NOTE = "A saved copy of the widget: edit the text in the live widget.";
+export const SAVED_COPY_TITLE = "This saved copy cannot rerun the model: edit the text in the live widget, in the notebook.";
+
+/** "<what> needs the live widget: this saved copy cannot rerun the model." */
+export const needsLiveWidget = (what) => `${what} needs the live widget: this saved copy cannot rerun the model.`;
+
 /** The page's JSON with each binary part back at its path, as a DataView (what anywidget gives);
  * bytesOf(data) reads a part (base64 in a saved page). */
 export function withBuffers(json, buffers, bytesOf = base64Decode) {
@@ -82,6 +91,6 @@ export function savedAnswer(answers, request, state) {
     Object.entries(saved.request).every(([key, value]) => JSON.stringify(request[key]) === JSON.stringify(value));
   const found = (answers ?? []).find(same);
   if (found) return { content: { ...found.content, result_id: state.result_id }, buffers: [found.buffer] };
-  const what = request.type === "attention_tile" ? "zooming in or another layer" : "another token, layer or direction";
-  return { error: `This saved page holds layer ${state.layer}'s whole maps and the attention ${state.direction} token ${state.focus_token}: ${what} needs a running notebook kernel.` };
+  const what = request.type === "attention_tile" ? "Zooming in or another layer" : "Another token, layer or direction";
+  return { error: `This saved page holds layer ${state.layer}'s whole maps and the attention ${state.direction} token ${state.focus_token}. ${needsLiveWidget(what)}` };
 }

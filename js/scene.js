@@ -5,7 +5,7 @@
 import { groupWeightedLines } from "./draw_lines.js";
 import { base64Encode } from "./base64.js";
 import { encodePng } from "./png.js";
-import { svgSafeText } from "./svg.js";
+import { svgSafeText, textWidth, wrapText } from "./svg.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const FONT = "sans-serif";
@@ -199,14 +199,50 @@ export async function sceneToPng(scene, { dark = false, scale = 2 } = {}) {
   return new Uint8Array(await blob.arrayBuffer());
 }
 
+const CAPTION_SIZE = 11;
+const CAPTION_PITCH = 15;
+
+/** An item moved down by dy px (a new item: scenes may be drawn again). */
+function movedDown(item, dy) {
+  switch (item.type) {
+    case "circle": return { ...item, cy: item.cy + dy };
+    case "segment": return { ...item, y0: item.y0 + dy, y1: item.y1 + dy };
+    case "lines":
+      return { ...item, groups: item.groups.map((g) => ({ ...g, segments: g.segments.map(([x0, y0, x1, y1]) => [x0, y0 + dy, x1, y1 + dy]) })) };
+    default: return { ...item, y: item.y + dy }; // text, rect, raster
+  }
+}
+
+/**
+ * An image's scene with a caption under its title (every scene's title is its one item at the
+ * top, role "title"): the sentences that say what state the picture shows (views.js
+ * imageCaption), wrapped to the scene's width, the rest of the scene moved down below them. The
+ * scene widens to its title where the title is the longer.
+ */
+export function withCaption(scene, caption = []) {
+  const title = scene.items.find((item) => item.role === "title");
+  const width = Math.max(scene.width, title ? textWidth(title.text) + 16 : 0);
+  if (!caption.length) return width === scene.width ? scene : { ...scene, width };
+  const lines = caption.flatMap((sentence) => wrapText(sentence, width - 12, CAPTION_SIZE));
+  const dy = lines.length * CAPTION_PITCH + 6;
+  const items = scene.items.map((item) => (item === title ? item : movedDown(item, dy)));
+  const x = title?.x ?? 6;
+  lines.forEach((line, i) => {
+    items.push({ type: "text", x, y: 28 + i * CAPTION_PITCH, text: line, anchor: "start", size: CAPTION_SIZE, color: null, rotate: 0, role: "caption" });
+  });
+  return { ...scene, width, height: scene.height + dy, items };
+}
+
 /**
  * A view's image methods from its scene function: scene(opts), toSvg(opts) → SVG text and
- * toPng(opts) → Promise of PNG bytes, opts {title, dark, scale}.
+ * toPng(opts) → Promise of PNG bytes, opts {title, caption, dark, scale} (caption: sentences
+ * under the title, withCaption).
  */
 export function imageMethods(sceneOf) {
+  const captioned = (opts) => withCaption(sceneOf(opts), opts.caption);
   return {
-    scene: (opts = {}) => sceneOf(opts),
-    toSvg: (opts = {}) => sceneToSvg(sceneOf(opts), opts),
-    toPng: (opts = {}) => sceneToPng(sceneOf(opts), opts),
+    scene: (opts = {}) => captioned(opts),
+    toSvg: (opts = {}) => sceneToSvg(captioned(opts), opts),
+    toPng: (opts = {}) => sceneToPng(captioned(opts), opts),
   };
 }

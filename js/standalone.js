@@ -5,7 +5,7 @@
 // layer, a "neuron" request is answered from the stored queries and keys, and a change that needs
 // the model says so.
 import { createResponder } from "./channel.js";
-import { neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
+import { needsLiveWidget, neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
 import widget from "./widget.js";
 
 export { neuronAnswer, savedAnswer, withBuffers };
@@ -29,13 +29,13 @@ export function createStaticModel(page) {
       emit("change:error");
     },
     edit() {
-      state.error = "This is a saved page: editing the sentence needs a running notebook kernel.";
+      state.error = needsLiveWidget("Editing the sentence");
       state.result_id = state.request.id; // answered, as the kernel answers a failed edit
       emit("change:error");
       emit("change:result_id");
     },
     fixed(name) {
-      state.error = `This saved page cannot change ${traits[name]?.label ?? name}: that needs a running notebook kernel.`;
+      state.error = needsLiveWidget(`Changing ${traits[name]?.label ?? name}`);
       state[name] = before.get(name);
       emit("change:error");
     },
@@ -69,6 +69,7 @@ export function createStaticModel(page) {
   };
 }
 
-export function mount(el, page) {
-  return widget.render({ model: createStaticModel(page), el, page: true });
+/** options.fit: the page fills a box of fixed size (widget.slide's iframe), which the view fits into. */
+export function mount(el, page, { fit = false } = {}) {
+  return widget.render({ model: createStaticModel(page), el, page: true, fit });
 }

@@ -4,8 +4,10 @@
 import {
   createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene,
 } from "./analysis_view.js";
+import { PARTS } from "./controls.js";
 import { el, tokenCaption } from "./dom.js";
-import { createHeadView, headScene } from "./head_view.js";
+import { headName } from "./labels.js";
+import { CAUSAL_NOTE, createHeadView, headScene } from "./head_view.js";
 import { createMapView, mapScene, mapSize, tileRequest, wholeMap } from "./map_view.js";
 import { createModelView, modelImage } from "./model_view.js";
 import { createNeuronView, neuronScene } from "./neuron_view.js";
@@ -20,6 +22,7 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {{row: (p: object) => any, tile: (p: object) => any}} long  exact rows and tiles of a long run (requests.js)
  * @property {boolean} maskMode  clicks in the model view mask heads
  * @property {number} width  px the open view may use (0 when unknown)
+ * @property {number} [height]  px the open view may use in a box of fixed size (a slide), 0 elsewhere
  */
 
 /**
@@ -33,6 +36,8 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {(context: ViewContext, options: object) => object | string} picture  the view as a scene from the
  *   state alone, no DOM (the kernel's picture of a saved output, js/picture.js), or why there is none
  * @property {(context: ViewContext) => string} title  the image's title
+ * @property {string[]} shows  what of the state this view's drawing depends on, beyond its title
+ *   (imageCaption says it under the title of its images and pictures)
  */
 
 function keyTokens(get) {
@@ -99,9 +104,12 @@ function windowState({ get, long }, memo = {}) {
     caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
       + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer")}: each line is as opaque `
       + `as its exact weight relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
-      + "outside this window is not drawn. Click a token to move there.",
+      + "outside this window is not drawn.",
   };
 }
+
+// What the screen adds to the window's caption (images are read where nothing can be clicked).
+const WINDOW_HINT = "Click a token to move there.";
 
 // Per head view on screen: its window's slices, relative weights, start and the token scrolled to.
 const windowMemos = new WeakMap();
@@ -111,7 +119,7 @@ function drawWindow(view, context) {
   const state = windowState(context, memo);
   if (typeof state === "string") return state;
   memo.start = state.start;
-  view.update(state);
+  view.update({ ...state, hint: WINDOW_HINT });
   const selected = state.start + state.selected;
   if (memo.scrolledTo !== selected) view.scrollToToken(state.selected);
   memo.scrolledTo = selected;
@@ -184,6 +192,7 @@ const head = {
   },
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
+  shows: ["notice", "part", "masked", "change", "words", "filter", "heads", "causal", "aside"],
 };
 
 // A head clicked in the model or analysis view opens in the head view, or in the map for a long run.
@@ -191,11 +200,11 @@ const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_context")
   ? { view: "map", layer, focus_head: h }
   : { view: "head", layer, heads: [h], neuron_head: h });
 
-function modelState({ get, decoded, maskMode, width }) {
+function modelState({ get, decoded, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
   if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
   return { thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
-    nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width,
+    nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
     tokens: get("tokens"), keyTokens: keyTokens(get) };
 }
 
@@ -218,6 +227,7 @@ const model = {
   draw: (view, context) => shown(view, modelState(context)),
   picture: (context, options) => imaged(modelState(context), modelImage, options),
   title: ({ get }) => get("model_name"),
+  shows: ["notice", "part", "masked", "change", "words", "included"],
 };
 
 function neuronState({ get, neuronData }) {
@@ -251,6 +261,7 @@ const neuron = {
     return typeof state !== "string" && state.message ? state.message : imaged(state, neuronScene, options);
   },
   title: layerTitle,
+  shows: ["notice", "part", "masked"],
 };
 
 function rolloutState({ get, decoded }) {
@@ -275,6 +286,7 @@ const rollout = {
   draw: (view, context) => shown(view, rolloutState(context)),
   picture: (context, options) => imaged(rolloutState(context), matrixImage, options),
   title: ({ get }) => `${get("model_name")} · attention rollout`,
+  shows: ["notice", "masked", "words"],
 };
 
 const NO_ANALYSIS = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
@@ -297,6 +309,9 @@ function analysisState({ get, decoded, width }) {
   return { note: analysis.note, scatter: false, state: { nLayers, nHeads, measures, measure: analysis.measure } };
 }
 
+// What the screen adds to an analysis's note (its pictures carry the note alone).
+const OPEN_HEAD_HINT = "Click a head to open it.";
+
 // The analysis tab shows one of two views, by the kind of analysis the kernel sent.
 function createAnalysisView(body, { setTraits }, get) {
   const note = el("div", "attnscope-hint", body);
@@ -312,7 +327,7 @@ function createAnalysisView(body, { setTraits }, get) {
         heatmapBox.hidden = scatterBox.hidden = true;
         return;
       }
-      note.textContent = shownState.note;
+      note.textContent = [shownState.note, OPEN_HEAD_HINT].filter(Boolean).join(" ");
       heatmapBox.hidden = shownState.scatter;
       scatterBox.hidden = !shownState.scatter;
       (shownState.scatter ? scatter : heatmap).update(shownState.state);
@@ -342,6 +357,7 @@ const analysis = {
     return state.scatter ? scatterScene(state.state, "behaviour", options) : heatmapImage(state.state, options);
   },
   title: ({ get }) => get("model_name"),
+  shows: ["analysis"],
 };
 
 // The long views ask for the open layer's rows and tiles of one head, or of the mean (head −1).
@@ -386,6 +402,7 @@ const text = {
     return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,
+  shows: ["notice"], // its colour bars name the tokens set aside
 };
 
 /** @type {ViewAdapter} */
@@ -424,7 +441,72 @@ const map = {
     return mapScene(state, mapSize(width), options).scene;
   },
   title: layerTitle,
+  shows: ["notice"], // its colour bars name the tokens set aside
 };
+
+/** A setting's name as its control shows it ([[value, label], ...]). */
+const labelOf = (table, value) => table.find(([v]) => v === value)?.[1] ?? String(value);
+const listed = (items) => (items.length > 1 ? `${items.slice(0, -1).join(", ")} and ${items.at(-1)}` : items.join(""));
+
+// What each piece of state changes in a drawing, said in words for a reader of an image, who has
+// no controls to look at: one sentence each, or "" where the state draws as usual.
+const SAYS = {
+  notice: ({ get }) => (get("notice") ?? "").split("\n")
+    // A long run's notice also says how its attention is kept, which the drawing does not show.
+    .filter((line) => line && (!get("long_context") || /truncated/i.test(line))).join(" "),
+  part({ get }) {
+    if ((get("parts") ?? []).length < 2) return "";
+    return `${labelOf(PARTS, get("attention_part"))} attention.`;
+  },
+  masked({ get }) {
+    const masked = get("masked_heads") ?? [];
+    if (!masked.length) return "";
+    return `Masked (switched off, as Michel et al. 2019): ${listed(masked.map(([l, h]) => headName(l, h)))}; `
+      + "every later layer is recomputed without them.";
+  },
+  change({ get }) {
+    if (!get("show_change") || !(get("masked_heads") ?? []).length) return "";
+    return "Show change: each line is |A_masked − A|, how much masking changed that weight, scaled so that the "
+      + "largest change is a full line; the first masked head's layer and those before it do not change, so they are empty."
+      + (get("mask_summary") ? ` ${get("mask_summary")}` : "");
+  },
+  words: ({ get }) => (get("word_level")
+    ? "Word level: wordpieces merged into words (attention to a word summed over its pieces, from a word averaged)." : ""),
+  filter({ get }) {
+    if (get("sentence_b_start") === null || get("sentence_filter") === "all") return "";
+    const [from, to] = get("sentence_filter").toUpperCase();
+    return `Only sentence ${from} → sentence ${to} attention is drawn (sentence ${from}'s tokens attending to sentence ${to}'s).`;
+  },
+  heads({ get }) {
+    const shown = [...(get("heads") ?? [])].sort((a, b) => a - b);
+    const n = get("n_heads");
+    return shown.length < n ? `${shown.length === 1 ? "Head" : "Heads"} ${listed(shown.map(String))} of ${n} (0–${n - 1}) drawn.` : "";
+  },
+  causal: ({ get }) => (get("causal") ? CAUSAL_NOTE : ""),
+  included({ get }) {
+    const some = (name, total, what) => {
+      const chosen = get(name);
+      return chosen && chosen.length < total ? `${what} ${listed(chosen.map(String))} of 0–${total - 1}` : "";
+    };
+    const parts = [some("include_layers", get("n_layers"), "layers"), some("include_heads", get("n_heads"), "heads")].filter(Boolean);
+    return parts.length ? `Only ${parts.join("; ")}.` : "";
+  },
+  // A long run's head view scales its window's lines leaving these tokens out.
+  aside({ get }) {
+    const n = get("sink_aside");
+    return n > 0 && get("long_context")
+      ? `The first ${n === 1 ? "token is" : `${n} tokens are`} set aside (attention sinks): the window's largest weight is taken without them.`
+      : "";
+  },
+  analysis: ({ get }) => get("analysis")?.note ?? "",
+};
+
+/** The sentences under an image's title that say what state it shows (a reader of a saved
+ * picture or an exported image has no controls to look at), for the view named `name`. */
+export function imageCaption(context, name) {
+  const adapter = VIEWS.find((v) => v.name === name);
+  return (adapter?.shows ?? []).map((what) => SAYS[what](context)).filter(Boolean);
+}
 
 /** The views in tab order; a run shows those of its mode (long_context or not). */
 export const VIEWS = [head, model, neuron, rollout, text, map, analysis];

@@ -11,7 +11,7 @@ import { createControls } from "./controls.js";
 import { el } from "./dom.js";
 import { createLongRequests, createNeuronRequests } from "./requests.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
-import { VIEWS } from "./views.js";
+import { imageCaption, VIEWS } from "./views.js";
 
 /**
  * The widget's picture outputs (picture.py) are for where no live view runs: while this view is
@@ -42,13 +42,15 @@ function hidePictures(host, pictureId) {
 }
 
 /**
- * @param {{model: any, el: HTMLElement, page?: boolean}} props  anywidget's model and the output's
- *   element; page: a saved page (standalone.js), where the text cannot be rerun
+ * @param {{model: any, el: HTMLElement, page?: boolean, fit?: boolean}} props  anywidget's model
+ *   and the output's element; page: a saved page (standalone.js), where the text cannot be rerun;
+ *   fit: the page fills a box of fixed size (a slide's iframe), which the open view fits into
  * @returns {() => void} cleanup
  */
-function render({ model, el: host, page = false }) {
+function render({ model, el: host, page = false, fit = false }) {
   const get = (name) => model.get(name);
   const root = el("div", "attnscope-root", host);
+  root.classList.toggle("attnscope-fit", fit);
   let frame = null;
 
   function setTraits(values) {
@@ -82,19 +84,23 @@ function render({ model, el: host, page = false }) {
     decodedCache.set(name, { payload, value });
     return value;
   }
-  // The views fit the width they are given and follow the output's resizing.
+  // The views fit the width they are given (and in a box of fixed size, its height) and follow
+  // the output's resizing.
   let width = 0;
+  let height = 0;
   const resizes = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => {
-    if (root.clientWidth !== width) schedule();
+    if (root.clientWidth !== width || (fit && root.clientHeight !== height)) schedule();
   });
   resizes?.observe(root);
-  const context = (body) => ({ get, decoded, neuronData: neuron.data, long, maskMode: controls.maskMode, width: body?.clientWidth ?? 0 });
+  const context = (body) => ({ get, decoded, neuronData: neuron.data, long, maskMode: controls.maskMode,
+    width: body?.clientWidth ?? 0, height: fit ? body?.clientHeight ?? 0 : 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
   async function imageBytes(format) {
     const open = views.get(get("view"));
     if (!open) throw new Error(`no image of the ${get("view")} view`);
-    const options = { title: open.adapter.title(context()), dark: root.classList.contains("attnscope-dark") };
+    const options = { title: open.adapter.title(context()), caption: imageCaption(context(), open.adapter.name),
+      dark: root.classList.contains("attnscope-dark") };
     return format === "svg" ? new TextEncoder().encode(open.view.toSvg(options)) : open.view.toPng(options);
   }
   async function downloadImage(format) {
@@ -119,6 +125,7 @@ function render({ model, el: host, page = false }) {
     const open = views.get(get("view")) ?? views.get("head");
     for (const { body } of views.values()) body.hidden = body !== open.body;
     width = root.clientWidth;
+    height = root.clientHeight;
     if (controls.editor.computing()) {
       // Stale data (an older edit) is never drawn: the last good drawing stays.
       controls.setStatus("computing…");

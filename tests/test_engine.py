@@ -280,3 +280,34 @@ def test_loading_is_quiet_and_leaves_the_progress_setting_as_it_was(capfd):
         assert not hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_a_model_from_a_folder_is_named_not_shown_as_its_path(bert_tokenizer, tmp_path):
+    """Titles show the model's name (issue 30): the embedded model, by path or as a ready model
+    whose config holds that path, is all-MiniLM-L6-v2; a local folder by a name it says."""
+    from transformers import AutoModel
+
+    from attnscope.models import DEFAULT_MODEL_LABEL, default_model_path
+
+    embedded = default_model_path()
+    assert attnscope.load(str(embedded), device="cpu").name == DEFAULT_MODEL_LABEL
+    ready = AutoModel.from_pretrained(embedded)
+    assert ready.config.name_or_path == str(embedded)  # what the title showed before
+    assert attnscope.load(ready, device="cpu").name == DEFAULT_MODEL_LABEL
+    tiny = small_models()["bert"]()
+    for folder, name in [
+        (tmp_path / "bert-tiny" / "model", "bert-tiny"),  # a package's "model" folder: the one around it
+        (tmp_path / "hub" / "models--acme--tiny-bert" / "snapshots" / ("0f" * 20), "acme/tiny-bert"),  # the hub cache
+        (tmp_path / "run-3" / "checkpoint-500", "run-3/checkpoint-500"),
+        (tmp_path / "my-finetune", "my-finetune"),
+    ]:
+        tiny.save_pretrained(folder)
+        bert_tokenizer.save_pretrained(folder)
+        assert attnscope.load(str(folder), device="cpu").name == name
+        reloaded = AutoModel.from_pretrained(folder)
+        assert attnscope.load(reloaded, bert_tokenizer, device="cpu").name == name
+    # A hub name stays as it is; a model with no name or path is named by its class.
+    from attnscope.models import model_label
+
+    assert model_label("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert attnscope.load(small_models()["bert"](), bert_tokenizer, device="cpu").name == "BertModel"

@@ -468,6 +468,9 @@ def check_pictures_then_live_widgets(page, base: str, artifact: str) -> None:
     pictures = page.locator(".jp-OutputArea-output .attnscope-picture img")
     pictures.first.wait_for(timeout=90_000)
     shown = "els => els.filter(e => e.getBoundingClientRect().height > 0).length"
+    # An image is 0 px tall until its SVG is decoded: both, then counted.
+    decoded_all = "() => [...document.querySelectorAll('.attnscope-picture img')].filter(e => e.complete && e.naturalWidth > 0).length"
+    page.wait_for_function(f"({decoded_all})() === 2", timeout=30_000)
     assert pictures.evaluate_all(shown) == 2
     decoded = "img => atob(img.src.split(',')[1])"
     assert "layer 2" in pictures.first.evaluate(decoded) and "Head 11" in pictures.nth(1).evaluate(decoded)  # as the call counts
@@ -575,3 +578,53 @@ def test_a_notebook_saved_in_notebook7_reopens_with_pictures_and_no_widget_error
     saved_in_the_app_and_reopened(page, notebook7, url, "saved_in_nb7.ipynb")
     page.goto(url)
     check_reopened_without_errors(page, notebook7, "saved_in_nb7.ipynb", "notebook7_saved_reopened.png")
+
+
+# Each picture's image and the output it is in: whether it is drawn, and where both end.
+PICTURE_FIT = """els => els.map(img => {
+  const output = img.closest('.jp-OutputArea-output').getBoundingClientRect(), box = img.getBoundingClientRect();
+  return {left: box.left, right: box.right, width: box.width, natural: img.naturalWidth, drawn: img.complete && img.naturalWidth > 0,
+          outputLeft: output.left, outputRight: output.right};
+})"""
+
+
+@pytest.mark.parametrize("width", [1400, 760])
+def test_reopened_pictures_fit_the_output_whatever_its_width(watched_page, jupyterlab, tmp_path, width):
+    """Issue 30: a 12-head model view's picture was 1,072 px wide in JupyterLab's 948 px output
+    at 1400×1000, heads 10 and 11 off-screen (the masked head's cell too, in the masking cell).
+    Reopened without a kernel, every picture now lies inside its output, at 1400 px and in a
+    narrow window, scaled down where it must be."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    sentence = "The cat sat on the mat because it was tired."
+    notebook.cells = [
+        nbformat.v4.new_code_cell(f"import attnscope\nattnscope.AttentionWidget({sentence!r}, view='model')"),
+        nbformat.v4.new_code_cell(f"attnscope.AttentionWidget({sentence!r}, view='model', masked_heads=[(3, 11)], show_change=True)"),
+        nbformat.v4.new_code_cell(f"attnscope.AttentionWidget({sentence!r}, 'It fell asleep at once.', layer=2)"),
+    ]
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    put_contents(jupyterlab, f"fit{width}.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
+    page = watched_page(viewport={"width": width, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/fit{width}/tree/fit{width}.ipynb?reset&token={TOKEN}")
+    pictures = page.locator(".jp-OutputArea-output .attnscope-picture img")
+    pictures.first.wait_for(timeout=90_000)
+    page.wait_for_function("n => document.querySelectorAll('.attnscope-picture img').length === n "
+                           "&& [...document.querySelectorAll('.attnscope-picture img')].every(i => i.complete && i.naturalWidth > 0)",
+                           arg=3, timeout=30_000)
+    fits = pictures.evaluate_all(PICTURE_FIT)
+    for fit in fits:
+        assert fit["drawn"] and fit["outputLeft"] - 0.5 <= fit["left"] and fit["right"] <= fit["outputRight"] + 0.5, fit
+    model = fits[0]
+    assert model["natural"] >= 12 * 40  # the whole grid, scaled if need be, not cropped
+    if width < 1000:
+        assert model["width"] < model["natural"]  # scaled down to the narrow output
+    masked_svg = pictures.nth(1).evaluate("img => atob(img.src.split(',')[1])")
+    assert "Show change" in masked_svg and "Head 11" in masked_svg
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    pictures.nth(1).scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / f"jupyterlab_pictures_fit_{width}.png"))
+    assert not page_errors(page), page.problems

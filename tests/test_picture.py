@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 
 import nbformat
 import pytest
+import torch
 import transformers
 from nbclient import NotebookClient
 from test_long_attention import SHAPE, TEXT, sharpened
@@ -236,3 +237,156 @@ def test_vscode_finds_anywidgets_front_end_locally():
 
     local = Path(sys.prefix) / "share" / "jupyter" / "nbextensions" / "anywidget" / "index.js"
     assert local.is_file() and local.stat().st_size > 1000
+
+
+# Issue 30, item 3: a picture says what it shows, to a reader without a kernel, and fits its output.
+
+INTERACTION = re.compile(r"\b(hover|click|double-click|drag|wheel|scroll|type|press|select a)\w*", re.IGNORECASE)
+SENTENCE = "The cat sat on the mat because it was tired."
+
+
+def caption(svg: str) -> str:
+    """The sentences under a picture's title (scene.js withCaption), as one text."""
+    return " ".join(node.text or "" for node in ET.fromstring(svg).iter(f"{SVG}text") if node.get("class") == "caption")
+
+
+@pytest.fixture(scope="module")
+def causal_engine(bert_tokenizer):
+    torch.manual_seed(0)
+    gpt2 = transformers.GPT2Model(transformers.GPT2Config(vocab_size=bert_tokenizer.vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+    return attnscope.load(gpt2, bert_tokenizer, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def bart_engine(bert_tokenizer):
+    from test_encoder_decoder import encoder_decoder_models
+
+    torch.manual_seed(0)
+    return attnscope.load(encoder_decoder_models()["bart"](), bert_tokenizer, device="cpu")
+
+
+# (view, how the widget is made, what its picture's caption must say): every piece of state that
+# changes what a view draws.
+STATES = {
+    "show change, model": ("model", dict(masked_heads=[(3, 5)], show_change=True),
+                           [r"Masked \(switched off, as Michel et al\. 2019\): layer 3, head 5",
+                            r"Show change: each line is \|A_masked − A\|", r"first masked head's layer and those before it"]),
+    "show change, head": ("head", dict(masked_heads=[(3, 5)], show_change=True, layer=4), [r"Show change", r"layer 3, head 5"]),
+    "masked, model": ("model", dict(masked_heads=[(2, 0), (4, 11)]), [r"Masked .*layer 2, head 0 and layer 4, head 11"]),
+    "masked, neuron": ("neuron", dict(masked_heads=[(0, 1)], layer=1), [r"layer 0, head 1; every later layer is recomputed"]),
+    "masked, rollout": ("rollout", dict(masked_heads=[(0, 1)]), [r"Masked"]),
+    "words, head": ("head", dict(word_level=True), [r"Word level: wordpieces merged into words"]),
+    "words, model": ("model", dict(word_level=True), [r"Word level"]),
+    "words, rollout": ("rollout", dict(word_level=True), [r"Word level"]),
+    "sentence filter": ("head", dict(text_b="It fell asleep.", sentence_filter="ba"),
+                        [r"Only sentence B → sentence A attention is drawn \(sentence B's tokens attending to sentence A's\)\."]),
+    "some heads": ("head", dict(heads=[2, 7]), [r"Heads 2 and 7 of 12 \(0–11\) drawn\."]),
+    "one head": ("head", dict(heads=[5]), [r"Head 5 of 12 \(0–11\) drawn\."]),
+    "some layers and heads": ("model", dict(include_layers=[4, 5], include_heads=[0]), [r"Only layers 4 and 5 of 0–5; heads 0 of 0–11\."]),
+    "truncated": ("head", dict(max_length=8), [r"Input truncated: \d+ tokens → 8"]),
+}
+
+
+@pytest.mark.parametrize("name", list(STATES))
+def test_a_picture_says_what_state_it_shows(default_model, name):
+    view, state, says = STATES[name]
+    state = dict(state)
+    widget = attnscope.AttentionWidget(SENTENCE, state.pop("text_b", None), model=default_model, view=view, **state)
+    svg, why = picture_svg(widget)
+    assert why == "", why
+    for pattern in says:
+        assert re.search(pattern, caption(svg)), (pattern, caption(svg))
+    widget.close()
+
+
+def test_a_plain_picture_has_no_caption_and_show_change_needs_masks(default_model):
+    widget = attnscope.AttentionWidget(SENTENCE, model=default_model, view="model", show_change=True)
+    svg, _ = picture_svg(widget)
+    assert caption(svg) == ""  # nothing masked: the ordinary attention, said by nothing
+    widget.close()
+
+
+def test_a_causal_models_picture_says_later_tokens_are_masked(causal_engine):
+    widget = attnscope.AttentionWidget(SENTENCE, model=causal_engine)
+    svg, _ = picture_svg(widget)
+    assert "Causal attention: each token sees only itself and earlier tokens" in caption(svg)
+    widget.close()
+
+
+@pytest.mark.parametrize(("part", "says"), [("cross", "Cross (decoder → encoder) attention."), ("decoder", "Decoder attention.")])
+def test_an_encoder_decoder_picture_names_its_part(bart_engine, part, says):
+    widget = attnscope.AttentionWidget("The quick brown fox.", "Der schnelle Fuchs.", model=bart_engine, attention_part=part, view="model")
+    svg, _ = picture_svg(widget)
+    assert says in caption(svg)
+    widget.close()
+
+
+def test_a_long_head_window_says_which_tokens_are_set_aside(long_engine):
+    widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view="head")
+    widget.focus_token = 20
+    widget.sink_aside = 2
+    svg, why = picture_svg(widget)
+    assert why == "" and "The first 2 tokens are set aside (attention sinks)" in caption(svg)
+    widget.close()
+
+
+def test_an_analysis_picture_carries_its_note(default_model):
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model, view="analysis")
+    widget.show_analysis(head_stats(default_model, ["The cat sat on the mat.", "A dog ran."]))
+    svg, _ = picture_svg(widget)
+    assert "Clark et al. 2019 §3, averaged over 2 documents." in caption(svg)
+    widget.close()
+
+
+def picture_texts_of_every_view(default_model, long_engine):
+    """Every view's picture, short and long, in states that add notes (thinned lines, a window,
+    masks, sinks): (name, every text in it)."""
+    many = " ".join([SENTENCE] * 12)  # enough lines that the head view keeps its strongest
+    for view in ("head", "model", "neuron", "rollout"):
+        widget = attnscope.AttentionWidget(many, model=default_model, view=view, layer=3, masked_heads=[(1, 1)])
+        svg, why = picture_svg(widget)
+        assert why == "", why
+        yield f"short {view}", texts(svg)
+        widget.close()
+    for view in ("text", "map", "head", "model"):
+        widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view=view)
+        widget.focus_token, widget.sink_aside = 20, 1
+        svg, why = picture_svg(widget)
+        assert why == "", why
+        yield f"long {view}", texts(svg)
+        widget.close()
+    widget = attnscope.AttentionWidget("The cat sat.", model=long_engine, view="analysis")
+    from attnscope.bertology import attention_sinks
+
+    widget.show_analysis(attention_sinks(long_engine.run(TEXT, attention="on_demand")))
+    svg, why = picture_svg(widget)
+    assert why == "", why
+    yield "analysis (sinks)", texts(svg)
+    widget.close()
+
+
+def test_no_picture_asks_its_reader_to_hover_or_click(default_model, long_engine):
+    """A picture is read where nothing can be hovered or clicked: no text in it says to."""
+    seen = {}
+    for name, shown in picture_texts_of_every_view(default_model, long_engine):
+        seen[name] = shown
+        asks = [text for text in shown if INTERACTION.search(text)]
+        assert asks == [], (name, asks)
+    # The notes are there, without what only the screen can do.
+    assert "strongest lines" in " ".join(seen["short head"])
+    assert "outside this window is not drawn." in " ".join(seen["long head"])
+
+
+def test_a_12_head_model_picture_fits_a_jupyterlab_output_and_any_narrower(default_model):
+    """JupyterLab's output at 1400×1000 is 948 px wide: a 12-head model view was 1,072 px, heads
+    10 and 11 cut off. Its cells now fit a 900 px picture, and the image scales down to any
+    narrower output (the SVG has a viewBox), never scrolls or clips."""
+    widget = attnscope.AttentionWidget(SENTENCE, model=default_model, view="model")
+    svg, _ = picture_svg(widget)
+    root = ET.fromstring(svg)
+    assert int(root.get("width")) <= 900 and root.get("viewBox") == f"0 0 {root.get('width')} {root.get('height')}"
+    html_part = picture_bundle(widget, widget.picture_id)["text/html"]
+    style = re.search(r'<img [^>]*style="([^"]*)"', html_part).group(1)
+    assert "max-width:100%" in style and "height:auto" in style
+    assert "overflow" not in html_part  # nothing scrolls: the whole picture is in view
+    widget.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grid_checks import COLUMN_LABELS, SLIDE_GRID, assert_legible
 from nbclient import NotebookClient
 from nbformat.sign import NotebookNotary
 from test_jupyterlab import (
@@ -63,6 +64,32 @@ def test_slides_show_the_views_fitting_the_slide(watched_page, rise_server):
     frame.locator("button.attnscope-tab[data-view='model']").click()
     frame.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for(timeout=30_000)
     page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / "rise_slide.png"))
+
+
+@pytest.mark.parametrize("width", [1280, 520])
+def test_the_model_view_slide_shows_every_row_with_legible_labels_and_a_true_note(watched_page, rise_server, width):
+    """Issue 30: the model-view slide at height=520 was cut mid-row (layers 4 and 5 not seen); in
+    a narrow deck (jupyterlab-rise's preview pane beside the notebook is about 470 px) its column
+    labels ran together ("Head 1Head 2Head 3..."); and it said editing "needs a running kernel"
+    while the deck's own kernel ran. Now the whole grid shows, labelled legibly, and the slide
+    says it is a saved copy."""
+    page = watched_page(viewport={"width": width, "height": 800})
+    page.goto(f"{rise_server}/rise/slides.ipynb?token={TOKEN}")
+    page.locator("iframe.attnscope-slide").first.wait_for(state="attached", timeout=90_000)
+    # title → "The head view" ↓ its slide → "The model view" ↓ its slide.
+    for control in (".navigate-right.enabled", ".navigate-down.enabled", ".navigate-right.enabled", ".navigate-down.enabled"):
+        page.locator(control).first.click(timeout=60_000)
+        page.wait_for_timeout(1500)  # the slide transition
+    root = page.frame_locator("section.present iframe.attnscope-slide").locator(".attnscope-root")
+    root.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for(timeout=60_000)
+    grid = root.evaluate(SLIDE_GRID)
+    assert grid["bottom"] <= grid["innerHeight"] and grid["right"] <= grid["innerWidth"] and not grid["scrolls"], grid
+    assert_legible(root.evaluate(COLUMN_LABELS))
+    assert "saved copy" in grid["note"] and "live widget" in grid["note"], grid["note"]
+    assert "kernel" not in grid["text"].lower()
+    iframe = page.locator("section.present iframe.attnscope-slide").first.bounding_box()
+    assert iframe is not None and iframe["y"] + iframe["height"] <= 800  # the slide's iframe is on the slide
+    page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / f"rise_model_slide_{width}.png"))
 
 
 def test_a_plain_widget_shows_its_picture_in_the_slideshow(watched_page, rise_server):

@@ -29,7 +29,7 @@ _PAGE = """<!doctype html>
 <title>{title}</title>
 <style>{css}</style>
 </head>
-<body>
+<body{body_attributes}>
 <div id="attnscope-{uid}" class="attnscope-page"></div>
 <script type="application/json" id="attnscope-data-{uid}">{data}</script>
 <!--
@@ -38,7 +38,7 @@ _PAGE = """<!doctype html>
 <script>{js}</script>
 <script>
 attnscopeStandalone.mount(document.getElementById("attnscope-{uid}"),
-  JSON.parse(document.getElementById("attnscope-data-{uid}").textContent));
+  JSON.parse(document.getElementById("attnscope-data-{uid}").textContent), {{fit: {fit}}});
 </script>
 </body>
 </html>
@@ -166,7 +166,8 @@ def page_data(widget: Any, layers: list[int] | None = None) -> dict:
     return {"json": json_part, "buffers": [{"path": path, "data": base64.b64encode(data).decode("ascii")} for path, data in buffers]}
 
 
-def widget_html(widget: Any, layers: list[int] | None = None, title: str | None = None) -> str:
+def widget_html(widget: Any, layers: list[int] | None = None, title: str | None = None, fit: bool = False) -> str:
+    """The page; `fit`: it fills a box of fixed size (widget.slide's iframe), and the open view fits into it."""
     bundle = STATIC / "standalone.js"
     if not bundle.is_file():
         raise FileNotFoundError(f"{bundle} is missing: build the front end (npm install && npm run build).")
@@ -180,6 +181,8 @@ def widget_html(widget: Any, layers: list[int] | None = None, title: str | None 
         data=script_safe_json(page_data(widget, layers)),
         licenses=bundled_licenses(),
         uid=_page_uid(),
+        body_attributes=' class="attnscope-fit-page"' if fit else "",
+        fit="true" if fit else "false",
     )
 
 

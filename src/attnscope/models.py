@@ -7,6 +7,7 @@ attention fuse the softmax away), so every model is loaded with, or switched to,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,45 @@ def default_model_path() -> Path:
     if not (path / "config.json").is_file():
         raise AttnscopeError(f"The embedded default model's files are missing under {path}.")
     return path
+
+
+# Folder names that say nothing about the model in them: a package's "model" folder, a hub
+# cache's "snapshots/<commit>", a training run's "final" or "best".
+_UNNAMING_FOLDERS = {"model", "models", "weights", "snapshots", "snapshot", "hf", "huggingface", "pretrained",
+                     "final", "best", "latest", "output", "outputs"}
+
+
+def model_label(source: str) -> str:
+    """What titles call a model loaded from `source`: a hub name as it is, a local folder by a
+    readable name, not its path (a path pushed the widget's controls onto a second line). The
+    embedded default is DEFAULT_MODEL_LABEL; a hub cache's snapshot
+    (".../models--org--name/snapshots/<commit>") is "org/name"; otherwise the nearest folder whose
+    name says something ("model" in ".../bert-tiny/model" is "bert-tiny"), a training checkpoint
+    with its run ("run-3/checkpoint-500"). Not the config's _name_or_path: a model saved after
+    fine-tuning names there the model it started from (the embedded one says
+    "nreimers/MiniLM-L6-H384-uncased")."""
+    path = checks.existing_file(source)
+    if path is None or not path.is_dir():
+        return source
+    folder = path.resolve()
+    try:
+        if folder == default_model_path().resolve():
+            return DEFAULT_MODEL_LABEL
+    except AttnscopeError:
+        pass
+    for part in reversed(folder.parts):
+        if part.startswith("models--"):
+            return part[len("models--"):].replace("--", "/")
+    for at in (folder, *folder.parents):
+        name = at.name
+        if not name:
+            break
+        if name.lower() in _UNNAMING_FOLDERS or re.fullmatch(r"[0-9a-f]{16,}", name):
+            continue
+        if re.fullmatch(r"checkpoint[-_]?\d*", name) and at.parent.name:
+            return f"{at.parent.name}/{name}"
+        return name
+    return folder.name or str(folder)
 
 
 def use_attention(model: Any, implementation: str = "eager") -> None:
@@ -199,16 +239,17 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         name = DEFAULT_MODEL_LABEL
     elif isinstance(model, (str, os.PathLike)):
-        name = os.fspath(model)
-        hf_model = _from_pretrained(AutoModel, name, attn_implementation="eager")
+        source = os.fspath(model)
+        hf_model = _from_pretrained(AutoModel, source, attn_implementation="eager")
         if tokenizer is None:
-            _check_tokenizer_files(name)
-            tokenizer = _from_pretrained(AutoTokenizer, name)
+            _check_tokenizer_files(source)
+            tokenizer = _from_pretrained(AutoTokenizer, source)
+        name = model_label(source)
     elif isinstance(model, torch.nn.Module):
         hf_model = model
-        name = getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+        source = getattr(getattr(model, "config", None), "name_or_path", "")
+        name = model_label(source) if source else type(model).__name__
         if tokenizer is None:
-            source = getattr(getattr(model, "config", None), "name_or_path", "")
             if not source:
                 raise AttnscopeError("Pass the model's tokenizer too: load(model, tokenizer).")
             tokenizer = _from_pretrained(AutoTokenizer, source)

@@ -234,7 +234,7 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         payload["note"] = (
             f"Attention sinks of this text: {data.attrs.get('sink_rate', 0):.0%} of heads put more than "
             f"{data.attrs.get('epsilon', 0.3)} of their attention on the first token (Gu et al. 2024; "
-            "StreamingLLM keeps the first 4). Click a head to open it."
+            "StreamingLLM keeps the first 4)."
         )
     else:
         measures = []

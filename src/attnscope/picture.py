@@ -30,6 +30,7 @@ STATIC = Path(__file__).parent / "static"
 # jupyterlab-rise) and as image/svg+xml (GitHub, nbviewer). 80 kB of SVG keeps it under 200 kB.
 PICTURE_BYTES = 80_000
 PICTURE_CLASS = "attnscope-picture"
+PICTURE_STYLE = "max-width:100%;height:auto"
 
 _LOCK = threading.Lock()  # QuickJS is thread-hostile: one call at a time
 
@@ -115,14 +116,15 @@ def picture_bundle(widget: Any, picture_id: str) -> dict[str, str]:
     if svg is not None:
         # An <img>, not inline SVG: JupyterLab's sanitizer (a reopened, untrusted notebook) strips
         # <svg> but keeps an image's data: source; the class names tell the live view which to hide.
+        # No wider than the output, whatever its width: scaled down (the SVG has a viewBox), never cut.
         source = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-        body = f'<img src="data:image/svg+xml;base64,{source}" alt="{html.escape(name)}" style="max-width:none">'
+        body = f'<img src="data:image/svg+xml;base64,{source}" alt="{html.escape(name)}" style="{PICTURE_STYLE}">'
     else:
         body = f'<p style="color:#666">{html.escape(why)}</p>'
     bundle = {
         "text/plain": name + ("" if svg is not None else f" ({why})"),
         "text/html": f'{_hide_missing_widget_style(picture_id)}'
-                     f'<div class="{PICTURE_CLASS} {PICTURE_CLASS}-{picture_id}" style="overflow-x:auto">{body}</div>',
+                     f'<div class="{PICTURE_CLASS} {PICTURE_CLASS}-{picture_id}">{body}</div>',
     }
     if svg is not None:
         bundle["image/svg+xml"] = svg

