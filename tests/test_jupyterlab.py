@@ -191,13 +191,13 @@ def test_quickstart_renders_head_view_and_recomputes_on_edit(lab_page):
         arg=widget.element_handle(), timeout=60_000,
     )
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_model_view.png"))
-    # Head masking round trip: mask mode, click head 1-1, the kernel reruns and says what changed.
+    # Head masking round trip: mask mode, click head 0-0, the kernel reruns and says what changed.
     widget.locator("input.attnscope-mask-mode").check()
     # Measured once the view has redrawn in mask mode (its hint says so), not before.
     widget.get_by_text("Click a head to switch it off", exact=False).wait_for(timeout=10_000)
     box = widget.locator("canvas.attnscope-thumbnails").bounding_box()
     page.mouse.click(box["x"] + 10, box["y"] + 10)
-    widget.get_by_text("Masked 1-1: attention changes", exact=False).wait_for(timeout=60_000)
+    widget.get_by_text("Masked 0-0: attention changes", exact=False).wait_for(timeout=60_000)
     widget.get_by_role("button", name="Unmask all").click()
     page.wait_for_function(
         "w => w.querySelector('.attnscope-mask-summary').textContent === ''", arg=widget.element_handle(), timeout=60_000
