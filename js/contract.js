@@ -13,7 +13,7 @@
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
- * @property {number} focus_token [both] The text view's selected token.
+ * @property {number} focus_token [both] The text view's selected token. A causal long run opens on its last token (token 0 attends only to itself) until a token is chosen.
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.

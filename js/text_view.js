@@ -147,6 +147,22 @@ export function createTextView(container, callbacks = {}) {
   let readingShown = [];
   let state = null;
 
+  // A scroll asked for before the text is laid out (a notebook renders a widget before it attaches
+  // it to the page) waits for an update that finds it laid out.
+  let scrollPending = false;
+  function scrollNow() {
+    // The selected token's span, or its split character's (one span in the running text).
+    const span = spans[state ? shownAt(readingShown, state.selected) : -1];
+    if (!span || !flow.clientHeight) return;
+    scrollPending = false;
+    // The text's own scroll only, never the page's: a notebook stays where its reader left it.
+    const top = span.offsetTop;
+    const bottom = top + span.offsetHeight;
+    if (top < flow.scrollTop || bottom > flow.scrollTop + flow.clientHeight) {
+      flow.scrollTop = Math.max(0, top - (flow.clientHeight - span.offsetHeight) / 2);
+    }
+  }
+
   function choose(i) {
     if (state && i !== state.selected) callbacks.onSelect?.(i);
   }
@@ -305,10 +321,13 @@ export function createTextView(container, callbacks = {}) {
         paint(next.values, next.aside, range);
         listTop(next.values);
       }
+      if (scrollPending) scrollNow();
     },
-    /** Brings the selected token into the text's view (after a selection from the list or the map). */
+    /** Brings the selected token into the text's view: when the view opens (a long text's selected
+     * token may be thousands of lines down) and after a selection from the list or the map. */
     scrollToSelected() {
-      spans[state ? shownAt(readingShown, state.selected) : -1]?.scrollIntoView?.({ block: "nearest" });
+      scrollPending = true;
+      scrollNow();
     },
     ...imageMethods(({ title = "" } = {}) => {
       if (!state?.values) throw new Error("nothing drawn yet");

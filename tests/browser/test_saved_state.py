@@ -65,13 +65,14 @@ def settle(page):
 
 @pytest.fixture
 def live_and_saved(watched_page, server, tmp_path):
-    def open_both(widget, ready: str, kernel_answers: bool = False):
+    def open_both(widget, ready: str, kernel_answers: bool = False, detached: bool = False):
         viewport = {"width": 1400, "height": 1000}
         live = watched_page(viewport=viewport)
         live.goto(f"{server}/tests/browser/harness.html")
         live.wait_for_function("window.harnessReady === true")
         state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
-        assert live.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
+        start = "([s, detached]) => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s), {detached})"
+        assert live.evaluate(start, [state, detached]) == "function"
 
         saved = watched_page(viewport=viewport, offline=True)
         refused = []
