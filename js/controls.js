@@ -193,11 +193,20 @@ function createEditor(root, actions, page) {
   }
   let lastSentId = 0;
   let timer = null;
+  let waiting = false; // typed while an edit was being computed: sent when that one is answered
   let state = null; // the `get` of the last update
+  const inFlight = () => state !== null && lastSentId > state("result_id");
 
+  // One edit at a time: a burst of typing on a long text would otherwise queue a run per pause,
+  // each stale before it starts. What is typed meanwhile goes as one edit, the newest text.
   function send() {
     clearTimeout(timer);
     timer = null;
+    if (inFlight()) {
+      waiting = true;
+      return;
+    }
+    waiting = false;
     lastSentId = Math.max(lastSentId, state("result_id")) + 1;
     const encoderDecoder = (state("parts") ?? []).length > 1;
     const hasB = state("text_b") !== null || (encoderDecoder && inputB.value.trim() !== "");
@@ -221,9 +230,10 @@ function createEditor(root, actions, page) {
 
   return {
     /** An edit is waiting to be sent or to be answered: what is drawn is older than the text. */
-    computing() { return timer !== null || (state !== null && lastSentId > state("result_id")); },
+    computing() { return timer !== null || waiting || inFlight(); },
     update(get) {
       state = get;
+      if (waiting && !inFlight()) send();
       const encoderDecoder = (get("parts") ?? []).length > 1;
       sentenceB.hidden = get("text_b") === null && !encoderDecoder;
       // An encoder-decoder model reads sentence B as the decoder's text (e.g. a translation).

@@ -63,6 +63,34 @@ it("sends an edit after a pause with a new id, and is computing until that id is
   expect(controls.editor.computing()).toBe(false);
 });
 
+it("keeps one edit in flight: what is typed meanwhile goes as one edit, the newest, once answered", () => {
+  vi.useFakeTimers();
+  const { values, get, actions, controls, input } = mount();
+  input.focus();
+  input.value = "the dog";
+  input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+  expect(actions.sendRequest).toHaveBeenCalledTimes(1);
+  controls.update(get);
+  for (const text of ["the dog b", "the dog ba", "the dog barks"]) {
+    input.value = text;
+    input.dispatchEvent(new Event("input"));
+    vi.advanceTimersByTime(400); // a pause long enough to send, were nothing in flight
+  }
+  input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+  expect(actions.sendRequest).toHaveBeenCalledTimes(1);
+  expect(controls.editor.computing()).toBe(true);
+  Object.assign(values, { result_id: 1, text: "the dog" });
+  controls.update(get); // the first answer: the newest text goes, once
+  expect(actions.sendRequest).toHaveBeenCalledTimes(2);
+  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 2, text: "the dog barks", text_b: null });
+  expect(input.value).toBe("the dog barks");
+  expect(controls.editor.computing()).toBe(true);
+  Object.assign(values, { result_id: 2, text: "the dog barks" });
+  controls.update(get);
+  expect(actions.sendRequest).toHaveBeenCalledTimes(2);
+  expect(controls.editor.computing()).toBe(false);
+});
+
 it("never overwrites what is typed inside a shadow root (marimo)", () => {
   vi.useFakeTimers();
   const { get, actions, controls, input } = mount({}, { shadow: true });
