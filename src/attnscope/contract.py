@@ -17,6 +17,7 @@ behaviours from here (export.page_traits).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -54,6 +55,13 @@ def page_traits(widget_class: type) -> dict[str, dict[str, str]]:
         for name, trait in contract_traits(widget_class).items()
         if trait.metadata["writer"] in ("view", "both")
     }
+
+
+@functools.cache
+def page_writable(widget_class: type) -> frozenset[str]:
+    """The traits a page may write (writer "view" or "both"): the kernel refuses a page's write of
+    any other (AttentionWidget.set_state)."""
+    return frozenset(page_traits(widget_class))
 
 
 def contract_markdown(widget_class: type) -> str:

@@ -106,8 +106,10 @@ class Channel:
         envelope = {"kind": "reply", "type": request["type"], "id": request.get("id")}
         try:
             answer = self._handlers[request["type"]](request, buffers)
-        except Exception as exc:
-            self._widget.send({**envelope, "error": str(exc) or type(exc).__name__})
+        except (Exception, KeyboardInterrupt) as exc:
+            # An interrupted request is answered too: the view must never wait for ever.
+            error = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
+            self._widget.send({**envelope, "error": error})
             return
         content, reply_buffers = answer if isinstance(answer, tuple) else (answer, [])
         self._widget.send({**envelope, **content}, buffers=reply_buffers)

@@ -7,6 +7,7 @@ and answers go through messages.Channel, and export.py saves the widget's own st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -22,7 +23,7 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
 from . import checks
 from . import payloads as pl
-from .contract import synced
+from .contract import page_writable, synced
 from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load
 from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
@@ -70,6 +71,8 @@ def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None 
         return _default_engine(device)
     return load(model, tokenizer, device)
 
+
+CLOSED = "This widget was closed, and its results were freed with it: make a new one with attnscope.show()."
 
 NEEDS_A_MODEL = (
     "{what} needs a model, and this view was made from precomputed attention. "
@@ -228,13 +231,14 @@ class AttentionWidget(anywidget.AnyWidget):
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
         self._attention_mode = attention
+        # What the payloads were made from (_made_from): kept while it holds, remade when it changes.
         self._thumbnails_of: tuple | None = None
         self._rollout_of: tuple | None = None
         self._applying = False
+        self._closed = False
         self._masks = [list(head_pair(pair)) for pair in (masked_heads or [])]
         # Until a token is chosen (here, from Python or in the view), a causal long run opens on its last.
         self._focus_chosen = "focus_token" in kwargs
-        self._word_level = bool(word_level)
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
         if result is None:
             result = self._run(text, text_b)
@@ -244,7 +248,7 @@ class AttentionWidget(anywidget.AnyWidget):
         include_heads = checks.indices("include_heads", include_heads, result.n_heads, "heads")
         super().__init__(
             theme=theme, include_layers=include_layers, include_heads=include_heads,
-            word_level=self._word_level, masked_heads=self._masks, editable=self._engine is not None, **kwargs,
+            word_level=bool(word_level), masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         if neuron_query is not None:  # asked for: kept over where the view would open
@@ -260,6 +264,41 @@ class AttentionWidget(anywidget.AnyWidget):
              "attention_window": self._answer_window},
             {"rendered": self._on_rendered},
         )
+
+    def set_state(self, sync_data: dict) -> None:
+        """A write from the page (ipywidgets calls this for each update a view sends). The page is
+        untrusted input: it may set only the traits the contract lets a view write, each value is
+        checked against the kernel's own run, and a write that fails or is interrupted is put back
+        whole, on both sides, with the reason in `error`. Nothing escapes to the comm."""
+        if self._closed or not isinstance(sync_data, dict):
+            return
+        writable = page_writable(type(self))
+        refused = sorted(name for name in sync_data if name not in writable)
+        messages = [f"The page may not set {', '.join(refused)}: only the kernel does; ignored."] if refused else []
+        # Sizes first: the longest list a view writes is one of every head (masked_heads), so a
+        # write of millions is refused before traitlets checks its items one by one.
+        budget = 4 * self._shown_count("n_layers") * self._shown_count("n_heads") + 64
+        too_big = sorted(name for name in sync_data if name in writable and _values_in(sync_data[name], budget) > budget)
+        if too_big:
+            messages.append(f"The page sent more values in {', '.join(too_big)} than this model has heads; ignored.")
+            refused += too_big
+        state = {name: value for name, value in sync_data.items() if name in writable and name not in too_big}
+        snapshot = self._snapshot()
+        try:
+            super().set_state(state)
+        except BaseException as exc:
+            self._restore(snapshot)  # the whole widget: one trait's work may have moved others
+            messages.append("Interrupted: the view was put back as it was." if isinstance(exc, KeyboardInterrupt) else
+                            str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}")
+            refused += list(state)
+            if not isinstance(exc, (Exception, KeyboardInterrupt)):
+                raise  # SystemExit and the like are not the page's doing
+        # The page's copy of what was refused or put back is the kernel's again.
+        resend = [name for name in refused if name in self.keys]
+        if resend:
+            self.send_state(resend)
+        if messages:
+            self._quietly(error=" ".join(messages))
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
@@ -327,11 +366,13 @@ class AttentionWidget(anywidget.AnyWidget):
         try:
             return self.__dict__[name]
         except KeyError:
-            raise InputError("This widget was closed, and its results were freed with it.") from None
+            raise InputError(CLOSED) from None
 
     def close(self) -> None:
         """Close the widget (its views go) and free its results: a closed widget can never be
-        shown again, and its tensors (0.2 GB at 512 tokens on bert-base) must not outlive it."""
+        shown again, and its tensors (0.2 GB at 512 tokens on bert-base) must not outlive it.
+        Closed is final: a later edit, request, `update()` or setting raises instead of rerunning."""
+        self._closed = True
         super().close()
         for name in ("_result", "_token_result", "_full_result"):
             self.__dict__.pop(name, None)
@@ -348,6 +389,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _run(self, text: str, text_b: str | None) -> AttentionResult:
         """The token-level run with the current masks; the unmasked run is kept to show changes."""
+        self._live()
         if self._engine is None:
             raise InputError(NEEDS_A_MODEL.format(what="Changing the text"))
         with warnings.catch_warnings():
@@ -366,6 +408,8 @@ class AttentionWidget(anywidget.AnyWidget):
         return masked
 
     def _apply(self, full_result: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+        """Show a run. Everything is computed first and the widget then moves to it in one step:
+        a failure or an interrupt on the way leaves the previous run shown, whole."""
         if isinstance(full_result, LongAttentionResult):
             self._apply_long(full_result, request_id, layer)
             return
@@ -373,7 +417,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if parts and self.attention_part not in parts:
             raise InputError(f"attention_part must be one of {list(parts)}.")
         token_result = parts.get(self.attention_part, full_result)
-        result = pl.displayed(token_result, self._word_level, self.show_change)
+        result = pl.displayed(token_result, self.word_level, self.show_change)
         n_layers, n_heads = result.n_layers, result.n_heads
         # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
         layer = min(self.layer, n_layers - 1) if layer is None else layer
@@ -385,45 +429,53 @@ class AttentionWidget(anywidget.AnyWidget):
         bad = [h for h in heads if not 0 <= h < n_heads]
         if bad:
             raise InputError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
-        self._result = result
-        self._token_result = token_result
-        self._full_result = full_result
-        self._applying = True
-        try:
-            with self.hold_sync():  # one message: JS never sees tokens of one run with another's attention
-                self.text = result.text
-                self.text_b = result.text_b
-                self.tokens = pl.shown_tokens(result, self._prettify)
-                self.key_tokens = pl.shown_key_tokens(result, self._prettify)
-                self.token_notes = notes_of(result) if self._prettify else []
-                self.key_token_notes = key_notes_of(result) if self._prettify else []
-                self.token_reading = []
-                self.parts = list(parts)
-                self.sentence_b_start = result.sentence_b_start
-                self.n_layers = n_layers
-                self.n_heads = n_heads
-                self.model_name = result.model_name
-                self.heads = list(heads)
-                if result.sentence_b_start is None:
-                    self.sentence_filter = "all"
-                self.layer = layer
-                self.attention = pl.layer_payload(result, layer)
-                self.neuron_head = min(self.neuron_head, n_heads - 1)
-                self.neuron_query = self._neuron_query_for(token_result)
-                self.neuron_unavailable = "" if token_result.queries is not None else self._no_queries_keys(result.model_name)
-                self.causal = bool(result.causal)
-                self._thumbnails_of = self._rollout_of = None
-                self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
-                self.mask_summary = pl.mask_summary(token_result)
-                self.notice = pl.result_notice(full_result, token_result)
-                self.long_context = False
-                self.n_key_heads = n_heads
-                if self.view in LONG_VIEWS and self.view not in SHORT_VIEWS:
-                    self.view = "head"
-                self.error = ""
-                self.result_id = request_id
-        finally:
-            self._applying = False
+        attention = pl.layer_payload(result, layer)
+        view = "head" if self.view in LONG_VIEWS and self.view not in SHORT_VIEWS else self.view
+        (thumbnails, thumbnails_of), (rollout, rollout_of) = self._view_payloads(result, token_result, view)
+        shown = dict(
+            text=result.text, text_b=result.text_b,
+            tokens=pl.shown_tokens(result, self._prettify), key_tokens=pl.shown_key_tokens(result, self._prettify),
+            token_notes=notes_of(result) if self._prettify else [],
+            key_token_notes=key_notes_of(result) if self._prettify else [],
+            token_reading=[], parts=list(parts), sentence_b_start=result.sentence_b_start,
+            n_layers=n_layers, n_heads=n_heads, model_name=result.model_name, heads=list(heads),
+            sentence_filter=self.sentence_filter if result.sentence_b_start is not None else "all",
+            layer=layer, attention=attention,
+            neuron_head=min(self.neuron_head, n_heads - 1), neuron_query=self._neuron_query_for(token_result),
+            neuron_unavailable="" if token_result.queries is not None else self._no_queries_keys(result.model_name),
+            causal=bool(result.causal), thumbnails=thumbnails, rollout=rollout,
+            mask_summary=pl.mask_summary(token_result), notice=pl.result_notice(full_result, token_result),
+            long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
+        )
+        self._show(shown, result, token_result, full_result, thumbnails_of, rollout_of)
+
+    def _show(self, traits: dict, result: AttentionResult, token_result: AttentionResult, full_result: AttentionResult,
+              thumbnails_of: tuple | None, rollout_of: tuple | None) -> None:
+        """Move the widget to a computed run: its results and every trait, in one message (the view
+        never sees tokens of one run with another's attention). Nothing here computes."""
+        self._result, self._token_result, self._full_result = result, token_result, full_result
+        self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
+        # The counts and tokens before what is checked against them (layer, heads, focus_token).
+        first = ("n_layers", "n_heads", "tokens")
+        self._quietly(**{name: traits[name] for name in first if name in traits},
+                      **{name: value for name, value in traits.items() if name not in first})
+
+    # What a page's write may change besides the traits; a failed write puts all of it back.
+    _KEPT = ("_result", "_token_result", "_full_result", "_thumbnails_of", "_rollout_of", "_masks", "_focus_chosen",
+             "_opened_query")
+
+    def _snapshot(self) -> tuple[dict, dict]:
+        from .contract import contract_traits
+
+        return ({name: self.__dict__.get(name) for name in self._KEPT},
+                {name: getattr(self, name) for name in contract_traits(type(self))})
+
+    def _restore(self, snapshot: tuple[dict, dict]) -> None:
+        kept, traits = snapshot
+        self.__dict__.update(kept)
+        changed = {name: value for name, value in traits.items() if getattr(self, name) is not value}
+        self._show(changed, kept["_result"], kept["_token_result"], kept["_full_result"],
+                   kept["_thumbnails_of"], kept["_rollout_of"])
 
     def _neuron_query_for(self, token_result: AttentionResult) -> int:
         """The neuron view's query for a run: where it opens (results.opening_query: a token of the
@@ -444,7 +496,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _apply_long(self, result: LongAttentionResult, request_id: int, layer: int | None = None) -> None:
         """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
-        if self._word_level:
+        if self.word_level:
             raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
                              "demand: switch Words off, or give a shorter text.")
         layer = min(self.layer, result.n_layers - 1) if layer is None else layer
@@ -453,93 +505,108 @@ class AttentionWidget(anywidget.AnyWidget):
         from .bertology import attention_sinks
 
         sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
-        self._result = self._token_result = self._full_result = result
-        self._applying = True
-        try:
-            with self.hold_sync():
-                self.text, self.text_b = result.text, result.text_b
-                self.tokens = pl.shown_tokens(result, self._prettify)
-                self.key_tokens, self.key_token_notes, self.parts = [], [], []
-                self.token_notes = notes_of(result) if self._prettify else []
-                self.token_reading = list(result.token_reading or []) if self._prettify else []
-                self.sentence_b_start = result.sentence_b_start
-                self.n_layers, self.n_heads, self.n_key_heads = result.n_layers, result.n_heads, result.n_key_heads
-                self.model_name = result.model_name
-                self.heads = list(range(result.n_heads))
-                self.sentence_filter = "all"
-                self.layer = layer
-                self.attention = {}
-                self.long_context = True
-                last = result.n_tokens - 1
-                self.focus_token = last if result.causal and not self._focus_chosen else min(self.focus_token, last)
-                if self.focus_head >= result.n_heads:
-                    self.focus_head = -1
-                self.neuron_head = min(self.neuron_head, result.n_heads - 1)
-                self.neuron_query = min(self.neuron_query, result.n_tokens - 1)
-                self.neuron_unavailable = _short_only("neuron", result)
-                self.causal = bool(result.causal)
-                if not self.analysis or self.analysis.get("kind") == "attention_sinks":
-                    self.analysis = sinks
-                if self.view in SHORT_VIEWS and self.view not in LONG_VIEWS:
-                    self.view = "text"
-                self._thumbnails_of = self._rollout_of = None
-                self.thumbnails, self.rollout = self._thumbnails_if_needed(), {}
-                self.mask_summary = ""
-                self.notice = pl.long_notice(result)
-                self.error = ""
-                self.result_id = request_id
-        finally:
-            self._applying = False
+        view = "text" if self.view in SHORT_VIEWS and self.view not in LONG_VIEWS else self.view
+        analysis = sinks if not self.analysis or self.analysis.get("kind") == "attention_sinks" else self.analysis
+        (thumbnails, thumbnails_of), _ = self._view_payloads(result, result, view, analysis)
+        last = result.n_tokens - 1
+        shown = dict(
+            text=result.text, text_b=result.text_b, tokens=pl.shown_tokens(result, self._prettify),
+            key_tokens=[], key_token_notes=[], parts=[],
+            token_notes=notes_of(result) if self._prettify else [],
+            token_reading=list(result.token_reading or []) if self._prettify else [],
+            sentence_b_start=result.sentence_b_start,
+            n_layers=result.n_layers, n_heads=result.n_heads, n_key_heads=result.n_key_heads,
+            model_name=result.model_name, heads=list(range(result.n_heads)), sentence_filter="all",
+            layer=layer, attention={}, long_context=True,
+            focus_token=last if result.causal and not self._focus_chosen else min(self.focus_token, last),
+            focus_head=self.focus_head if self.focus_head < result.n_heads else -1,
+            neuron_head=min(self.neuron_head, result.n_heads - 1), neuron_query=min(self.neuron_query, last),
+            neuron_unavailable=_short_only("neuron", result), causal=bool(result.causal),
+            analysis=analysis, view=view, thumbnails=thumbnails, rollout={},
+            mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
+        )
+        self._show(shown, result, result, result, thumbnails_of, None)
 
     # Thumbnails and rollout cost a pass over every layer: made only while a view needs them, and
-    # remade only when what they depend on changed.
-    def _thumbnails_if_needed(self) -> dict:
-        if not pl.needs_thumbnails(self.view, self.analysis):
-            return self.thumbnails if self._thumbnails_of else {}
-        key = self._thumbnail_key()
-        if key != self._thumbnails_of:
-            self._thumbnails_of = key
-            if isinstance(self._result, LongAttentionResult):
-                return pl.long_thumbnails_payload(self._result, self.include_layers, self.include_heads, self._thumbnail_size)
-            return pl.thumbnails_payload(self._result, self.include_layers, self.include_heads, self._thumbnail_size)
-        return self.thumbnails
+    # remade only when what they were made from changed. What they were made from is recorded with
+    # them, after they are made: an interrupted build leaves nothing that claims to be done.
+    def _view_payloads(self, result: AttentionResult, token_result: AttentionResult, view: str,
+                       analysis: dict | None = None) -> tuple[tuple[dict, tuple | None], tuple[dict, tuple | None]]:
+        """((thumbnails, made from), (rollout, made from)) for `view` showing `result`."""
+        analysis = self.analysis if analysis is None else analysis
+        layers = None if self.include_layers is None else tuple(self.include_layers)
+        heads = None if self.include_heads is None else tuple(self.include_heads)
+        made_from = (id(result), layers, heads)  # the shown result is alive while this is compared
+        if made_from == self._thumbnails_of:
+            thumbnails = (self.thumbnails, made_from)
+        elif not pl.needs_thumbnails(view, analysis):
+            thumbnails = ({}, None)
+        elif isinstance(result, LongAttentionResult):
+            thumbnails = (pl.long_thumbnails_payload(result, self.include_layers, self.include_heads, self._thumbnail_size), made_from)
+        else:
+            thumbnails = (pl.thumbnails_payload(result, self.include_layers, self.include_heads, self._thumbnail_size), made_from)
+        made_from = (id(result), self.word_level)
+        if made_from == self._rollout_of:
+            rollout = (self.rollout, made_from)
+        elif view != "rollout" or isinstance(result, LongAttentionResult):
+            rollout = ({}, None)
+        else:
+            rollout = (pl.rollout_payload(token_result, self.word_level), made_from)
+        return thumbnails, rollout
 
-    def _rollout_if_needed(self) -> dict:
-        if self.view != "rollout" or isinstance(self._result, LongAttentionResult):
-            return self.rollout if self._rollout_of else {}
-        if self._rollout_of != id(self._result):
-            self._rollout_of = id(self._result)
-            return pl.rollout_payload(self._token_result, self._word_level)
-        return self.rollout
+    @contextlib.contextmanager
+    def _or_put_back(self, change: dict):
+        """Around the work a setting starts: when it fails or is interrupted, the setting takes its
+        old value again, quietly, and the error goes on to whoever set it (a Python line raises; a
+        page's write is answered in `error`, see set_state)."""
+        try:
+            yield
+        except BaseException:
+            self._quietly(**{change["name"]: change["old"]})
+            raise
+
+    def _quietly(self, **values: Any) -> None:
+        """Set traits without the work their observers start (the kernel's own writes)."""
+        applying, self._applying = self._applying, True
+        try:
+            with self.hold_sync():
+                for name, value in values.items():
+                    setattr(self, name, value)
+        finally:
+            self._applying = applying
+
+    def _live(self) -> None:
+        if self._closed:
+            raise InputError(CLOSED)
 
     @traitlets.observe("view", "include_layers", "include_heads", "analysis")
     def _on_view(self, change: dict) -> None:
-        if self._applying or "_result" not in self.__dict__:
+        if self._applying or "_result" not in self.__dict__ and not self._closed:
             return
-        self.thumbnails, self.rollout = self._thumbnails_if_needed(), self._rollout_if_needed()
+        with self._or_put_back(change):
+            self._live()
+            (thumbnails, thumbnails_of), (rollout, rollout_of) = self._view_payloads(self._result, self._token_result, self.view)
+            self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
+            self._quietly(thumbnails=thumbnails, rollout=rollout)
 
-    @traitlets.observe("attention_part")
-    def _on_part(self, change: dict) -> None:
-        if not self._applying and hasattr(self, "_full_result"):
-            try:
-                self._apply(self._full_result, self.result_id)
-            except InputError:
-                self._applying = True
-                try:
-                    self.attention_part = change["old"]
-                finally:
-                    self._applying = False
-                raise
-
-    @traitlets.observe("word_level", "show_change")
+    @traitlets.observe("attention_part", "word_level", "show_change")
     def _on_display_mode(self, change: dict) -> None:
-        self._word_level = bool(self.word_level)
-        if not self._applying and hasattr(self, "_result"):
+        """What the views show of the same run changed: re-shown from the kept run, no rerun."""
+        if self._applying or "_full_result" not in self.__dict__ and not self._closed:
+            return
+        with self._or_put_back(change):
+            self._live()
             self._apply(self._full_result, self.result_id)
 
     @traitlets.validate("masked_heads")
     def _check_masks(self, proposal: dict) -> list:
-        pairs = [list(map(int, pair)) for pair in proposal["value"]]
+        return _as_trait_error(self._masks_of, proposal["value"])
+
+    def _masks_of(self, value: list) -> list[list[int]]:
+        full = self.__dict__.get("_full_result")
+        if full is not None and len(value) > full.n_layers * full.n_heads:  # sizes first: a page may send millions
+            raise InputError(f"masked_heads lists {len(value):,} heads, and the model has {full.n_layers * full.n_heads}.")
+        pairs = [list(head_pair(pair)) for pair in value]
         if self._engine is None:
             if pairs:
                 raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
@@ -555,16 +622,18 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.observe("masked_heads")
     def _on_masks(self, change: dict) -> None:
-        """Switching heads off reruns the model; a failure shows in the widget and keeps the view."""
-        if self._applying or not hasattr(self, "_result"):
+        """Switching heads off reruns the model; a failure puts the masks back and keeps the view."""
+        if self._applying or "_result" not in self.__dict__ and not self._closed:
             return
         previous = self._masks
-        self._masks = [list(p) for p in change["new"]]
-        try:
-            self._apply(self._run(self._result.text, self._result.text_b), self.result_id)
-        except Exception as exc:
-            self._masks = previous
-            self.error = str(exc)
+        with self._or_put_back(change):
+            self._live()
+            self._masks = [list(p) for p in change["new"]]
+            try:
+                self._apply(self._run(self._result.text, self._result.text_b), self.result_id)
+            except BaseException:
+                self._masks = previous
+                raise
 
     def show_analysis(self, data: Any, measure: str | None = None) -> AttentionWidget:
         """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
@@ -573,12 +642,6 @@ class AttentionWidget(anywidget.AnyWidget):
         self.analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         self.view = "analysis"
         return self
-
-    def _thumbnail_key(self) -> tuple:
-        """What the thumbnails depend on; they are remade only when it changes."""
-        layers = None if self.include_layers is None else tuple(self.include_layers)
-        heads = None if self.include_heads is None else tuple(self.include_heads)
-        return (id(self._result), layers, heads)
 
     @traitlets.validate("include_layers", "include_heads")
     def _check_included(self, proposal: dict) -> list[int] | None:
@@ -591,15 +654,21 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("heads")
     def _check_heads(self, proposal: dict) -> list[int]:
         heads = proposal["value"]
-        if self.n_heads:
-            # An empty list hides every head (the swatches bring them back); each must exist.
-            if heads:
-                _as_trait_error(checks.indices, "heads", heads, self.n_heads, "heads")
+        n_heads = self._shown_count("n_heads")
+        if n_heads and heads:  # an empty list hides every head (the swatches bring them back)
+            if len(heads) > n_heads:  # sizes first: a page may send millions
+                raise SettingError(f"heads lists {len(heads):,} heads, and the model has {n_heads}.")
+            _as_trait_error(checks.indices, "heads", heads, n_heads, "heads")
         return heads
+
+    def _shown_count(self, name: str) -> int:
+        """n_layers or n_heads of the shown run, the kernel's own (0 before the first run)."""
+        result = self.__dict__.get("_result")
+        return getattr(result, name) if result is not None else 0
 
     @traitlets.validate("neuron_head", "neuron_query")
     def _check_neuron(self, proposal: dict) -> int:
-        name, value = proposal["trait"].name, proposal["value"]
+        name, value = proposal["trait"].name, _whole(proposal)
         if hasattr(self, "_token_result"):
             count = self._token_result.n_heads if name == "neuron_head" else len(self._token_result.tokens)
             if not 0 <= value < count:
@@ -613,16 +682,16 @@ class AttentionWidget(anywidget.AnyWidget):
     def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "neuron" request: one query's numbers. The answer names the run, the part and the
         number of queries, so the view never files one run's numbers under another's key."""
-        if isinstance(self._token_result, LongAttentionResult):
-            raise InputError(_short_only("neuron", self._token_result))
+        if isinstance(self.token_result, LongAttentionResult):
+            raise InputError(_short_only("neuron", self.token_result))
         content, buffers = pl.neuron_payload(
-            self._token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
+            self.token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
         return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._full_result) else "",
-                "n_queries": len(self._token_result.tokens)}, buffers
+                "n_queries": len(self.token_result.tokens)}, buffers
 
     def _long_request(self, request: dict) -> tuple[LongAttentionResult, int, int]:
-        result = self._token_result
+        result = self.token_result
         if not isinstance(result, LongAttentionResult):
             raise InputError(_long_only("text"))
         layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
@@ -663,7 +732,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("focus_token")
     def _check_focus_token(self, proposal: dict) -> int:
-        if self.tokens and not 0 <= proposal["value"] < len(self.tokens):
+        if self.tokens and not 0 <= _whole(proposal) < len(self.tokens):
             raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
                                        f"0..{len(self.tokens) - 1}.")
         return proposal["value"]
@@ -675,9 +744,10 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("focus_head")
     def _check_focus_head(self, proposal: dict) -> int:
-        if self.n_heads and not -1 <= proposal["value"] < self.n_heads:
+        n_heads = self._shown_count("n_heads")
+        if n_heads and not -1 <= _whole(proposal) < n_heads:
             raise SettingError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
-                                       f"0..{self.n_heads - 1}, or -1 for their mean.")
+                               f"0..{n_heads - 1}, or -1 for their mean.")
         return proposal["value"]
 
     @traitlets.validate("sink_aside")
@@ -686,45 +756,58 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict) -> int:
-        layer = proposal["value"]
-        n_layers = self.n_layers
+        layer = _whole(proposal)
+        n_layers = self._shown_count("n_layers")
         if n_layers and not 0 <= layer < n_layers:
             raise SettingError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
         return layer
 
     @traitlets.observe("layer")
     def _on_layer(self, change: dict) -> None:
-        if not self._applying and not self.long_context:
-            self.attention = pl.layer_payload(self._result, change["new"])
+        if self._applying or self.long_context:
+            return
+        with self._or_put_back(change):
+            self._quietly(attention=pl.layer_payload(self.result, change["new"]))
+
+    @traitlets.validate("request")
+    def _check_request(self, proposal: dict) -> dict:
+        """An edit is {id, text, text_b}: ids count up from the page's last answered one, below
+        2**53 (a number JavaScript holds exactly); anything else is refused before any work."""
+        request = proposal["value"]
+        if not request:
+            return request
+        unknown = sorted(set(request) - {"id", "text", "text_b"})
+        request_id = request.get("id")
+        if unknown:
+            raise SettingError(f"An edit holds id, text and text_b, not {', '.join(map(repr, unknown))}.")
+        if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 < request_id < 2**53:
+            raise SettingError(f"An edit's id must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
+        if not isinstance(request.get("text"), str) or not isinstance(request.get("text_b"), (str, type(None))):
+            raise SettingError("An edit's text must be a string, and its text_b a string or null.")
+        return request
 
     @traitlets.observe("request")
     def _on_request(self, change: dict) -> None:
-        """An edit from the browser: recompute, or show why not and keep the last view."""
-        request = change["new"] or {}
-        request_id = int(request.get("id", 0))
+        """An edit from the browser: recompute, or show why not and keep the last view. An edit
+        older than the one answered is stale (answers arrive in order): it is not run."""
+        request = change["new"]
+        if not request or request["id"] <= self.result_id:
+            return
+        self._live()
         try:
-            result = self._run(request.get("text", ""), request.get("text_b"))
-            self._apply(result, request_id)
+            result = self._run(request["text"], request.get("text_b"))
+            self._apply(result, request["id"])
         except Exception as exc:
             message = str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}"
-            with self.hold_sync():
-                self.error = message
-                self.result_id = request_id
+            self._quietly(error=message, result_id=request["id"])
 
     @traitlets.observe("text", "text_b")
     def _on_text(self, change: dict) -> None:
         """Setting `widget.text = ...` from Python recomputes; bad input raises and changes nothing."""
         if self._applying:
             return
-        try:
+        with self._or_put_back(change):
             self.update(self.text, self.text_b)
-        except Exception:
-            self._applying = True
-            try:
-                self.text, self.text_b = self._result.text, self._result.text_b
-            finally:
-                self._applying = False
-            raise
 
     def save_image(self, path: str | Path) -> ImageRequest:
         """Save the current view as PNG or SVG (by the file's suffix), drawn by the widget's view.
@@ -827,6 +910,28 @@ def _picture_refresher(widget: AttentionWidget, shell: Any):
             warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
 
     return refresh
+
+
+def _values_in(value: Any, budget: int) -> int:
+    """How many values `value` holds, its lists' and dicts' items counted through; the count
+    stops once it passes `budget` (a page's message may hold millions)."""
+    count, stack = 0, [value]
+    while stack and count <= budget:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            item = [*item.keys(), *item.values()] if len(item) <= budget else range(budget + 1)
+        if isinstance(item, (list, tuple, range)):
+            if len(item) > budget:
+                return budget + 1
+            stack.extend(item)
+    return count
+
+
+def _whole(proposal: dict) -> int:
+    """A validator's value as a whole number: traitlets' Int takes True for 1, and a page's
+    `true` would index a tensor with a boolean."""
+    return _as_trait_error(checks.integer, proposal["trait"].name, proposal["value"])
 
 
 def _as_trait_error(check: Any, *args: Any) -> Any:
