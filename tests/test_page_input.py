@@ -203,6 +203,36 @@ def test_an_interrupt_in_any_stage_leaves_the_widget_whole_and_the_next_call_wor
     widget.close()
 
 
+LONG_STAGES = [
+    ("the model view's thumbnails", "long_thumbnails_payload", lambda w: setattr(w, "view", "model")),
+    ("an edit's notice", "long_notice", lambda w: w.update("The dog sat on the mat. " * 4)),
+    ("an edit's sink table", "analysis_payload", lambda w: w.update("The dog sat on the mat. " * 4)),
+]
+
+
+@pytest.mark.parametrize("stage, name, action", LONG_STAGES, ids=[s[0] for s in LONG_STAGES])
+def test_an_interrupt_in_a_long_runs_stage_leaves_it_whole(long_widget, monkeypatch, stage, name, action):
+    before = {name: getattr(long_widget, name) for name in ("text", "view", "result_id", "analysis", "tokens")}
+    interrupt_once(monkeypatch, pl, name)
+    with pytest.raises(KeyboardInterrupt):
+        action(long_widget)
+    assert {name: getattr(long_widget, name) for name in before} == before
+    assert_consistent(long_widget)
+    action(long_widget)
+    assert_consistent(long_widget)
+
+
+@pytest.mark.parametrize("type_, name, params", [
+    ("attention_rows", "long_rows_payload", {"layer": 0, "head": -1, "token": 3, "direction": "from"}),
+    ("attention_tile", "long_tile_payload", {"layer": 0, "head": 0, "rows": [0, 8], "cols": [0, 8], "bins": 8}),
+    ("attention_window", "long_window_payload", {"layer": 0, "token": 3}),
+])
+def test_an_interrupted_long_request_is_answered_and_the_next_works(long_widget, monkeypatch, type_, name, params):
+    interrupt_once(monkeypatch, pl, name)
+    assert ask(long_widget, {"kind": "request", "type": type_, "id": 1, **params})[0]["error"] == "interrupted"
+    assert "error" not in ask(long_widget, {"kind": "request", "type": type_, "id": 2, **params})[0]
+
+
 def test_an_interrupted_page_write_is_put_back_and_said(widget, monkeypatch):
     interrupt_once(monkeypatch, pl, "thumbnails_payload")
     page_writes(widget, view="model")
