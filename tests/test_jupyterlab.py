@@ -646,3 +646,52 @@ def test_reopened_pictures_fit_the_output_whatever_its_width(watched_page, jupyt
     pictures.nth(1).scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / f"jupyterlab_pictures_fit_{width}.png"))
     assert not page_errors(page), page.problems
+
+
+INTERRUPT_CELLS = [
+    # The model view's thumbnails take a minute, the first time only (a long text would).
+    "import time, attnscope\nfrom attnscope import payloads\nmade, slow = [], payloads.thumbnails_payload\n"
+    "def thumbnails_after_a_minute(*args, **kwargs):\n"
+    "    if not made:\n        made.append(1)\n        time.sleep(60)\n    return slow(*args, **kwargs)\n"
+    "payloads.thumbnails_payload = thumbnails_after_a_minute\n"
+    "widget = attnscope.show('The cat sat on the mat.')",
+]
+
+
+def test_an_interrupted_view_change_is_put_back_and_said_in_jupyterlab(watched_page, jupyterlab):
+    """Issue 31 item 4, where users are: the Model tab starts a slow step, the user presses the
+    kernel's interrupt; the widget goes back to the head view and says so, and the Model tab then
+    works (it never stays "loading…")."""
+    import json
+
+    put_contents(jupyterlab, "interrupt.ipynb", {"type": "notebook", "content": {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
+                  for s in INTERRUPT_CELLS],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}})
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{jupyterlab}/lab/workspaces/interrupt/tree/interrupt.ipynb?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(jupyterlab, notebook="interrupt.ipynb")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    run_all_cells(page)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    page.wait_for_function("w => Number(w.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
+                           arg=widget.element_handle(timeout=180_000), timeout=180_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)
+    widget.locator(".attnscope-tab[data-view=model]").click()
+    page.get_by_text("Python 3 (ipykernel) | Busy").wait_for(timeout=30_000)  # making the thumbnails
+    sessions = json.load(urllib.request.urlopen(f"{jupyterlab}/api/sessions?token={TOKEN}", timeout=5))
+    kernel = next(s["kernel"]["id"] for s in sessions if s["path"].endswith("interrupt.ipynb"))
+    urllib.request.urlopen(urllib.request.Request(
+        f"{jupyterlab}/api/kernels/{kernel}/interrupt?token={TOKEN}", method="POST"), timeout=10)
+    error = widget.locator(".attnscope-error")
+    error.get_by_text("Interrupted", exact=False).wait_for(timeout=30_000)
+    selected = widget.locator(".attnscope-tab[aria-selected=true]")
+    page.wait_for_function("t => t.dataset.view === 'head'", arg=selected.element_handle(), timeout=10_000)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    widget.screenshot(path=str(ARTIFACTS / "jupyterlab_interrupted_view_change.png"))
+    widget.locator(".attnscope-tab[data-view=model]").click()  # again: made this time
+    page.wait_for_function("w => w.querySelector('.attnscope-tab[aria-selected=true]')?.dataset.view === 'model' "
+                           "&& !w.textContent.includes('loading…') && w.querySelectorAll('canvas').length > 0",
+                           arg=widget.element_handle(), timeout=60_000)
+    assert not page_errors(page), page.problems

@@ -231,7 +231,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
         self._attention_mode = attention
-        # What the payloads were made from (_made_from): kept while it holds, remade when it changes.
+        # What the thumbnails and rollout were made from (_view_payloads): reused while it holds.
         self._thumbnails_of: tuple | None = None
         self._rollout_of: tuple | None = None
         self._applying = False
