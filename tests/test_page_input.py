@@ -6,6 +6,7 @@ for a view's update) and requests through the widget's Channel, as in a notebook
 from __future__ import annotations
 
 import gc
+import json
 import math
 import time
 import warnings
@@ -409,5 +410,8 @@ def fuzz_step(widget: AttentionWidget, kind: str, content: dict, runs: list) -> 
     FUZZ[key] = max(FUZZ.get(key, 0.0), spent)
     assert spent < (1.0 if ran else 0.05), f"{spent * 1000:.0f} ms for {kind} {str(content)[:200]}"
     assert_consistent(widget)
+    # What goes back to the page can be sent: strict JSON, UTF-8 (no lone surrogate, no NaN).
+    json.dumps([replies, widget.error, widget.notice, widget.text, widget.tokens], allow_nan=False).encode("utf-8")
+    widget.error.encode("utf-8")
     if widget.result_id > 0 and not widget.error:
         assert widget.text == widget.result.text

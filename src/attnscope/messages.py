@@ -103,7 +103,11 @@ class Channel:
             self._answer(content, list(buffers or []))
 
     def _answer(self, request: dict, buffers: list) -> None:
-        envelope = {"kind": "reply", "type": request["type"], "id": request.get("id")}
+        # The id is echoed for the view to match its answer: an id no view sends (NaN, a megabyte
+        # of text) is not echoed, as the comm could not send it.
+        request_id = request.get("id")
+        envelope = {"kind": "reply", "type": request["type"],
+                    "id": request_id if type(request_id) is int and abs(request_id) < 2**53 else None}
         try:
             answer = self._handlers[request["type"]](request, buffers)
         except (Exception, KeyboardInterrupt) as exc:

@@ -274,13 +274,13 @@ class AttentionWidget(anywidget.AnyWidget):
             return
         writable = page_writable(type(self))
         refused = sorted(name for name in sync_data if name not in writable)
-        messages = [f"The page may not set {', '.join(refused)}: only the kernel does; ignored."] if refused else []
+        messages = [f"The page may not set {_names(refused)}: only the kernel does; ignored."] if refused else []
         # Sizes first: the longest list a view writes is one of every head (masked_heads), so a
         # write of millions is refused before traitlets checks its items one by one.
         budget = 4 * self._shown_count("n_layers") * self._shown_count("n_heads") + 64
         too_big = sorted(name for name in sync_data if name in writable and _values_in(sync_data[name], budget) > budget)
         if too_big:
-            messages.append(f"The page sent more values in {', '.join(too_big)} than this model has heads; ignored.")
+            messages.append(f"The page sent more values in {_names(too_big)} than this model has heads; ignored.")
             refused += too_big
         state = {name: value for name, value in sync_data.items() if name in writable and name not in too_big}
         snapshot = self._snapshot()
@@ -910,6 +910,12 @@ def _picture_refresher(widget: AttentionWidget, shell: Any):
             warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
 
     return refresh
+
+
+def _names(names: list[str]) -> str:
+    """Names a page sent, as a message may say them: a name that is not one (a surrogate, a
+    megabyte) is quoted with escapes and cut."""
+    return ", ".join(name if name.isidentifier() and len(name) <= 40 else ascii(name[:40]) for name in names)
 
 
 def _values_in(value: Any, budget: int) -> int:
