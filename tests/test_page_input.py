@@ -239,8 +239,16 @@ def test_an_interrupted_page_write_is_put_back_and_said(widget, monkeypatch):
     page_writes(widget, view="model")
     assert widget.view == "head" and "Interrupted" in widget.error
     page_writes(widget, view="model")
-    assert widget.view == "model" and widget.thumbnails
+    assert widget.view == "model" and widget.thumbnails and widget.error == "", "said until a write works"
     assert_consistent(widget)
+
+
+def test_an_edits_error_stays_while_the_view_changes(widget):
+    page_writes(widget, request={"id": 1, "text": "", "text_b": None})
+    error = widget.error
+    assert error
+    page_writes(widget, layer=2)
+    assert widget.error == error
 
 
 def test_a_write_that_fails_halfway_puts_back_what_its_first_part_did(widget, monkeypatch):

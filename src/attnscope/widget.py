@@ -297,8 +297,12 @@ class AttentionWidget(anywidget.AnyWidget):
         resend = [name for name in refused if name in self.keys]
         if resend:
             self.send_state(resend)
-        if messages:
-            self._quietly(error=" ".join(messages))
+        # A page's refused write is said until the next write that works (an edit's error stays:
+        # the editor keeps the failed text while it shows).
+        said = " ".join(messages)
+        if said or self.error == self.__dict__.get("_write_error"):
+            self._quietly(error=said)
+        self._write_error = said
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
