@@ -49,7 +49,7 @@ lint: install node_modules/.package-lock.json
 	npm run typecheck
 
 test-python:
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 test-js: node_modules/.package-lock.json
 	npm test
