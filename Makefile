@@ -15,6 +15,7 @@ BUNDLE := src/attnscope/static/widget.js
 
 DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)
 
+# No news feed: offline it has nothing to fetch, and its pop-up covered the first outputs.
 # The URL once now and once more when JupyterLab answers (its start-up log scrolls the first away):
 # the waiter watches the shell's PID, which `exec` hands to JupyterLab, and ends with it.
 demo: install
@@ -24,7 +25,7 @@ demo: install
 	@echo
 	$(PY) scripts/print_when_serving.py "$(DEMO_URL)" --watch $$$$ & \
 	exec $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
-		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly
+		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly --LabApp.news_url=
 
 test: install chromium
 	$(MAKE) lint

@@ -3,7 +3,7 @@
 // withCaption, views.js imageCaption), and the model view's grid labels and cells, which must
 // stay legible and whole in any width and, in a slide, any height.
 import { describe, expect, it } from "vitest";
-import { CELL, gridLabels, MIN_CELL, MIN_FIT_CELL, modelCell, modelImage } from "./model_view.js";
+import { CELL, gridLabels, MIN_CELL, MIN_FIT_CELL, modelCell, modelImage, SCALE_NOTE } from "./model_view.js";
 import { createScene, sceneToSvg, withCaption } from "./scene.js";
 import { textWidth } from "./svg.js";
 import { imageCaption } from "./views.js";
@@ -53,6 +53,18 @@ describe("the model view's cells", () => {
     const state = { thumbnails, layers: [...Array(6).keys()], heads: [...Array(12).keys()], nHeads: 12, width: 900 };
     expect(modelImage(state).width).toBeLessThanOrEqual(900);
     expect(modelImage({ ...state, width: 0 }).width).toBe(64 + 12 * CELL); // unknown: the full size
+  });
+
+  it("of a few heads keep the scale note inside the picture, wrapped (it was cut at 'meshe')", () => {
+    const thumbnails = { shape: [4, 4, 2, 2], values: new Float32Array(4 * 4 * 4).fill(0.5) };
+    const image = modelImage({ thumbnails, layers: [0, 1, 2, 3], heads: [0, 1, 2, 3], nHeads: 4, width: 400 });
+    const notes = image.items.filter((item) => item.role === "scale");
+    expect(notes.length).toBeGreaterThan(1);
+    expect(notes.map((n) => n.text).join(" ")).toBe(SCALE_NOTE);
+    for (const note of notes) {
+      expect(note.x + textWidth(note.text, 10)).toBeLessThanOrEqual(image.width);
+      expect(note.y).toBeLessThan(image.height);
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import { el, placeBeside, sizeCanvas } from "./dom.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { headName, headText, layerText } from "./labels.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
+import { textWidth, wrapText } from "./svg.js";
 
 export const CELL = 84; // px per thumbnail (the largest), margins included
 export const MIN_CELL = 40;
@@ -97,12 +97,15 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
   const cell = state.cell ?? CELL;
   const grid = thumbnails.shape.slice(2);
   const [left, top] = labels ? [64, 48] : [0, 0];
-  const s = createScene(left + heads.length * cell, top + layers.length * cell + (labels ? 22 : 0), { background: labels });
+  const width = left + heads.length * cell;
+  // The note wraps to the grid: a few heads make a picture narrower than one line of it.
+  const noteLines = labels ? wrapText(note, width - 12, 10) : [];
+  const s = createScene(width, top + layers.length * cell + (labels ? 8 + 14 * noteLines.length : 0), { background: labels });
   if (labels) {
     s.text(6, 12, title, { role: "title" });
     const shown = gridLabels(layers, heads, cell);
     gridSceneLabels(s, { left, top, cell, columnTexts: shown.columns, rowTexts: shown.rows, corner: shown.corner });
-    s.text(6, top + layers.length * cell + 14, note, { size: 10, role: "scale" });
+    noteLines.forEach((line, i) => s.text(6, top + layers.length * cell + 14 + 14 * i, line, { size: 10, role: "scale" }));
   }
   const colors = headColors(nHeads);
   const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
