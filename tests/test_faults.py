@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import pytest
@@ -18,7 +19,7 @@ import traitlets
 import transformers
 
 import attnscope
-from attnscope import InputError, ModelNotFoundError
+from attnscope import InputError, ModelNotFoundError, checks
 from attnscope.bertology import read_conllu
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
@@ -376,3 +377,53 @@ def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "_render", interrupted)
     assert cli.main(["render", "Hi.", "-o", str(tmp_path / "x.html")]) == 130
     assert capsys.readouterr().err == ""
+
+
+# --- sizes: what a page or a user sends is checked in time linear in it, and bounded by what it indexes
+
+def _refused_within(seconds, check, *args):
+    start = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        check(*args)
+    elapsed = time.perf_counter() - start
+    assert elapsed < seconds, f"{elapsed * 1e3:.0f} ms"
+    return str(caught.value)
+
+
+def test_index_lists_are_checked_in_linear_time_and_refused_by_their_size():
+    # Repeats were found with values.count per element: 20,000 repeats of one head took 0.12 s and
+    # a million (a 2 MB message from a page) minutes.
+    message = _refused_within(0.05, checks.indices, "heads", [3] * 20_000, None, "heads")
+    assert message == "heads names heads [3] more than once."
+    for values in ([3] * 1_000_000, list(range(1_000_000))):
+        message = _refused_within(0.05, checks.indices, "heads", values, 12, "heads")
+        assert message == ("heads lists 1,000,000 heads, but there are only 12 (heads 0..11): "
+                           "a list of distinct heads is at most 12 long.")
+    endless = iter(range(10**12))  # read no further than one past the count
+    assert "lists more than 12 heads" in _refused_within(0.05, checks.indices, "heads", endless, 12, "heads")
+    # Within the size, every repeat and every bad value is still named (a few, then how many more).
+    assert checks.indices("heads", [5, 1, 0], 12, "heads") == [5, 1, 0]
+    with pytest.raises(InputError, match=r"heads names heads \[1, 2\] more than once"):
+        checks.indices("heads", [2, 1, 1, 2], 12, "heads")
+    with pytest.raises(InputError, match=r"heads has \[-15, -14, -13, -12, -11, -10, -9, -8, -7, -6, … 5 more\] out of range"):
+        checks.indices("heads", list(range(-15, 0)), None, "heads")
+
+
+def test_masked_heads_are_refused_by_their_size(engine):
+    total = engine.n_layers * engine.n_heads
+    message = _refused_within(0.05, engine.head_mask, [(0, 0)] * 1_000_000)
+    assert message == f"masked_heads lists 1,000,000 heads, but {engine.name} has {total} (6 layers × 12 heads): list each head once."
+    with pytest.raises(InputError, match=r"masked_heads must be a list of \(layer, head\) pairs, e\.g\. \[\(4, 2\), \(5, 11\)\], not int"):
+        engine.head_mask(4)
+    assert engine.head_mask([(0, 1), (0, 1)])[0, 1] == 0  # a repeat within the size is still fine
+
+
+def test_word_groups_of_many_precomputed_tokens_take_linear_time():
+    from attnscope.engine import groups_from_tokens
+
+    # Whether the tokens mark spaces was asked again for every token: 20,000 tokens took 43 s.
+    tokens = ["[CLS]", *(["word", "##piece"] * 10_000), "[SEP]"]
+    start = time.perf_counter()
+    groups = groups_from_tokens(tokens, ["[CLS]", "[SEP]"])
+    assert time.perf_counter() - start < 0.5
+    assert len(groups) == 10_002 and groups[1] == [1, 2]

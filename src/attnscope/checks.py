@@ -3,9 +3,12 @@ what is allowed, before any work is done (no ZeroDivisionError or OverflowError 
 
 from __future__ import annotations
 
+import collections
+import itertools
 import numbers
 import operator
 import os
+import reprlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,8 @@ from .errors import InputError
 def _is_integer(value: Any) -> bool:
     # bool is an int to Python, but `batch_size=True` is a mistake, not 1. NumPy and 0-d torch
     # integers are accepted (they have __index__); floats, even 2.0, are not.
+    if type(value) is int:  # the common case, first: a page's list of a million heads is all ints
+        return True
     if isinstance(value, bool) or isinstance(value, float):
         return False
     if isinstance(value, numbers.Integral):
@@ -52,28 +57,61 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
     """A list of distinct 0-based indices into `count` things (layers, heads), or None for all.
     count None: the range is checked later, once the model is known.
 
-    An empty list is refused (BertViz silently shows everything for include_layers=[])."""
+    An empty list is refused (BertViz silently shows everything for include_layers=[]). The time
+    taken is linear in the list and, when `count` is known, bounded by it: a list longer than
+    `count` cannot be distinct and is refused from its size, before any element is read (a page
+    may send a million heads)."""
     if values is None:
         if allow_none:
             return None
         raise InputError(f"{name} must list some {what}, not None.")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
-        raise InputError(f"{name} must be a list of {what} numbers, not {values!r}.")
+        raise InputError(f"{name} must be a list of {what} numbers, not {_short_repr(values)}.")
+    if count is not None:
+        size = len(values) if hasattr(values, "__len__") else None
+        # A generator is read no further than one past `count`: enough to know it is too long.
+        values = list(itertools.islice(values, count + 1)) if size is None else values
+        if (size if size is not None else len(values)) > count:
+            _too_many(name, size, count, what)
     values = list(values)
     if not values:
         raise InputError(f"{name}=[] selects nothing; leave it out (None) to show all {what}.")
-    bad_type = [v for v in values if not _is_integer(v)]
-    if bad_type:
-        raise InputError(f"{name} must hold whole numbers; {bad_type[0]!r} is not one.")
-    values = [operator.index(v) for v in values]
+    bad_type = next((v for v in values if not _is_integer(v)), _NONE)
+    if bad_type is not _NONE:
+        raise InputError(f"{name} must hold whole numbers; {_short_repr(bad_type)} is not one.")
+    values = [v if type(v) is int else operator.index(v) for v in values]
     bad = [v for v in values if v < 0 or count is not None and v >= count]
     if bad:
         numbered = f"0..{count - 1}" if count is not None else "from 0"
-        raise InputError(f"{name} has {bad} out of range: {what} are numbered {numbered}.")
-    repeated = sorted({v for v in values if values.count(v) > 1})
+        raise InputError(f"{name} has {_listed(bad)} out of range: {what} are numbered {numbered}.")
+    repeated = sorted(v for v, n in collections.Counter(values).items() if n > 1)
     if repeated:
-        raise InputError(f"{name} names {what} {repeated} more than once.")
+        raise InputError(f"{name} names {what} {_listed(repeated)} more than once.")
     return values
+
+
+_NONE = object()
+
+
+def _too_many(name: str, size: int | None, count: int, what: str) -> None:
+    told = f"{size:,}" if size is not None else f"more than {count}"
+    raise InputError(
+        f"{name} lists {told} {what}, but there are only {count} ({what} 0..{count - 1}): "
+        f"a list of distinct {what} is at most {count} long."
+    )
+
+
+def _listed(numbers: list[int], limit: int = 10) -> str:
+    """[1, 2, 3], or its first `limit` and how many more."""
+    if len(numbers) <= limit:
+        return str(numbers)
+    return f"[{', '.join(map(str, numbers[:limit]))}, … {len(numbers) - limit:,} more]"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    """repr(value), cut to `limit` characters: a message never echoes a megabyte back."""
+    text = reprlib.repr(value) if not isinstance(value, (int, float)) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def existing_file(value: Any) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import math
 import sys
 import threading
@@ -269,12 +270,14 @@ def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> li
     """Word groups when the tokenizer has no word ids (slow tokenizers): "##" pieces continue a word,
     BPE/SentencePiece pieces without a leading-space marker continue one."""
     groups: list[list[int]] = []
+    special = set(special)
+    marks_spaces = any(t[:1] in "Ġ▁" for t in tokens)  # once, not per token: linear in the tokens
     for position, token in enumerate(tokens):
         continues = (
             groups
             and token not in special
             and tokens[position - 1] not in special
-            and (token.startswith("##") or (any(t[:1] in "Ġ▁" for t in tokens) and token[:1] not in "Ġ▁"))
+            and (token.startswith("##") or (marks_spaces and token[:1] not in "Ġ▁"))
         )
         if continues:
             groups[-1].append(position)
@@ -431,8 +434,20 @@ class AttentionModel:
         raise NoAttentionError(f"Cannot tell how many attention heads {self.name} has from its config.")
 
     def head_mask(self, masked_heads: Sequence[Sequence[int]] = ()) -> torch.Tensor | None:
-        """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based)."""
-        pairs = [head_pair(pair) for pair in masked_heads]
+        """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based).
+
+        More pairs than the model has heads cannot all differ: such a list is refused from its
+        size, before its pairs are read."""
+        if isinstance(masked_heads, (str, bytes)) or not hasattr(masked_heads, "__iter__"):
+            raise InputError(f"masked_heads must be a list of (layer, head) pairs, e.g. [(4, 2), (5, 11)], "
+                             f"not {type(masked_heads).__name__}.")
+        total = self.n_layers * self.n_heads
+        listed = list(itertools.islice(masked_heads, total + 1))
+        if len(listed) > total:
+            size = f"{len(masked_heads):,}" if hasattr(masked_heads, "__len__") else f"more than {total}"
+            raise InputError(f"masked_heads lists {size} heads, but {self.name} has {total} "
+                             f"({self.n_layers} layers × {self.n_heads} heads): list each head once.")
+        pairs = [head_pair(pair) for pair in listed]
         if not pairs:
             return None
         mask = torch.ones(self.n_layers, self.n_heads, device=self.device)
