@@ -427,3 +427,33 @@ def test_word_groups_of_many_precomputed_tokens_take_linear_time():
     groups = groups_from_tokens(tokens, ["[CLS]", "[SEP]"])
     assert time.perf_counter() - start < 0.5
     assert len(groups) == 10_002 and groups[1] == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def long_result(engine):
+    return engine.run("The cat sat on the mat. " * 5, attention="on_demand")
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([1.7, 3], r"rows start must be a whole number, not 1\.7 \(float\)"),  # was read as [1, 3]
+    ([True, 3], r"rows start must be a whole number, not True"),
+    ("ab", r"rows must be a \(start, end\) pair of positions, not 'ab'"),  # was a raw ValueError
+    (None, r"rows must be a \(start, end\) pair of positions, not None"),  # was a raw TypeError
+    (list(range(1_000_000)), r"^rows must be a \(start, end\) pair of positions, not \[0, 1, 2, 3, 4, 5, \.\.\.\]\.$"),
+], ids=["float", "bool", "string", "None", "a million"])
+def test_a_tile_request_with_bad_spans_names_them_briefly(long_result, rows, message):
+    from attnscope import payloads
+
+    with pytest.raises(InputError, match=message):
+        payloads.long_tile_payload(long_result, 0, 0, rows, [0, 5], 4)
+
+
+def test_messages_never_echo_a_megabyte_back(long_result):
+    from attnscope import payloads
+
+    for action in (lambda: checks.integer("layer", "x" * 2_000_000), lambda: checks.fraction("residual", "x" * 2_000_000),
+                   lambda: payloads.long_rows_payload(long_result, 0, 0, 1, "x" * 2_000_000),
+                   lambda: long_result.pooled_tile(0, 0, (0, 5), (0, 5), (4, 4), "x" * 2_000_000)):
+        with pytest.raises(InputError) as caught:
+            action()
+        assert len(str(caught.value)) < 200

@@ -35,7 +35,7 @@ def _is_integer(value: Any) -> bool:
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """`value` as an int within [minimum, maximum]; InputError naming `name` otherwise."""
     if not _is_integer(value):
-        raise InputError(f"{name} must be a whole number, not {value!r} ({type(value).__name__}).")
+        raise InputError(f"{name} must be a whole number, not {short_repr(value)} ({type(value).__name__}).")
     value = operator.index(value)
     if minimum is not None and value < minimum:
         raise InputError(f"{name}={value} is too small: it must be at least {minimum}.")
@@ -47,7 +47,7 @@ def integer(name: str, value: Any, minimum: int | None = None, maximum: int | No
 def fraction(name: str, value: Any) -> float:
     """A number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
-        raise InputError(f"{name} must be a number between 0 and 1, not {value!r}.")
+        raise InputError(f"{name} must be a number between 0 and 1, not {short_repr(value)}.")
     if not 0.0 <= float(value) <= 1.0:
         raise InputError(f"{name}={value} is outside [0, 1].")
     return float(value)
@@ -66,7 +66,7 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
             return None
         raise InputError(f"{name} must list some {what}, not None.")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
-        raise InputError(f"{name} must be a list of {what} numbers, not {_short_repr(values)}.")
+        raise InputError(f"{name} must be a list of {what} numbers, not {short_repr(values)}.")
     if count is not None:
         size = len(values) if hasattr(values, "__len__") else None
         # A generator is read no further than one past `count`: enough to know it is too long.
@@ -78,7 +78,7 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
         raise InputError(f"{name}=[] selects nothing; leave it out (None) to show all {what}.")
     bad_type = next((v for v in values if not _is_integer(v)), _NONE)
     if bad_type is not _NONE:
-        raise InputError(f"{name} must hold whole numbers; {_short_repr(bad_type)} is not one.")
+        raise InputError(f"{name} must hold whole numbers; {short_repr(bad_type)} is not one.")
     values = [v if type(v) is int else operator.index(v) for v in values]
     bad = [v for v in values if v < 0 or count is not None and v >= count]
     if bad:
@@ -108,7 +108,7 @@ def _listed(numbers: list[int], limit: int = 10) -> str:
     return f"[{', '.join(map(str, numbers[:limit]))}, … {len(numbers) - limit:,} more]"
 
 
-def _short_repr(value: Any, limit: int = 80) -> str:
+def short_repr(value: Any, limit: int = 80) -> str:
     """repr(value), cut to `limit` characters: a message never echoes a megabyte back."""
     text = reprlib.repr(value) if not isinstance(value, (int, float)) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

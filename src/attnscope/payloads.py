@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import analysis as an
+from . import checks
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .labels import head_label, head_name
@@ -265,7 +266,7 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
     row) or to `token` from every token ("to", its column), of one head or the mean of the
     layer's heads (head -1). Exact, float32, T values."""
     if direction not in ("from", "to"):
-        raise InputError(f"direction must be 'from' or 'to', not {direction!r}.")
+        raise InputError(f"direction must be 'from' or 'to', not {checks.short_repr(direction)}.")
     heads = range(result.n_heads) if head == -1 else [head]
     pick = result.attention_rows if direction == "from" else result.attention_columns
     values = sum(pick(layer, h, [token]).flatten() for h in heads) / len(heads)
@@ -281,7 +282,7 @@ def long_tile_payload(
 ) -> tuple[dict, list[bytes]]:
     """The map view's tile: rows × cols of one head (or the mean, head -1) pooled into at most
     bins × bins blocks (max or mean); `exact` when each block is one token pair."""
-    rows, cols = [int(v) for v in rows], [int(v) for v in cols]
+    rows, cols = (list(span) for span in result.spans(rows, cols))  # checked: a page sends them
     tile = result.pooled_tile(layer, _mean_or_head(head), rows, cols, (bins, bins), reduce)
     encoded = encode_float32(tile)
     exact_tile = list(tile.shape) == [rows[1] - rows[0], cols[1] - cols[0]]

@@ -237,11 +237,12 @@ class LongAttentionResult:
                                           self.lse[layer][head : head + 1], self.rules[layer], index)
         return cols[0].cpu()
 
-    def _spans(self, rows, cols) -> list[tuple[int, int]]:
+    def spans(self, rows, cols) -> list[tuple[int, int]]:
+        """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""
         spans = []
         for name, span in (("rows", rows), ("cols", cols)):
             if not isinstance(span, (tuple, list)) or len(span) != 2:
-                raise InputError(f"{name} must be a (start, end) pair of positions, not {span!r}.")
+                raise InputError(f"{name} must be a (start, end) pair of positions, not {checks.short_repr(span)}.")
             start = checks.integer(f"{name} start", span[0], minimum=0, maximum=self.n_tokens - 1)
             end = checks.integer(f"{name} end", span[1], minimum=start + 1, maximum=self.n_tokens)
             spans.append((start, end))
@@ -258,7 +259,7 @@ class LongAttentionResult:
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         with torch.inference_mode():
             tile = exact.tile(*self._of_heads(layer, head), self.rules[layer], *spans)
         return tile[0].cpu()
@@ -267,7 +268,7 @@ class LongAttentionResult:
         """Every head's A[layer, :, rows[0]:rows[1], cols[0]:cols[1]]: heads × rows × cols, float32
         on the CPU, exact (the head view's window of a long text)."""
         layer, _ = self._layer(layer)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         with torch.inference_mode():
             block = exact.tile(*self._of_heads(layer, None), self.rules[layer], *spans)
         return block.cpu()
@@ -285,7 +286,7 @@ class LongAttentionResult:
         layer, _ = self._layer(layer)
         bins = checks.integer("bins", bins, minimum=1)
         if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
             pooled = exact.pooled_heads(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], bins, reduce)
         return pooled.cpu()
@@ -296,10 +297,10 @@ class LongAttentionResult:
         bins blocks a side, the max or mean of each: float32 on the CPU. A side no longer than its
         bins is one position a block, so a small enough tile is the exact attention."""
         layer, head = self._layer(layer, head)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
         if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
             pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
                                         average=head is None)
