@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--layers", type=_layers, help="layers to include, e.g. '0,5,11' (default: all)")
     render.add_argument("--view", choices=("head", "model", "neuron"), default="head", help="the view the page opens on")
     render.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    render.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    render.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write (.html or .htm; a name without a suffix gets .html)")
     return parser
 
 
@@ -73,15 +73,17 @@ def _render(args: argparse.Namespace) -> int:
 
     from .engine import load  # torch and transformers load here, after --help
     from .export import widget_html
-    from .files import write_atomic
+    from .files import describe_size, output_path, write_atomic
     from .widget import AttentionWidget
 
     # Before the model loads (seconds): a page that cannot be written is known now.
     output = args.output.expanduser()
     if output.is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")
+    output = output_path(output, "html")  # -o analysis.ipynb is refused; -o page writes page.html
     if not output.parent.is_dir():
         raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
+    told: list[str] = []
     start = time.perf_counter()
     with tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr) as steps:
         steps.set_postfix_str(f"loading {args.model or 'the embedded all-MiniLM-L6-v2'}")
@@ -93,11 +95,13 @@ def _render(args: argparse.Namespace) -> int:
         steps.set_postfix_str("building the page")
         page = widget_html(widget, args.layers)
         steps.update()
-        steps.set_postfix_str(f"writing {args.output}")
-        write_atomic(output, page)
+        steps.set_postfix_str(f"writing {output}")
+        write_atomic(output, page, file_format="html", say=told.append)
         steps.update()
-    size = len(page.encode("utf-8"))
-    print(f"attnscope: wrote {args.output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    # One line: "replaced out.html (was 12 kB, now 1.2 MB)" when a file was there.
+    done = next((line for line in told if line.startswith("replaced")), None)
+    size = describe_size(len(page.encode("utf-8")))
+    print(f"attnscope: {done or f'wrote {output} ({size})'} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checks
-from .files import write_atomic
+from .files import output_path, write_atomic
 
 STATIC = Path(__file__).parent / "static"
 
@@ -203,11 +203,14 @@ def render_html(
     view: str = "head",
     **kwargs: Any,
 ) -> str:
-    """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given."""
+    """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given
+    (a .html or .htm file: another suffix is refused before the model runs, none gets .html)."""
     from .widget import AttentionWidget
 
+    if path is not None:
+        output_path(path, "html")
     widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
     page = widget_html(widget, layers)
     if path is not None:
-        write_atomic(path, page)
+        write_atomic(path, page, file_format="html")
     return page
