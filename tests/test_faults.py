@@ -457,3 +457,88 @@ def test_messages_never_echo_a_megabyte_back(long_result):
         with pytest.raises(InputError) as caught:
             action()
         assert len(str(caught.value)) < 200
+
+
+# --- texts with UTF-16 surrogates (half characters: bytes read with errors="surrogateescape", a
+# JavaScript string cut in half). A text to run is refused, naming where; tokens to show are mended.
+
+HALF = "ab\ud800c"
+SURROGATE = r"is '\\ud800', a UTF-16 surrogate: half of a character, which no tokenizer reads"
+ATTENTION = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))
+
+SURROGATE_CASES = [
+    ("run", lambda f: f.engine.run(HALF), rf"^text\[2\] {SURROGATE}"),
+    ("run text_b", lambda f: f.engine.run("Hi.", "x" + HALF), rf"^text_b\[3\] {SURROGATE}"),
+    ("run, a batch of one", lambda f: f.engine.run([HALF]), rf"^text\[0\]\[2\] {SURROGATE}"),
+    ("AttentionWidget", lambda f: attnscope.AttentionWidget(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("show", lambda f: attnscope.show(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("render_html", lambda f: attnscope.render_html(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("widget.update", lambda f: f.widget.update("Fine.", HALF), rf"^text_b\[2\] {SURROGATE}"),
+    ("neuron_view", lambda f: attnscope.neuron_view(f.engine.model, "bert", f.engine.tokenizer, HALF),
+     rf"^sentence_a\[2\] {SURROGATE}"),
+    ("head_stats", lambda f: attnscope.head_stats(f.engine, ["Fine.", HALF], progress=False), rf"^corpus\[1\]\[2\] {SURROGATE}"),
+    ("head_importance of pairs", lambda f: attnscope.head_importance(f.engine, [("Fine.", "Also."), ("Fine.", HALF)], progress=False),
+     rf"^corpus\[1\]\[1\]\[2\] {SURROGATE}"),
+    ("attention_sinks of a corpus", lambda f: attnscope.attention_sinks(f.engine, [HALF], progress=False),
+     rf"^corpus\[0\]\[2\] {SURROGATE}"),
+    ("syntax_heads of texts", lambda f: attnscope.syntax_heads(f.engine, ["Fine.", HALF], progress=False),
+     rf"^corpus\[1\]\[2\] {SURROGATE}"),
+    ("read_conllu", lambda f: read_conllu("# a comment\n1\tab\ud800\t_\tX\t_\t_\t0\troot\t_\t_\n"),
+     rf"^CoNLL-U line 2, column 5, {SURROGATE}"),
+]
+
+
+@pytest.mark.parametrize("action, message", [c[1:] for c in SURROGATE_CASES], ids=[c[0] for c in SURROGATE_CASES])
+def test_a_text_with_a_surrogate_is_refused_naming_where(action, message, request, tmp_path):
+    with pytest.raises(InputError, match=message) as caught:
+        action(Fixtures(request, tmp_path))
+    str(caught.value).encode("utf-8")  # the message itself can be sent to a page and printed
+
+
+def test_a_widget_edit_with_a_surrogate_says_why_and_keeps_the_view(engine):
+    from jupyter_client.session import json_packer
+
+    widget = attnscope.AttentionWidget("The cat sat.", model=engine)
+    tokens = list(widget.tokens)
+    with pytest.raises(InputError, match=rf"^text\[2\] {SURROGATE}"):
+        widget.text = HALF
+    assert widget.text == "The cat sat." and widget.tokens == tokens
+    widget.request = {"id": 3, "text": HALF}  # as a page sends an edit: JSON.stringify escapes a lone surrogate
+    assert widget.error.startswith("text[2] is '\\ud800'") and widget.tokens == tokens
+    # The comm can send what the kernel sets (`request` is the page's own value, which it holds).
+    json_packer({name: value for name, value in widget.get_state().items() if name != "request"})
+
+
+@pytest.mark.parametrize("call", ["head_view", "model_view", "encoder-decoder"])
+def test_precomputed_tokens_with_a_surrogate_are_shown_as_replacement_characters(call, tmp_path):
+    from jupyter_client.session import json_packer
+
+    tokens = ["[CLS]", HALF, "[SEP]"]
+    with pytest.warns(UserWarning, match=r"tokens \[1\] held UTF-16 surrogates \(half characters\), which no page can show") as said:
+        if call == "head_view":
+            widget = attnscope.head_view(ATTENTION, tokens)
+        elif call == "model_view":
+            widget = attnscope.model_view(ATTENTION, tokens, prettify_tokens=False)
+        else:
+            widget = attnscope.head_view(encoder_attention=ATTENTION, cross_attention=ATTENTION, decoder_attention=ATTENTION,
+                                         encoder_tokens=tokens, decoder_tokens=tokens)
+    assert said[0].filename == __file__  # the warning names the user's line
+    assert widget.tokens[1] == "ab\ufffdc" and widget.result.tokens[1] == "ab\ufffdc"
+    if call != "model_view":  # prettified: the token's hover note says what it held
+        assert widget.token_notes[1] == "given with U+D800 (half a character), shown as U+FFFD"
+    if call == "encoder-decoder":
+        widget.attention_part = "cross"
+        assert widget.key_tokens[1] == "ab\ufffdc" and "U+D800" in widget.key_token_notes[1]
+    json_packer(widget.get_state())  # a UnicodeEncodeError inside the comm before
+    page = widget.save_html(tmp_path / "tokens.html").read_text(encoding="utf-8")
+    assert "ab\ufffdc" in page
+
+
+def test_the_command_line_names_a_byte_that_is_not_utf8(tmp_path):
+    out = subprocess.run([sys.executable.encode(), b"-m", b"attnscope.cli", b"render", b"ab\xffc", b"-o", str(tmp_path / "x.html").encode()],
+                         capture_output=True, timeout=300)
+    assert out.returncode == 2
+    assert out.stderr.decode().strip().splitlines() == [
+        "attnscope: error: the text is not UTF-8: byte 0xff at character 2. Give it in UTF-8 (is the terminal's locale "
+        "UTF-8, e.g. LANG=C.UTF-8?)."]
+    assert not (tmp_path / "x.html").exists()

@@ -75,6 +75,11 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
             raise InputError(
                 f"Corpus item {index} is {type(item).__name__}: give strings or (text, text_b) pairs."
             )
+        for part, text in enumerate(doc):
+            at = None if text is None else checks.first_surrogate(text)
+            if at is not None:
+                place = f"corpus[{index}]" + (f"[{part}]" if isinstance(item, (tuple, list)) else "")
+                raise InputError(checks.surrogate_message(f"{place}[{at}]", text[at]))
         if not doc[0].strip() or (doc[1] is not None and not doc[1].strip()):
             continue  # an empty line says nothing about attention; skipping keeps averages honest
         docs.append(doc)
@@ -583,6 +588,10 @@ def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
         text = path.read_text(encoding="utf-8")
     elif isinstance(text_or_path, os.PathLike) or looks_like_conllu_path(text):
         raise InputError(f"No such CoNLL-U file: '{text}'.")
+    at = checks.first_surrogate(text)
+    if at is not None:
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)  # both from 1, as editors count
+        raise InputError(checks.surrogate_message(f"CoNLL-U line {line}, column {column},", text[at]))
     sentences, words, heads, relations = [], [], [], []
     for line_number, line in enumerate(text.splitlines() + [""], start=1):
         line = line.strip("\n")

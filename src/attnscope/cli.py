@@ -68,6 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _check_utf8(name: str, text: str | None) -> None:
+    """Python reads command-line bytes that are not UTF-8 as surrogates (errors="surrogateescape"):
+    say which byte, where."""
+    from .checks import first_surrogate
+
+    at = first_surrogate(text) if text else None
+    if at is None:
+        return
+    code = ord(text[at])
+    what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X} (half a character)"
+    raise InputError(f"{name} is not UTF-8: {what} at character {at}. Give it in UTF-8 (is the terminal's "
+                     "locale UTF-8, e.g. LANG=C.UTF-8?).")
+
+
 def _render(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
@@ -76,7 +90,9 @@ def _render(args: argparse.Namespace) -> int:
     from .files import describe_size, output_path, write_atomic
     from .widget import AttentionWidget
 
-    # Before the model loads (seconds): a page that cannot be written is known now.
+    # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
+    for name, text in (("the text", args.text), ("--text-b", args.text_b)):
+        _check_utf8(name, text)
     output = args.output.expanduser()
     if output.is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")

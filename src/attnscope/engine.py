@@ -293,12 +293,13 @@ def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def _single_text(value: Any, what: str) -> str | None:
-    """Accept one string (or a batch of exactly one); refuse batches with a clear message."""
+    """Accept one string (or a batch of exactly one); refuse batches with a clear message, and a
+    string with a surrogate (no tokenizer reads one) naming where it is."""
     if value is None or isinstance(value, str):
-        return value
+        return value if value is None else checks.text_of_characters(what, value)
     if isinstance(value, (list, tuple)):
         if len(value) == 1 and isinstance(value[0], str):
-            return value[0]
+            return checks.text_of_characters(f"{what}[0]", value[0])
         raise InputError(
             f"attnscope shows one input at a time, but {what} is a batch of {len(value)}. "
             "Run the texts one by one (e.g. in a loop)."

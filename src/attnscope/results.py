@@ -320,7 +320,7 @@ def parts_of(result: AttentionResult) -> dict[str, AttentionResult]:
 _NAMED = re.compile(r"^(\[[A-Za-z_][A-Za-z0-9_]*\]|<[^<>\s]+>|<\|[^|]+\|>)$")  # [CLS], [unused1], </s>, <|endoftext|>
 
 
-def _fallback_labels(tokens: list[str]) -> TokenLabels:
+def fallback_labels(tokens: list[str]) -> TokenLabels:
     """Labels for tokens without a tokenizer at hand (precomputed attention): special-looking
     names kept, byte-level pieces decoded when the tokens use GPT-2's space marker."""
     special = [bool(_NAMED.match(t)) and not t.startswith("<0x") for t in tokens]
@@ -329,21 +329,21 @@ def _fallback_labels(tokens: list[str]) -> TokenLabels:
 
 def labels_of(result: AttentionResult) -> list[str]:
     """What the query tokens show: the run's labels, or labels decoded from its tokens."""
-    return list(result.labels) if result.labels is not None else _fallback_labels(list(result.tokens)).labels
+    return list(result.labels) if result.labels is not None else fallback_labels(list(result.tokens)).labels
 
 
 def notes_of(result: AttentionResult) -> list[str]:
     """Per query token, "" or what its label leaves out (a split character's bytes)."""
     if result.token_notes is not None:
         return list(result.token_notes)
-    return [""] * len(result.tokens) if result.labels is not None else _fallback_labels(list(result.tokens)).notes
+    return [""] * len(result.tokens) if result.labels is not None else fallback_labels(list(result.tokens)).notes
 
 
 def key_labels_of(result: AttentionResult) -> list[str] | None:
     """What the key tokens show when they are not the query tokens (cross-attention), else None."""
     if not isinstance(result, CrossAttentionResult):
         return None
-    return list(result.key_labels) if result.key_labels is not None else _fallback_labels(list(result.key_tokens)).labels
+    return list(result.key_labels) if result.key_labels is not None else fallback_labels(list(result.key_tokens)).labels
 
 
 def key_notes_of(result: AttentionResult) -> list[str]:
@@ -354,7 +354,7 @@ def key_notes_of(result: AttentionResult) -> list[str]:
         return list(result.key_token_notes)
     if result.key_labels is not None:
         return [""] * len(result.key_tokens)
-    return _fallback_labels(list(result.key_tokens)).notes
+    return fallback_labels(list(result.key_tokens)).notes
 
 
 def covers_text_of(result: AttentionResult) -> list[bool]:
@@ -362,7 +362,7 @@ def covers_text_of(result: AttentionResult) -> list[bool]:
     from the tokens (special-looking names do not)."""
     if result.covers_text is not None:
         return list(result.covers_text)
-    return list(_fallback_labels(list(result.tokens)).covers_text)
+    return list(fallback_labels(list(result.tokens)).covers_text)
 
 
 def opening_query(result: AttentionResult) -> int:
