@@ -17,7 +17,16 @@ import torch
 
 from . import analysis as an
 from . import checks
-from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
+from .engine import (
+    MAX_TEXT_CHARACTERS,
+    PIECE_CHARACTERS,
+    AttentionModel,
+    AttentionResult,
+    describe_heads,
+    has_nonfinite,
+    max_positions,
+    nonfinite_heads,
+)
 from .errors import InputError
 from .exact_attention import key_head as exact_key_head
 from .labels import head_label
@@ -48,8 +57,9 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
     Accepts one string, a list of strings, a list of (text, text_b) pairs, a pandas Series, a
     Hugging Face `datasets.Dataset` or a Ray Dataset (`ray.data.read_parquet(...)`,
     `read_json(...)`; give `column`, or a pair of columns; a single "text" or string column is
-    found by itself). A Ray Dataset's texts are gathered here, then run in chunks wherever the
-    analysis' `backend` says.
+    found by itself). A dataset's texts are gathered here, up to MAX_GATHERED_CHARACTERS in all,
+    then run in chunks wherever the analysis' `backend` says. Each text holds at most
+    MAX_TEXT_CHARACTERS and no UTF-16 surrogate (half a character).
     """
     if isinstance(corpus, os.PathLike) or isinstance(corpus, str) and _names_a_file(corpus):
         raise InputError(
@@ -58,14 +68,16 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         )
     if isinstance(corpus, str):
         corpus = [corpus]
+    gathered = None  # a dataset whose texts are copied here, on this machine: their size is bounded
     if _is_ray_dataset(corpus):
-        corpus = _ray_dataset_rows(corpus, column)
+        corpus, gathered = _ray_dataset_rows(corpus, column), "Ray Dataset"
     elif _is_dataset(corpus):
-        corpus = _dataset_rows(corpus, column)
+        corpus, gathered = _dataset_rows(corpus, column), "dataset"
     elif not hasattr(corpus, "__iter__"):
         raise InputError(f"The corpus must be texts (a list, a pandas Series, a datasets.Dataset), not {type(corpus).__name__}.")
     docs = Documents()
     docs.positions = []
+    characters = 0
     for index, item in enumerate(corpus):
         if isinstance(item, str):
             doc = (item, None)
@@ -76,10 +88,26 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
                 f"Corpus item {index} is {type(item).__name__}: give strings or (text, text_b) pairs."
             )
         for part, text in enumerate(doc):
-            at = None if text is None else checks.first_surrogate(text)
+            if text is None:
+                continue
+            place = f"corpus[{index}]" + (f"[{part}]" if isinstance(item, (tuple, list)) else "")
+            at = checks.first_surrogate(text)
             if at is not None:
-                place = f"corpus[{index}]" + (f"[{part}]" if isinstance(item, (tuple, list)) else "")
                 raise InputError(checks.surrogate_message(f"{place}[{at}]", text[at]))
+            if len(text) > MAX_TEXT_CHARACTERS:
+                raise InputError(f"{place} has {len(text):,} characters, more than the {MAX_TEXT_CHARACTERS:,} an analysis "
+                                 f"reads of a text, which it reads to max_length tokens: cut it, e.g. text[:{PIECE_CHARACTERS:_}], "
+                                 "or split it into texts.")
+        if gathered is not None:
+            characters += len(doc[0]) + len(doc[1] or "")
+            if characters > MAX_GATHERED_CHARACTERS:
+                sample = "dataset.limit(n) or dataset.random_sample(fraction)" if gathered == "Ray Dataset" else \
+                    "dataset.select(range(n)) or dataset.shuffle(seed=0).select(range(n))"
+                raise InputError(
+                    f"The {gathered} holds more than {MAX_GATHERED_CHARACTERS:,} characters of text (passed at row "
+                    f"{index:,}), and attnscope gathers a dataset's texts on this machine (the driver) before the "
+                    f"analysis runs: analyse a sample of it, e.g. {sample} (Clark et al. averaged over 1,000 texts)."
+                )
         if not doc[0].strip() or (doc[1] is not None and not doc[1].strip()):
             continue  # an empty line says nothing about attention; skipping keeps averages honest
         docs.append(doc)
@@ -88,6 +116,10 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         raise InputError("The corpus has no non-empty text.")
     return docs
 
+
+# The most text (characters, in all) gathered from a dataset (Hugging Face's or a Ray Dataset,
+# which may be far larger than this machine's memory) before an analysis runs.
+MAX_GATHERED_CHARACTERS = 100_000_000
 
 CORPUS_FILE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".parquet", ".conllu", ".gz")
 
@@ -155,6 +187,8 @@ def _encode(engine: AttentionModel, batch: Sequence[Document], max_length: int) 
     pairs = [b for _, b in batch]
     if any(b is not None for b in pairs) and any(b is None for b in pairs):
         raise InputError("Mix of single texts and text pairs in one corpus: use one kind.")
+    if pairs[0] is None:  # a long text's start only: the tokenizer's memory is that of max_length tokens
+        texts = [engine.text_start(text, max_length) for text in texts]
     return engine.tokenizer(
         texts,
         pairs if pairs[0] is not None else None,
