@@ -542,3 +542,121 @@ def test_the_command_line_names_a_byte_that_is_not_utf8(tmp_path):
         "attnscope: error: the text is not UTF-8: byte 0xff at character 2. Give it in UTF-8 (is the terminal's locale "
         "UTF-8, e.g. LANG=C.UTF-8?)."]
     assert not (tmp_path / "x.html").exists()
+
+
+# --- the wrong kind of object: each public entry point says what it got and what it wants, or
+# takes it where a user would expect (a widget stands for its run). Each row raised a raw
+# AttributeError or TypeError, or went on silently wrong, before.
+
+WRONG_KIND_CASES = [
+    ("rollout of a DataFrame", lambda f: attnscope.rollout(f.stats),
+     r"^rollout reads one run: a result \(model\.run\(text\)\) or a widget, not a DataFrame \(an analysis: show it with widget\.show_analysis\)\.$"),
+    ("rollout of None", lambda f: attnscope.rollout(None), r"^rollout reads one run: .*, not None\.$"),
+    ("rollout of a tensor", lambda f: attnscope.rollout(torch.zeros(2, 2, 3, 3)), r"not a Tensor\.$"),
+    ("rollout of a long run", lambda f: attnscope.rollout(f.long_result),
+     r"^rollout needs the full attention, and this run of \d+ tokens keeps it on demand .*attention='full'"),
+    ("word_attention of a model", lambda f: attnscope.word_attention(f.engine), r"^word_attention reads one run: .*not an AttentionModel\.$"),
+    ("attention_sinks of a string", lambda f: attnscope.attention_sinks("The cat sat."), r"^attention_sinks reads one run: .*not a str\.$"),
+    ("behaviours of a result", lambda f: attnscope.behaviours(f.widget.result),
+     r"^behaviours labels heads from what head_stats returns \(a DataFrame of head, label, layer, measure, value\), not an AttentionResult\.$"),
+    ("behaviours of head_distances", lambda f: attnscope.behaviours(f.stats[["layer", "head"]]),
+     r"^behaviours labels heads from what head_stats returns .*, not a DataFrame of layer, head\.$"),
+    ("head_stats of a widget", lambda f: attnscope.head_stats(f.widget, TEXTS, progress=False),
+     r"^head_stats runs a model from attnscope\.load\(\.\.\.\), not an AttentionWidget: a widget's model is widget\.engine\.$"),
+    ("head_distances of a Hugging Face model", lambda f: attnscope.head_distances(f.engine.model, TEXTS, progress=False),
+     r"^head_distances runs a model from attnscope\.load\(\.\.\.\), not a BertModel: load it once with its tokenizer"),
+    ("head_importance of a name", lambda f: attnscope.head_importance("bert-base-uncased", TEXTS, progress=False),
+     r"^head_importance runs a model .*not a str: load it once, model = attnscope\.load\('bert-base-uncased'\)\.$"),
+    ("attention_gradients of None", lambda f: attnscope.attention_gradients(None, TEXTS, progress=False), r"^attention_gradients runs a model .*not None\.$"),
+    ("syntax_heads of a tokenizer", lambda f: attnscope.syntax_heads(f.engine.tokenizer, f.conllu, progress=False),
+     r"^syntax_heads runs a model .*not a BertTokenizer"),
+    ("a corpus that is a dict", lambda f: attnscope.head_stats(f.engine, {"a": "The cat sat."}, progress=False),
+     r"^The corpus is a dict, whose keys would be read as texts: pass the texts, e\.g\. list\(corpus\.values\(\)\)\.$"),
+    ("a corpus that is bytes", lambda f: attnscope.head_stats(f.engine, b"The cat sat.\nDogs bark.", progress=False),
+     r"^The corpus is bytes: decode them into texts first"),
+    ("a corpus DataFrame of two string columns", lambda f: attnscope.head_stats(f.engine, f.stats, progress=False),
+     r"^Which column holds the text\? Pass column= one of \['layer', 'head', 'label', 'measure', 'value'\]\.$"),
+    ("read_conllu of None", lambda f: read_conllu(None), r"^read_conllu reads a CoNLL-U file's path or its text, not None\.$"),
+    ("read_conllu of bytes that are not UTF-8", lambda f: read_conllu(b"1\t\xff"), r"^These CoNLL-U bytes are not UTF-8 \(byte 2\)"),
+    ("load of a widget", lambda f: attnscope.load(f.widget),
+     r"^model must be None \(the embedded all-MiniLM-L6-v2\), a Hugging Face name or path, or a PreTrainedModel, not an "
+     r"AttentionWidget \(a widget's model is widget\.engine\)\.$"),
+    ("load of a tokenizer", lambda f: attnscope.load(f.engine.tokenizer),
+     r"^model is a tokenizer \(BertTokenizer(Fast)?\): load\(model, tokenizer\) takes the model first\.$"),
+    ("load, model and tokenizer swapped", lambda f: attnscope.load(f.engine.model, f.engine.model),
+     r"^tokenizer must be the model's Hugging Face tokenizer \(AutoTokenizer\.from_pretrained\(\.\.\.\)\), a name or a path, "
+     r"not a BertModel: load\(model, tokenizer\) takes the model first\.$"),
+    ("load of a loaded model with a tokenizer", lambda f: attnscope.load(f.engine, f.engine.tokenizer),
+     r"^This model is loaded already \(an AttentionModel\)"),
+    ("show, model= a DataFrame", lambda f: attnscope.show("Hi.", model=f.stats), r"^model must be None .*not a DataFrame\.$"),
+    ("AttentionWidget, tokenizer= a list", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine.model, tokenizer=["a"]),
+     r"^tokenizer must be the model's Hugging Face tokenizer .*not a list\.$"),
+    ("render_html, model= an int", lambda f: attnscope.render_html("Hi.", model=3), r"^model must be None .*not an int\.$"),
+    ("neuron_view of a widget", lambda f: attnscope.neuron_view(f.widget, "bert", f.engine.tokenizer, "Hi."),
+     r"^model must be None .*not an AttentionWidget"),
+    ("head_view, tokens a string", lambda f: attnscope.head_view(ATTENTION, "abc"),
+     r"^tokens must be a list of tokens, not a str \(which would be read as one token per character\): "
+     r"e\.g\. tokenizer\.convert_ids_to_tokens\(inputs\['input_ids'\]\[0\]\)\.$"),
+    ("head_view, tokens the tokenizer's output", lambda f: attnscope.head_view(ATTENTION, {"input_ids": [[1, 2, 3]]}),
+     r"^tokens must be a list of tokens, not a dict \(the tokenizer's output\?\)"),
+    ("head_view, tokens as ids", lambda f: attnscope.head_view(ATTENTION, torch.tensor([101, 7592, 102])),
+     r"^tokens must hold strings, and holds 101 \(token ids\?\): e\.g\. tokenizer\.convert_ids_to_tokens"),
+    ("head_view, tokens a batch of ids", lambda f: attnscope.head_view(ATTENTION, torch.tensor([[101, 7592, 102]])),
+     r"^tokens must be one list of tokens, not a Tensor of shape \[1, 3\]"),
+    ("model_view, tokens a widget", lambda f: attnscope.model_view(ATTENTION, f.widget), r"^tokens must be a list of tokens, not an AttentionWidget"),
+    ("head_view, encoder_tokens a string", lambda f: attnscope.head_view(encoder_attention=ATTENTION, encoder_tokens="abc"),
+     r"^encoder_tokens must be a list of tokens, not a str"),
+    ("head_view, sentence_b_start a string", lambda f: attnscope.head_view(ATTENTION, ["a", "b", "c"], sentence_b_start="1"),
+     r"^sentence_b_start must be a whole number, not '1' \(str\)\.$"),
+    ("head_view, layer a tensor", lambda f: attnscope.head_view(ATTENTION, ["a", "b", "c"], layer=torch.zeros(2)),
+     r"^layer must be a whole number, not a Tensor\.$"),  # its repr ran over lines
+    ("model_view, include_heads a string", lambda f: attnscope.model_view(ATTENTION, ["a", "b", "c"], include_heads="01"),
+     r"^include_heads must be a list of head numbers, not '01'\.$"),
+]
+
+
+class WrongKindFixtures(Fixtures):
+    def __getattr__(self, name):
+        if name == "stats":
+            return attnscope.head_stats(self.engine, TEXTS[:2], progress=False)
+        if name == "long_result":
+            return self._request.getfixturevalue("long_result")
+        return super().__getattr__(name)
+
+
+@pytest.mark.parametrize("action, message", [c[1:] for c in WRONG_KIND_CASES], ids=[c[0] for c in WRONG_KIND_CASES])
+def test_the_wrong_kind_of_object_is_named(action, message, request, tmp_path):
+    with pytest.raises(InputError, match=message):
+        action(WrongKindFixtures(request, tmp_path))
+
+
+def test_a_widget_stands_for_its_run(engine):
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=engine, word_level=True)
+    # rollout(widget) raised AttributeError: 'dict' object has no attribute 'float' (it read the attention trait).
+    assert torch.equal(attnscope.rollout(widget), attnscope.rollout(widget.token_result))
+    assert attnscope.word_attention(widget).tokens == attnscope.word_attention(widget.token_result).tokens
+    assert attnscope.attention_sinks(widget).equals(attnscope.attention_sinks(widget.token_result))
+    assert attnscope.load(engine) is engine  # loaded already: as it is
+    widget.close()
+    with pytest.raises(InputError, match="This widget was closed"):
+        attnscope.rollout(widget)
+
+
+def test_a_corpus_data_frame_is_read_by_its_text_column(engine):
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": [1, 2, 3], "text": TEXTS})
+    docs = attnscope.bertology.documents(frame)  # was its column names, "id" and "text", as two texts
+    assert list(docs) == [(t, None) for t in TEXTS]
+    pairs = attnscope.bertology.documents(pd.DataFrame({"q": ["A?"], "a": ["B."], "n": [0]}), column=("q", "a"))
+    assert list(pairs) == [("A?", "B.")]
+    with pytest.raises(InputError, match=r"The DataFrame has no column 'body'; it has \['id', 'text'\]"):
+        attnscope.bertology.documents(frame, column="body")
+
+
+def test_precomputed_tokens_may_be_an_array_or_a_series():
+    import numpy as np
+    import pandas as pd
+
+    for tokens in (np.array(["[CLS]", "hi", "[SEP]"]), pd.Series(["[CLS]", "hi", "[SEP]"]), ("[CLS]", "hi", "[SEP]")):
+        assert attnscope.head_view(ATTENTION, tokens).tokens == ["[CLS]", "hi", "[SEP]"]

@@ -25,6 +25,7 @@ from .engine import (
     describe_heads,
     has_nonfinite,
     max_positions,
+    model_of,
     nonfinite_heads,
 )
 from .errors import InputError
@@ -34,6 +35,7 @@ from .progress import progress as progress_bar
 from .results import (
     LongAttentionResult,
     key_tokens_of,
+    run_of,
     word_attention,  # noqa: F401 - part of this module's API (attnscope.word_attention)
 )
 
@@ -73,6 +75,14 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         corpus, gathered = _ray_dataset_rows(corpus, column), "Ray Dataset"
     elif _is_dataset(corpus):
         corpus, gathered = _dataset_rows(corpus, column), "dataset"
+    elif _is_data_frame(corpus):  # its rows, by its text column (iterating it would give its column names)
+        corpus = _frame_rows(corpus, column)
+    elif isinstance(corpus, dict):
+        split = " (a DatasetDict: pick a split, e.g. corpus['train'])" if type(corpus).__name__ == "DatasetDict" else ""
+        raise InputError(f"The corpus is {checks.kind_of(corpus)}{split}, whose keys would be read as texts: pass the texts, "
+                         "e.g. list(corpus.values()).")
+    elif isinstance(corpus, (bytes, bytearray)):
+        raise InputError("The corpus is bytes: decode them into texts first, e.g. data.decode('utf-8').splitlines().")
     elif not hasattr(corpus, "__iter__"):
         raise InputError(f"The corpus must be texts (a list, a pandas Series, a datasets.Dataset), not {type(corpus).__name__}.")
     docs = Documents()
@@ -166,6 +176,22 @@ def _text_columns(names: list[str], string_columns: list[str], column: str | Seq
     if missing:
         raise InputError(f"The {what} has no column {missing[0]!r}; it has {names}.")
     return columns
+
+
+def _is_data_frame(corpus: Any) -> bool:
+    return type(corpus).__name__ == "DataFrame" and type(corpus).__module__.startswith("pandas")
+
+
+def _frame_rows(frame: Any, column: str | Sequence[str] | None) -> Iterable:
+    """A pandas DataFrame's texts: `column` (or a pair of columns), or "text", or its only column of strings."""
+    import pandas as pd
+
+    names = list(frame.columns)
+    strings = [n for n in names if pd.api.types.is_string_dtype(frame[n])]
+    columns = _text_columns(names, strings, column, "DataFrame")
+    if len(columns) == 1:
+        return iter(frame[columns[0]].tolist())
+    return zip(frame[columns[0]].tolist(), frame[columns[1]].tolist())
 
 
 def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
@@ -437,8 +463,7 @@ def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilo
                              attention=attention, progress=progress, backend=backend)
     if corpus is not None:
         raise InputError("attention_sinks(result) reads one run; for a corpus pass the model: attention_sinks(model, texts).")
-    if not isinstance(result, (AttentionResult, LongAttentionResult)):
-        raise InputError(f"attention_sinks reads one run's result (model.run(text)), not {type(result).__name__}.")
+    result = run_of(result, "attention_sinks")
     n_first = checks.integer("n_first", n_first, minimum=1)
     epsilon = checks.fraction("epsilon", epsilon)
     measures = _sink_measures(result, n_first, epsilon)
@@ -517,6 +542,7 @@ def head_stats(
     same analysis as a Ray Data pipeline, one model actor per GPU (or per CPU when there is none)
     on the cluster `ray.init()` joins (`pip install "attnscope[ray]"`); the same numbers.
     """
+    model = model_of(model, "head_stats")
     from .corpus import run_partial
 
     docs = documents(corpus, column)
@@ -539,6 +565,10 @@ def behaviours(stats) -> Any:
     """
     import pandas as pd
 
+    needed = {"layer", "head", "label", "measure", "value"}
+    if not (isinstance(stats, pd.DataFrame) and needed <= set(stats.columns)):
+        raise InputError(f"behaviours labels heads from what head_stats returns (a DataFrame of {', '.join(sorted(needed))}), "
+                         f"not {checks.kind_of(stats)}{'' if not isinstance(stats, pd.DataFrame) else ' of ' + ', '.join(map(str, stats.columns))}.")
     wide = stats.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
     wide.columns.name = None
     wide["behaviour"] = [an.behaviour_of(row) for row in wide.to_dict("records")]
@@ -573,6 +603,7 @@ def head_distances(
 
     backend: "local" or "ray", as in `head_stats`.
     """
+    model = model_of(model, "head_distances")
     from .corpus import run_partial
 
     an.check_n_init(n_init)  # before the corpus runs, not after
@@ -597,6 +628,7 @@ def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:
     through layers 0…l; row i says how much each input token flows into position i.
 
     residual: the weight of the identity (the residual connection), in [0, 1]; the paper's 0.5."""
+    result = run_of(result, "rollout", long=False)  # a widget: its run, as its Rollout tab rolls it out
     residual = checks.fraction("residual", residual)
     if key_tokens_of(result) is not None:
         raise InputError("Rollout follows self-attention through the layers; cross-attention has other keys.")
@@ -615,7 +647,16 @@ class ParsedSentence:
 
 
 def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
-    """Sentences of a CoNLL-U file (or its text). Multiword-token and empty-node lines are skipped."""
+    """Sentences of a CoNLL-U file (or its text, as str or UTF-8 bytes). Multiword-token and
+    empty-node lines are skipped."""
+    if isinstance(text_or_path, (bytes, bytearray)):
+        try:
+            text_or_path = bytes(text_or_path).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"These CoNLL-U bytes are not UTF-8 (byte {exc.start:,}): decode them yourself, e.g. "
+                             "data.decode('latin-1').") from None
+    if not isinstance(text_or_path, (str, os.PathLike)):
+        raise InputError(f"read_conllu reads a CoNLL-U file's path or its text, not {checks.kind_of(text_or_path)}.")
     text = os.fspath(text_or_path)
     path = checks.existing_file(text)
     if path is not None:
@@ -887,6 +928,7 @@ def syntax_heads(
 
     backend: "local" or "ray", as in `head_stats` (the sentences are parsed first, on the driver).
     """
+    model = model_of(model, "syntax_heads")
     import pandas as pd
 
     if scoring not in an.SCORINGS:
@@ -1137,6 +1179,7 @@ def head_importance(
     backend: "local" or "ray", as in `head_stats`. A loss that compares the texts of a batch (the
     in-batch contrastive default) sees the same batches either way: a Ray worker runs whole batches.
     """
+    model = model_of(model, "head_importance")
     from .corpus import run_partial
 
     docs = documents(corpus, column)
@@ -1165,6 +1208,7 @@ def attention_gradients(
     averaged over documents. Returns a tidy DataFrame (layer, key_type, value).
 
     backend: "local" or "ray", as in `head_importance`."""
+    model = model_of(model, "attention_gradients")
     import pandas as pd
 
     from .corpus import run_partial

@@ -58,6 +58,30 @@ def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
     return torch.stack([a[0] for a in layers]).detach().float()
 
 
+def token_list(tokens: Any, name: str) -> list[str]:
+    """Precomputed tokens as a list of strings: a list, tuple, array or Series of them. A string
+    (BertViz would read "abc" as three tokens), token ids, a tokenizer's whole output or anything
+    else is refused, saying what it got and how to make tokens."""
+    convert = "tokenizer.convert_ids_to_tokens(inputs['input_ids'][0])"
+    if isinstance(tokens, (str, bytes)):
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)} (which would be read as one token per "
+                         f"character): e.g. {convert}.")
+    if isinstance(tokens, dict):  # a tokenizer's BatchEncoding is a dict
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)} (the tokenizer's output?): e.g. {convert}.")
+    if isinstance(tokens, torch.Tensor) or type(tokens).__module__.startswith(("numpy", "pandas")) and hasattr(tokens, "tolist"):
+        if getattr(tokens, "ndim", 1) != 1:
+            raise InputError(f"{name} must be one list of tokens, not {checks.kind_of(tokens)} of shape "
+                             f"{list(tokens.shape)}: e.g. {convert}.")
+        tokens = tokens.tolist()  # an array or Series of tokens (of ids: refused below)
+    if not isinstance(tokens, (list, tuple)):
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)}: e.g. {convert}.")
+    bad = next((t for t in tokens if not isinstance(t, str)), None)
+    if bad is not None:
+        ids = " (token ids?)" if isinstance(bad, int) else ""
+        raise InputError(f"{name} must hold strings, and holds {checks.short_repr(bad)}{ids}: e.g. {convert}.")
+    return list(tokens)
+
+
 def display_tokens(tokens: Any, name: str) -> tuple[list[str], dict]:
     """Precomputed tokens as the views show them, and the label fields of their result (labels,
     notes, whether each covers text). A UTF-16 surrogate (half a character: the comm cannot send
@@ -66,7 +90,7 @@ def display_tokens(tokens: Any, name: str) -> tuple[list[str], dict]:
     refused (a text to run is refused: checks.text_of_characters)."""
     from .results import fallback_labels
 
-    tokens = [str(t) for t in tokens]
+    tokens = token_list(tokens, name)
     shown, changed = checks.displayable(tokens)
     labels = fallback_labels(shown)
     notes = list(labels.notes)
@@ -100,8 +124,10 @@ def result_from_attention(
     tokens, shown = display_tokens(tokens, "tokens" if what == "attention" else what.replace("attention", "tokens"))
     if len(tokens) != n:
         raise InputError(f"The {what} has {n} positions, but {len(tokens)} tokens were given.")
-    if sentence_b_start is not None and not 0 < sentence_b_start < n:
-        raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
+    if sentence_b_start is not None:
+        checks.integer("sentence_b_start", sentence_b_start)
+        if not 0 < sentence_b_start < n:
+            raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
     return AttentionResult(
         tokens=tokens,
         labels=shown["labels"],

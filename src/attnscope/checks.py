@@ -37,7 +37,8 @@ def _is_integer(value: Any) -> bool:
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """`value` as an int within [minimum, maximum]; InputError naming `name` otherwise."""
     if not _is_integer(value):
-        raise InputError(f"{name} must be a whole number, not {short_repr(value)} ({type(value).__name__}).")
+        kind = f" ({type(value).__name__})" if isinstance(value, _PLAIN) else ""
+        raise InputError(f"{name} must be a whole number, not {short_repr(value)}{kind}.")
     value = operator.index(value)
     if minimum is not None and value < minimum:
         raise InputError(f"{name}={value} is too small: it must be at least {minimum}.")
@@ -68,7 +69,7 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
             return None
         raise InputError(f"{name} must list some {what}, not None.")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
-        raise InputError(f"{name} must be a list of {what} numbers, not {short_repr(values)}.")
+        raise InputError(f"{name} must be a list of {what.rstrip('s')} numbers, not {short_repr(values)}.")
     if count is not None:
         size = len(values) if hasattr(values, "__len__") else None
         # A generator is read no further than one past `count`: enough to know it is too long.
@@ -110,9 +111,24 @@ def _listed(numbers: list[int], limit: int = 10) -> str:
     return f"[{', '.join(map(str, numbers[:limit]))}, … {len(numbers) - limit:,} more]"
 
 
+_PLAIN = (str, bytes, bytearray, int, float, complex, list, tuple, dict, set, frozenset, type(None))
+
+
+def kind_of(value: Any) -> str:
+    """What `value` is, for a message: "None", "a str", "an AttentionWidget", "a DataFrame"."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def short_repr(value: Any, limit: int = 80) -> str:
-    """repr(value), cut to `limit` characters: a message never echoes a megabyte back."""
-    text = reprlib.repr(value) if not isinstance(value, (int, float)) else repr(value)
+    """A bad value as a message shows it: plain data (numbers, strings, lists) as its repr, cut to
+    `limit` characters (a message never echoes a megabyte back); anything else (a model, a tensor,
+    whose repr runs over many lines) by its kind."""
+    if not isinstance(value, _PLAIN):
+        return kind_of(value)
+    text = repr(value) if isinstance(value, (int, float)) else reprlib.repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -987,6 +987,22 @@ def _no_capture() -> Iterator[None]:
     yield None
 
 
+def model_of(value: Any, what: str) -> AttentionModel:
+    """`value` as the loaded model `what` runs; InputError saying what it got and how to load one.
+    Anything with what the analyses use of one (its forward, tokenizer and name) passes: a test's
+    stand-in, a user's wrapper."""
+    if isinstance(value, AttentionModel) or all(hasattr(value, a) for a in ("forward", "tokenizer", "name")):
+        return value
+    hint = ""
+    if type(value).__name__ == "AttentionWidget":
+        hint = ": a widget's model is widget.engine"
+    elif isinstance(value, torch.nn.Module):
+        hint = ": load it once with its tokenizer, model = attnscope.load(hf_model, tokenizer)"
+    elif isinstance(value, str):
+        hint = f": load it once, model = attnscope.load({checks.short_repr(value)})"
+    raise InputError(f"{what} runs a model from attnscope.load(...), not {checks.kind_of(value)}{hint}.")
+
+
 def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> AttentionModel:
     """Load a model for attention visualisation.
 
@@ -998,4 +1014,9 @@ def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | 
     its tokenizer too).
     device: None picks "cuda" when available, else "cpu".
     """
+    if isinstance(model, AttentionModel):  # loaded already: as it is, unless asked for something else
+        if tokenizer is not None or device is not None:
+            raise InputError("This model is loaded already (an AttentionModel): load(model) keeps its tokenizer and "
+                             "device; to change them, load its Hugging Face model: attnscope.load(model.model, tokenizer, device=...).")
+        return model
     return AttentionModel(load_model(model, tokenizer, device))

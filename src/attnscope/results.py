@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -307,6 +308,27 @@ class LongAttentionResult:
         return pooled[0].cpu()
 
 
+def run_of(value: Any, what: str, *, long: bool = True) -> AttentionResult | LongAttentionResult:
+    """`value` as the run `what` reads: a result (model.run(text)), or a widget, which stands for
+    its run per token with its masks (widget.token_result; Words and Show change are ways of
+    showing it). InputError saying what it got otherwise; long False: a long run (q, k and
+    log-sum-exps, no T × T) is refused too, saying how to keep the full attention."""
+    from .widget import AttentionWidget
+
+    if isinstance(value, AttentionWidget):
+        value = value.token_result  # InputError for a closed widget
+    if isinstance(value, LongAttentionResult):
+        if not long:
+            raise InputError(f"{what} needs the full attention, and this run of {value.n_tokens:,} tokens keeps it on "
+                             "demand (queries, keys and log-sum-exps): run it with attention='full', or a shorter text.")
+        return value
+    if not isinstance(value, AttentionResult):
+        hint = " (an analysis: show it with widget.show_analysis)" if hasattr(value, "attrs") and \
+            getattr(value, "attrs", {}).get("attnscope") else ""
+        raise InputError(f"{what} reads one run: a result (model.run(text)) or a widget, not {checks.kind_of(value)}{hint}.")
+    return value
+
+
 def key_tokens_of(result: AttentionResult) -> list[str] | None:
     """The key tokens when they are not the query tokens (cross-attention), else None."""
     return result.key_tokens if isinstance(result, CrossAttentionResult) else None
@@ -378,7 +400,8 @@ def opening_query(result: AttentionResult) -> int:
 def word_attention(result: AttentionResult) -> AttentionResult:
     """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
-    word-level result has none (the neuron view stays token-level)."""
+    word-level result has none (the neuron view stays token-level). A widget stands for its run."""
+    result = run_of(result, "word_attention", long=False)
     if result.word_groups is None:
         raise InputError("This result has no word boundaries (its word_groups are None), so its words cannot be merged.")
     groups = result.word_groups
