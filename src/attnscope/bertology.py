@@ -443,8 +443,8 @@ def head_partial(kind: str, model: AttentionModel, docs: Documents, *, max_lengt
 
 def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilon: float = 0.3, column: str | Sequence[str] | None = None,
                     max_length: int | None = None, attention: str = "auto", progress: bool = True, backend: str = "local"):
-    """Per head, how much attention goes to the first tokens of one run: the long-context
-    counterpart of Clark et al.'s attention to [SEP].
+    """Per head, how much attention goes to the first tokens of one run (a result, or a widget's
+    run): the long-context counterpart of Clark et al.'s attention to [SEP].
 
     Columns: layer, head, label, key_head (the key head it reads, grouped-query attention),
     alpha_first (Gu et al. 2024's importance of the first token: the mean over queries of the
@@ -624,8 +624,9 @@ def head_distances(
 
 
 def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:
-    """Attention rollout (Abnar & Zuidema 2020) of one result: layers × n × n, entry l rolled out
-    through layers 0…l; row i says how much each input token flows into position i.
+    """Attention rollout (Abnar & Zuidema 2020) of one result (model.run(text), or a widget: its
+    run per token): layers × n × n, entry l rolled out through layers 0…l; row i says how much each
+    input token flows into position i.
 
     residual: the weight of the identity (the residual connection), in [0, 1]; the paper's 0.5."""
     result = run_of(result, "rollout", long=False)  # a widget: its run, as its Rollout tab rolls it out

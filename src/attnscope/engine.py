@@ -72,10 +72,10 @@ ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
 # Above this many bytes of layers × heads × T × T float32, "auto" runs keep q, k and log-sum-exps
 # instead (a 4-layer, 8-head model at about 2,900 tokens; MiniLM and BERT-base never at 512).
 FULL_ATTENTION_LIMIT = 2**30
-# The most a run keeps as full attention (layers × heads × T × T float32), whatever `attention`
+# The most a run keeps as full attention (layers × heads × T × T float32, 8 GB), whatever `attention`
 # says: above it a run is refused, naming the size, before the model runs (30 layers × 9 heads at
-# 2,800 tokens; BERT-base at 512 tokens keeps 0.15 GB). Raise it for a machine with the memory.
-FULL_ATTENTION_MAX = 8 * 2**30
+# 2,700 tokens; BERT-base at 512 tokens keeps 0.15 GB). Raise it for a machine with the memory.
+FULL_ATTENTION_MAX = 8_000_000_000
 # The longest text a run reads, in characters: far past any model's positions (32k tokens are
 # about 150,000 characters), and short of the memory a tokenizer needs for all of a huge paste
 # (about 150 bytes a character: 15 GB for 100 MB).
