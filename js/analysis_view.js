@@ -39,7 +39,9 @@ export function cellAt(x, y, cellSize, nLayers, nHeads) {
 }
 
 function format(value, digits) {
-  return Number.isFinite(value) ? value.toFixed(digits) : "n/a";
+  if (Number.isNaN(value)) return "n/a";
+  if (!Number.isFinite(value)) return value > 0 ? "∞" : "−∞";
+  return value.toFixed(digits);
 }
 
 /** A measure's top of scale: its declared max, or its largest finite value. */
@@ -76,7 +78,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
   for (let l = 0; l < nLayers; l++) {
     for (let h = 0; h < nHeads; h++) {
       const value = measure.values[l * nHeads + h];
-      const fill = Number.isFinite(value) ? interpolateViridis(Math.min(1, Math.max(0, value / max))) : "#bbb";
+      // Missing (NaN) is grey; ±∞ is the scale's end it lies beyond.
+      const fill = Number.isNaN(value) ? "#bbb" : interpolateViridis(Math.min(1, Math.max(0, value / max)));
       s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
     }
   }

@@ -234,3 +234,17 @@ it("rollout opens without its special tokens, on screen and in pictures, and say
   view.update({ ...state, values: state.values.slice() }); // the reader's choice stays through a new run
   expect([box.checked, canvas.dataset.n]).toEqual([false, "4"]);
 });
+
+it("heatmap: ±∞ is drawn at the end of the scale it lies beyond and said as ∞; NaN is missing", () => {
+  const container = document.createElement("div");
+  const view = createHeadMapView(container);
+  const values = Float32Array.from([0.5, Infinity, -Infinity, NaN]);
+  view.update({ nLayers: 2, nHeads: 2, measures: [{ key: "raw", label: "Raw", values, max: 0.5 }], measure: "raw" });
+  const canvas = container.querySelector("canvas.attnscope-headmap");
+  const tooltip = container.querySelector(".attnscope-tooltip");
+  const said = (layer, head) => {
+    move(canvas, HEATMAP_CELL * head + 3, HEATMAP_CELL * layer + 3);
+    return tooltip.textContent;
+  };
+  expect([said(0, 0), said(0, 1), said(1, 0), said(1, 1)]).toEqual(["0-0 · Raw: 0.500", "0-1 · Raw: ∞", "1-0 · Raw: −∞", "1-1 · Raw: n/a"]);
+});

@@ -129,3 +129,12 @@ it("marks a head far out with an arrow on the plot's edge, and says so in the le
   expect(far.cy + 5).toBeLessThanOrEqual(scene.height);
   expect(scene.width).toBeLessThanOrEqual(700);
 });
+
+it("heatmap: +∞ fills like the top of the scale, −∞ like the bottom, NaN grey", () => {
+  const measure = { key: "raw", label: "Raw", values: Float32Array.from([1, Infinity, 0, -Infinity, NaN, 0.5]) };
+  const fills = heatmapScene({ nLayers: 2, nHeads: 3 }, measure, 1, { labels: false }).items.filter((i) => i.type === "rect").map((i) => i.fill);
+  expect(fills[1]).toBe(fills[0]);
+  expect(fills[3]).toBe(fills[2]);
+  expect(fills[4]).toBe("#bbb");
+  expect(new Set(fills).size).toBe(4);
+});

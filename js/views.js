@@ -291,6 +291,10 @@ const rollout = {
 
 const NO_ANALYSIS = "No analysis yet: call widget.show_analysis(attnscope.head_stats(model, texts)).";
 
+// JSON has no NaN or infinity: the kernel sends a missing value as null and ±∞ as "inf" / "-inf"
+// (payloads.json_number).
+const analysisNumber = (v) => (v === null ? NaN : v === "inf" ? Infinity : v === "-inf" ? -Infinity : v);
+
 /** The analysis tab's state: {note, scatter, state} for the heatmap or the MDS scatter, or a line
  * saying there is none. */
 function analysisState({ get, decoded, width }) {
@@ -305,7 +309,7 @@ function analysisState({ get, decoded, width }) {
       behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, width } };
   }
   const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
-    values: Float32Array.from(m.values, (v) => (v === null ? NaN : v)) }));
+    values: Float32Array.from(m.values, analysisNumber) }));
   return { note: analysis.note, scatter: false, state: { nLayers, nHeads, measures, measure: analysis.measure } };
 }
 

@@ -1,5 +1,9 @@
 """The analysis side of the widget: word-level toggle, rollout view, head masking, show_analysis."""
 
+import json
+import math
+import re
+
 import pytest
 import torch
 import transformers
@@ -143,3 +147,51 @@ def test_save_image_needs_a_displayed_view_and_a_known_format(widget, tmp_path):
     request = widget.save_image(tmp_path / "view.svg")
     widget._handle_custom_msg({"kind": "reply", "type": "image", "id": sent[0]["id"], "error": "boom"}, [])
     assert request.error == "boom" and not request.done and not (tmp_path / "view.svg").exists()
+
+
+def _strict_json(text):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def sinks_with_non_finite_values(widget):
+    """attention_sinks of the widget's run with head 0-0's alpha_first +∞, 0-1's −∞ and 0-2's NaN
+    (a half-precision overflow, a user's own column)."""
+    frame = attnscope.attention_sinks(widget.result)
+    frame.loc[0:2, "alpha_first"] = [math.inf, -math.inf, math.nan]
+    return frame
+
+
+def test_non_finite_analysis_values_are_valid_json_in_the_comm_and_in_a_saved_page(widget, tmp_path):
+    widget.show_analysis(sinks_with_non_finite_values(widget))
+    # The trait as ipywidgets sends it (jupyter_client packs messages with allow_nan=False).
+    sent = _strict_json(json.dumps(widget.analysis, allow_nan=False))
+    alpha = sent["measures"][0]
+    assert alpha["key"] == "alpha_first" and alpha["values"][:3] == ["inf", "-inf", None]
+    assert alpha["max"] == max(v for v in alpha["values"] if isinstance(v, float))  # the scale ignores ±∞
+    # The saved page's data, read as JSON.parse reads it (Python wrote `Infinity`, which it refuses).
+    page = widget.save_html(tmp_path / "sinks.html").read_text(encoding="utf-8")
+    data = re.search(r'<script type="application/json" id="attnscope-data-\w+">(.*?)</script>', page, re.S).group(1)
+    saved = _strict_json(data)["json"]["state"]["analysis"]
+    assert saved["measures"][0]["values"][:3] == ["inf", "-inf", None]
+
+
+def test_any_non_finite_number_in_a_page_is_written_as_null():
+    from attnscope.export import script_safe_json
+
+    value = {"a": [1.5, math.nan, {"b": -math.inf}], "c": (math.inf, "text"), "d": 2}
+    assert _strict_json(script_safe_json(value)) == {"a": [1.5, None, {"b": None}], "c": [None, "text"], "d": 2}
+
+
+def test_an_analysis_that_is_not_numbers_or_has_no_place_for_a_head_is_refused(widget):
+    frame = attnscope.attention_sinks(widget.result)
+    frame["alpha_first"] = frame["alpha_first"].astype(object)
+    frame.loc[3, "alpha_first"] = "high"
+    with pytest.raises(InputError, match=r"This analysis's 'alpha_first' column holds 'high' for layer 0, head 3, not a number"):
+        widget.show_analysis(frame)
+    distances = attnscope.head_distances(widget.engine, CORPUS, progress=False)
+    distances.loc[5, "x"] = math.nan
+    with pytest.raises(InputError, match=r"This head_distances layout has NaN or infinite coordinates"):
+        widget.show_analysis(distances)

@@ -408,3 +408,61 @@ def test_batches_are_sized_to_the_devices_memory():
     assert corpus_settings(model, [("a", None)], None, "auto", backend="ray")[1] == "auto"
     with pytest.raises(attnscope.InputError, match="batch_size"):
         corpus_settings(model, [("a", None)], None, "big")
+
+
+# --- bounds: what a corpus may hold
+
+
+def test_a_long_corpus_text_is_tokenized_from_its_start_only(default_model, monkeypatch):
+    from test_engine import TokenizerSpy
+
+    from attnscope.engine import PIECE_CHARACTERS
+
+    long = " ".join(f"word{i % 97} and, more" for i in range(40_000))  # 613,000 characters
+    expected = attnscope.head_stats(default_model, [long[:20_000], TEXTS[0]], max_length=64, batch_size=2, progress=False)
+    spy = TokenizerSpy(default_model.tokenizer)
+    monkeypatch.setattr(default_model.loaded, "tokenizer", spy)
+    stats = attnscope.head_stats(default_model, [long, TEXTS[0]], max_length=64, batch_size=2, progress=False)
+    assert max(spy.sizes) <= PIECE_CHARACTERS + len(TEXTS[0])  # the whole 613,000 characters before
+    assert stats["value"].tolist() == pytest.approx(expected["value"].tolist(), abs=1e-6)  # the same 64 tokens
+
+
+def test_a_corpus_text_past_the_character_limit_is_refused_naming_it():
+    with pytest.raises(InputError, match=r"^corpus\[1\] has 1,000,001 characters, more than the 1,000,000 an analysis reads of a "
+                       r"text, which it reads to max_length tokens: cut it, e\.g\. text\[:100_000\], or split it into texts\.$"):
+        bertology.documents(["Fine.", "x" * 1_000_001])
+
+
+class FakeRayDataset:
+    """What documents() reads of a Ray Dataset (ray.data.Dataset): its schema and its rows, streamed;
+    `served` counts the rows handed out."""
+
+    __module__ = "ray.data.dataset"
+
+    def __init__(self, n_rows, text="A sentence of about forty characters ok."):
+        self.n_rows, self.text, self.served = n_rows, text, 0
+
+    def schema(self):
+        return types.SimpleNamespace(names=["text"], types=["string"])
+
+    def select_columns(self, columns):
+        return self
+
+    def iter_rows(self):
+        for _ in range(self.n_rows):
+            self.served += 1
+            yield {"text": self.text}
+
+
+def test_a_dataset_is_gathered_on_the_driver_only_up_to_a_bound(monkeypatch):
+    monkeypatch.setattr(bertology, "MAX_GATHERED_CHARACTERS", 4_000)  # 100 rows of 40 characters
+    endless = FakeRayDataset(10**9)  # a cluster's dataset, larger than this machine
+    with pytest.raises(InputError, match=r"^The Ray Dataset holds more than 4,000 characters of text \(passed at row 100\), and "
+                       r"attnscope gathers a dataset's texts on this machine \(the driver\) before the analysis runs: analyse a "
+                       r"sample of it, e\.g\. dataset\.limit\(n\) or dataset\.random_sample\(fraction\)"):
+        bertology.documents(endless)
+    assert endless.served == 101  # it stopped there
+    assert len(bertology.documents(FakeRayDataset(100))) == 100
+    datasets = pytest.importorskip("datasets")
+    with pytest.raises(InputError, match=r"^The dataset holds more than 4,000 characters.*dataset\.select\(range\(n\)\)"):
+        bertology.documents(datasets.Dataset.from_dict({"text": ["x" * 40] * 200}))

@@ -311,3 +311,68 @@ def test_a_model_from_a_folder_is_named_not_shown_as_its_path(bert_tokenizer, tm
 
     assert model_label("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
     assert attnscope.load(small_models()["bert"](), bert_tokenizer, device="cpu").name == "BertModel"
+
+
+# --- bounds: a huge paste, a huge full attention
+
+
+class TokenizerSpy:
+    """The engine's tokenizer, recording how many characters each call was given."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.sizes = tokenizer, []
+
+    def __call__(self, text=None, *args, **kwargs):
+        texts = text if isinstance(text, (list, tuple)) else [text]
+        self.sizes.append(sum(len(t) for t in texts if isinstance(t, str)))
+        return self.tokenizer(text, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_a_long_text_is_read_a_piece_at_a_time_and_counted_exactly(default_model, monkeypatch):
+    from attnscope import engine as engine_module
+
+    text = " ".join(f"word{i % 97} and, more" for i in range(40_000))  # 613,000 characters, 200,002 tokens
+    full = default_model.tokenizer(text, truncation=False, verbose=False)["input_ids"]
+    spy = TokenizerSpy(default_model.tokenizer)
+    monkeypatch.setattr(default_model.loaded, "tokenizer", spy)
+    with pytest.warns(UserWarning, match=f"truncated from {len(full)} to 512"):
+        result = default_model.run(text)
+    # The whole text was tokenized, twice, only to count it (about 150 bytes a character: 15 GB for
+    # a 100 MB paste); now no call holds more than a piece.
+    assert max(spy.sizes) <= engine_module.PIECE_CHARACTERS
+    assert result.truncated_from == len(full) and result.input_ids[0].tolist() == full[:511] + [full[-1]]
+
+
+def test_a_text_past_the_character_limit_is_refused_at_once(default_model):
+    import time
+
+    from attnscope.engine import MAX_TEXT_CHARACTERS
+
+    start = time.perf_counter()
+    with pytest.raises(InputError, match=r"^text has 2,000,000 characters, more than the 1,000,000 a run reads, and "
+                       r"all-MiniLM-L6-v2 \(embedded\) reads only its first 512 tokens of it \(a few characters each\): "
+                       r"pass the part to see, e\.g\. text\[:100_000\]\.$"):
+        default_model.run("word " * 400_000)
+    assert time.perf_counter() - start < 1  # 10 MB took 52 s and 1.9 GB before
+    with pytest.raises(InputError, match=r"^text_b has 1,000,001 characters"):
+        attnscope.AttentionWidget("Hi.", "x" * (MAX_TEXT_CHARACTERS + 1), model=default_model)
+
+
+def test_full_attention_past_the_budget_is_refused_before_the_model_runs(default_model, monkeypatch):
+    from attnscope import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "FULL_ATTENTION_MAX", 2**20)  # 1 MB: a 202-token text keeps 11.8 MB
+    monkeypatch.setattr(default_model, "forward", lambda *a, **k: pytest.fail("the model ran"))
+    text = "word " * 200
+    with pytest.raises(InputError, match=r"^attention='full' would keep 6 layers × 12 heads × 202² weights, 11\.8 MB, more than "
+                       r"the 1\.0 MB a run may hold \(attnscope\.engine\.FULL_ATTENTION_MAX\): use attention='on_demand'"):
+        default_model.run(text, attention="full")
+    with pytest.raises(InputError, match=r"^Masking heads, which needs the full attention, would keep 6 layers × 12 heads"):
+        default_model.run(text, masked_heads=[(0, 0)])
+    monkeypatch.undo()
+    monkeypatch.setattr(engine_module, "FULL_ATTENTION_MAX", 2**20)
+    # "auto" keeps it on demand instead, as past FULL_ATTENTION_LIMIT.
+    assert isinstance(default_model.run(text), attnscope.LongAttentionResult)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import pytest
@@ -18,7 +19,7 @@ import traitlets
 import transformers
 
 import attnscope
-from attnscope import InputError, ModelNotFoundError
+from attnscope import InputError, ModelNotFoundError, checks
 from attnscope.bertology import read_conllu
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
@@ -376,3 +377,286 @@ def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cli, "_render", interrupted)
     assert cli.main(["render", "Hi.", "-o", str(tmp_path / "x.html")]) == 130
     assert capsys.readouterr().err == ""
+
+
+# --- sizes: what a page or a user sends is checked in time linear in it, and bounded by what it indexes
+
+def _refused_within(seconds, check, *args):
+    start = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        check(*args)
+    elapsed = time.perf_counter() - start
+    assert elapsed < seconds, f"{elapsed * 1e3:.0f} ms"
+    return str(caught.value)
+
+
+def test_index_lists_are_checked_in_linear_time_and_refused_by_their_size():
+    # Repeats were found with values.count per element: 20,000 repeats of one head took 0.12 s and
+    # a million (a 2 MB message from a page) minutes.
+    message = _refused_within(0.05, checks.indices, "heads", [3] * 20_000, None, "heads")
+    assert message == "heads names heads [3] more than once."
+    for values in ([3] * 1_000_000, list(range(1_000_000))):
+        message = _refused_within(0.05, checks.indices, "heads", values, 12, "heads")
+        assert message == ("heads lists 1,000,000 heads, but there are only 12 (heads 0..11): "
+                           "a list of distinct heads is at most 12 long.")
+    endless = iter(range(10**12))  # read no further than one past the count
+    assert "lists more than 12 heads" in _refused_within(0.05, checks.indices, "heads", endless, 12, "heads")
+    # Within the size, every repeat and every bad value is still named (a few, then how many more).
+    assert checks.indices("heads", [5, 1, 0], 12, "heads") == [5, 1, 0]
+    with pytest.raises(InputError, match=r"heads names heads \[1, 2\] more than once"):
+        checks.indices("heads", [2, 1, 1, 2], 12, "heads")
+    with pytest.raises(InputError, match=r"heads has \[-15, -14, -13, -12, -11, -10, -9, -8, -7, -6, … 5 more\] out of range"):
+        checks.indices("heads", list(range(-15, 0)), None, "heads")
+
+
+def test_masked_heads_are_refused_by_their_size(engine):
+    total = engine.n_layers * engine.n_heads
+    message = _refused_within(0.05, engine.head_mask, [(0, 0)] * 1_000_000)
+    assert message == f"masked_heads lists 1,000,000 heads, but {engine.name} has {total} (6 layers × 12 heads): list each head once."
+    with pytest.raises(InputError, match=r"masked_heads must be a list of \(layer, head\) pairs, e\.g\. \[\(4, 2\), \(5, 11\)\], not int"):
+        engine.head_mask(4)
+    assert engine.head_mask([(0, 1), (0, 1)])[0, 1] == 0  # a repeat within the size is still fine
+
+
+def test_word_groups_of_many_precomputed_tokens_take_linear_time():
+    from attnscope.engine import groups_from_tokens
+
+    # Whether the tokens mark spaces was asked again for every token: 20,000 tokens took 43 s.
+    tokens = ["[CLS]", *(["word", "##piece"] * 10_000), "[SEP]"]
+    start = time.perf_counter()
+    groups = groups_from_tokens(tokens, ["[CLS]", "[SEP]"])
+    assert time.perf_counter() - start < 0.5
+    assert len(groups) == 10_002 and groups[1] == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def long_result(engine):
+    return engine.run("The cat sat on the mat. " * 5, attention="on_demand")
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([1.7, 3], r"rows start must be a whole number, not 1\.7 \(float\)"),  # was read as [1, 3]
+    ([True, 3], r"rows start must be a whole number, not True"),
+    ("ab", r"rows must be a \(start, end\) pair of positions, not 'ab'"),  # was a raw ValueError
+    (None, r"rows must be a \(start, end\) pair of positions, not None"),  # was a raw TypeError
+    (list(range(1_000_000)), r"^rows must be a \(start, end\) pair of positions, not \[0, 1, 2, 3, 4, 5, \.\.\.\]\.$"),
+], ids=["float", "bool", "string", "None", "a million"])
+def test_a_tile_request_with_bad_spans_names_them_briefly(long_result, rows, message):
+    from attnscope import payloads
+
+    with pytest.raises(InputError, match=message):
+        payloads.long_tile_payload(long_result, 0, 0, rows, [0, 5], 4)
+
+
+def test_messages_never_echo_a_megabyte_back(long_result):
+    from attnscope import payloads
+
+    for action in (lambda: checks.integer("layer", "x" * 2_000_000), lambda: checks.fraction("residual", "x" * 2_000_000),
+                   lambda: payloads.long_rows_payload(long_result, 0, 0, 1, "x" * 2_000_000),
+                   lambda: long_result.pooled_tile(0, 0, (0, 5), (0, 5), (4, 4), "x" * 2_000_000)):
+        with pytest.raises(InputError) as caught:
+            action()
+        assert len(str(caught.value)) < 200
+
+
+# --- texts with UTF-16 surrogates (half characters: bytes read with errors="surrogateescape", a
+# JavaScript string cut in half). A text to run is refused, naming where; tokens to show are mended.
+
+HALF = "ab\ud800c"
+SURROGATE = r"is '\\ud800', a UTF-16 surrogate: half of a character, which no tokenizer reads"
+ATTENTION = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))
+
+SURROGATE_CASES = [
+    ("run", lambda f: f.engine.run(HALF), rf"^text\[2\] {SURROGATE}"),
+    ("run text_b", lambda f: f.engine.run("Hi.", "x" + HALF), rf"^text_b\[3\] {SURROGATE}"),
+    ("run, a batch of one", lambda f: f.engine.run([HALF]), rf"^text\[0\]\[2\] {SURROGATE}"),
+    ("AttentionWidget", lambda f: attnscope.AttentionWidget(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("show", lambda f: attnscope.show(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("render_html", lambda f: attnscope.render_html(HALF, model=f.engine), rf"^text\[2\] {SURROGATE}"),
+    ("widget.update", lambda f: f.widget.update("Fine.", HALF), rf"^text_b\[2\] {SURROGATE}"),
+    ("neuron_view", lambda f: attnscope.neuron_view(f.engine.model, "bert", f.engine.tokenizer, HALF),
+     rf"^sentence_a\[2\] {SURROGATE}"),
+    ("head_stats", lambda f: attnscope.head_stats(f.engine, ["Fine.", HALF], progress=False), rf"^corpus\[1\]\[2\] {SURROGATE}"),
+    ("head_importance of pairs", lambda f: attnscope.head_importance(f.engine, [("Fine.", "Also."), ("Fine.", HALF)], progress=False),
+     rf"^corpus\[1\]\[1\]\[2\] {SURROGATE}"),
+    ("attention_sinks of a corpus", lambda f: attnscope.attention_sinks(f.engine, [HALF], progress=False),
+     rf"^corpus\[0\]\[2\] {SURROGATE}"),
+    ("syntax_heads of texts", lambda f: attnscope.syntax_heads(f.engine, ["Fine.", HALF], progress=False),
+     rf"^corpus\[1\]\[2\] {SURROGATE}"),
+    ("read_conllu", lambda f: read_conllu("# a comment\n1\tab\ud800\t_\tX\t_\t_\t0\troot\t_\t_\n"),
+     rf"^CoNLL-U line 2, column 5, {SURROGATE}"),
+]
+
+
+@pytest.mark.parametrize("action, message", [c[1:] for c in SURROGATE_CASES], ids=[c[0] for c in SURROGATE_CASES])
+def test_a_text_with_a_surrogate_is_refused_naming_where(action, message, request, tmp_path):
+    with pytest.raises(InputError, match=message) as caught:
+        action(Fixtures(request, tmp_path))
+    str(caught.value).encode("utf-8")  # the message itself can be sent to a page and printed
+
+
+def test_a_widget_edit_with_a_surrogate_says_why_and_keeps_the_view(engine):
+    from jupyter_client.session import json_packer
+
+    widget = attnscope.AttentionWidget("The cat sat.", model=engine)
+    tokens = list(widget.tokens)
+    with pytest.raises(InputError, match=rf"^text\[2\] {SURROGATE}"):
+        widget.text = HALF
+    assert widget.text == "The cat sat." and widget.tokens == tokens
+    widget.request = {"id": 3, "text": HALF}  # as a page sends an edit: JSON.stringify escapes a lone surrogate
+    assert widget.error.startswith("text[2] is '\\ud800'") and widget.tokens == tokens
+    # The comm can send what the kernel sets (`request` is the page's own value, which it holds).
+    json_packer({name: value for name, value in widget.get_state().items() if name != "request"})
+
+
+@pytest.mark.parametrize("call", ["head_view", "model_view", "encoder-decoder"])
+def test_precomputed_tokens_with_a_surrogate_are_shown_as_replacement_characters(call, tmp_path):
+    from jupyter_client.session import json_packer
+
+    tokens = ["[CLS]", HALF, "[SEP]"]
+    with pytest.warns(UserWarning, match=r"tokens \[1\] held UTF-16 surrogates \(half characters\), which no page can show") as said:
+        if call == "head_view":
+            widget = attnscope.head_view(ATTENTION, tokens)
+        elif call == "model_view":
+            widget = attnscope.model_view(ATTENTION, tokens, prettify_tokens=False)
+        else:
+            widget = attnscope.head_view(encoder_attention=ATTENTION, cross_attention=ATTENTION, decoder_attention=ATTENTION,
+                                         encoder_tokens=tokens, decoder_tokens=tokens)
+    assert said[0].filename == __file__  # the warning names the user's line
+    assert widget.tokens[1] == "ab\ufffdc" and widget.result.tokens[1] == "ab\ufffdc"
+    if call != "model_view":  # prettified: the token's hover note says what it held
+        assert widget.token_notes[1] == "given with U+D800 (half a character), shown as U+FFFD"
+    if call == "encoder-decoder":
+        widget.attention_part = "cross"
+        assert widget.key_tokens[1] == "ab\ufffdc" and "U+D800" in widget.key_token_notes[1]
+    json_packer(widget.get_state())  # a UnicodeEncodeError inside the comm before
+    page = widget.save_html(tmp_path / "tokens.html").read_text(encoding="utf-8")
+    assert "ab\ufffdc" in page
+
+
+def test_the_command_line_names_a_byte_that_is_not_utf8(tmp_path):
+    out = subprocess.run([sys.executable.encode(), b"-m", b"attnscope.cli", b"render", b"ab\xffc", b"-o", str(tmp_path / "x.html").encode()],
+                         capture_output=True, timeout=300)
+    assert out.returncode == 2
+    assert out.stderr.decode().strip().splitlines() == [
+        "attnscope: error: the text is not UTF-8: byte 0xff at character 2. Give it in UTF-8 (is the terminal's locale "
+        "UTF-8, e.g. LANG=C.UTF-8?)."]
+    assert not (tmp_path / "x.html").exists()
+
+
+# --- the wrong kind of object: each public entry point says what it got and what it wants, or
+# takes it where a user would expect (a widget stands for its run). Each row raised a raw
+# AttributeError or TypeError, or went on silently wrong, before.
+
+WRONG_KIND_CASES = [
+    ("rollout of a DataFrame", lambda f: attnscope.rollout(f.stats),
+     r"^rollout reads one run: a result \(model\.run\(text\)\) or a widget, not a DataFrame \(an analysis: show it with widget\.show_analysis\)\.$"),
+    ("rollout of None", lambda f: attnscope.rollout(None), r"^rollout reads one run: .*, not None\.$"),
+    ("rollout of a tensor", lambda f: attnscope.rollout(torch.zeros(2, 2, 3, 3)), r"not a Tensor\.$"),
+    ("rollout of a long run", lambda f: attnscope.rollout(f.long_result),
+     r"^rollout needs the full attention, and this run of \d+ tokens keeps it on demand .*attention='full'"),
+    ("word_attention of a model", lambda f: attnscope.word_attention(f.engine), r"^word_attention reads one run: .*not an AttentionModel\.$"),
+    ("attention_sinks of a string", lambda f: attnscope.attention_sinks("The cat sat."), r"^attention_sinks reads one run: .*not a str\.$"),
+    ("behaviours of a result", lambda f: attnscope.behaviours(f.widget.result),
+     r"^behaviours labels heads from what head_stats returns \(a DataFrame of head, label, layer, measure, value\), not an AttentionResult\.$"),
+    ("behaviours of head_distances", lambda f: attnscope.behaviours(f.stats[["layer", "head"]]),
+     r"^behaviours labels heads from what head_stats returns .*, not a DataFrame of layer, head\.$"),
+    ("head_stats of a widget", lambda f: attnscope.head_stats(f.widget, TEXTS, progress=False),
+     r"^head_stats runs a model from attnscope\.load\(\.\.\.\), not an AttentionWidget: a widget's model is widget\.engine\.$"),
+    ("head_distances of a Hugging Face model", lambda f: attnscope.head_distances(f.engine.model, TEXTS, progress=False),
+     r"^head_distances runs a model from attnscope\.load\(\.\.\.\), not a BertModel: load it once with its tokenizer"),
+    ("head_importance of a name", lambda f: attnscope.head_importance("bert-base-uncased", TEXTS, progress=False),
+     r"^head_importance runs a model .*not a str: load it once, model = attnscope\.load\('bert-base-uncased'\)\.$"),
+    ("attention_gradients of None", lambda f: attnscope.attention_gradients(None, TEXTS, progress=False), r"^attention_gradients runs a model .*not None\.$"),
+    ("syntax_heads of a tokenizer", lambda f: attnscope.syntax_heads(f.engine.tokenizer, f.conllu, progress=False),
+     r"^syntax_heads runs a model .*not a BertTokenizer"),
+    ("a corpus that is a dict", lambda f: attnscope.head_stats(f.engine, {"a": "The cat sat."}, progress=False),
+     r"^The corpus is a dict, whose keys would be read as texts: pass the texts, e\.g\. list\(corpus\.values\(\)\)\.$"),
+    ("a corpus that is bytes", lambda f: attnscope.head_stats(f.engine, b"The cat sat.\nDogs bark.", progress=False),
+     r"^The corpus is bytes: decode them into texts first"),
+    ("a corpus DataFrame of two string columns", lambda f: attnscope.head_stats(f.engine, f.stats, progress=False),
+     r"^Which column holds the text\? Pass column= one of \['layer', 'head', 'label', 'measure', 'value'\]\.$"),
+    ("read_conllu of None", lambda f: read_conllu(None), r"^read_conllu reads a CoNLL-U file's path or its text, not None\.$"),
+    ("read_conllu of bytes that are not UTF-8", lambda f: read_conllu(b"1\t\xff"), r"^These CoNLL-U bytes are not UTF-8 \(byte 2\)"),
+    ("load of a widget", lambda f: attnscope.load(f.widget),
+     r"^model must be None \(the embedded all-MiniLM-L6-v2\), a Hugging Face name or path, or a PreTrainedModel, not an "
+     r"AttentionWidget \(a widget's model is widget\.engine\)\.$"),
+    ("load of a tokenizer", lambda f: attnscope.load(f.engine.tokenizer),
+     r"^model is a tokenizer \(BertTokenizer(Fast)?\): load\(model, tokenizer\) takes the model first\.$"),
+    ("load, model and tokenizer swapped", lambda f: attnscope.load(f.engine.model, f.engine.model),
+     r"^tokenizer must be the model's Hugging Face tokenizer \(AutoTokenizer\.from_pretrained\(\.\.\.\)\), a name or a path, "
+     r"not a BertModel: load\(model, tokenizer\) takes the model first\.$"),
+    ("load of a loaded model with a tokenizer", lambda f: attnscope.load(f.engine, f.engine.tokenizer),
+     r"^This model is loaded already \(an AttentionModel\)"),
+    ("show, model= a DataFrame", lambda f: attnscope.show("Hi.", model=f.stats), r"^model must be None .*not a DataFrame\.$"),
+    ("AttentionWidget, tokenizer= a list", lambda f: attnscope.AttentionWidget("Hi.", model=f.engine.model, tokenizer=["a"]),
+     r"^tokenizer must be the model's Hugging Face tokenizer .*not a list\.$"),
+    ("render_html, model= an int", lambda f: attnscope.render_html("Hi.", model=3), r"^model must be None .*not an int\.$"),
+    ("neuron_view of a widget", lambda f: attnscope.neuron_view(f.widget, "bert", f.engine.tokenizer, "Hi."),
+     r"^model must be None .*not an AttentionWidget"),
+    ("head_view, tokens a string", lambda f: attnscope.head_view(ATTENTION, "abc"),
+     r"^tokens must be a list of tokens, not a str \(which would be read as one token per character\): "
+     r"e\.g\. tokenizer\.convert_ids_to_tokens\(inputs\['input_ids'\]\[0\]\)\.$"),
+    ("head_view, tokens the tokenizer's output", lambda f: attnscope.head_view(ATTENTION, {"input_ids": [[1, 2, 3]]}),
+     r"^tokens must be a list of tokens, not a dict \(the tokenizer's output\?\)"),
+    ("head_view, tokens as ids", lambda f: attnscope.head_view(ATTENTION, torch.tensor([101, 7592, 102])),
+     r"^tokens must hold strings, and holds 101 \(token ids\?\): e\.g\. tokenizer\.convert_ids_to_tokens"),
+    ("head_view, tokens a batch of ids", lambda f: attnscope.head_view(ATTENTION, torch.tensor([[101, 7592, 102]])),
+     r"^tokens must be one list of tokens, not a Tensor of shape \[1, 3\]"),
+    ("model_view, tokens a widget", lambda f: attnscope.model_view(ATTENTION, f.widget), r"^tokens must be a list of tokens, not an AttentionWidget"),
+    ("head_view, encoder_tokens a string", lambda f: attnscope.head_view(encoder_attention=ATTENTION, encoder_tokens="abc"),
+     r"^encoder_tokens must be a list of tokens, not a str"),
+    ("head_view, sentence_b_start a string", lambda f: attnscope.head_view(ATTENTION, ["a", "b", "c"], sentence_b_start="1"),
+     r"^sentence_b_start must be a whole number, not '1' \(str\)\.$"),
+    ("head_view, layer a tensor", lambda f: attnscope.head_view(ATTENTION, ["a", "b", "c"], layer=torch.zeros(2)),
+     r"^layer must be a whole number, not a Tensor\.$"),  # its repr ran over lines
+    ("model_view, include_heads a string", lambda f: attnscope.model_view(ATTENTION, ["a", "b", "c"], include_heads="01"),
+     r"^include_heads must be a list of head numbers, not '01'\.$"),
+]
+
+
+class WrongKindFixtures(Fixtures):
+    def __getattr__(self, name):
+        if name == "stats":
+            return attnscope.head_stats(self.engine, TEXTS[:2], progress=False)
+        if name == "long_result":
+            return self._request.getfixturevalue("long_result")
+        return super().__getattr__(name)
+
+
+@pytest.mark.parametrize("action, message", [c[1:] for c in WRONG_KIND_CASES], ids=[c[0] for c in WRONG_KIND_CASES])
+def test_the_wrong_kind_of_object_is_named(action, message, request, tmp_path):
+    with pytest.raises(InputError, match=message):
+        action(WrongKindFixtures(request, tmp_path))
+
+
+def test_a_widget_stands_for_its_run(engine):
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=engine, word_level=True)
+    # rollout(widget) raised AttributeError: 'dict' object has no attribute 'float' (it read the attention trait).
+    assert torch.equal(attnscope.rollout(widget), attnscope.rollout(widget.token_result))
+    assert attnscope.word_attention(widget).tokens == attnscope.word_attention(widget.token_result).tokens
+    assert attnscope.attention_sinks(widget).equals(attnscope.attention_sinks(widget.token_result))
+    assert attnscope.load(engine) is engine  # loaded already: as it is
+    widget.close()
+    with pytest.raises(InputError, match="This widget was closed"):
+        attnscope.rollout(widget)
+
+
+def test_a_corpus_data_frame_is_read_by_its_text_column(engine):
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": [1, 2, 3], "text": TEXTS})
+    docs = attnscope.bertology.documents(frame)  # was its column names, "id" and "text", as two texts
+    assert list(docs) == [(t, None) for t in TEXTS]
+    pairs = attnscope.bertology.documents(pd.DataFrame({"q": ["A?"], "a": ["B."], "n": [0]}), column=("q", "a"))
+    assert list(pairs) == [("A?", "B.")]
+    with pytest.raises(InputError, match=r"The DataFrame has no column 'body'; it has \['id', 'text'\]"):
+        attnscope.bertology.documents(frame, column="body")
+
+
+def test_precomputed_tokens_may_be_an_array_or_a_series():
+    import numpy as np
+    import pandas as pd
+
+    for tokens in (np.array(["[CLS]", "hi", "[SEP]"]), pd.Series(["[CLS]", "hi", "[SEP]"]), ("[CLS]", "hi", "[SEP]")):
+        assert attnscope.head_view(ATTENTION, tokens).tokens == ["[CLS]", "hi", "[SEP]"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -197,3 +198,96 @@ def test_render_html_writes_atomically(default_model, tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(FileNotFoundError, match="missing"):
         attnscope.render_html("Dogs bark.", model=default_model, layers=[0], path=tmp_path / "missing" / "p.html")
+
+
+# Whose file is it: a path named for another format is refused, a replaced file is said.
+
+NOTEBOOK = b'{"cells": [], "nbformat": 4, "nbformat_minor": 5}\n'
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(20)
+
+
+@pytest.mark.parametrize("data, name, message", [
+    ("<!doctype html><html></html>", "analysis.ipynb",
+     r"Not writing HTML to '.*analysis\.ipynb': an HTML file's name ends in \.html or \.htm, and \.ipynb names another "
+     r"kind of file, which this would replace\. Name it e\.g\. '.*analysis\.html'\."),
+    ("<!DOCTYPE html>\n<html>", "notes.md", r"Not writing HTML to '.*notes\.md'"),
+    (PNG, "view.html", r"Not writing PNG to '.*view\.html': a PNG file's name ends in \.png"),
+    ('<svg xmlns="http://www.w3.org/2000/svg"></svg>', "view.png", r"Not writing SVG to '.*view\.png': an SVG file's name ends in \.svg"),
+    ("<!doctype html>", "page.v2", r"Not writing HTML to '.*page\.v2'.*Name it e\.g\. '.*page\.html'"),
+], ids=["html to a notebook", "html to markdown", "png to html", "svg to png", "an unknown suffix"])
+def test_a_path_named_for_another_format_is_refused_and_left_alone(tmp_path, data, name, message):
+    path = tmp_path / name
+    path.write_bytes(NOTEBOOK)
+    with pytest.raises(attnscope.InputError, match=message):
+        write_atomic(path, data)
+    assert path.read_bytes() == NOTEBOOK and listing(tmp_path) == [name]
+
+
+def test_each_format_keeps_its_own_suffixes_in_any_case(tmp_path, capsys):
+    for name, data in (("a.html", "<!doctype html>"), ("b.HTM", "<html>"), ("c.PNG", PNG), ("d.svg", "<svg></svg>"),
+                       ("e.txt", "not a format attnscope writes: any name")):
+        assert write_atomic(tmp_path / name, data) == tmp_path / name
+    assert capsys.readouterr().out == ""  # new files: nothing to say
+
+
+def test_replacing_a_file_is_said_and_a_missing_suffix_is_added(tmp_path, capsys):
+    path = tmp_path / "out.html"
+    path.write_bytes(b"x" * 12_000)
+    write_atomic(path, "<!doctype html>" + "y" * 1_234_000)
+    assert capsys.readouterr().out == f"attnscope: replaced {path} (was 12.0 kB, now 1.2 MB)\n"
+    assert write_atomic(tmp_path / "analysis", "<!doctype html>") == tmp_path / "analysis.html"
+    assert capsys.readouterr().out == f"attnscope: wrote {tmp_path / 'analysis.html'} (.html added)\n"
+    told = []
+    write_atomic(path, "<!doctype html>", say=told.append)
+    assert told == [f"replaced {path} (was 1.2 MB, now 15 bytes)"] and capsys.readouterr().out == ""
+
+
+def test_save_html_and_render_html_refuse_a_notebook_path(precomputed, default_model, tmp_path, monkeypatch, capsys):
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_bytes(NOTEBOOK)
+    with pytest.raises(attnscope.InputError, match=r"Not writing HTML to '.*analysis\.ipynb'"):
+        precomputed.save_html(notebook)
+    assert notebook.read_bytes() == NOTEBOOK
+
+    # render_html refuses before the model runs.
+    def no_run(*args, **kwargs):
+        raise AssertionError("the model ran for a page that cannot be written")
+
+    monkeypatch.setattr(attnscope.widget.AttentionWidget, "__init__", no_run)
+    with pytest.raises(attnscope.InputError, match=r"Not writing HTML to '.*analysis\.ipynb'"):
+        attnscope.render_html("Dogs bark.", model=default_model, path=notebook)
+    assert notebook.read_bytes() == NOTEBOOK and listing(tmp_path) == ["analysis.ipynb"]
+    monkeypatch.undo()
+
+    assert precomputed.save_html(tmp_path / "analysis") == tmp_path / "analysis.html"
+    assert (tmp_path / "analysis.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    precomputed.save_html(tmp_path / "analysis.html")
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"attnscope: replaced {tmp_path / 'analysis.html'} (was ")
+
+
+def test_save_image_refuses_a_path_named_for_another_format(precomputed, tmp_path):
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_bytes(NOTEBOOK)
+    with pytest.raises(attnscope.InputError, match=r"analysis\.ipynb"):
+        precomputed.save_image(notebook)
+    assert notebook.read_bytes() == NOTEBOOK
+
+
+def test_the_command_line_refuses_a_notebook_and_says_it_replaced_a_page(tmp_path):
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_bytes(NOTEBOOK)
+    out = subprocess.run([sys.executable, "-m", "attnscope.cli", "render", "Hi.", "-o", str(notebook)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"attnscope: error: Not writing HTML to '{notebook}': an HTML file's name ends in .html or .htm, and .ipynb "
+        f"names another kind of file, which this would replace. Name it e.g. '{tmp_path / 'analysis.html'}'."]
+    assert notebook.read_bytes() == NOTEBOOK
+    page = tmp_path / "page"
+    for said in ("wrote", "replaced"):
+        out = subprocess.run([sys.executable, "-m", "attnscope.cli", "render", "Hi.", "-o", str(page)],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        last = out.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"attnscope: {said} {tmp_path / 'page.html'} ("), last
+    assert listing(tmp_path) == ["analysis.ipynb", "page.html"]

@@ -17,7 +17,17 @@ import torch
 
 from . import analysis as an
 from . import checks
-from .engine import AttentionModel, AttentionResult, describe_heads, has_nonfinite, max_positions, nonfinite_heads
+from .engine import (
+    MAX_TEXT_CHARACTERS,
+    PIECE_CHARACTERS,
+    AttentionModel,
+    AttentionResult,
+    describe_heads,
+    has_nonfinite,
+    max_positions,
+    model_of,
+    nonfinite_heads,
+)
 from .errors import InputError
 from .exact_attention import key_head as exact_key_head
 from .labels import head_label
@@ -25,6 +35,7 @@ from .progress import progress as progress_bar
 from .results import (
     LongAttentionResult,
     key_tokens_of,
+    run_of,
     word_attention,  # noqa: F401 - part of this module's API (attnscope.word_attention)
 )
 
@@ -48,8 +59,9 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
     Accepts one string, a list of strings, a list of (text, text_b) pairs, a pandas Series, a
     Hugging Face `datasets.Dataset` or a Ray Dataset (`ray.data.read_parquet(...)`,
     `read_json(...)`; give `column`, or a pair of columns; a single "text" or string column is
-    found by itself). A Ray Dataset's texts are gathered here, then run in chunks wherever the
-    analysis' `backend` says.
+    found by itself). A dataset's texts are gathered here, up to MAX_GATHERED_CHARACTERS in all,
+    then run in chunks wherever the analysis' `backend` says. Each text holds at most
+    MAX_TEXT_CHARACTERS and no UTF-16 surrogate (half a character).
     """
     if isinstance(corpus, os.PathLike) or isinstance(corpus, str) and _names_a_file(corpus):
         raise InputError(
@@ -58,14 +70,24 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         )
     if isinstance(corpus, str):
         corpus = [corpus]
+    gathered = None  # a dataset whose texts are copied here, on this machine: their size is bounded
     if _is_ray_dataset(corpus):
-        corpus = _ray_dataset_rows(corpus, column)
+        corpus, gathered = _ray_dataset_rows(corpus, column), "Ray Dataset"
     elif _is_dataset(corpus):
-        corpus = _dataset_rows(corpus, column)
+        corpus, gathered = _dataset_rows(corpus, column), "dataset"
+    elif _is_data_frame(corpus):  # its rows, by its text column (iterating it would give its column names)
+        corpus = _frame_rows(corpus, column)
+    elif isinstance(corpus, dict):
+        split = " (a DatasetDict: pick a split, e.g. corpus['train'])" if type(corpus).__name__ == "DatasetDict" else ""
+        raise InputError(f"The corpus is {checks.kind_of(corpus)}{split}, whose keys would be read as texts: pass the texts, "
+                         "e.g. list(corpus.values()).")
+    elif isinstance(corpus, (bytes, bytearray)):
+        raise InputError("The corpus is bytes: decode them into texts first, e.g. data.decode('utf-8').splitlines().")
     elif not hasattr(corpus, "__iter__"):
         raise InputError(f"The corpus must be texts (a list, a pandas Series, a datasets.Dataset), not {type(corpus).__name__}.")
     docs = Documents()
     docs.positions = []
+    characters = 0
     for index, item in enumerate(corpus):
         if isinstance(item, str):
             doc = (item, None)
@@ -75,6 +97,27 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
             raise InputError(
                 f"Corpus item {index} is {type(item).__name__}: give strings or (text, text_b) pairs."
             )
+        for part, text in enumerate(doc):
+            if text is None:
+                continue
+            place = f"corpus[{index}]" + (f"[{part}]" if isinstance(item, (tuple, list)) else "")
+            at = checks.first_surrogate(text)
+            if at is not None:
+                raise InputError(checks.surrogate_message(f"{place}[{at}]", text[at]))
+            if len(text) > MAX_TEXT_CHARACTERS:
+                raise InputError(f"{place} has {len(text):,} characters, more than the {MAX_TEXT_CHARACTERS:,} an analysis "
+                                 f"reads of a text, which it reads to max_length tokens: cut it, e.g. text[:{PIECE_CHARACTERS:_}], "
+                                 "or split it into texts.")
+        if gathered is not None:
+            characters += len(doc[0]) + len(doc[1] or "")
+            if characters > MAX_GATHERED_CHARACTERS:
+                sample = "dataset.limit(n) or dataset.random_sample(fraction)" if gathered == "Ray Dataset" else \
+                    "dataset.select(range(n)) or dataset.shuffle(seed=0).select(range(n))"
+                raise InputError(
+                    f"The {gathered} holds more than {MAX_GATHERED_CHARACTERS:,} characters of text (passed at row "
+                    f"{index:,}), and attnscope gathers a dataset's texts on this machine (the driver) before the "
+                    f"analysis runs: analyse a sample of it, e.g. {sample} (Clark et al. averaged over 1,000 texts)."
+                )
         if not doc[0].strip() or (doc[1] is not None and not doc[1].strip()):
             continue  # an empty line says nothing about attention; skipping keeps averages honest
         docs.append(doc)
@@ -83,6 +126,10 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         raise InputError("The corpus has no non-empty text.")
     return docs
 
+
+# The most text (characters, in all) gathered from a dataset (Hugging Face's or a Ray Dataset,
+# which may be far larger than this machine's memory) before an analysis runs.
+MAX_GATHERED_CHARACTERS = 100_000_000
 
 CORPUS_FILE_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".parquet", ".conllu", ".gz")
 
@@ -131,6 +178,22 @@ def _text_columns(names: list[str], string_columns: list[str], column: str | Seq
     return columns
 
 
+def _is_data_frame(corpus: Any) -> bool:
+    return type(corpus).__name__ == "DataFrame" and type(corpus).__module__.startswith("pandas")
+
+
+def _frame_rows(frame: Any, column: str | Sequence[str] | None) -> Iterable:
+    """A pandas DataFrame's texts: `column` (or a pair of columns), or "text", or its only column of strings."""
+    import pandas as pd
+
+    names = list(frame.columns)
+    strings = [n for n in names if pd.api.types.is_string_dtype(frame[n])]
+    columns = _text_columns(names, strings, column, "DataFrame")
+    if len(columns) == 1:
+        return iter(frame[columns[0]].tolist())
+    return zip(frame[columns[0]].tolist(), frame[columns[1]].tolist())
+
+
 def _dataset_rows(dataset: Any, column: str | Sequence[str] | None) -> Iterable:
     names = list(dataset.column_names or [])
     strings = [n for n in names if getattr(dataset.features.get(n), "dtype", None) in ("string", "large_string")]
@@ -150,6 +213,8 @@ def _encode(engine: AttentionModel, batch: Sequence[Document], max_length: int) 
     pairs = [b for _, b in batch]
     if any(b is not None for b in pairs) and any(b is None for b in pairs):
         raise InputError("Mix of single texts and text pairs in one corpus: use one kind.")
+    if pairs[0] is None:  # a long text's start only: the tokenizer's memory is that of max_length tokens
+        texts = [engine.text_start(text, max_length) for text in texts]
     return engine.tokenizer(
         texts,
         pairs if pairs[0] is not None else None,
@@ -378,8 +443,8 @@ def head_partial(kind: str, model: AttentionModel, docs: Documents, *, max_lengt
 
 def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilon: float = 0.3, column: str | Sequence[str] | None = None,
                     max_length: int | None = None, attention: str = "auto", progress: bool = True, backend: str = "local"):
-    """Per head, how much attention goes to the first tokens of one run: the long-context
-    counterpart of Clark et al.'s attention to [SEP].
+    """Per head, how much attention goes to the first tokens of one run (a result, or a widget's
+    run): the long-context counterpart of Clark et al.'s attention to [SEP].
 
     Columns: layer, head, label, key_head (the key head it reads, grouped-query attention),
     alpha_first (Gu et al. 2024's importance of the first token: the mean over queries of the
@@ -398,8 +463,7 @@ def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilo
                              attention=attention, progress=progress, backend=backend)
     if corpus is not None:
         raise InputError("attention_sinks(result) reads one run; for a corpus pass the model: attention_sinks(model, texts).")
-    if not isinstance(result, (AttentionResult, LongAttentionResult)):
-        raise InputError(f"attention_sinks reads one run's result (model.run(text)), not {type(result).__name__}.")
+    result = run_of(result, "attention_sinks")
     n_first = checks.integer("n_first", n_first, minimum=1)
     epsilon = checks.fraction("epsilon", epsilon)
     measures = _sink_measures(result, n_first, epsilon)
@@ -478,6 +542,7 @@ def head_stats(
     same analysis as a Ray Data pipeline, one model actor per GPU (or per CPU when there is none)
     on the cluster `ray.init()` joins (`pip install "attnscope[ray]"`); the same numbers.
     """
+    model = model_of(model, "head_stats")
     from .corpus import run_partial
 
     docs = documents(corpus, column)
@@ -500,6 +565,10 @@ def behaviours(stats) -> Any:
     """
     import pandas as pd
 
+    needed = {"layer", "head", "label", "measure", "value"}
+    if not (isinstance(stats, pd.DataFrame) and needed <= set(stats.columns)):
+        raise InputError(f"behaviours labels heads from what head_stats returns (a DataFrame of {', '.join(sorted(needed))}), "
+                         f"not {checks.kind_of(stats)}{'' if not isinstance(stats, pd.DataFrame) else ' of ' + ', '.join(map(str, stats.columns))}.")
     wide = stats.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
     wide.columns.name = None
     wide["behaviour"] = [an.behaviour_of(row) for row in wide.to_dict("records")]
@@ -534,6 +603,7 @@ def head_distances(
 
     backend: "local" or "ray", as in `head_stats`.
     """
+    model = model_of(model, "head_distances")
     from .corpus import run_partial
 
     an.check_n_init(n_init)  # before the corpus runs, not after
@@ -554,10 +624,12 @@ def head_distances(
 
 
 def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:
-    """Attention rollout (Abnar & Zuidema 2020) of one result: layers × n × n, entry l rolled out
-    through layers 0…l; row i says how much each input token flows into position i.
+    """Attention rollout (Abnar & Zuidema 2020) of one result (model.run(text), or a widget: its
+    run per token): layers × n × n, entry l rolled out through layers 0…l; row i says how much each
+    input token flows into position i.
 
     residual: the weight of the identity (the residual connection), in [0, 1]; the paper's 0.5."""
+    result = run_of(result, "rollout", long=False)  # a widget: its run, as its Rollout tab rolls it out
     residual = checks.fraction("residual", residual)
     if key_tokens_of(result) is not None:
         raise InputError("Rollout follows self-attention through the layers; cross-attention has other keys.")
@@ -576,13 +648,26 @@ class ParsedSentence:
 
 
 def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
-    """Sentences of a CoNLL-U file (or its text). Multiword-token and empty-node lines are skipped."""
+    """Sentences of a CoNLL-U file (or its text, as str or UTF-8 bytes). Multiword-token and
+    empty-node lines are skipped."""
+    if isinstance(text_or_path, (bytes, bytearray)):
+        try:
+            text_or_path = bytes(text_or_path).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"These CoNLL-U bytes are not UTF-8 (byte {exc.start:,}): decode them yourself, e.g. "
+                             "data.decode('latin-1').") from None
+    if not isinstance(text_or_path, (str, os.PathLike)):
+        raise InputError(f"read_conllu reads a CoNLL-U file's path or its text, not {checks.kind_of(text_or_path)}.")
     text = os.fspath(text_or_path)
     path = checks.existing_file(text)
     if path is not None:
         text = path.read_text(encoding="utf-8")
     elif isinstance(text_or_path, os.PathLike) or looks_like_conllu_path(text):
         raise InputError(f"No such CoNLL-U file: '{text}'.")
+    at = checks.first_surrogate(text)
+    if at is not None:
+        line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)  # both from 1, as editors count
+        raise InputError(checks.surrogate_message(f"CoNLL-U line {line}, column {column},", text[at]))
     sentences, words, heads, relations = [], [], [], []
     for line_number, line in enumerate(text.splitlines() + [""], start=1):
         line = line.strip("\n")
@@ -844,6 +929,7 @@ def syntax_heads(
 
     backend: "local" or "ray", as in `head_stats` (the sentences are parsed first, on the driver).
     """
+    model = model_of(model, "syntax_heads")
     import pandas as pd
 
     if scoring not in an.SCORINGS:
@@ -1094,6 +1180,7 @@ def head_importance(
     backend: "local" or "ray", as in `head_stats`. A loss that compares the texts of a batch (the
     in-batch contrastive default) sees the same batches either way: a Ray worker runs whole batches.
     """
+    model = model_of(model, "head_importance")
     from .corpus import run_partial
 
     docs = documents(corpus, column)
@@ -1122,6 +1209,7 @@ def attention_gradients(
     averaged over documents. Returns a tidy DataFrame (layer, key_type, value).
 
     backend: "local" or "ray", as in `head_importance`."""
+    model = model_of(model, "attention_gradients")
     import pandas as pd
 
     from .corpus import run_partial

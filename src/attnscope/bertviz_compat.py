@@ -11,11 +11,13 @@ of more than one is refused with its size; tokens that do not match the attentio
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from . import checks
 from .engine import AttentionResult, groups_from_tokens, load
 from .errors import InputError
 from .results import CrossAttentionResult, EncoderDecoderResult
@@ -56,6 +58,55 @@ def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
     return torch.stack([a[0] for a in layers]).detach().float()
 
 
+def token_list(tokens: Any, name: str) -> list[str]:
+    """Precomputed tokens as a list of strings: a list, tuple, array or Series of them. A string
+    (BertViz would read "abc" as three tokens), token ids, a tokenizer's whole output or anything
+    else is refused, saying what it got and how to make tokens."""
+    convert = "tokenizer.convert_ids_to_tokens(inputs['input_ids'][0])"
+    if isinstance(tokens, (str, bytes)):
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)} (which would be read as one token per "
+                         f"character): e.g. {convert}.")
+    if isinstance(tokens, dict):  # a tokenizer's BatchEncoding is a dict
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)} (the tokenizer's output?): e.g. {convert}.")
+    if isinstance(tokens, torch.Tensor) or type(tokens).__module__.startswith(("numpy", "pandas")) and hasattr(tokens, "tolist"):
+        if getattr(tokens, "ndim", 1) != 1:
+            raise InputError(f"{name} must be one list of tokens, not {checks.kind_of(tokens)} of shape "
+                             f"{list(tokens.shape)}: e.g. {convert}.")
+        tokens = tokens.tolist()  # an array or Series of tokens (of ids: refused below)
+    if not isinstance(tokens, (list, tuple)):
+        raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)}: e.g. {convert}.")
+    bad = next((t for t in tokens if not isinstance(t, str)), None)
+    if bad is not None:
+        ids = " (token ids?)" if isinstance(bad, int) else ""
+        raise InputError(f"{name} must hold strings, and holds {checks.short_repr(bad)}{ids}: e.g. {convert}.")
+    return list(tokens)
+
+
+def display_tokens(tokens: Any, name: str) -> tuple[list[str], dict]:
+    """Precomputed tokens as the views show them, and the label fields of their result (labels,
+    notes, whether each covers text). A UTF-16 surrogate (half a character: the comm cannot send
+    it, no page can show it) is shown as U+FFFD; the token's hover note says what it held and a
+    warning names the tokens. Tokens are display data here, so they are mended rather than
+    refused (a text to run is refused: checks.text_of_characters)."""
+    from .results import fallback_labels
+
+    tokens = token_list(tokens, name)
+    shown, changed = checks.displayable(tokens)
+    labels = fallback_labels(shown)
+    notes = list(labels.notes)
+    for i in changed:
+        halves = ", ".join(f"U+{ord(c):04X}" for c in tokens[i] if checks.first_surrogate(c) is not None)
+        said = f"given with {halves} (half a character), shown as U+FFFD"
+        notes[i] = f"{notes[i]}; {said}" if notes[i] else said
+    if changed:
+        warnings.warn(
+            f"{name} {checks.short_repr(changed)} held UTF-16 surrogates (half characters), which no page can show: "
+            "each is shown as U+FFFD (\ufffd), and the token's hover note says so.",
+            stacklevel=checks.caller_stacklevel(),
+        )
+    return shown, {"labels": labels.labels, "notes": notes, "covers_text": labels.covers_text}
+
+
 def result_from_attention(
     attention: Any,
     tokens: Sequence[str],
@@ -70,13 +121,18 @@ def result_from_attention(
     n = stacked.shape[-1]
     if stacked.shape[-2] != n:
         raise InputError(f"Self-attention must be square; got {stacked.shape[-2]} × {n}.")
-    tokens = [str(t) for t in tokens]
+    tokens, shown = display_tokens(tokens, "tokens" if what == "attention" else what.replace("attention", "tokens"))
     if len(tokens) != n:
         raise InputError(f"The {what} has {n} positions, but {len(tokens)} tokens were given.")
-    if sentence_b_start is not None and not 0 < sentence_b_start < n:
-        raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
+    if sentence_b_start is not None:
+        checks.integer("sentence_b_start", sentence_b_start)
+        if not 0 < sentence_b_start < n:
+            raise InputError(f"sentence_b_start={sentence_b_start} must lie inside the {n} tokens.")
     return AttentionResult(
         tokens=tokens,
+        labels=shown["labels"],
+        token_notes=shown["notes"],
+        covers_text=shown["covers_text"],
         sentence_b_start=sentence_b_start,
         attention=stacked,
         scaling=[1.0] * stacked.shape[0],
@@ -110,7 +166,8 @@ def result_from_encoder_decoder(
     for part, attention in given.items():
         if part == "cross":
             stacked = stack_attention(attention, "cross_attention")
-            queries, keys = [str(t) for t in decoder_tokens], [str(t) for t in encoder_tokens]
+            queries, query_shown = display_tokens(decoder_tokens, "decoder_tokens")
+            keys, key_shown = display_tokens(encoder_tokens, "encoder_tokens")
             if tuple(stacked.shape[-2:]) != (len(queries), len(keys)):
                 raise InputError(
                     f"cross_attention is {stacked.shape[-2]} × {stacked.shape[-1]}, but there are {len(queries)} "
@@ -118,6 +175,8 @@ def result_from_encoder_decoder(
                 )
             parts[part] = CrossAttentionResult(
                 tokens=queries, key_tokens=keys, attention=stacked,
+                labels=query_shown["labels"], token_notes=query_shown["notes"], covers_text=query_shown["covers_text"],
+                key_labels=key_shown["labels"], key_token_notes=key_shown["notes"],
                 scaling=[1.0] * stacked.shape[0], causal=False, model_name="precomputed attention", text="",
                 text_b=None, word_groups=groups_from_tokens(queries, SPECIAL_TOKENS),
                 key_word_groups=groups_from_tokens(keys, SPECIAL_TOKENS),
@@ -231,6 +290,9 @@ def neuron_view(
     patched copies); model_type is accepted for compatibility and not needed."""
     _check_action(html_action)
     _check_display_mode(display_mode)
+    for name, sentence in (("sentence_a", sentence_a), ("sentence_b", sentence_b)):
+        if isinstance(sentence, str):  # named as the caller named it (the run would say "text")
+            checks.text_of_characters(name, sentence)
     engine = load(model, tokenizer)
     widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=display_mode, view="neuron")
     if head is not None:

@@ -3,9 +3,14 @@ what is allowed, before any work is done (no ZeroDivisionError or OverflowError 
 
 from __future__ import annotations
 
+import collections
+import itertools
 import numbers
 import operator
 import os
+import re
+import reprlib
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,8 @@ from .errors import InputError
 def _is_integer(value: Any) -> bool:
     # bool is an int to Python, but `batch_size=True` is a mistake, not 1. NumPy and 0-d torch
     # integers are accepted (they have __index__); floats, even 2.0, are not.
+    if type(value) is int:  # the common case, first: a page's list of a million heads is all ints
+        return True
     if isinstance(value, bool) or isinstance(value, float):
         return False
     if isinstance(value, numbers.Integral):
@@ -30,7 +37,8 @@ def _is_integer(value: Any) -> bool:
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """`value` as an int within [minimum, maximum]; InputError naming `name` otherwise."""
     if not _is_integer(value):
-        raise InputError(f"{name} must be a whole number, not {value!r} ({type(value).__name__}).")
+        kind = f" ({type(value).__name__})" if isinstance(value, _PLAIN) else ""
+        raise InputError(f"{name} must be a whole number, not {short_repr(value)}{kind}.")
     value = operator.index(value)
     if minimum is not None and value < minimum:
         raise InputError(f"{name}={value} is too small: it must be at least {minimum}.")
@@ -42,7 +50,7 @@ def integer(name: str, value: Any, minimum: int | None = None, maximum: int | No
 def fraction(name: str, value: Any) -> float:
     """A number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
-        raise InputError(f"{name} must be a number between 0 and 1, not {value!r}.")
+        raise InputError(f"{name} must be a number between 0 and 1, not {short_repr(value)}.")
     if not 0.0 <= float(value) <= 1.0:
         raise InputError(f"{name}={value} is outside [0, 1].")
     return float(value)
@@ -52,28 +60,76 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
     """A list of distinct 0-based indices into `count` things (layers, heads), or None for all.
     count None: the range is checked later, once the model is known.
 
-    An empty list is refused (BertViz silently shows everything for include_layers=[])."""
+    An empty list is refused (BertViz silently shows everything for include_layers=[]). The time
+    taken is linear in the list and, when `count` is known, bounded by it: a list longer than
+    `count` cannot be distinct and is refused from its size, before any element is read (a page
+    may send a million heads)."""
     if values is None:
         if allow_none:
             return None
         raise InputError(f"{name} must list some {what}, not None.")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
-        raise InputError(f"{name} must be a list of {what} numbers, not {values!r}.")
+        raise InputError(f"{name} must be a list of {what.rstrip('s')} numbers, not {short_repr(values)}.")
+    if count is not None:
+        size = len(values) if hasattr(values, "__len__") else None
+        # A generator is read no further than one past `count`: enough to know it is too long.
+        values = list(itertools.islice(values, count + 1)) if size is None else values
+        if (size if size is not None else len(values)) > count:
+            _too_many(name, size, count, what)
     values = list(values)
     if not values:
         raise InputError(f"{name}=[] selects nothing; leave it out (None) to show all {what}.")
-    bad_type = [v for v in values if not _is_integer(v)]
-    if bad_type:
-        raise InputError(f"{name} must hold whole numbers; {bad_type[0]!r} is not one.")
-    values = [operator.index(v) for v in values]
+    bad_type = next((v for v in values if not _is_integer(v)), _NONE)
+    if bad_type is not _NONE:
+        raise InputError(f"{name} must hold whole numbers; {short_repr(bad_type)} is not one.")
+    values = [v if type(v) is int else operator.index(v) for v in values]
     bad = [v for v in values if v < 0 or count is not None and v >= count]
     if bad:
         numbered = f"0..{count - 1}" if count is not None else "from 0"
-        raise InputError(f"{name} has {bad} out of range: {what} are numbered {numbered}.")
-    repeated = sorted({v for v in values if values.count(v) > 1})
+        raise InputError(f"{name} has {_listed(bad)} out of range: {what} are numbered {numbered}.")
+    repeated = sorted(v for v, n in collections.Counter(values).items() if n > 1)
     if repeated:
-        raise InputError(f"{name} names {what} {repeated} more than once.")
+        raise InputError(f"{name} names {what} {_listed(repeated)} more than once.")
     return values
+
+
+_NONE = object()
+
+
+def _too_many(name: str, size: int | None, count: int, what: str) -> None:
+    told = f"{size:,}" if size is not None else f"more than {count}"
+    raise InputError(
+        f"{name} lists {told} {what}, but there are only {count} ({what} 0..{count - 1}): "
+        f"a list of distinct {what} is at most {count} long."
+    )
+
+
+def _listed(numbers: list[int], limit: int = 10) -> str:
+    """[1, 2, 3], or its first `limit` and how many more."""
+    if len(numbers) <= limit:
+        return str(numbers)
+    return f"[{', '.join(map(str, numbers[:limit]))}, … {len(numbers) - limit:,} more]"
+
+
+_PLAIN = (str, bytes, bytearray, int, float, complex, list, tuple, dict, set, frozenset, type(None))
+
+
+def kind_of(value: Any) -> str:
+    """What `value` is, for a message: "None", "a str", "an AttentionWidget", "a DataFrame"."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A bad value as a message shows it: plain data (numbers, strings, lists) as its repr, cut to
+    `limit` characters (a message never echoes a megabyte back); anything else (a model, a tensor,
+    whose repr runs over many lines) by its kind."""
+    if not isinstance(value, _PLAIN):
+        return kind_of(value)
+    text = repr(value) if isinstance(value, (int, float)) else reprlib.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def existing_file(value: Any) -> Path | None:
@@ -101,3 +157,57 @@ def looks_like_path(text: str, suffixes: Sequence[str] = ()) -> bool:
     if stripped.startswith(("/", "./", "../", "~", "\\")) or (len(stripped) > 2 and stripped[1] == ":" and stripped[2] in "\\/"):
         return True
     return any(stripped.lower().endswith(s) for s in suffixes) and " " not in stripped
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def first_surrogate(text: str) -> int | None:
+    """The index of the first UTF-16 surrogate in `text` (half of a character), or None."""
+    found = _SURROGATE.search(text)
+    return None if found is None else found.start()
+
+
+def surrogate_message(place: str, character: str) -> str:
+    """Why a text with a surrogate at `place` ("text[2]", "CoNLL-U line 3, column 5") cannot be
+    read, and how to mend it. The character is named by its escape: the message itself must stay
+    encodable (a widget sends it to the page)."""
+    return (
+        f"{place} is '\\u{ord(character):04x}', a UTF-16 surrogate: half of a character, which no tokenizer reads "
+        "(bytes decoded with errors='surrogateescape', or a JavaScript string cut in half?). "
+        "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace') joins split pairs and replaces the rest "
+        "with U+FFFD."
+    )
+
+
+def text_of_characters(name: str, text: str) -> str:
+    """`text` when every character of it is one (no lone surrogate); InputError naming `name` and
+    the position otherwise. Linear in the text (a regex search: 1 ms a megabyte)."""
+    index = first_surrogate(text)
+    if index is not None:
+        raise InputError(surrogate_message(f"{name}[{index}]", text[index]))
+    return text
+
+
+def displayable(tokens: list[str]) -> tuple[list[str], list[int]]:
+    """Tokens given for display (precomputed attention): each lone surrogate replaced by U+FFFD,
+    which the page can show and the comm can send; also the positions of the tokens changed."""
+    changed = [i for i, token in enumerate(tokens) if first_surrogate(token) is not None]
+    if not changed:
+        return tokens, []
+    tokens = list(tokens)
+    for i in changed:
+        tokens[i] = _SURROGATE.sub("\ufffd", tokens[i])
+    return tokens, changed
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def caller_stacklevel() -> int:
+    """warnings.warn's stacklevel, for the function that calls this, that names the first frame
+    outside attnscope: the user's line, however deep inside attnscope the warning is made."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

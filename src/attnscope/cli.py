@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--layers", type=_layers, help="layers to include, e.g. '0,5,11' (default: all)")
     render.add_argument("--view", choices=("head", "model", "neuron"), default="head", help="the view the page opens on")
     render.add_argument("--device", help="cpu or cuda (default: cuda when available)")
-    render.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    render.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write (.html or .htm; a name without a suffix gets .html)")
     return parser
 
 
@@ -68,20 +68,38 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _check_utf8(name: str, text: str | None) -> None:
+    """Python reads command-line bytes that are not UTF-8 as surrogates (errors="surrogateescape"):
+    say which byte, where."""
+    from .checks import first_surrogate
+
+    at = first_surrogate(text) if text else None
+    if at is None:
+        return
+    code = ord(text[at])
+    what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X} (half a character)"
+    raise InputError(f"{name} is not UTF-8: {what} at character {at}. Give it in UTF-8 (is the terminal's "
+                     "locale UTF-8, e.g. LANG=C.UTF-8?).")
+
+
 def _render(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from .engine import load  # torch and transformers load here, after --help
     from .export import widget_html
-    from .files import write_atomic
+    from .files import describe_size, output_path, write_atomic
     from .widget import AttentionWidget
 
-    # Before the model loads (seconds): a page that cannot be written is known now.
+    # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
+    for name, text in (("the text", args.text), ("--text-b", args.text_b)):
+        _check_utf8(name, text)
     output = args.output.expanduser()
     if output.is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")
+    output = output_path(output, "html")  # -o analysis.ipynb is refused; -o page writes page.html
     if not output.parent.is_dir():
         raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
+    told: list[str] = []
     start = time.perf_counter()
     with tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr) as steps:
         steps.set_postfix_str(f"loading {args.model or 'the embedded all-MiniLM-L6-v2'}")
@@ -93,11 +111,13 @@ def _render(args: argparse.Namespace) -> int:
         steps.set_postfix_str("building the page")
         page = widget_html(widget, args.layers)
         steps.update()
-        steps.set_postfix_str(f"writing {args.output}")
-        write_atomic(output, page)
+        steps.set_postfix_str(f"writing {output}")
+        write_atomic(output, page, file_format="html", say=told.append)
         steps.update()
-    size = len(page.encode("utf-8"))
-    print(f"attnscope: wrote {args.output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    # One line: "replaced out.html (was 12 kB, now 1.2 MB)" when a file was there.
+    done = next((line for line in told if line.startswith("replaced")), None)
+    size = describe_size(len(page.encode("utf-8")))
+    print(f"attnscope: {done or f'wrote {output} ({size})'} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
 
 

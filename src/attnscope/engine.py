@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import math
 import sys
 import threading
@@ -24,7 +25,7 @@ import torch
 from . import checks, fast_capture
 from .analysis import word_groups
 from .errors import InputError, NoAttentionError
-from .exact_attention import full_attention_bytes
+from .exact_attention import describe_bytes, full_attention_bytes
 from .labels import head_label
 from .models import LoadedModel, attention_implementation, borrowed, load_model
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
@@ -71,6 +72,16 @@ ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
 # Above this many bytes of layers × heads × T × T float32, "auto" runs keep q, k and log-sum-exps
 # instead (a 4-layer, 8-head model at about 2,900 tokens; MiniLM and BERT-base never at 512).
 FULL_ATTENTION_LIMIT = 2**30
+# The most a run keeps as full attention (layers × heads × T × T float32, 8 GB), whatever `attention`
+# says: above it a run is refused, naming the size, before the model runs (30 layers × 9 heads at
+# 2,700 tokens; BERT-base at 512 tokens keeps 0.15 GB). Raise it for a machine with the memory.
+FULL_ATTENTION_MAX = 8_000_000_000
+# The longest text a run reads, in characters: far past any model's positions (32k tokens are
+# about 150,000 characters), and short of the memory a tokenizer needs for all of a huge paste
+# (about 150 bytes a character: 15 GB for 100 MB).
+MAX_TEXT_CHARACTERS = 1_000_000
+# A longer text is counted and read a piece of about this many characters at a time (text_pieces).
+PIECE_CHARACTERS = 100_000
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
 
 
@@ -269,18 +280,36 @@ def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> li
     """Word groups when the tokenizer has no word ids (slow tokenizers): "##" pieces continue a word,
     BPE/SentencePiece pieces without a leading-space marker continue one."""
     groups: list[list[int]] = []
+    special = set(special)
+    marks_spaces = any(t[:1] in "Ġ▁" for t in tokens)  # once, not per token: linear in the tokens
     for position, token in enumerate(tokens):
         continues = (
             groups
             and token not in special
             and tokens[position - 1] not in special
-            and (token.startswith("##") or (any(t[:1] in "Ġ▁" for t in tokens) and token[:1] not in "Ġ▁"))
+            and (token.startswith("##") or (marks_spaces and token[:1] not in "Ġ▁"))
         )
         if continues:
             groups[-1].append(position)
         else:
             groups.append([position])
     return groups
+
+
+def text_pieces(text: str, size: int) -> Iterator[tuple[int, int]]:
+    """[start, end) spans of `text` of about `size` characters, each cut where a run of whitespace
+    begins: every tokenizer attnscope meets splits words at whitespace first (BERT's WordPiece,
+    byte-level BPE, SentencePiece's "▁"), so the pieces' tokens are the whole text's."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + size)
+        if end < n:
+            cut = end
+            while cut > start + size // 2 and not (text[cut].isspace() and not text[cut - 1].isspace()):
+                cut -= 1
+            end = cut if cut > start + size // 2 else end  # one word of size // 2 characters: cut in it
+        yield start, end
+        start = end
 
 
 def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -290,12 +319,13 @@ def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def _single_text(value: Any, what: str) -> str | None:
-    """Accept one string (or a batch of exactly one); refuse batches with a clear message."""
+    """Accept one string (or a batch of exactly one); refuse batches with a clear message, and a
+    string with a surrogate (no tokenizer reads one) naming where it is."""
     if value is None or isinstance(value, str):
-        return value
+        return value if value is None else checks.text_of_characters(what, value)
     if isinstance(value, (list, tuple)):
         if len(value) == 1 and isinstance(value[0], str):
-            return value[0]
+            return checks.text_of_characters(f"{what}[0]", value[0])
         raise InputError(
             f"attnscope shows one input at a time, but {what} is a batch of {len(value)}. "
             "Run the texts one by one (e.g. in a loop)."
@@ -431,8 +461,22 @@ class AttentionModel:
         raise NoAttentionError(f"Cannot tell how many attention heads {self.name} has from its config.")
 
     def head_mask(self, masked_heads: Sequence[Sequence[int]] = ()) -> torch.Tensor | None:
-        """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based)."""
-        pairs = [head_pair(pair) for pair in masked_heads]
+        """A layers × heads tensor of ones with zeros at `masked_heads` ((layer, head), 0-based).
+
+        More pairs than the model has heads cannot all differ: such a list is refused from its
+        size, before its pairs are read."""
+        if isinstance(masked_heads, (str, bytes)) or not hasattr(masked_heads, "__iter__"):
+            raise InputError(f"masked_heads must be a list of (layer, head) pairs, e.g. [(4, 2), (5, 11)], "
+                             f"not {type(masked_heads).__name__}.")
+        if hasattr(masked_heads, "__len__") and not len(masked_heads):
+            return None
+        total = self.n_layers * self.n_heads
+        listed = list(itertools.islice(masked_heads, total + 1))
+        if len(listed) > total:
+            size = f"{len(masked_heads):,}" if hasattr(masked_heads, "__len__") else f"more than {total}"
+            raise InputError(f"masked_heads lists {size} heads, but {self.name} has {total} "
+                             f"({self.n_layers} layers × {self.n_heads} heads): list each head once.")
+        pairs = [head_pair(pair) for pair in listed]
         if not pairs:
             return None
         mask = torch.ones(self.n_layers, self.n_heads, device=self.device)
@@ -488,16 +532,50 @@ class AttentionModel:
     def __repr__(self) -> str:
         return f"AttentionModel({self.name!r}, device={self.device})"
 
-    def _encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int]:
-        """Tokenize, truncating to max_length; also return the untruncated length."""
-        full = self.tokenizer(text, text_b, add_special_tokens=True, truncation=False, verbose=False)
+    def _encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int, list[str]]:
+        """Tokenize, truncating to max_length; also return the untruncated length and the texts
+        read (a long single text's tokens come from its start: text_pieces)."""
+        read = text
+        if text_b is None and len(text) > PIECE_CHARACTERS:
+            counted, read = self._count_in_pieces(text, enough=max_length + 8)
+            full_length = counted + self._special_tokens(pair=False)
+        else:
+            full_length = len(self.tokenizer(text, text_b, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
         # Fast tokenizers also say which characters each token covers: the labels come from them.
         offsets = bool(getattr(self.tokenizer, "is_fast", False))
         encoded = self.tokenizer(
-            text, text_b, add_special_tokens=True, truncation=True, max_length=max_length, return_tensors="pt",
+            read, text_b, add_special_tokens=True, truncation=True, max_length=max_length, return_tensors="pt",
             return_offsets_mapping=offsets,
         )
-        return encoded, len(full["input_ids"])
+        return encoded, full_length, [t for t in (read, text_b) if t is not None]
+
+    def _count_in_pieces(self, text: str, enough: int, count_all: bool = True) -> tuple[int, str]:
+        """The tokens of `text` (no special tokens), counted a piece at a time, so the tokenizer
+        holds one piece (about 150 bytes a character), never the whole text; and the text's start,
+        in whole pieces, that holds at least `enough` tokens: the tokens a truncated run keeps
+        come from it alone. count_all False: stop there (the count is then of that start)."""
+        count, prefix_end = 0, None
+        for start, end in text_pieces(text, PIECE_CHARACTERS):
+            count += len(self.tokenizer(text[start:end], add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+            if prefix_end is None and count >= enough:
+                prefix_end = end
+                if not count_all:
+                    break
+        return count, text[: prefix_end or len(text)]
+
+    def text_start(self, text: str, n_tokens: int) -> str:
+        """The start of `text` that holds its first `n_tokens` tokens, read a piece at a time: all
+        of a text up to PIECE_CHARACTERS long. A truncating tokenizer given only this keeps the
+        same tokens, and needs memory for this much, not the whole text (the corpus analyses)."""
+        if len(text) <= PIECE_CHARACTERS:
+            return text
+        return self._count_in_pieces(text, n_tokens + 8, count_all=False)[1]
+
+    def _special_tokens(self, pair: bool) -> int:
+        try:
+            return int(self.tokenizer.num_special_tokens_to_add(pair=pair))
+        except (AttributeError, TypeError, ValueError):
+            return 0
 
     def _labels(self, encoded: Any, tokens: Sequence[str], texts: Sequence[str]) -> TokenLabels:
         """The tokens' labels from `encoded`'s offsets, which are taken out of it: the model
@@ -534,6 +612,13 @@ class AttentionModel:
         if text_b is not None and not text_b.strip():
             raise InputError("text_b is empty: give a second sentence, or leave text_b out.")
         max_length, reason = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
+        for name, value in (("text", text), ("text_b", text_b)):
+            if value is not None and len(value) > MAX_TEXT_CHARACTERS:
+                raise InputError(
+                    f"{name} has {len(value):,} characters, more than the {MAX_TEXT_CHARACTERS:,} a run reads, and "
+                    f"{self.name} reads only its first {max_length:,} tokens of it (a few characters each): pass the part "
+                    f"to see, e.g. {name}[:{PIECE_CHARACTERS:_}]."
+                )
         with self._lock:  # the hooks below see only this run (see capture_queries_keys)
             if attention == "on_demand":
                 if self.is_encoder_decoder:
@@ -553,7 +638,25 @@ class AttentionModel:
             heads = self.n_layers * self.n_heads
         except NoAttentionError:  # no attention to keep either way: the full run says why
             return False
-        return full_attention_bytes(1, heads, n_tokens, n_tokens) > FULL_ATTENTION_LIMIT
+        return full_attention_bytes(1, heads, n_tokens, n_tokens) > min(FULL_ATTENTION_LIMIT, FULL_ATTENTION_MAX)
+
+    def _check_full_attention_size(self, n_tokens: int, attention: str, masked_heads) -> None:
+        """A run that keeps layers × heads × T × T is refused above FULL_ATTENTION_MAX bytes, before
+        the model runs: at 32k tokens one layer of one head alone is 4 GB."""
+        try:
+            n_layers, n_heads = self.n_layers, self.n_heads
+        except NoAttentionError:  # the run says why there is no attention to keep
+            return
+        size = full_attention_bytes(n_layers, n_heads, n_tokens, n_tokens)
+        if size <= FULL_ATTENTION_MAX:
+            return
+        why = ("attention='full'" if attention == "full" else
+               "Masking heads, which needs the full attention," if masked_heads else "The full attention")
+        raise InputError(
+            f"{why} would keep {n_layers} layers × {n_heads} heads × {n_tokens:,}² weights, {describe_bytes(size)}, "
+            f"more than the {describe_bytes(FULL_ATTENTION_MAX)} a run may hold (attnscope.engine.FULL_ATTENTION_MAX): "
+            "use attention='on_demand' (exact rows and tiles from the queries and keys), or a shorter text (max_length=)."
+        )
 
     def _run_on_demand(self, encoded: Any, tokens: list[str], labels: TokenLabels, text: str, text_b: str | None,
                        truncated_from: int | None) -> LongAttentionResult:
@@ -597,10 +700,7 @@ class AttentionModel:
         limit = max_positions(self.model, self.tokenizer)
         if max_length is None:
             return limit or 512, "the model's maximum"
-        try:
-            special = int(self.tokenizer.num_special_tokens_to_add(pair=pair))
-        except (AttributeError, TypeError, ValueError):
-            special = 0
+        special = self._special_tokens(pair)
         max_length = checks.integer("max_length", max_length, minimum=special + 1)
         if limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
@@ -612,18 +712,21 @@ class AttentionModel:
             if masked_heads:
                 raise InputError("Masking heads of encoder-decoder models is not supported yet.")
             return self._run_encoder_decoder(text, text_b, max_length, reason)
-        encoded, full_length = self._encode(text, text_b, max_length)
+        encoded, full_length, read = self._encode(text, text_b, max_length)
         self._check_known_words(encoded["input_ids"][0])
         input_ids = encoded["input_ids"]
+        on_demand = self._on_demand(attention, input_ids.shape[1], masked_heads)
+        if not on_demand:
+            self._check_full_attention_size(input_ids.shape[1], attention, masked_heads)
         tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
-        labels = self._labels(encoded, tokens, [t for t in (text, text_b) if t is not None])
+        labels = self._labels(encoded, tokens, read)
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
             warnings.warn(
                 f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).",
                 stacklevel=3,
             )
-        if self._on_demand(attention, input_ids.shape[1], masked_heads):
+        if on_demand:
             return self._run_on_demand(encoded, tokens, labels, text, text_b, truncated_from)
         sentence_b_start = self._sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
@@ -721,7 +824,7 @@ class AttentionModel:
     def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
         """Encoder self-attention over `text`; decoder self-attention and cross-attention over
         `decoder_text` (e.g. a translation), or over `text` itself when none is given."""
-        encoded, full_length = self._encode(text, None, max_length)
+        encoded, full_length, read = self._encode(text, None, max_length)
         input_ids = encoded["input_ids"]
         self._check_known_words(input_ids[0])
         truncated_from = full_length if full_length > input_ids.shape[1] else None
@@ -736,7 +839,7 @@ class AttentionModel:
             )
         tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
         decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
-        labels = self._labels(encoded, tokens, [text])
+        labels = self._labels(encoded, tokens, read)
         decoder_labels = self._decoder_labels(target, decoder_ids, decoder_text_read)
         inputs = {**encoded, "decoder_input_ids": decoder_ids}
         captures = {}
@@ -884,6 +987,22 @@ def _no_capture() -> Iterator[None]:
     yield None
 
 
+def model_of(value: Any, what: str) -> AttentionModel:
+    """`value` as the loaded model `what` runs; InputError saying what it got and how to load one.
+    Anything with what the analyses use of one (its forward, tokenizer and name) passes: a test's
+    stand-in, a user's wrapper."""
+    if isinstance(value, AttentionModel) or all(hasattr(value, a) for a in ("forward", "tokenizer", "name")):
+        return value
+    hint = ""
+    if type(value).__name__ == "AttentionWidget":
+        hint = ": a widget's model is widget.engine"
+    elif isinstance(value, torch.nn.Module):
+        hint = ": load it once with its tokenizer, model = attnscope.load(hf_model, tokenizer)"
+    elif isinstance(value, str):
+        hint = f": load it once, model = attnscope.load({checks.short_repr(value)})"
+    raise InputError(f"{what} runs a model from attnscope.load(...), not {checks.kind_of(value)}{hint}.")
+
+
 def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> AttentionModel:
     """Load a model for attention visualisation.
 
@@ -895,4 +1014,9 @@ def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | 
     its tokenizer too).
     device: None picks "cuda" when available, else "cpu".
     """
+    if isinstance(model, AttentionModel):  # loaded already: as it is, unless asked for something else
+        if tokenizer is not None or device is not None:
+            raise InputError("This model is loaded already (an AttentionModel): load(model) keeps its tokenizer and "
+                             "device; to change them, load its Hugging Face model: attnscope.load(model.model, tokenizer, device=...).")
+        return model
     return AttentionModel(load_model(model, tokenizer, device))

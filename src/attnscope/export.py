@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import re
 import secrets
 from pathlib import Path
 from typing import Any
 
 from . import checks
-from .files import write_atomic
+from .files import output_path, write_atomic
 
 STATIC = Path(__file__).parent / "static"
 
@@ -59,9 +60,30 @@ def _no_lone_surrogates(text: str) -> str:
     return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float as None: JSON has no such numbers (Python writes
+    `NaN` and `Infinity`, which JSON.parse refuses, and then no view mounts). Payloads say what a
+    non-finite number meant themselves (payloads.json_number); this is the page's last guard."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
+def strict_json(value: Any, ensure_ascii: bool = False) -> str:
+    """JSON that JSON.parse reads: a NaN or infinite number as null (finite_json)."""
+    try:
+        return json.dumps(value, ensure_ascii=ensure_ascii, allow_nan=False)
+    except ValueError:  # a non-finite number somewhere
+        return json.dumps(finite_json(value), ensure_ascii=ensure_ascii, allow_nan=False)
+
+
 def script_safe_json(value: Any) -> str:
-    """JSON that cannot end or open markup inside a <script> element."""
-    text = json.dumps(value, ensure_ascii=False)
+    """JSON that cannot end or open markup inside a <script> element, and that JSON.parse reads."""
+    text = strict_json(value)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace(
         "\u2028", "\\u2028"
     ).replace("\u2029", "\\u2029")
@@ -203,11 +225,14 @@ def render_html(
     view: str = "head",
     **kwargs: Any,
 ) -> str:
-    """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given."""
+    """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given
+    (a .html or .htm file: another suffix is refused before the model runs, none gets .html)."""
     from .widget import AttentionWidget
 
+    if path is not None:
+        output_path(path, "html")
     widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
     page = widget_html(widget, layers)
     if path is not None:
-        write_atomic(path, page)
+        write_atomic(path, page, file_format="html")
     return page

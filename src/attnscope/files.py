@@ -1,15 +1,93 @@
-"""Atomic file writes: a file at the path is either the old one, whole, or the new one, whole."""
+"""Every file attnscope writes (save_html, render_html, save_image's answer, `attnscope render -o`)
+goes through write_atomic: the path's suffix must name what is written (as matplotlib's savefig
+asks), a file it replaces is said, and a file at the path is either the old one, whole, or the new
+one, whole."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
+from .errors import InputError
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, *, encoding: str = "utf-8") -> Path:
-    """Write `data` (text is encoded with `encoding`) to `path` atomically; returns the path.
+# What each kind of file attnscope writes may be called; the first suffix is the one added to a
+# name without any.
+FORMATS = {"html": (".html", ".htm"), "png": (".png",), "svg": (".svg",)}
+FORMAT_NAMES = {"html": "HTML", "png": "PNG", "svg": "SVG"}
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def detect_format(data: bytes | bytearray | memoryview | str) -> str | None:
+    """"html", "png" or "svg" when `data` is such a file (read from its first bytes), else None."""
+    head = data[:512]
+    if not isinstance(head, str):
+        head = bytes(head)
+        if head.startswith(_PNG_SIGNATURE):
+            return "png"
+        head = head.decode("utf-8", "ignore")
+    text = head.lstrip("\ufeff \t\r\n").lower()
+    if text.startswith(("<!doctype html", "<html")):
+        return "html"
+    if text.startswith("<svg") or (text.startswith("<?xml") and "<svg" in text):
+        return "svg"
+    return None
+
+
+def output_path(path: str | os.PathLike, file_format: str) -> Path:
+    """The path a `file_format` file ("html", "png", "svg") is written to: `path` when its suffix
+    is one of the format's, with the format's suffix added when it has none ("analysis" →
+    "analysis.html"). A suffix that names anything else ("analysis.ipynb") is refused, naming the
+    path and the suffixes allowed: the file would replace another kind of file (a notebook) with
+    this one. Callers check before any work, so a refused path costs nothing."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"The file to write must be a path (a str or a pathlib.Path), not {type(path).__name__}.")
+    path = Path(path)
+    allowed = FORMATS[file_format]
+    name = FORMAT_NAMES[file_format]
+    if not path.name or path.name in (".", ".."):
+        raise InputError(f"Cannot write {name} to {str(path)!r}: give a file name, e.g. 'attention{allowed[0]}'.")
+    if not path.suffix:
+        return path.with_name(path.name + allowed[0])
+    if path.suffix.lower() in allowed:
+        return path
+    raise InputError(
+        f"Not writing {name} to {str(path)!r}: a{'n' if name[0] in 'HS' else ''} {name} file's name ends in "
+        f"{' or '.join(allowed)}, and {path.suffix} names another kind of file, which this would replace. "
+        f"Name it e.g. {str(path.with_suffix(allowed[0]))!r}."
+    )
+
+
+def describe_size(n: int) -> str:
+    """"12 bytes", "3.4 kB", "1.2 MB"."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def say_line(line: str) -> None:
+    """What a writer tells: one line under the cell (stdout, not the red of stderr)."""
+    print(f"attnscope: {line}", flush=True)
+
+
+def write_atomic(
+    path: str | os.PathLike,
+    data: bytes | str,
+    *,
+    encoding: str = "utf-8",
+    file_format: str | None = None,
+    say: Callable[[str], None] | None = say_line,
+) -> Path:
+    """Write `data` (text is encoded with `encoding`) to `path` atomically; returns the path written.
+
+    file_format: "html", "png" or "svg"; None reads it from `data` (detect_format; other data is
+    written to any path). The path must be named for it (output_path): "analysis.ipynb" is refused
+    with an InputError, "analysis" becomes "analysis.html".
+    say: told one line when the file replaced one ("replaced out.html (was 12 kB, now 1.2 MB)") or
+    got its suffix ("wrote analysis.html (.html added)"); printed by default, None for silence.
 
     The data goes to a temporary file in the same folder, which then replaces `path` with
     os.replace. If anything fails (encoding, a full disk, an interrupt), the temporary file is
@@ -17,7 +95,10 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
     file gets (0o666 less the umask); a replaced file keeps its permissions. A symbolic link at
     `path` stays a link: the file it points to is replaced.
     """
-    path = Path(path)
+    file_format = file_format or detect_format(data)
+    given = path
+    path = output_path(path, file_format) if file_format else Path(path)
+    suffix_added = path != Path(given)
     if isinstance(data, str):
         data = data.encode(encoding)  # before any file exists: text that cannot be encoded writes nothing
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
@@ -27,9 +108,10 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
     if target.is_dir():
         raise IsADirectoryError(f"Cannot write {path}: it is a folder.")
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
+        old = target.stat()
+        mode = stat.S_IMODE(old.st_mode)
     except FileNotFoundError:
-        mode = None
+        old = mode = None
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
         temp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
@@ -53,4 +135,9 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
         except OSError:
             pass
         raise
+    if say is not None:
+        if old is not None:
+            say(f"replaced {path} (was {describe_size(old.st_size)}, now {describe_size(len(data))})")
+        elif suffix_added:
+            say(f"wrote {path} ({path.suffix} added)")
     return path

@@ -302,11 +302,33 @@ def _could_be_model_name(name: str) -> bool:
     return 0 < len(parts) <= 2 and all(0 < len(p) <= 96 and not any(c.isspace() for c in p) for p in parts)
 
 
+def _is_tokenizer(value: Any) -> bool:
+    """A Hugging Face tokenizer, or anything that works as one here (called on text, it maps ids back)."""
+    return callable(value) and hasattr(value, "convert_ids_to_tokens") and not isinstance(value, torch.nn.Module)
+
+
+def check_model_and_tokenizer(model: Any, tokenizer: Any) -> None:
+    """What load() takes, refused with what it got before anything loads: model None, a name, a
+    path or a PreTrainedModel; tokenizer None, a name, a path or a tokenizer."""
+    kind_of = checks.kind_of
+    if _is_tokenizer(model):
+        raise InputError(f"model is a tokenizer ({type(model).__name__}): load(model, tokenizer) takes the model first.")
+    if not (model is None or isinstance(model, (str, os.PathLike, torch.nn.Module))):
+        hint = " (a widget's model is widget.engine)" if type(model).__name__ == "AttentionWidget" else ""
+        raise InputError("model must be None (the embedded all-MiniLM-L6-v2), a Hugging Face name or path, or a "
+                         f"PreTrainedModel, not {kind_of(model)}{hint}.")
+    if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)) and not _is_tokenizer(tokenizer):
+        hint = ": load(model, tokenizer) takes the model first" if isinstance(tokenizer, torch.nn.Module) else ""
+        raise InputError("tokenizer must be the model's Hugging Face tokenizer (AutoTokenizer.from_pretrained(...)), "
+                         f"a name or a path, not {kind_of(tokenizer)}{hint}.")
+
+
 def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> LoadedModel:
     """Resolve `model` (None, a packaged model's name, a hub name or path, or a ready
     PreTrainedModel) into a LoadedModel."""
     from transformers import AutoModel, AutoTokenizer
 
+    check_model_and_tokenizer(model, tokenizer)
     dispatched = isinstance(model, torch.nn.Module) and isinstance(getattr(model, "hf_device_map", None), dict)
     if isinstance(model, torch.nn.Module):
         check_placement(model)
@@ -347,10 +369,8 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
             if not source:
                 raise AttnscopeError("Pass the model's tokenizer too: load(model, tokenizer).")
             tokenizer = _from_pretrained(AutoTokenizer, source)
-    else:
-        raise TypeError(
-            f"model must be None, a Hugging Face name or path, or a PreTrainedModel; got {type(model).__name__}"
-        )
+    else:  # check_model_and_tokenizer refused it
+        raise AssertionError(type(model))
     if isinstance(tokenizer, (str, os.PathLike)):
         _check_tokenizer_files(os.fspath(tokenizer))
         tokenizer = _from_pretrained(AutoTokenizer, os.fspath(tokenizer))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import analysis as an
+from . import checks
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .labels import head_label, head_name
@@ -168,6 +169,17 @@ def long_notice(result: LongAttentionResult) -> str:
     return "\n".join(lines)
 
 
+def json_number(value: float) -> float | str | None:
+    """A number as JSON can hold it: NaN (missing) as null, ±∞ as "inf" / "-inf", which the views
+    read back (js/views.js analysisState). JSON has neither: `Infinity` in a saved page's data
+    makes JSON.parse fail and nothing mounts."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
 ANALYSIS_KINDS = ("head_stats", "head_importance", "head_distances", "syntax_heads", "attention_sinks")
 
 
@@ -182,16 +194,21 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             f"syntax_heads or attention_sinks return, not {type(data).__name__}."
         )
 
-    def grid(rows, value_column: str) -> list[float | None]:
-        values: list[float | None] = [None] * (n_layers * n_heads)
+    def grid(rows, value_column: str) -> list[float | str | None]:
+        values: list[float | str | None] = [None] * (n_layers * n_heads)
         for layer, head, value in zip(rows["layer"], rows["head"], rows[value_column]):
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise InputError(f"This analysis's {value_column!r} column holds {checks.short_repr(value)} for "
+                                 f"{head_name(layer, head)}, not a number.") from None
             if not (0 <= layer < n_layers and 0 <= head < n_heads):
                 raise InputError(
                     f"This analysis has {head_name(layer, head)}, but the widget's model has "
                     f"{n_layers} layers × {n_heads} heads (layers 0..{n_layers - 1}, heads 0..{n_heads - 1}): "
                     "analyse the same model."
                 )
-            values[int(layer) * n_heads + int(head)] = None if value != value else float(value)
+            values[int(layer) * n_heads + int(head)] = json_number(value)
         return values
 
     payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": ""}
@@ -240,11 +257,14 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         measures = []
         frame = data.sort_values(["layer", "head"])
         payload["points"] = [v for xy in zip(frame.x, frame.y) for v in (float(xy[0]), float(xy[1]))]
+        if not all(math.isfinite(v) for v in payload["points"]):
+            raise InputError("This head_distances layout has NaN or infinite coordinates, which no scatter can place: "
+                             "make it again with attnscope.head_distances (its corpus analyses refuse NaN attention).")
         payload["behaviours"] = list(frame.behaviour)
         grid(frame, "x")  # checks the shape
         payload["note"] = "Jensen–Shannon divergence between heads, laid out by MDS (Clark et al. 2019 §6)."
     for m in measures:
-        finite = [v for v in m["values"] if v is not None]
+        finite = [v for v in m["values"] if isinstance(v, float)]
         m["max"] = max(finite) if finite else 1.0
     payload["measures"] = measures
     keys = [m["key"] for m in measures]
@@ -265,7 +285,7 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
     row) or to `token` from every token ("to", its column), of one head or the mean of the
     layer's heads (head -1). Exact, float32, T values."""
     if direction not in ("from", "to"):
-        raise InputError(f"direction must be 'from' or 'to', not {direction!r}.")
+        raise InputError(f"direction must be 'from' or 'to', not {checks.short_repr(direction)}.")
     heads = range(result.n_heads) if head == -1 else [head]
     pick = result.attention_rows if direction == "from" else result.attention_columns
     values = sum(pick(layer, h, [token]).flatten() for h in heads) / len(heads)
@@ -281,7 +301,7 @@ def long_tile_payload(
 ) -> tuple[dict, list[bytes]]:
     """The map view's tile: rows × cols of one head (or the mean, head -1) pooled into at most
     bins × bins blocks (max or mean); `exact` when each block is one token pair."""
-    rows, cols = [int(v) for v in rows], [int(v) for v in cols]
+    rows, cols = (list(span) for span in result.spans(rows, cols))  # checked: a page sends them
     tile = result.pooled_tile(layer, _mean_or_head(head), rows, cols, (bins, bins), reduce)
     encoded = encode_float32(tile)
     exact_tile = list(tile.shape) == [rows[1] - rows[0], cols[1] - cols[0]]

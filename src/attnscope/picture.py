@@ -79,10 +79,12 @@ def picture_svg(widget: Any) -> tuple[str | None, str]:
         draw = _draw_function()
     except ImportError:
         return None, "no picture: the quickjs package is not installed"
+    from .export import strict_json
+
     try:
         page, binaries = _page_of(widget)
         with _LOCK:
-            answer = json.loads(draw(json.dumps(page), json.dumps({"maxBytes": PICTURE_BYTES}), *binaries))
+            answer = json.loads(draw(strict_json(page, ensure_ascii=True), json.dumps({"maxBytes": PICTURE_BYTES}), *binaries))
     except Exception as exc:  # a failing picture must not fail the cell that shows the widget
         return None, f"no picture: drawing it failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
     if answer.get("error"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -237,11 +238,12 @@ class LongAttentionResult:
                                           self.lse[layer][head : head + 1], self.rules[layer], index)
         return cols[0].cpu()
 
-    def _spans(self, rows, cols) -> list[tuple[int, int]]:
+    def spans(self, rows, cols) -> list[tuple[int, int]]:
+        """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""
         spans = []
         for name, span in (("rows", rows), ("cols", cols)):
             if not isinstance(span, (tuple, list)) or len(span) != 2:
-                raise InputError(f"{name} must be a (start, end) pair of positions, not {span!r}.")
+                raise InputError(f"{name} must be a (start, end) pair of positions, not {checks.short_repr(span)}.")
             start = checks.integer(f"{name} start", span[0], minimum=0, maximum=self.n_tokens - 1)
             end = checks.integer(f"{name} end", span[1], minimum=start + 1, maximum=self.n_tokens)
             spans.append((start, end))
@@ -258,7 +260,7 @@ class LongAttentionResult:
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         with torch.inference_mode():
             tile = exact.tile(*self._of_heads(layer, head), self.rules[layer], *spans)
         return tile[0].cpu()
@@ -267,7 +269,7 @@ class LongAttentionResult:
         """Every head's A[layer, :, rows[0]:rows[1], cols[0]:cols[1]]: heads × rows × cols, float32
         on the CPU, exact (the head view's window of a long text)."""
         layer, _ = self._layer(layer)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         with torch.inference_mode():
             block = exact.tile(*self._of_heads(layer, None), self.rules[layer], *spans)
         return block.cpu()
@@ -285,7 +287,7 @@ class LongAttentionResult:
         layer, _ = self._layer(layer)
         bins = checks.integer("bins", bins, minimum=1)
         if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
             pooled = exact.pooled_heads(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], bins, reduce)
         return pooled.cpu()
@@ -296,14 +298,35 @@ class LongAttentionResult:
         bins blocks a side, the max or mean of each: float32 on the CPU. A side no longer than its
         bins is one position a block, so a small enough tile is the exact attention."""
         layer, head = self._layer(layer, head)
-        spans = self._spans(rows, cols)
+        spans = self.spans(rows, cols)
         bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
         if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
             pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
                                         average=head is None)
         return pooled[0].cpu()
+
+
+def run_of(value: Any, what: str, *, long: bool = True) -> AttentionResult | LongAttentionResult:
+    """`value` as the run `what` reads: a result (model.run(text)), or a widget, which stands for
+    its run per token with its masks (widget.token_result; Words and Show change are ways of
+    showing it). InputError saying what it got otherwise; long False: a long run (q, k and
+    log-sum-exps, no T × T) is refused too, saying how to keep the full attention."""
+    from .widget import AttentionWidget
+
+    if isinstance(value, AttentionWidget):
+        value = value.token_result  # InputError for a closed widget
+    if isinstance(value, LongAttentionResult):
+        if not long:
+            raise InputError(f"{what} needs the full attention, and this run of {value.n_tokens:,} tokens keeps it on "
+                             "demand (queries, keys and log-sum-exps): run it with attention='full', or a shorter text.")
+        return value
+    if not isinstance(value, AttentionResult):
+        hint = " (an analysis: show it with widget.show_analysis)" if hasattr(value, "attrs") and \
+            getattr(value, "attrs", {}).get("attnscope") else ""
+        raise InputError(f"{what} reads one run: a result (model.run(text)) or a widget, not {checks.kind_of(value)}{hint}.")
+    return value
 
 
 def key_tokens_of(result: AttentionResult) -> list[str] | None:
@@ -319,7 +342,7 @@ def parts_of(result: AttentionResult) -> dict[str, AttentionResult]:
 _NAMED = re.compile(r"^(\[[A-Za-z_][A-Za-z0-9_]*\]|<[^<>\s]+>|<\|[^|]+\|>)$")  # [CLS], [unused1], </s>, <|endoftext|>
 
 
-def _fallback_labels(tokens: list[str]) -> TokenLabels:
+def fallback_labels(tokens: list[str]) -> TokenLabels:
     """Labels for tokens without a tokenizer at hand (precomputed attention): special-looking
     names kept, byte-level pieces decoded when the tokens use GPT-2's space marker."""
     special = [bool(_NAMED.match(t)) and not t.startswith("<0x") for t in tokens]
@@ -328,21 +351,21 @@ def _fallback_labels(tokens: list[str]) -> TokenLabels:
 
 def labels_of(result: AttentionResult) -> list[str]:
     """What the query tokens show: the run's labels, or labels decoded from its tokens."""
-    return list(result.labels) if result.labels is not None else _fallback_labels(list(result.tokens)).labels
+    return list(result.labels) if result.labels is not None else fallback_labels(list(result.tokens)).labels
 
 
 def notes_of(result: AttentionResult) -> list[str]:
     """Per query token, "" or what its label leaves out (a split character's bytes)."""
     if result.token_notes is not None:
         return list(result.token_notes)
-    return [""] * len(result.tokens) if result.labels is not None else _fallback_labels(list(result.tokens)).notes
+    return [""] * len(result.tokens) if result.labels is not None else fallback_labels(list(result.tokens)).notes
 
 
 def key_labels_of(result: AttentionResult) -> list[str] | None:
     """What the key tokens show when they are not the query tokens (cross-attention), else None."""
     if not isinstance(result, CrossAttentionResult):
         return None
-    return list(result.key_labels) if result.key_labels is not None else _fallback_labels(list(result.key_tokens)).labels
+    return list(result.key_labels) if result.key_labels is not None else fallback_labels(list(result.key_tokens)).labels
 
 
 def key_notes_of(result: AttentionResult) -> list[str]:
@@ -353,7 +376,7 @@ def key_notes_of(result: AttentionResult) -> list[str]:
         return list(result.key_token_notes)
     if result.key_labels is not None:
         return [""] * len(result.key_tokens)
-    return _fallback_labels(list(result.key_tokens)).notes
+    return fallback_labels(list(result.key_tokens)).notes
 
 
 def covers_text_of(result: AttentionResult) -> list[bool]:
@@ -361,7 +384,7 @@ def covers_text_of(result: AttentionResult) -> list[bool]:
     from the tokens (special-looking names do not)."""
     if result.covers_text is not None:
         return list(result.covers_text)
-    return list(_fallback_labels(list(result.tokens)).covers_text)
+    return list(fallback_labels(list(result.tokens)).covers_text)
 
 
 def opening_query(result: AttentionResult) -> int:
@@ -377,7 +400,8 @@ def opening_query(result: AttentionResult) -> int:
 def word_attention(result: AttentionResult) -> AttentionResult:
     """The result with wordpieces merged into words: attention TO a word is summed over its pieces,
     FROM a word averaged over them (rows still sum to 1). Queries and keys do not merge, so the
-    word-level result has none (the neuron view stays token-level)."""
+    word-level result has none (the neuron view stays token-level). A widget stands for its run."""
+    result = run_of(result, "word_attention", long=False)
     if result.word_groups is None:
         raise InputError("This result has no word boundaries (its word_groups are None), so its words cannot be merged.")
     groups = result.word_groups

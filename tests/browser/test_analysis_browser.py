@@ -234,3 +234,23 @@ def test_saved_page_of_cross_attention_computes_its_neuron_view(watched_page, be
     assert len(softmax) == len(widget.key_tokens or widget.tokens) == len(expected)
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
     assert page.problems == []
+
+
+def test_a_saved_page_with_infinite_analysis_values_mounts_and_says_them(watched_page, default_model, tmp_path):
+    import math
+
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    frame = attnscope.attention_sinks(widget.result)
+    frame.loc[0:2, "alpha_first"] = [math.inf, -math.inf, math.nan]  # heads 0-0, 0-1, 0-2
+    widget.show_analysis(frame)
+    path = widget.save_html(tmp_path / "sinks.html")  # its data held `Infinity`: JSON.parse failed, nothing mounted
+    page = watched_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
+    box = page.query_selector("canvas.attnscope-headmap").bounding_box()
+    said = []
+    for head in range(4):
+        page.mouse.move(box["x"] + 28 * head + 5, box["y"] + 5)
+        said.append(page.inner_text(".attnscope-headmap-view .attnscope-tooltip").split(": ")[-1])
+    assert said[:3] == ["∞", "−∞", "n/a"] and float(said[3]) == pytest.approx(frame.alpha_first[3], abs=1e-3)
+    assert page.problems == []
