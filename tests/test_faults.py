@@ -549,6 +549,8 @@ def test_the_command_line_names_a_byte_that_is_not_utf8(tmp_path):
 # AttributeError or TypeError, or went on silently wrong, before.
 
 WRONG_KIND_CASES = [
+    ("a widget given a number as its result", lambda f: attnscope.AttentionWidget(result=5),
+     r"^result= reads one run: a result \(model\.run\(text\)\) or a widget, not an int\.$"),
     ("rollout of a DataFrame", lambda f: attnscope.rollout(f.stats),
      r"^rollout reads one run: a result \(model\.run\(text\)\) or a widget, not a DataFrame \(an analysis: show it with widget\.show_analysis\)\.$"),
     ("rollout of None", lambda f: attnscope.rollout(None), r"^rollout reads one run: .*, not None\.$"),

@@ -313,6 +313,26 @@ def test_a_malformed_edit_is_refused_before_any_work(widget, request_, monkeypat
     assert widget.error and widget.result_id == 0
 
 
+def test_an_edits_text_is_not_kept_in_the_request_after_it_is_answered(widget):
+    """A refused text (a lone surrogate) kept in `request` would make each later send of the
+    whole state (a second view, a reopened page) fail to encode."""
+    page_writes(widget, request={"id": 1, "text": "a\ud800b", "text_b": None})
+    assert "surrogate" in widget.error and widget.result_id == 1
+    assert widget.request == {}
+    json.dumps(widget.get_state(), default=str).encode("utf-8")
+
+
+def test_save_html_refuses_a_notebook_path_before_building_the_page(widget, tmp_path, monkeypatch):
+    import attnscope.export
+
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text("{}")
+    monkeypatch.setattr(attnscope.export, "widget_html", lambda *a, **k: pytest.fail("the page was built"))
+    with pytest.raises(InputError, match="analysis.ipynb"):
+        widget.save_html(notebook)
+    assert notebook.read_text() == "{}"
+
+
 def test_an_edit_older_than_the_answered_one_is_not_run(widget, monkeypatch):
     page_writes(widget, request={"id": 5, "text": "A dog barked.", "text_b": None})
     monkeypatch.setattr(type(widget.engine), "run", lambda *a, **k: pytest.fail("a stale edit ran the model"))

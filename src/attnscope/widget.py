@@ -223,6 +223,10 @@ class AttentionWidget(anywidget.AnyWidget):
             raise InputError("Give either precomputed attention (result=) or a text to run, not both.")
         if result is None and text is None:
             raise InputError("Give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
+        if result is not None:
+            from .results import run_of
+
+            result = run_of(result, "result=")  # a widget stands for its run; anything else is named
         self._thumbnail_size = checks.integer("thumbnail_size", thumbnail_size, minimum=1, maximum=4096)
         checks.integer("layer", layer, minimum=0)
         if heads is not None:
@@ -804,6 +808,10 @@ class AttentionWidget(anywidget.AnyWidget):
         except Exception as exc:
             message = str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}"
             self._quietly(error=message, result_id=request["id"])
+        finally:
+            # The page's text is kept as the run's, not here: a text the run refused (a lone
+            # surrogate) would make every later send of the whole state fail.
+            self._quietly(request={})
 
     @traitlets.observe("text", "text_b")
     def _on_text(self, change: dict) -> None:
@@ -836,8 +844,10 @@ class AttentionWidget(anywidget.AnyWidget):
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
         from .export import widget_html
+        from .files import output_path
 
-        return write_atomic(path, widget_html(self, layers))
+        path = output_path(path, "html")  # a path that would replace another kind of file: before any work
+        return write_atomic(path, widget_html(self, layers), file_format="html")
 
     def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
         """This view as a self-contained iframe for slideshows (RISE), where widgets do not render.
