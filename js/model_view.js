@@ -105,7 +105,7 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
     s.text(6, 12, title, { role: "title" });
     const shown = gridLabels(layers, heads, cell);
     gridSceneLabels(s, { left, top, cell, columnTexts: shown.columns, rowTexts: shown.rows, corner: shown.corner });
-    noteLines.forEach((line, i) => s.text(6, top + layers.length * cell + 14 + 14 * i, line, { size: 10, role: "scale" }));
+    noteLines.forEach((line, i) => { s.text(6, top + layers.length * cell + 14 + 14 * i, line, { size: 10, role: "scale" }); });
   }
   const colors = headColors(nHeads);
   const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
