@@ -240,13 +240,16 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
  */
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
-  const swatchRow = el("div", "attnscope-heads", root);
-  const causalNote = el("div", "attnscope-hint attnscope-causal-note", root);
+  // The swatches and notes stay in sight while the token columns scroll (a long text's window
+  // opens scrolled to its last token, 1,600 px below them).
+  const legend = el("div", "attnscope-head-legend", root);
+  const swatchRow = el("div", "attnscope-heads", legend);
+  const causalNote = el("div", "attnscope-hint attnscope-causal-note", legend);
   causalNote.textContent = CAUSAL_NOTE;
   causalNote.hidden = true;
-  const caption = el("div", "attnscope-hint attnscope-window-note", root);
+  const caption = el("div", "attnscope-hint attnscope-window-note", legend);
   caption.hidden = true;
-  const note = el("div", "attnscope-hint attnscope-lines-note", root);
+  const note = el("div", "attnscope-hint attnscope-lines-note", legend);
   note.hidden = true;
   const plot = el("div", "attnscope-plot", root);
   plot.style.setProperty("--as-row", `${ROW_HEIGHT}px`); // the rows where headScene puts the labels

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { keyHeadOf, scaleOf, topK } from "./long_controls.js";
 import { axisMarks, mapScene, panRegion, regionSamples, regionScale, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
+import { sceneToSvg } from "./scene.js";
 import { savedAnswer } from "./standalone.js";
 import { createTextView, shades, textScene } from "./text_view.js";
 
@@ -151,7 +152,14 @@ describe("text view reading", () => {
     expect(body.querySelector(".attnscope-text-caption").textContent).toContain("“##er”");
     expect([...body.querySelectorAll(".attnscope-top-token")].map((b) => b.textContent)).toContain("“keep”");
     const scene = textScene(state, { title: "t" });
-    expect(scene.items.filter((i) => i.role === "token").map((i) => i.text).join("")).toBe("[CLS]The keeper fed[SEP]");
+    expect(scene.items.filter((i) => i.type === "text" && i.role === "token").map((i) => i.text).join("")).toBe("[CLS]The keeper fed[SEP]");
+    // Each token is drawn to the width it was laid out by, so "keep" + "er" meet as one word in
+    // the picture (the walk's reopened picture read "Ow ls" for "Owls").
+    const drawn = scene.items.filter((i) => i.type === "text" && i.role === "token");
+    const boxes = scene.items.filter((i) => i.type === "rect" && (i.role === "token" || i.role === "selected"));
+    drawn.forEach((item, n) => { expect(item.fit).toBe(boxes[n].width); expect(item.x).toBe(boxes[n].x); });
+    const svg = sceneToSvg(scene);
+    expect(svg).toMatch(/<text [^>]*textLength="[\d.]+" lengthAdjust="spacingAndGlyphs" xml:space="preserve"[^>]*> keep<\/text>/);
     // A reading that does not match the tokens (another run's) is not used.
     view.update({ ...state, tokens: ["a", "b"], reading, values: Float32Array.from([0.5, 0.5]), selected: 0 });
     expect(body.querySelector(".attnscope-text-flow").textContent).toBe("ab");

@@ -29,8 +29,10 @@ export function createScene(width, height, { background = true } = {}) {
   const items = scene.items;
   return {
     scene,
-    text(x, y, text, { anchor = "start", size = 12, color = null, rotate = 0, role = "" } = {}) {
-      items.push({ type: "text", x, y, text: String(text), anchor, size, color, rotate, role });
+    /** fit: the width the text is drawn to exactly (its glyphs spaced or scaled), for text laid
+     * out by estimated widths that must meet its neighbours (running text split into tokens). */
+    text(x, y, text, { anchor = "start", size = 12, color = null, rotate = 0, role = "", fit = 0 } = {}) {
+      items.push({ type: "text", x, y, text: String(text), anchor, size, color, rotate, role, ...(fit > 0 ? { fit } : {}) });
     },
     rect(x, y, width, height, fill, role = "") {
       items.push({ type: "rect", x, y, width, height, fill, role });
@@ -119,6 +121,8 @@ export function drawScene(ctx, scene, { dark = false } = {}) {
       ctx.textBaseline = "middle";
       ctx.translate(item.x, item.y);
       if (item.rotate) ctx.rotate((item.rotate * Math.PI) / 180);
+      const measured = item.fit ? ctx.measureText(svgSafeText(item.text)).width : 0;
+      if (measured > 0) ctx.scale(item.fit / measured, 1);
       ctx.fillText(svgSafeText(item.text), 0, 0);
       ctx.restore();
     }
@@ -170,6 +174,7 @@ function svgItem(item, foreground) {
     if (item.size !== 12) attributes["font-size"] = item.size;
     if (item.rotate) attributes.transform = `rotate(${item.rotate} ${round(item.x)} ${round(item.y)})`;
     if (item.role) attributes.class = item.role;
+    if (item.fit) Object.assign(attributes, { textLength: round(item.fit), lengthAdjust: "spacingAndGlyphs", "xml:space": "preserve" });
     return svgTag("text", attributes, escapeXml(svgSafeText(item.text))); // data, never markup
   }
   return "";

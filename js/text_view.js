@@ -100,7 +100,9 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
       if (t.i === marked) {
         s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       }
-      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token" });
+      // Drawn to the width it was laid out by (its spaces kept): the estimate is per character,
+      // and a word split into tokens ("Ow" + "ls") must read as one word, not with a gap inside.
+      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w });
     }
   });
   s.text(8, listTop, `Top ${best.length}:`, { size: 11, role: "list-title" });

@@ -404,6 +404,16 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
     page.wait_for_function("([n, text]) => n.textContent.startsWith(text)", arg=[note.element_handle(), window_note(start + 120)],
                            timeout=60_000)
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_head.png"))
+    # Scrolled to the window's last token, the head swatches and the window's note stay in sight.
+    assert page.evaluate("""w => {
+        const body = [...w.querySelectorAll('.attnscope-body')].find((b) => !b.hidden);
+        body.scrollTop = body.scrollHeight;
+        const box = body.getBoundingClientRect();
+        return [...w.querySelectorAll('.attnscope-head-view .attnscope-heads, .attnscope-window-note')].every((e) => {
+            const r = e.getBoundingClientRect();
+            return body.scrollTop > 500 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
+        });
+    }""", widget.element_handle())
     assert not page_errors(page), page.problems
 
 
