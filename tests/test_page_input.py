@@ -103,6 +103,17 @@ def test_a_page_value_is_checked_against_the_kernels_run_and_put_back(widget):
     assert_consistent(widget)
 
 
+@pytest.mark.parametrize("write", [{"layer": False}, {"layer": True}, {"heads": [False, True]}, {"neuron_head": True}],
+                         ids=["layer false", "layer true", "heads as booleans", "neuron_head true"])
+def test_true_and_false_are_not_numbers(widget, write):
+    """traitlets' Int takes a bool, and keeps one equal to the old value (layer 0, false) unchecked:
+    an edit in the same write then ran with layer=False and left its run half shown (the fuzz)."""
+    page_writes(widget, request={"id": 1, "text": "A dog barked.", "text_b": None}, **write)
+    assert "true or false" in widget.error and widget.text == "A dog barked."
+    assert all(type(getattr(widget, name)) is not bool for name in write)
+    assert_consistent(widget)
+
+
 def test_unknown_names_and_a_write_that_is_not_a_dict_do_nothing(widget):
     page_writes(widget, no_such_trait=1, _esm="alert(1)")
     assert "no_such_trait" in widget.error

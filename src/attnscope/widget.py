@@ -286,7 +286,15 @@ class AttentionWidget(anywidget.AnyWidget):
         if too_big:
             messages.append(f"The page sent more values in {_names(too_big)} than this model has heads; ignored.")
             refused += too_big
-        state = {name: value for name, value in sync_data.items() if name in writable and name not in too_big}
+        # true is not 1 here: traitlets' Int takes a bool, and stores one equal to the old value
+        # (layer 0, false) without checking it at all. (An edit's own check names its field; the
+        # request is {} between edits, so it is always checked.)
+        booleans = sorted(name for name in sync_data if name in writable and name not in too_big and name != "request"
+                          and not isinstance(self.traits()[name], Bool) and _holds_a_bool(sync_data[name]))
+        if booleans:
+            messages.append(f"The page sent true or false for {_names(booleans)}, which takes numbers; ignored.")
+            refused += booleans
+        state = {name: value for name, value in sync_data.items() if name in writable and name not in refused}
         snapshot = self._snapshot()
         try:
             super().set_state(state)
@@ -458,15 +466,21 @@ class AttentionWidget(anywidget.AnyWidget):
         self._show(shown, result, token_result, full_result, thumbnails_of, rollout_of)
 
     def _show(self, traits: dict, result: AttentionResult, token_result: AttentionResult, full_result: AttentionResult,
-              thumbnails_of: tuple | None, rollout_of: tuple | None) -> None:
+              thumbnails_of: tuple | None, rollout_of: tuple | None, atomic: bool = True) -> None:
         """Move the widget to a computed run: its results and every trait, in one message (the view
         never sees tokens of one run with another's attention). Nothing here computes."""
-        self._result, self._token_result, self._full_result = result, token_result, full_result
-        self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
-        # The counts and tokens before what is checked against them (layer, heads, focus_token).
-        first = ("n_layers", "n_heads", "tokens")
-        self._quietly(**{name: traits[name] for name in first if name in traits},
-                      **{name: value for name, value in traits.items() if name not in first})
+        before = self._snapshot() if atomic else None
+        try:
+            self._result, self._token_result, self._full_result = result, token_result, full_result
+            self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
+            # The counts and tokens before what is checked against them (layer, heads, focus_token).
+            first = ("n_layers", "n_heads", "tokens")
+            self._quietly(**{name: traits[name] for name in first if name in traits},
+                          **{name: value for name, value in traits.items() if name not in first})
+        except BaseException:
+            if before is not None:  # a value refused on the way: the run before stays, whole
+                self._restore(before)
+            raise
 
     # What a page's write may change besides the traits; a failed write puts all of it back.
     _KEPT = ("_result", "_token_result", "_full_result", "_thumbnails_of", "_rollout_of", "_masks", "_focus_chosen",
@@ -483,7 +497,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self.__dict__.update(kept)
         changed = {name: value for name, value in traits.items() if getattr(self, name) is not value}
         self._show(changed, kept["_result"], kept["_token_result"], kept["_full_result"],
-                   kept["_thumbnails_of"], kept["_rollout_of"])
+                   kept["_thumbnails_of"], kept["_rollout_of"], atomic=False)
 
     def _neuron_query_for(self, token_result: AttentionResult) -> int:
         """The neuron view's query for a run: where it opens (results.opening_query: a token of the
@@ -930,6 +944,15 @@ def _names(names: list[str]) -> str:
     """Names a page sent, as a message may say them: a name that is not one (a surrogate, a
     megabyte) is quoted with escapes and cut."""
     return ", ".join(name if name.isidentifier() and len(name) <= 40 else ascii(name[:40]) for name in names)
+
+
+def _holds_a_bool(value: Any) -> bool:
+    """Whether a (size-checked) value a page sent holds true or false anywhere."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_a_bool(v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(_holds_a_bool(v) for v in value)
 
 
 def _values_in(value: Any, budget: int) -> int:
