@@ -150,6 +150,17 @@ def run_all_cells(page) -> None:
     page.get_by_text("Run All Cells", exact=True).click()
 
 
+def run_all_in_own_workspace(watched_page, base: str, notebook: str, workspace: str):
+    """A 1400×1000 page on `notebook` in a workspace of its own (not the tabs and theme another test
+    left), its kernel connected and idle, Run All started; → the page."""
+    page = watched_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/{notebook}?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(base, notebook=notebook)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    run_all_cells(page)
+    return page
+
+
 # The pixels of a head view's line tiles, as one string: a repaint changes it.
 TILE_PIXELS = "box => [...box.querySelectorAll('canvas')].map((c) => c.toDataURL()).join()"
 
@@ -289,12 +300,7 @@ def test_two_widgets_a_broken_model_and_a_wrong_argument_in_one_kernel(watched_p
         f"{jupyterlab}/api/contents/hardening.ipynb?token={TOKEN}", method="PUT",
         data=json.dumps({"type": "notebook", "content": notebook}).encode(), headers={"Content-Type": "application/json"})
     urllib.request.urlopen(request, timeout=30)
-    page = watched_page(viewport={"width": 1400, "height": 1000})
-    # A workspace of its own (not the one the quickstart test left, with its tabs and theme).
-    page.goto(f"{jupyterlab}/lab/workspaces/hardening/tree/hardening.ipynb?reset&token={TOKEN}")
-    wait_for_connected_idle_kernel(jupyterlab, notebook="hardening.ipynb")
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    run_all_cells(page)
+    page = run_all_in_own_workspace(watched_page, jupyterlab, "hardening.ipynb", "hardening")
     page.get_by_text("layer=99 is out of range", exact=False).first.wait_for(timeout=180_000)
     widgets = page.locator(".jp-OutputArea-output .attnscope-root")
     assert widgets.count() == 3
@@ -338,11 +344,7 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
     sentences = (ROOT / "notebooks" / "data" / "sentences.txt").read_bytes()
     put("data/sentences.txt", {"type": "file", "format": "base64", "content": base64.b64encode(sentences).decode()})
     put("long_context.ipynb", {"type": "notebook", "content": json.loads((ROOT / "notebooks" / "long_context.ipynb").read_text())})
-    page = watched_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{jupyterlab}/lab/workspaces/long/tree/long_context.ipynb?reset&token={TOKEN}")
-    wait_for_connected_idle_kernel(jupyterlab, notebook="long_context.ipynb")
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    run_all_cells(page)
+    page = run_all_in_own_workspace(watched_page, jupyterlab, "long_context.ipynb", "long")
     # The model's load (about 15 s) and the run come first.
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=600_000)
@@ -405,15 +407,16 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
                            timeout=60_000)
     widget.screenshot(path=str(ARTIFACTS / "jupyterlab_long_head.png"))
     # Scrolled to the window's last token, the head swatches and the window's note stay in sight.
-    assert page.evaluate("""w => {
+    sight = page.evaluate("""w => {
         const body = [...w.querySelectorAll('.attnscope-body')].find((b) => !b.hidden);
         body.scrollTop = body.scrollHeight;
         const box = body.getBoundingClientRect();
-        return [...w.querySelectorAll('.attnscope-head-view .attnscope-heads, .attnscope-window-note')].every((e) => {
-            const r = e.getBoundingClientRect();
-            return body.scrollTop > 500 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
-        });
+        return {scrolled: body.scrollTop, body: [box.top, box.bottom],
+                legend: [...w.querySelectorAll('.attnscope-head-view .attnscope-heads, .attnscope-window-note')]
+                    .map((e) => [e.getBoundingClientRect().top, e.getBoundingClientRect().bottom])};
     }""", widget.element_handle())
+    assert sight["scrolled"] > 500 and all(sight["body"][0] - 1 <= top and bottom <= sight["body"][1] + 1
+                                          for top, bottom in sight["legend"]), sight
     assert not page_errors(page), page.problems
 
 
@@ -682,11 +685,7 @@ def test_an_interrupted_view_change_is_put_back_and_said_in_jupyterlab(watched_p
                   for s in INTERRUPT_CELLS],
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
         "nbformat": 4, "nbformat_minor": 5}})
-    page = watched_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{jupyterlab}/lab/workspaces/interrupt/tree/interrupt.ipynb?reset&token={TOKEN}")
-    wait_for_connected_idle_kernel(jupyterlab, notebook="interrupt.ipynb")
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    run_all_cells(page)
+    page = run_all_in_own_workspace(watched_page, jupyterlab, "interrupt.ipynb", "interrupt")
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     page.wait_for_function("w => Number(w.querySelector('.attnscope-lines')?.dataset.lineCount) > 0",
                            arg=widget.element_handle(timeout=180_000), timeout=180_000)
