@@ -37,13 +37,13 @@ def page(watched_page, server):
 
 @pytest.fixture
 def open_widget(watched_page, server):
-    """open_widget(widget) → the harness page drawing a real widget's state (its traits as Python has them)."""
+    """open_widget(widget, width=, height=) → the harness page drawing a real widget's state (its traits as Python has them)."""
     from real_widget import wire
 
     from attnscope.contract import contract_traits
 
-    def open_(widget):
-        page = watched_page(viewport={"width": 1100, "height": 900})
+    def open_(widget, width: int = 1100, height: int = 900):
+        page = watched_page(viewport={"width": width, "height": height})
         page.goto(f"{server}/tests/browser/harness.html")
         page.wait_for_function("window.harnessReady === true")
         state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 import transformers
-from test_analysis_browser import wire
 from test_head_view_browser import BUNDLE
 from test_saved_state import answer_as_the_kernel
 
 import attnscope
-from attnscope.contract import contract_traits
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -34,16 +32,8 @@ def engine():
 
 
 @pytest.fixture
-def live(watched_page, server):
-    def open_(widget):
-        page = watched_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{server}/tests/browser/harness.html")
-        page.wait_for_function("window.harnessReady === true")
-        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
-        assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
-        return page
-
-    return open_
+def live(open_widget):
+    return lambda widget: open_widget(widget, width=1400, height=1000)
 
 
 def requests_sent(page) -> int:
