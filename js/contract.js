@@ -105,6 +105,8 @@ export const TRAITS = [
 export const MESSAGES = {
   /** {layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers (payloads.neuron_payload), with result_id, part and n_queries so the view files the answer under the run it belongs to. */
   neuron: { kind: "request", sender: "view" },
+  /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale, source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. */
+  layer: { kind: "request", sender: "view" },
   /** {layer, head (-1: the mean of the layer's heads), token, direction: "from" | "to"} → the exact attention from that token to every token (its row) or to it from every token (its column), one float32 buffer of T values (payloads.long_rows_payload), with result_id. */
   attention_rows: { kind: "request", sender: "view" },
   /** {layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} → that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and `exact` when every block is one token pair (payloads.long_tile_payload), with result_id. */

@@ -279,16 +279,10 @@ export function createHeadView(container, callbacks = {}) {
         swatch.textContent = String(h);
         swatch.style.setProperty("--head-color", colors[h]);
         swatch.title = `${headText(h)}: click to toggle, double-click to show it alone`;
-        // A double-click also fires two clicks; wait briefly so it does not toggle twice first.
-        let clickTimer = null;
-        swatch.addEventListener("click", () => {
-          clearTimeout(clickTimer);
-          clickTimer = setTimeout(() => callbacks.onToggleHead?.(h), 220);
-        });
-        swatch.addEventListener("dblclick", () => {
-          clearTimeout(clickTimer);
-          callbacks.onSoloHead?.(h);
-        });
+        // A click toggles at once (waiting to tell it from a double-click cost 220 ms a toggle);
+        // a double-click's two clicks toggle the head twice, back as it was, then show it alone.
+        swatch.addEventListener("click", () => callbacks.onToggleHead?.(h));
+        swatch.addEventListener("dblclick", () => callbacks.onSoloHead?.(h));
       }
       swatchHeads = n;
     }
@@ -426,6 +420,10 @@ export function createHeadView(container, callbacks = {}) {
       const layoutChanged = !state || state.tokens !== next.tokens || state.keyTokens !== next.keyTokens
         || state.tokenNotes !== next.tokenNotes || state.keyNotes !== next.keyNotes
         || state.sentenceFilter !== next.sentenceFilter || state.sentenceBStart !== next.sentenceBStart;
+      // The same lines as drawn (a trait that changed elsewhere, the kernel's copy of a layer the
+      // page held): nothing is drawn again, and a hover stays.
+      const sameLines = !layoutChanged && state.attention === next.attention && state.weightScale === next.weightScale
+        && String(state.visibleHeads) === String(next.visibleHeads);
       state = next;
       causalNote.hidden = !next.causal;
       caption.hidden = !next.caption;
@@ -441,7 +439,7 @@ export function createHeadView(container, callbacks = {}) {
         for (const row of column.children) row.classList.toggle("attnscope-selected", Number(row.dataset.index) === next.selected);
       }
       drawSwatches();
-      paint();
+      if (!sameLines) paint();
     },
     lastLines: () => lines,
     /** Brings token row i (of the left column) into view, as little as the scroll allows. */

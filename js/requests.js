@@ -90,3 +90,72 @@ export function createLongRequests(channel, onAnswer) {
     window: ask(windowKey, "attention_window"),
   };
 }
+
+// Whole layers a page holds besides the open one, at most this many bytes (12 layers of 512
+// tokens × 12 heads, one byte a weight, fit; a long text's layers are not asked for).
+export const LAYER_BYTES = 48 * 2 ** 20;
+
+/**
+ * The head view's layers. The open one comes in the `attention` trait; the ones around it are
+ * asked for ("layer" requests, one at a time) while the page is idle, so a layer switch draws at
+ * once instead of after a round trip through the kernel. Each is filed under the run it was made
+ * from (the payload's `source`): a new run or another way of showing it drops the others.
+ * data(layer) → the decoded layer, or null while the page does not hold it; prefetch() asks for
+ * the next layer not held (nearest the open one first) and calls onAnswer when it comes.
+ * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
+ * @param {(name: string) => any} get  a synced trait
+ * @param {(name: string) => any} decoded  a binary trait, decoded once per payload
+ */
+export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) {
+  const held = new Map(); // layer → decoded attention, of `source`
+  const refused = new Set(); // layers the kernel did not give for `source`: not asked again
+  let source;
+  let asking = false;
+  let bytes = 0;
+  function open() {
+    const payload = get("attention");
+    if (!payload?.data) return null;
+    if (payload.source !== source) {
+      held.clear();
+      refused.clear();
+      bytes = 0;
+      source = payload.source;
+    }
+    // The trait's copy of a layer already held is the same numbers: the held one is kept, so the
+    // view sees the same object and does not draw it again.
+    if (!held.has(payload.layer)) {
+      held.set(payload.layer, decoded("attention"));
+      bytes += payload.data.byteLength;
+    }
+    return payload;
+  }
+  return {
+    data(layer) {
+      return open() ? held.get(layer) ?? null : null;
+    },
+    prefetch() {
+      const payload = open();
+      if (asking || !payload || get("long_context")) return;
+      const n = get("n_layers");
+      const at = get("layer");
+      const order = [];
+      for (let d = 1; d < n; d++) order.push(at + d, at - d);
+      const next = order.find((l) => l >= 0 && l < n && !held.has(l) && !refused.has(l));
+      if (next === undefined || bytes + payload.data.byteLength > LAYER_BYTES) return;
+      asking = true;
+      const askedFor = source;
+      channel.request("layer", { layer: next }).then(({ content, buffers }) => {
+        // An answer for another run (the kernel moved on meanwhile) is not this run's layer.
+        if (content.source !== askedFor || source !== askedFor || held.has(content.layer)) return;
+        held.set(content.layer, decodeArray({ ...content, data: buffers[0] }));
+        bytes += buffers[0].byteLength;
+      }).catch(() => {
+        // Not held: that layer still comes in the trait when opened, after a round trip.
+        if (source === askedFor) refused.add(next);
+      }).finally(() => {
+        asking = false;
+        onAnswer();
+      });
+    },
+  };
+}

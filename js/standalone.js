@@ -42,6 +42,13 @@ export function createStaticModel(page) {
   };
   const respond = createResponder(
     {
+      // The kernel's answer for a saved layer; the page's others are not here to hold.
+      layer(request) {
+        const payload = served.attention?.[String(request.layer)];
+        if (!payload) return { error: `Layer ${request.layer} is not in this saved page.` };
+        const { data, ...content } = payload;
+        return { content, buffers: [data] };
+      },
       neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }),
       attention_rows: (request) => savedAnswer(served.answers, request, state),
       attention_tile: (request) => savedAnswer(served.answers, request, state),

@@ -18,6 +18,7 @@ import { createTextView, textScene } from "./text_view.js";
  * @typedef {object} ViewContext
  * @property {(name: string) => any} get  a synced trait
  * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
+ * @property {(layer: number) => any} [layerData]  a layer of the shown run the page holds (decoded), or null
  * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
  * @property {{row: (p: object) => any, tile: (p: object) => any}} long  exact rows and tiles of a long run (requests.js)
  * @property {boolean} maskMode  clicks in the model view mask heads
@@ -126,11 +127,14 @@ function drawWindow(view, context) {
   return "";
 }
 
-/** The head view's state on a short run (the open layer's attention), or a status line. */
-function headState({ get, decoded }) {
+/** The head view's state on a short run (the open layer's attention), or a status line.
+ * @param {ViewContext} context */
+function headState({ get, decoded, layerData }) {
   const payload = get("attention");
-  if (!payload || payload.layer !== get("layer")) return "loading layer…";
-  const attention = decoded("attention");
+  // A layer the page holds draws at once; the trait's (the kernel's answer to the switch) otherwise.
+  const held = layerData?.(get("layer"));
+  if (!held && (!payload || payload.layer !== get("layer"))) return "loading layer…";
+  const attention = held ?? decoded("attention");
   const tokens = get("tokens");
   const nHeads = get("n_heads");
   const keys = keyTokens(get);

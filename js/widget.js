@@ -9,9 +9,13 @@ import { decodeArray } from "./codec.js";
 import { TRAITS } from "./contract.js";
 import { createControls } from "./controls.js";
 import { el } from "./dom.js";
-import { createLongRequests, createNeuronRequests } from "./requests.js";
+import { createLayerRequests, createLongRequests, createNeuronRequests } from "./requests.js";
 import { resolveTheme, watchJupyterTheme } from "./theme.js";
 import { imageCaption, VIEWS } from "./views.js";
+
+// After the head view draws, the next layer around it is asked for once the page has been
+// quiet this long (a burst of redraws, as while hovering, asks once).
+const PREFETCH_DELAY_MS = 120;
 
 /**
  * The widget's picture outputs (picture.py) are for where no live view runs: while this view is
@@ -84,6 +88,13 @@ function render({ model, el: host, page = false, fit = false }) {
     decodedCache.set(name, { payload, value });
     return value;
   }
+  // The layers around the open one, asked for while the head view is open and the page idle.
+  const layers = createLayerRequests(channel, get, decoded, schedule);
+  let prefetchTimer = 0;
+  function prefetchLayersSoon() {
+    clearTimeout(prefetchTimer);
+    prefetchTimer = setTimeout(() => { if (get("view") === "head") layers.prefetch(); }, PREFETCH_DELAY_MS);
+  }
   // The views fit the width they are given (and in a box of fixed size, its height) and follow
   // the output's resizing.
   let width = 0;
@@ -92,7 +103,7 @@ function render({ model, el: host, page = false, fit = false }) {
     if (root.clientWidth !== width || (fit && root.clientHeight !== height)) schedule();
   });
   resizes?.observe(root);
-  const context = (body) => ({ get, decoded, neuronData: neuron.data, long, maskMode: controls.maskMode,
+  const context = (body) => ({ get, decoded, layerData: layers.data, neuronData: neuron.data, long, maskMode: controls.maskMode,
     width: body?.clientWidth ?? 0, height: fit ? body?.clientHeight ?? 0 : 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
@@ -133,6 +144,7 @@ function render({ model, el: host, page = false, fit = false }) {
     }
     try {
       controls.setStatus(open.adapter.draw(open.view, context(open.body)));
+      if (open.adapter.name === "head") prefetchLayersSoon();
     } catch (err) {
       controls.setStatus("");
       controls.showError(err.message);
@@ -152,6 +164,7 @@ function render({ model, el: host, page = false, fit = false }) {
   return () => {
     for (const event of events) model.off(event, schedule);
     channel.destroy();
+    clearTimeout(prefetchTimer);
     stopHidingPictures();
     resizes?.disconnect();
     stopWatchingTheme();

@@ -11,7 +11,8 @@ import * as esbuild from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "src", "attnscope", "static");
-const common = { bundle: true, minify: true, logLevel: "warning", metafile: true, absWorkingDir: root };
+// ATTNSCOPE_READABLE=1 keeps names and whitespace, for a profiler's call tree.
+const common = { bundle: true, minify: process.env.ATTNSCOPE_READABLE !== "1", logLevel: "warning", metafile: true, absWorkingDir: root };
 
 const builds = await Promise.all([
   esbuild.build({ ...common, entryPoints: ["js/widget.js"], format: "esm", outdir: out }),

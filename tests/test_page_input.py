@@ -390,6 +390,8 @@ inputs = st.one_of(
 )
 
 FUZZ: dict = {"inputs": 0}
+# Every request a view may send is answered once (messages.MESSAGES declares them).
+VIEW_REQUESTS = {t for t, m in MESSAGES.items() if m.kind == "request" and m.sender == "view"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -438,7 +440,7 @@ def fuzz_step(widget: AttentionWidget, kind: str, content: dict, runs: list) -> 
         spent = time.process_time() - start
         gc.enable()
     if kind == "message":
-        answered = content["kind"] == "request" and content["type"] in ("neuron", "attention_rows", "attention_tile", "attention_window")
+        answered = content["kind"] == "request" and content["type"] in VIEW_REQUESTS
         assert len(replies) == (1 if answered else 0)
     # A new edit or mask runs the model (tokenizing a long paste included): its time is the
     # run's, bounded by the text limits; everything else is answered at once.

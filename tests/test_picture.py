@@ -9,6 +9,7 @@ import gc
 import json
 import re
 import warnings
+import weakref
 import xml.etree.ElementTree as ET
 
 import nbformat
@@ -133,10 +134,12 @@ def test_a_picture_that_fails_to_draw_leaves_a_line_saying_so(default_model, mon
 
 
 def test_the_redraw_hook_does_not_keep_a_widget_alive(default_model):
-    from attnscope.widget import _picture_refresher
-
     class Events:
+        registered: list = []
         removed: list = []
+
+        def register(self, event, fn):
+            self.registered.append((event, fn))
 
         def unregister(self, event, fn):
             self.removed.append((event, fn))
@@ -145,12 +148,51 @@ def test_the_redraw_hook_does_not_keep_a_widget_alive(default_model):
         events = Events()
 
     widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
-    refresh = _picture_refresher(widget, Shell())
+    widget._pictures.display(Shell())
+    [(event, hook)] = Shell.events.registered
+    assert event == "post_run_cell"  # not post_execute: comm runs that after every message a view sends
+    ref = weakref.ref(widget)
     widget.close()
     del widget
     gc.collect()
-    refresh()
-    assert Shell.events.removed == [("post_execute", refresh)]
+    assert ref() is None
+    hook(None)
+    assert Shell.events.removed == [("post_run_cell", hook)]
+
+
+def test_a_views_writes_redraw_the_picture_once_quiet_off_the_kernels_thread(default_model, monkeypatch):
+    """A layer chosen in the view redraws the picture only once the widget has been quiet, drawn
+    in another thread while the event loop (the kernel) goes on answering."""
+    import asyncio
+    import threading
+
+    published, drawn_in = [], []
+    monkeypatch.setattr(picture_module.PictureOutputs, "QUIET_S", 0.2)
+    monkeypatch.setattr("IPython.display.update_display", lambda bundle, **kw: published.append((bundle, kw["display_id"])))
+    real_drawn = picture_module._drawn
+    monkeypatch.setattr(picture_module, "_drawn", lambda page: (drawn_in.append(threading.current_thread()), real_drawn(page))[1])
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    widget._pictures.display(None)  # drawn here, at display, as a cell shows it
+    drawn_in.clear()
+
+    async def clicks():
+        for layer in (1, 2, 3):  # three quick switches: one picture, of the last
+            widget.set_state({"layer": layer})
+            await asyncio.sleep(0.05)
+        assert published == []  # not while the view is busy
+        ticks = 0
+        while not published:
+            await asyncio.sleep(0.01)
+            ticks += 1
+        return ticks
+
+    ticks = asyncio.run(clicks())
+    assert ticks > 5  # the loop ran on while the picture was drawn elsewhere
+    [(bundle, display_id)] = published
+    assert display_id.startswith(f"attnscope-picture-{widget.picture_id}")
+    assert "layer 3" in " ".join(texts(bundle["image/svg+xml"]))
+    assert len(drawn_in) == 1 and drawn_in[0] is not threading.main_thread()
+    widget.close()
 
 
 @pytest.fixture(scope="module")

@@ -180,6 +180,37 @@ def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
     assert "head=99" in sent[-1][0]["error"]
 
 
+def test_a_layer_request_answers_that_layer_of_the_shown_run_under_its_source(widget, monkeypatch):
+    """The page asks for the layers around the open one ("layer"): each answer is the layer as the
+    trait would hold it, with the source the page files it under; a new run or another way of
+    showing it has another source, and the page drops what it held."""
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
+
+    def ask(layer, request_id=1):
+        widget._handle_custom_msg({"kind": "request", "type": "layer", "id": request_id, "layer": layer}, [])
+        return sent[-1]
+
+    content, [data] = ask(4)
+    assert (content["kind"], content["type"], content["id"], content["layer"]) == ("reply", "layer", 1, 4)
+    assert content["source"] == widget.attention["source"]
+    widget.layer = 4
+    assert data == widget.attention["data"] and content["shape"] == widget.attention["shape"]
+    assert content["scale"] == widget.attention["scale"]
+    for wrong in (-1, 6, "2", None):  # 0..5 only
+        assert "layer" in ask(wrong)[0]["error"] and "data" not in ask(wrong)[0]
+    sources = {widget.attention["source"]}
+    widget.word_level = True
+    sources.add(ask(0)[0]["source"])
+    assert ask(0)[0]["source"] == widget.attention["source"]
+    widget.word_level = False
+    widget.request = {"id": 9, "text": "Dogs bark.", "text_b": None}
+    sources.add(widget.attention["source"])
+    assert len(sources) == 3
+    content, [data] = ask(3)
+    assert content["source"] == widget.attention["source"] and content["shape"] == [12, 5, 5] and len(data) == 12 * 25
+
+
 def test_thumbnails_follow_a_selection_made_while_hidden(default_model):
     widget = AttentionWidget("a few words here", model=default_model, view="model")
     widget.view = "head"

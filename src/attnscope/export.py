@@ -134,11 +134,12 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
     if not state["rollout"]:
         state["rollout"] = pl.rollout_payload(token_result, widget.word_level)
+    source = state["attention"].get("source")  # the saved layers are the shown run's, as the kernel's are
     if state["layer"] not in layers:
         state["layer"] = layers[0]
-        state["attention"] = pl.layer_payload(result, layers[0])
+        state["attention"] = pl.layer_payload(result, layers[0], source)
     state.update(request={}, error="")
-    served: dict = {"attention": {str(layer): pl.layer_payload(result, layer) for layer in layers}}
+    served: dict = {"attention": {str(layer): pl.layer_payload(result, layer, source) for layer in layers}}
     store = pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
     if store is not None:
         store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")

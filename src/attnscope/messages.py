@@ -41,6 +41,10 @@ MESSAGES = {
                 "{layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers "
                 "(payloads.neuron_payload), with result_id, part and n_queries so the view files the answer "
                 "under the run it belongs to."),
+        Message("layer", "request", "view",
+                "{layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, "
+                "shape, scale, source} and its bytes as one buffer (payloads.layer_payload). The head view asks "
+                "for the layers around the open one while the page is idle, so a layer switch draws at once."),
         Message("attention_rows", "request", "view",
                 '{layer, head (-1: the mean of the layer\'s heads), token, direction: "from" | "to"} → the '
                 "exact attention from that token to every token (its row) or to it from every token (its "

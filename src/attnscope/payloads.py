@@ -50,9 +50,14 @@ def displayed(token_result: AttentionResult, word_level: bool, show_change: bool
     return shown
 
 
-def layer_payload(result: AttentionResult, layer: int) -> dict:
-    """One layer's attention, heads × Tq × Tk, one byte per weight."""
-    return {"layer": layer, **quantize_uint8(result.attention[layer])}
+def layer_payload(result: AttentionResult, layer: int, source: str | None = None) -> dict:
+    """One layer's attention, heads × Tq × Tk, one byte per weight. `source` names what it was
+    made from (the widget's run and how it is shown): a page holding several layers files them
+    under it, and drops them when the source changes."""
+    payload = {"layer": layer, **quantize_uint8(result.attention[layer])}
+    if source is not None:
+        payload["source"] = source
+    return payload
 
 
 def thumbnails_payload(

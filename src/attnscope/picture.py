@@ -17,11 +17,15 @@ second on this 2-core machine.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import html
 import json
 import threading
+import time
+import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -73,23 +77,43 @@ def _as_text(data: bytes) -> str:
 
 def picture_svg(widget: Any) -> tuple[str | None, str]:
     """(SVG of the widget's open view, "") or (None, why there is none)."""
+    return _drawn(_read_page(widget))
+
+
+def _read_page(widget: Any) -> tuple[dict, list[str]] | str:
+    """What the drawing needs from the widget (read where the widget lives: the kernel's main
+    thread), or why it cannot be drawn."""
     if not (STATIC / "picture.js").is_file():
-        return None, "no picture: the JavaScript bundle is missing (npm run build)"
+        return "no picture: the JavaScript bundle is missing (npm run build)"
     try:
-        draw = _draw_function()
+        _draw_function()
     except ImportError:
-        return None, "no picture: the quickjs package is not installed"
+        return "no picture: the quickjs package is not installed"
+    try:
+        return _page_of(widget)
+    except Exception as exc:  # a failing picture must not fail the cell that shows the widget
+        return _failed(exc)
+
+
+def _drawn(page: tuple[dict, list[str]] | str) -> tuple[str | None, str]:
+    """The SVG drawn from what _read_page read; any thread (QuickJS lets go of the GIL)."""
+    if isinstance(page, str):
+        return None, page
     from .export import strict_json
 
+    state, binaries = page
     try:
-        page, binaries = _page_of(widget)
         with _LOCK:
-            answer = json.loads(draw(strict_json(page, ensure_ascii=True), json.dumps({"maxBytes": PICTURE_BYTES}), *binaries))
-    except Exception as exc:  # a failing picture must not fail the cell that shows the widget
-        return None, f"no picture: drawing it failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            answer = json.loads(_draw_function()(strict_json(state, ensure_ascii=True), json.dumps({"maxBytes": PICTURE_BYTES}), *binaries))
+    except Exception as exc:
+        return None, _failed(exc)
     if answer.get("error"):
         return None, f"no picture: {answer['error']}"
     return answer["svg"], ""
+
+
+def _failed(exc: Exception) -> str:
+    return f"no picture: drawing it failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
 
 
 def _hide_missing_widget_style(picture_id: str) -> str:
@@ -113,8 +137,10 @@ def picture_bundle(widget: Any, picture_id: str) -> dict[str, str]:
     """The picture output's mime bundle: the SVG as an image in HTML (tagged for the live view to
     hide) and as image/svg+xml, or a line saying why there is no picture; text/plain names the
     widget."""
-    svg, why = picture_svg(widget)
-    name = f"{widget!r}"
+    return _bundle(*picture_svg(widget), f"{widget!r}", picture_id)
+
+
+def _bundle(svg: str | None, why: str, name: str, picture_id: str) -> dict[str, str]:
     if svg is not None:
         # An <img>, not inline SVG: JupyterLab's sanitizer (a reopened, untrusted notebook) strips
         # <svg> but keeps an image's data: source; the class names tell the live view which to hide.
@@ -131,3 +157,112 @@ def picture_bundle(widget: Any, picture_id: str) -> dict[str, str]:
     if svg is not None:
         bundle["image/svg+xml"] = svg
     return bundle
+
+
+class PictureOutputs:
+    """A widget's picture outputs, and when they are redrawn.
+
+    - At display, and after a cell that changed what the widget shows (IPython's post_run_cell): at
+      once, so that nbconvert's run and a save right after hold the picture of what was last seen.
+    - After the page's own writes (a layer chosen in the view): once the widget has been quiet for
+      QUIET_S, drawn in a thread. comm runs post_execute after every message a view sends, and a
+      512-token head picture takes ~2 s on 2 cores: drawn there, it held the kernel busy, and
+      ipywidgets sends a view's next change only once the kernel is idle (a layer switch in real
+      JupyterLab waited 1–2 s for the last one's picture).
+    Holds its widget weakly: the shell's hook must not keep a closed widget alive."""
+
+    QUIET_S = 1.5
+
+    def __init__(self, widget: Any) -> None:
+        self._widget = weakref.ref(widget)
+        self.display_ids: list[str] = []
+        self._key: str | None = None
+        self._changed_at = 0.0
+        self._timer: Any = None  # the event loop's handle of the next quiet check
+        self._drawing = False
+        self._published = 0  # publications so far: a thread's picture older than the last is dropped
+        self._shell: Any = None
+
+    def display(self, shell: Any) -> None:
+        from IPython.display import display
+
+        widget = self._widget()
+        display_id = f"attnscope-picture-{widget.picture_id}-{len(self.display_ids)}"
+        self._key = widget._shown_key()
+        self._published += 1
+        display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
+        if not self.display_ids and shell is not None:
+            self._shell = shell
+            shell.events.register("post_run_cell", self._after_cell)
+        self.display_ids.append(display_id)
+
+    def _after_cell(self, *_result: Any) -> None:
+        widget = self._widget()
+        if widget is None or widget._closed:
+            self._shell.events.unregister("post_run_cell", self._after_cell)
+            return
+        self._cancel()
+        try:
+            key = widget._shown_key()
+            if key != self._key:
+                self._publish(key, picture_bundle(widget, widget.picture_id))
+        except Exception as exc:  # a picture must never break the user's next cell
+            warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
+
+    def redraw_later(self) -> None:
+        """After a page's write: redraw once the widget has been quiet for QUIET_S (outside a
+        running event loop, as in plain Python, the next cell redraws it)."""
+        if not self.display_ids:
+            return
+        self._changed_at = time.monotonic()
+        if self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._timer = loop.call_later(self.QUIET_S, self._when_quiet, loop)
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _when_quiet(self, loop: Any) -> None:
+        self._timer = None
+        widget = self._widget()
+        if widget is None or widget._closed:
+            return
+        wait = self._changed_at + self.QUIET_S - time.monotonic()
+        if wait > 0 or self._drawing:
+            self._timer = loop.call_later(max(wait, self.QUIET_S / 4), self._when_quiet, loop)
+            return
+        key = widget._shown_key()
+        if key == self._key:
+            return
+        # Read on this (the kernel's) thread, drawn on another: the widget is never read mid-change.
+        page, name, published = _read_page(widget), f"{widget!r}", self._published
+        self._drawing = True
+
+        def draw() -> None:
+            try:
+                bundle = _bundle(*_drawn(page), name, widget.picture_id)
+            except Exception as exc:
+                bundle = _bundle(None, _failed(exc), name, widget.picture_id)
+            loop.call_soon_threadsafe(drawn, bundle)
+
+        def drawn(bundle: dict) -> None:
+            self._drawing = False
+            if published == self._published and not widget._closed:  # else a cell's redraw came first
+                self._publish(key, bundle)
+            if widget._shown_key() != self._key:
+                self.redraw_later()
+
+        threading.Thread(target=draw, name="attnscope-picture", daemon=True).start()
+
+    def _publish(self, key: str, bundle: dict) -> None:
+        from IPython.display import update_display
+
+        self._key = key
+        self._published += 1
+        for display_id in self.display_ids:
+            update_display(bundle, raw=True, display_id=display_id)

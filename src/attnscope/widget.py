@@ -13,7 +13,6 @@ import functools
 import json
 import uuid
 import warnings
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .files import write_atomic
 from .messages import WINDOW_TOKENS, Channel
+from .picture import PictureOutputs
 from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
 
 STATIC = Path(__file__).parent / "static"
@@ -260,11 +260,10 @@ class AttentionWidget(anywidget.AnyWidget):
         # After the first result: the model view's thumbnails need it.
         self.view = view if view is not None else ("text" if self.long_context else "head")
         self.picture_id = uuid.uuid4().hex
-        self._pictures: list[str] = []  # display ids of this widget's picture outputs
-        self._picture_key: str | None = None
+        self._pictures = PictureOutputs(self)
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile,
+            {"neuron": self._answer_neuron, "layer": self._answer_layer, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile,
              "attention_window": self._answer_window},
             {"rendered": self._on_rendered},
         )
@@ -315,6 +314,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if said or self.error == self.__dict__.get("_write_error"):
             self._quietly(error=said)
         self._write_error = said
+        self._pictures.redraw_later()
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         # The BertViz-style functions display their widget at once (BertViz's do, even mid-cell)
@@ -329,21 +329,7 @@ class AttentionWidget(anywidget.AnyWidget):
         bundle = self._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)  # anywidget adds metadata
         display(data, metadata=metadata, raw=True)
-        self._display_picture(shell)
-
-    # The picture beside the widget's output (picture.py): drawn at display, redrawn after a cell
-    # that changed what the widget shows, so a notebook saved later holds what was last seen.
-    def _display_picture(self, shell: Any) -> None:
-        from IPython.display import display
-
-        from .picture import picture_bundle
-
-        display_id = f"attnscope-picture-{self.picture_id}-{len(self._pictures)}"
-        self._picture_key = self._shown_key()
-        display(picture_bundle(self, self.picture_id), raw=True, display_id=display_id)
-        if not self._pictures and shell is not None:
-            shell.events.register("post_execute", _picture_refresher(self, shell))
-        self._pictures.append(display_id)
+        self._pictures.display(shell)  # the picture beside it (picture.py)
 
     def _shown_key(self) -> str:
         """What the picture depends on: every synced trait but the binary payloads (the run's id
@@ -353,19 +339,6 @@ class AttentionWidget(anywidget.AnyWidget):
         skip = {"attention", "thumbnails", "rollout", "request", "error", "picture_id"}
         state = {name: getattr(self, name) for name in contract_traits(type(self)) if name not in skip}
         return json.dumps(state, sort_keys=True, default=str)
-
-    def _refresh_pictures(self) -> None:
-        from IPython.display import update_display
-
-        from .picture import picture_bundle
-
-        key = self._shown_key()
-        if key == self._picture_key:
-            return
-        self._picture_key = key
-        bundle = picture_bundle(self, self.picture_id)
-        for display_id in self._pictures:
-            update_display(bundle, raw=True, display_id=display_id)
 
     @property
     def result(self) -> AttentionResult:
@@ -445,7 +418,7 @@ class AttentionWidget(anywidget.AnyWidget):
         bad = [h for h in heads if not 0 <= h < n_heads]
         if bad:
             raise InputError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
-        attention = pl.layer_payload(result, layer)
+        attention = pl.layer_payload(result, layer, self._source(request_id))
         view = "head" if self.view in LONG_VIEWS and self.view not in SHORT_VIEWS else self.view
         (thumbnails, thumbnails_of), (rollout, rollout_of) = self._view_payloads(result, token_result, view)
         shown = dict(
@@ -789,7 +762,23 @@ class AttentionWidget(anywidget.AnyWidget):
         if self._applying or self.long_context:
             return
         with self._or_put_back(change):
-            self._quietly(attention=pl.layer_payload(self.result, change["new"]))
+            self._quietly(attention=pl.layer_payload(self.result, change["new"], self._source(self.result_id)))
+
+    def _source(self, result_id: int) -> str:
+        """What a short run's layer payloads are made from: the run and how it is shown (part,
+        words, change). The page files the layers it holds under it (the "layer" request)."""
+        return f"{result_id}:{self.attention_part}:{int(self.word_level)}:{int(self.show_change)}"
+
+    def _answer_layer(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """A "layer" request: another layer of the shown run, for the page to hold."""
+        result = self.result
+        if isinstance(result, LongAttentionResult):
+            raise InputError(f"This text of {result.n_tokens:,} tokens keeps its attention on demand: its layers "
+                             "come as rows, tiles and windows, not whole.")
+        layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
+        payload = pl.layer_payload(result, layer, self._source(self.result_id))
+        data = payload.pop("data")
+        return payload, [data]
 
     @traitlets.validate("request")
     def _check_request(self, proposal: dict) -> dict:
@@ -920,24 +909,6 @@ class ImageRequest:
     def __repr__(self) -> str:
         state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
         return f"ImageRequest({str(self.path)!r}, {state})"
-
-
-def _picture_refresher(widget: AttentionWidget, shell: Any):
-    """A post_execute hook that redraws the widget's pictures; it holds the widget weakly (a hook
-    must not keep a closed widget alive) and unregisters itself once the widget is gone."""
-    ref = weakref.ref(widget)
-
-    def refresh() -> None:
-        alive = ref()
-        if alive is None or "_result" not in alive.__dict__:
-            shell.events.unregister("post_execute", refresh)
-            return
-        try:
-            alive._refresh_pictures()
-        except Exception as exc:  # a picture must never break the user's next cell
-            warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
-
-    return refresh
 
 
 def _names(names: list[str]) -> str:

@@ -294,3 +294,58 @@ def test_neuron_view_shows_the_kernels_error(page):
         request_id,
     )
     page.wait_for_function("document.querySelector('.attnscope-neuron-view .attnscope-status').textContent.includes('head=9')")
+
+
+LINE_PIXELS = "() => [...document.querySelectorAll('.attnscope-lines canvas')].map((c) => c.toDataURL()).join()"
+
+
+def answer_layer_requests(page, widget, count: int) -> list[int]:
+    """Answers the page's next `count` "layer" requests with the widget's own handler, as the
+    kernel would; → the layers asked for, in order."""
+    from real_widget import wire
+
+    replies, asked = [], []
+    widget.send = lambda content, buffers=None: replies.append((content, buffers))
+    layer_requests = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer')"
+    for _ in range(count):
+        page.wait_for_function(f"{layer_requests}.length > {len(asked)}")
+        request = page.evaluate(f"{layer_requests}.at(-1)")
+        asked.append(request["layer"])
+        widget._handle_custom_msg(request, [])
+        content, buffers = replies[-1]
+        page.evaluate("""([content, buffers]) => window.attnscopeHarness.model.emitCustom(
+            content, buffers.map((b) => window.attnscopeHarness.fromWire(b)))""", [content, [wire(b) for b in buffers]])
+    return asked
+
+
+def test_the_layers_around_the_open_one_are_held_and_a_switch_draws_at_once(open_widget, default_model):
+    """Issue 32: the page asks for the other layers while idle, nearest first, one at a time; a
+    layer switch then draws from what it holds, without waiting for the kernel, the same pixels
+    as the kernel's layer; the kernel's copy arriving after does not draw again."""
+    from real_widget import wire
+
+    import attnscope
+
+    text = "The cat sat on the mat because it was tired. It fell asleep at once."
+    widget = attnscope.AttentionWidget(text, model=default_model, layer=2)
+    page = open_widget(widget)
+    assert answer_layer_requests(page, widget, widget.n_layers - 1) == [3, 1, 4, 0, 5]
+    page.wait_for_timeout(400)
+    assert page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer').length") == 5
+
+    before = page.evaluate(LINE_PIXELS)
+    page.select_option("select.attnscope-layer", "4")  # no attention trait comes: drawn from the held layer
+    page.wait_for_function(f"before => ({LINE_PIXELS})() !== before", arg=before)
+    held = page.evaluate(LINE_PIXELS)
+    assert page.evaluate("window.attnscopeHarness.model.saved.at(-1).layer") == 4
+    widget.layer = 4  # the kernel's answer to the page's write
+    page.evaluate("a => window.attnscopeHarness.model.emit({attention: window.attnscopeHarness.fromWire(a)})", wire(widget.attention))
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert page.evaluate(LINE_PIXELS) == held
+
+    # The same layer drawn from the kernel's trait alone, in a page that held nothing else.
+    fresh = open_widget(attnscope.AttentionWidget(text, model=default_model, layer=4))
+    fresh.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
+    fresh.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert fresh.evaluate(LINE_PIXELS) == held
+    assert not page.problems and not fresh.problems, page.problems + fresh.problems

@@ -1,0 +1,368 @@
+"""Interactions timed where users are: real JupyterLab 4 at 1400 × 1000, through the kernel.
+
+A JupyterLab server (the tests' own helper, offline flags, a temporary root) runs a notebook
+that shows the widget on the embedded MiniLM; Debian's chromium opens it at 1400 × 1000 and each
+interaction is timed in the page from the user's action (a change event, a click, a mouse move)
+to the frame where the view's pixels (or the text it writes) have changed, with the kernel round
+trip, the Jupyter server's hop and the websocket in it. Where the time goes is read from
+timestamps on one clock (this machine's): the page stamps each websocket frame it sends and gets,
+and the kernel stamps when each widget write from the page starts and ends being handled.
+
+Run alone: `python benchmarks/jupyterlab_bench.py` prints the rows; `make bench` adds them to
+results.json and benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from chromium import CHROMIUM_ARGS  # noqa: E402
+from test_jupyterlab import TOKEN, jupyter_server, wait_for_connected_idle_kernel  # noqa: E402
+
+REPEATS = 7
+
+# Stamps every websocket frame the page sends or gets (wall clock, ms since the epoch, as the
+# kernel's time.time() × 1000) with its size: the kernel's messages are told apart by size.
+WEBSOCKET_LOG = """
+(() => {
+  const log = [];
+  window.__attnscopeFrames = log;
+  const Original = window.WebSocket;
+  const stamp = () => performance.timeOrigin + performance.now();
+  const size = (d) => typeof d === "string" ? d.length : (d.byteLength ?? d.size ?? 0);
+  class Logged extends Original {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener("message", (e) => log.push({ dir: "in", t: stamp(), bytes: size(e.data) }));
+    }
+    send(data) { log.push({ dir: "out", t: stamp(), bytes: size(data) }); return super.send(data); }
+  }
+  window.WebSocket = Logged;
+})();
+"""
+
+# In the page: helpers that time one interaction from the action to the frame where `changed()`
+# first holds, checked once per animation frame (as a user sees it: at the next paint).
+TIMING_HELPERS = """
+() => {
+  const stamp = () => performance.timeOrigin + performance.now();
+  // The pixels of every canvas under `box`, as a number: a repaint changes it.
+  window.__pixels = (box) => {
+    let hash = 0;
+    for (const canvas of box.querySelectorAll("canvas")) {
+      if (!canvas.width || !canvas.height) continue;
+      const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 0; i < data.length; i += 4) hash = (hash * 31 + data[i] + 3 * data[i + 1] + 7 * data[i + 2] + 11 * data[i + 3]) | 0;
+      hash = (hash * 31 + canvas.width) | 0;
+    }
+    return hash;
+  };
+  window.__timeUntil = (act, changed, timeoutMs = 60000) => new Promise((resolve) => {
+    const t0 = stamp();
+    act();
+    // Stamped after the check: reading a canvas rasterises what was drawn into it (Chromium draws
+    // a canvas lazily, at the frame's commit), which the user waits for too. The pixels' own
+    // reading adds a few ms: the numbers are an upper bound.
+    const check = () => {
+      const seen = changed();
+      const t = stamp();
+      if (seen) resolve({ start: t0, end: t, ms: t - t0 });
+      else if (t - t0 > timeoutMs) resolve({ start: t0, end: t, ms: null });
+      else requestAnimationFrame(check);
+    };
+    requestAnimationFrame(check);
+  });
+}
+"""
+
+# The kernel's own stamps: when each write from the page starts and ends being handled.
+KERNEL_STAMPS = """
+import time as _time
+_attnscope_stamps = []
+_attnscope_set_state = type(widget).set_state
+def _stamped_set_state(self, sync_data, _stamps=_attnscope_stamps, _inner=_attnscope_set_state):
+    start = _time.time() * 1000
+    _inner(self, sync_data)
+    _stamps.append({"start": start, "end": _time.time() * 1000, "keys": sorted(sync_data)})
+type(widget).set_state = _stamped_set_state
+"""
+
+
+def bench_text(tokenizer, n_tokens: int) -> str:
+    """Real prose (the shipped sentences, repeated) cut to n_tokens with [CLS] and [SEP]: real
+    heads on real text are peaked, and draw the most lines."""
+    words = ((ROOT / "notebooks" / "data" / "sentences.txt").read_text(encoding="utf-8").split()) * 8
+    ids = tokenizer(" ".join(words), add_special_tokens=False, verbose=False)["input_ids"][: n_tokens - 2]
+    return tokenizer.decode(ids)
+
+
+def notebook(cells: list[str]) -> dict:
+    return {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+
+
+def put_notebook(base: str, name: str, cells: list[str]) -> None:
+    request = urllib.request.Request(f"{base}/api/contents/{name}?token={TOKEN}", method="PUT",
+                                     data=json.dumps({"type": "notebook", "content": notebook(cells)}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30)
+
+
+def run_cell_code(page, code: str) -> None:
+    """Runs `code` in the notebook's kernel from a scratch cell at the end (no output kept)."""
+    page.evaluate("""async (code) => {
+      const app = window.jupyterapp;
+      const panel = app.shell.currentWidget;
+      const future = panel.sessionContext.session.kernel.requestExecute({ code, silent: false, store_history: false });
+      await future.done;
+    }""", code)
+
+
+def kernel_value(page, expression: str):
+    """The JSON of a Python expression evaluated in the notebook's kernel."""
+    text = page.evaluate("""async (expression) => {
+      const panel = window.jupyterapp.shell.currentWidget;
+      const future = panel.sessionContext.session.kernel.requestExecute({
+        code: "", silent: true, store_history: false, user_expressions: { v: expression } });
+      const reply = await future.done;
+      return reply.content.user_expressions.v.data["text/plain"];
+    }""", f"__import__('json').dumps({expression})")
+    return json.loads(ast.literal_eval(text))
+
+
+def breakdown(frames: list[dict], stamp: dict | None, start: float, end: float) -> dict:
+    """Where one interaction's time went: action → page's write sent → kernel handles it →
+    the kernel's largest answer has arrived → pixels."""
+    out = [f for f in frames if f["dir"] == "out" and start <= f["t"] <= end]
+    received = [f for f in frames if f["dir"] == "in" and start <= f["t"] <= end]
+    if not out or stamp is None:
+        return {}
+    largest = max(received, key=lambda f: f["bytes"]) if received else None
+    return {
+        "to_send_ms": out[0]["t"] - start,
+        "send_to_kernel_ms": stamp["start"] - out[0]["t"],
+        "kernel_ms": stamp["end"] - stamp["start"],
+        "kernel_to_page_ms": (largest["t"] - stamp["end"]) if largest else None,
+        "page_to_pixels_ms": (end - largest["t"]) if largest else None,
+        "largest_frame_bytes": largest["bytes"] if largest else 0,
+        "frames_in": len(received),
+    }
+
+
+def medians(rows: list[dict]) -> dict:
+    keys = {k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and v is not None}
+    return {k: round(statistics.median(r[k] for r in rows if r.get(k) is not None), 1) for k in sorted(keys)}
+
+
+def open_notebook(browser, base: str, name: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.add_init_script(WEBSOCKET_LOG)
+    page.goto(f"{base}/lab/workspaces/bench-{name.split('.')[0]}/tree/{name}?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(base, notebook=name)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    return page
+
+
+# Each interaction: what the user does (act) and what they then see (changed), in the page,
+# with `box` the widget's root. `arg` is the interaction's own value (a layer, a token, a text).
+INTERACTIONS = {
+    "layer switch": (
+        "box.querySelector('select.attnscope-layer').value = String(arg);"
+        "box.querySelector('select.attnscope-layer').dispatchEvent(new Event('change'))",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
+    "head toggle": (
+        "box.querySelector(`.attnscope-swatch[data-head='${arg}']`).click()",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
+    "hover on a token": (
+        "box.querySelector(`.attnscope-left .attnscope-token[data-index='${arg}']`).dispatchEvent(new MouseEvent('mouseenter'))",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
+    "edited sentence": (
+        "{ const input = box.querySelector('input.attnscope-text'); input.value = arg;"
+        "  input.dispatchEvent(new Event('input')); input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); }",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
+    "model view opened": (
+        "box.querySelector(\".attnscope-tab[data-view='model']\").click()",
+        "Number(box.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0"
+        " && window.__pixels(box.querySelector('.attnscope-model-view')) !== before",
+    ),
+    "model view reopened": (
+        "box.querySelector(\".attnscope-tab[data-view='model']\").click()",
+        "!box.querySelector('.attnscope-model-view').closest('.attnscope-body').hidden"
+        " && Number(box.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0",
+    ),
+    "neuron view, another token": (
+        "box.querySelector(`.attnscope-neuron-queries .attnscope-token[data-index='${arg}']`).click()",
+        "box.querySelector('.attnscope-neuron-view').dataset.query === String(arg)"
+        " && window.__pixels(box.querySelector('.attnscope-neuron-view')) !== before",
+    ),
+}
+
+# What `before` is for each interaction (read just before the action).
+BEFORE = {
+    "model view opened": "window.__pixels(box.querySelector('.attnscope-model-view'))",
+    "neuron view, another token": "window.__pixels(box.querySelector('.attnscope-neuron-view'))",
+}
+
+
+def timed(page, widget, name: str, arg) -> dict:
+    """One interaction, timed in the page; with the websocket frames it sent and got."""
+    act, changed = INTERACTIONS[name]
+    before = BEFORE.get(name, "window.__pixels(box.querySelector('.attnscope-lines'))")
+    return page.evaluate(f"""([box, arg]) => {{
+        const before = {before};
+        window.__attnscopeFrames.length = 0;
+        return window.__timeUntil(() => {{ {act}; }}, () => {changed});
+    }}""", [widget.element_handle(), arg])
+
+
+class KernelPage:
+    """The JupyterLab page of one bench notebook and its kernel's stamps."""
+
+    def __init__(self, page, widget):
+        self.page, self.widget = page, widget
+        page.evaluate(TIMING_HELPERS)
+
+    def stamps(self) -> list[dict]:
+        return kernel_value(self.page, "_attnscope_stamps")
+
+    def time(self, name: str, arg, settle_ms: int = 400) -> dict:
+        """Times one interaction; → {ms, and where it went}. Waits for the kernel to be idle first
+        (as a user who clicks again after seeing the last answer)."""
+        self.page.wait_for_timeout(settle_ms)
+        self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+        before = len(self.stamps())
+        timing = timed(self.page, self.widget, name, arg)
+        if timing["ms"] is None:
+            raise TimeoutError(f"{name} ({arg}): nothing changed on screen within 60 s")
+        self.page.wait_for_timeout(250)
+        self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+        frames = self.page.evaluate("window.__attnscopeFrames")
+        new = self.stamps()[before:]
+        return {"ms": timing["ms"], **breakdown(frames, new[0] if new else None, timing["start"], timing["end"])}
+
+    def undo(self, js: str, arg=None) -> None:
+        self.page.evaluate(f"([box, arg]) => {{ {js}; }}", [self.widget.element_handle(), arg])
+
+
+def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
+    """The embedded MiniLM at n_tokens in real JupyterLab: every short-input interaction."""
+    name = f"head{n_tokens}.ipynb"
+    put_notebook(base, name, [
+        "import attnscope, sys\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "from jupyterlab_bench import bench_text, bare_forward_ms\n"
+        "model = attnscope.load()\n"
+        f"text = bench_text(model.tokenizer, {n_tokens})\n"
+        "widget = attnscope.AttentionWidget(text, model=model)\n"
+        "widget",
+        KERNEL_STAMPS,
+    ])
+    page = open_notebook(browser, base, name)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=180_000)
+    lines = widget.locator(".attnscope-lines").first
+    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    lab = KernelPage(page, widget)
+    n_layers = int(kernel_value(page, "widget.n_layers"))
+    assert kernel_value(page, "len(widget.tokens)") == n_tokens
+    rows: dict[str, list[dict]] = {}
+
+    rows["layer switch"] = [lab.time("layer switch", 1 + i % (n_layers - 1)) for i in range(repeats)]
+    rows["head toggle"] = []
+    for i in range(repeats):
+        rows["head toggle"].append(lab.time("head toggle", 3 + i % 4))
+        lab.time("head toggle", 3 + i % 4)  # back on: not counted
+    rows["hover on a token"] = []
+    for i in range(repeats):
+        token = 5 + 11 * i
+        page.evaluate("b => b.scrollIntoView()", widget.locator(f".attnscope-left .attnscope-token[data-index='{token}']").element_handle())
+        rows["hover on a token"].append(lab.time("hover on a token", token))
+        lab.undo("box.querySelector(`.attnscope-left .attnscope-token[data-index='${arg}']`).dispatchEvent(new MouseEvent('mouseleave'))", token)
+    page.evaluate("b => b.scrollIntoView()", widget.locator(".attnscope-tabs").element_handle())
+
+    # An edit: one word changed, the same length; the model's own forward for that text beside it.
+    words = kernel_value(page, "text").split()
+    rows["edited sentence"] = []
+    forwards = []
+    for i in range(max(3, repeats // 2)):
+        edited = " ".join(["penguins" if j == 3 + i else w for j, w in enumerate(words)])
+        rows["edited sentence"].append(lab.time("edited sentence", edited))
+        forwards.append(kernel_value(page, f"bare_forward_ms(model, {edited!r})"))
+
+    rows["model view opened"] = [lab.time("model view opened", None)]  # the kernel pools every layer once
+    lab.undo("box.querySelector(\".attnscope-tab[data-view='head']\").click()")
+    reopened = []
+    for _ in range(repeats):
+        reopened.append(lab.time("model view reopened", None))
+        lab.undo("box.querySelector(\".attnscope-tab[data-view='head']\").click()")
+
+    lab.undo("box.querySelector(\".attnscope-tab[data-view='neuron']\").click()")
+    page.wait_for_function("b => b.querySelector('.attnscope-neuron-view')?.dataset.query !== undefined",
+                           arg=widget.element_handle(), timeout=60_000)
+    rows["neuron view, another token"] = [lab.time("neuron view, another token", 7 + 13 * i) for i in range(repeats)]
+    page.close()
+    return {
+        "n_tokens": n_tokens,
+        "interactions": {k: {"median": medians(v), "each_ms": [round(r["ms"], 1) for r in v]} for k, v in rows.items()},
+        "model view reopened": {"median": medians(reopened)},
+        "bare_forward_ms": round(statistics.median(forwards), 1),
+    }
+
+
+def bare_forward_ms(engine, text: str, repeats: int = 5) -> float:
+    """The model's own forward for `text` (no attnscope, no attention output), median ms: what an
+    edit cannot go below."""
+    import torch
+
+    inputs = engine.tokenizer(text, return_tensors="pt", truncation=True).to(engine.device)
+    times = []
+    with torch.inference_mode():
+        engine.model(**inputs)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            engine.model(**inputs)
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, jupyter_server("lab", Path(tmp), extra_env={"OMP_NUM_THREADS": "2"},
+                                                                   extra_args=("--LabApp.expose_app_in_browser=True",)) as base:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
+            try:
+                started = time.perf_counter()
+                row = bench_head_view(browser, base, 512, REPEATS)
+                print(json.dumps(row, indent=1))
+                print(f"({time.perf_counter() - started:.0f} s)")
+            finally:
+                browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { decodeArray } from "./codec.js";
+import { createLayerRequests, LAYER_BYTES } from "./requests.js";
+
+// One layer of `heads` × n × n, every byte `fill`, as the kernel sends it (payloads.layer_payload).
+const payload = (layer, source, { n = 2, heads = 1, fill = layer } = {}) => ({
+  layer, source, dtype: "uint8", shape: [heads, n, n], scale: 1 / 255, data: new DataView(new Uint8Array(heads * n * n).fill(fill).buffer),
+});
+
+// A page with traits and a channel whose requests the test answers by hand.
+function page(traits) {
+  const state = { ...traits };
+  const asked = [];
+  const channel = {
+    request: (type, params) => new Promise((resolve, reject) => asked.push({ type, params, resolve, reject })),
+  };
+  const cache = new Map();
+  const decoded = (name) => {
+    if (cache.get(name)?.payload !== state[name]) cache.set(name, { payload: state[name], value: decodeArray(state[name]) });
+    return cache.get(name).value;
+  };
+  let answers = 0;
+  const layers = createLayerRequests(channel, (name) => state[name], decoded, () => { answers += 1; });
+  const answer = async (request, content) => {
+    const { data, ...rest } = content;
+    request.resolve({ content: rest, buffers: [data] });
+    await new Promise((r) => setTimeout(r, 0));
+  };
+  return { state, asked, layers, answer, answers: () => answers };
+}
+
+describe("createLayerRequests", () => {
+  it("holds the open layer and asks for the others one at a time, nearest first", async () => {
+    const p = page({ attention: payload(2, "1:encoder:0:0"), layer: 2, n_layers: 5, long_context: false });
+    expect(p.layers.data(2).bytes[0]).toBe(2);
+    expect(p.layers.data(3)).toBeNull();
+    const order = [];
+    for (let i = 0; i < 4; i++) {
+      p.layers.prefetch();
+      p.layers.prefetch(); // one request at a time: a second call while one is out asks nothing
+      expect(p.asked).toHaveLength(i + 1);
+      const request = p.asked.at(-1);
+      expect(request.type).toBe("layer");
+      order.push(request.params.layer);
+      await p.answer(request, payload(request.params.layer, "1:encoder:0:0"));
+    }
+    expect(order).toEqual([3, 1, 4, 0]);
+    expect(p.answers()).toBe(4);
+    expect([0, 1, 3, 4].map((l) => p.layers.data(l).bytes[0])).toEqual([0, 1, 3, 4]);
+    p.layers.prefetch();
+    expect(p.asked).toHaveLength(4); // every layer held: nothing more to ask
+  });
+
+  it("keeps its own copy when the trait brings a layer it holds, so the view need not draw it again", async () => {
+    const p = page({ attention: payload(0, "a"), layer: 0, n_layers: 2, long_context: false });
+    p.layers.prefetch();
+    await p.answer(p.asked[0], payload(1, "a"));
+    const held = p.layers.data(1);
+    p.state.layer = 1;
+    p.state.attention = payload(1, "a"); // the kernel's answer to the switch, after the page drew it
+    expect(p.layers.data(1)).toBe(held);
+  });
+
+  it("drops the layers of an older run and never files an answer under another run", async () => {
+    const p = page({ attention: payload(0, "run 1"), layer: 0, n_layers: 3, long_context: false });
+    p.layers.prefetch();
+    p.state.attention = payload(0, "run 2", { fill: 7 }); // an edit ran while the request was out
+    await p.answer(p.asked[0], payload(1, "run 1"));
+    expect(p.layers.data(1)).toBeNull();
+    expect(p.layers.data(0).bytes[0]).toBe(7);
+    p.layers.prefetch();
+    await p.answer(p.asked[1], payload(1, "run 1")); // the kernel's answer names the old run
+    expect(p.layers.data(1)).toBeNull();
+  });
+
+  it("does not ask again for a layer the kernel refused, nor for a long run's layers", async () => {
+    const p = page({ attention: payload(0, "a"), layer: 0, n_layers: 2, long_context: false });
+    p.layers.prefetch();
+    p.asked[0].reject(new Error("closed"));
+    await new Promise((r) => setTimeout(r, 0));
+    p.layers.prefetch();
+    expect(p.asked).toHaveLength(1);
+    const long = page({ attention: payload(0, "a"), layer: 0, n_layers: 2, long_context: true });
+    long.layers.prefetch();
+    expect(long.asked).toHaveLength(0);
+  });
+
+  it("holds at most LAYER_BYTES", async () => {
+    const n = 1024; // 4 heads × 1024² bytes: 4 MiB a layer
+    const p = page({ attention: payload(0, "a", { n, heads: 4 }), layer: 0, n_layers: 40, long_context: false });
+    let held = 1;
+    for (;;) {
+      p.layers.prefetch();
+      if (p.asked.length < held) break;
+      await p.answer(p.asked.at(-1), payload(p.asked.at(-1).params.layer, "a", { n, heads: 4 }));
+      held += 1;
+    }
+    expect(held * 4 * n * n).toBeLessThanOrEqual(LAYER_BYTES);
+    expect((held + 1) * 4 * n * n).toBeGreaterThan(LAYER_BYTES);
+  });
+});
