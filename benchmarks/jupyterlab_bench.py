@@ -70,17 +70,28 @@ TIMING_HELPERS = """
     }
     return hash;
   };
-  window.__timeUntil = (act, changed, timeoutMs = 60000) => new Promise((resolve) => {
+  // Reading every canvas each frame would take CPU from the kernel while it computes (two cores
+  // in all): the pixels are read only in a frame after something under `box` changed (a drawing
+  // sets its canvases' sizes, places, counts), and every 10th frame whatever happened.
+  window.__timeUntil = (act, changed, timeoutMs = 60000, box = document.body) => new Promise((resolve) => {
+    let dirty = true;
+    let frames = 0;
+    const observer = new MutationObserver(() => { dirty = true; });
+    observer.observe(box, { attributes: true, childList: true, subtree: true, characterData: true });
+    const done = (result) => { observer.disconnect(); resolve(result); };
     const t0 = stamp();
     act();
     // Stamped after the check: reading a canvas rasterises what was drawn into it (Chromium draws
     // a canvas lazily, at the frame's commit), which the user waits for too. The pixels' own
     // reading adds a few ms: the numbers are an upper bound.
     const check = () => {
-      const seen = changed();
+      frames += 1;
+      const look = dirty || frames % 10 === 0;
+      dirty = false;
+      const seen = look && changed();
       const t = stamp();
-      if (seen) resolve({ start: t0, end: t, ms: t - t0 });
-      else if (t - t0 > timeoutMs) resolve({ start: t0, end: t, ms: null });
+      if (seen) done({ start: t0, end: t, ms: t - t0 });
+      else if (t - t0 > timeoutMs) done({ start: t0, end: t, ms: null });
       else requestAnimationFrame(check);
     };
     requestAnimationFrame(check);
@@ -98,6 +109,16 @@ def _stamped_set_state(self, sync_data, _stamps=_attnscope_stamps, _inner=_attns
     _inner(self, sync_data)
     _stamps.append({"start": start, "end": _time.time() * 1000, "keys": sorted(sync_data)})
 type(widget).set_state = _stamped_set_state
+# The model's forward inside a run (an edit): what the run cannot go below.
+_attnscope_forwards = []
+_attnscope_forward = widget.engine.forward
+def _stamped_forward(*args, _inner=_attnscope_forward, _stamps=_attnscope_forwards, **kwargs):
+    start = _time.time() * 1000
+    try:
+        return _inner(*args, **kwargs)
+    finally:
+        _stamps.append({"start": start, "end": _time.time() * 1000})
+widget.engine.forward = _stamped_forward
 """
 
 
@@ -219,6 +240,29 @@ INTERACTIONS = {
     ),
 }
 
+# Long inputs (the text and map views, attention on request).
+LONG_INTERACTIONS = {
+    # A click on a token in view: the rows come from the kernel, the text in view is shaded.
+    "select → shaded": (
+        "box.querySelector(`.attnscope-text-token[data-index='${arg}']`).click()",
+        "(() => { const c = box.querySelector('.attnscope-text-caption').textContent;"
+        " return c.includes(`(token ${arg})`) && !c.includes('computing'); })()",
+    ),
+    # The wheel over the map's middle: the kernel's tile of the region once the zoom rests.
+    "zoom tile": (
+        "{ const c = box.querySelector('canvas.attnscope-map'); const r = c.getBoundingClientRect();"
+        "  c.dispatchEvent(new WheelEvent('wheel', {deltaY: arg, clientX: r.left + 96 + 200, clientY: r.top + 84 + 200,"
+        "   bubbles: true, cancelable: true})); }",
+        "(() => { const c = box.querySelector('canvas.attnscope-map');"
+        " return c.dataset.region !== before && c.dataset.tile !== before"
+        " && box.querySelector('.attnscope-header .attnscope-status').textContent === ''; })()",
+    ),
+}
+LONG_BEFORE = {
+    "select → shaded": "null",
+    "zoom tile": "box.querySelector('canvas.attnscope-map').dataset.region",
+}
+
 # What `before` is for each interaction (read just before the action).
 BEFORE = {
     "model view opened": "window.__pixels(box.querySelector('.attnscope-model-view'))",
@@ -228,12 +272,15 @@ BEFORE = {
 
 def timed(page, widget, name: str, arg) -> dict:
     """One interaction, timed in the page; with the websocket frames it sent and got."""
-    act, changed = INTERACTIONS[name]
-    before = BEFORE.get(name, "window.__pixels(box.querySelector('.attnscope-lines'))")
+    if name in LONG_INTERACTIONS:
+        (act, changed), before = LONG_INTERACTIONS[name], LONG_BEFORE[name]
+    else:
+        act, changed = INTERACTIONS[name]
+        before = BEFORE.get(name, "window.__pixels(box.querySelector('.attnscope-lines'))")
     return page.evaluate(f"""([box, arg]) => {{
         const before = {before};
         window.__attnscopeFrames.length = 0;
-        return window.__timeUntil(() => {{ {act}; }}, () => {changed});
+        return window.__timeUntil(() => {{ {act}; }}, () => {changed}, 60000, box);
     }}""", [widget.element_handle(), arg])
 
 
@@ -247,12 +294,15 @@ class KernelPage:
     def stamps(self) -> list[dict]:
         return kernel_value(self.page, "_attnscope_stamps")
 
+    def forwards(self) -> list[dict]:
+        return kernel_value(self.page, "_attnscope_forwards")
+
     def time(self, name: str, arg, settle_ms: int = 400) -> dict:
         """Times one interaction; → {ms, and where it went}. Waits for the kernel to be idle first
         (as a user who clicks again after seeing the last answer)."""
         self.page.wait_for_timeout(settle_ms)
         self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
-        before = len(self.stamps())
+        before, forwards_before = len(self.stamps()), len(self.forwards())
         timing = timed(self.page, self.widget, name, arg)
         if timing["ms"] is None:
             raise TimeoutError(f"{name} ({arg}): nothing changed on screen within 60 s")
@@ -260,7 +310,12 @@ class KernelPage:
         self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
         frames = self.page.evaluate("window.__attnscopeFrames")
         new = self.stamps()[before:]
-        return {"ms": timing["ms"], **breakdown(frames, new[0] if new else None, timing["start"], timing["end"])}
+        row = {"ms": timing["ms"], **breakdown(frames, new[0] if new else None, timing["start"], timing["end"])}
+        forwards = self.forwards()[forwards_before:]
+        if forwards:
+            row["forward_ms"] = sum(f["end"] - f["start"] for f in forwards)
+            row["beyond_forward_ms"] = row["ms"] - row["forward_ms"]
+        return row
 
     def undo(self, js: str, arg=None) -> None:
         self.page.evaluate(f"([box, arg]) => {{ {js}; }}", [self.widget.element_handle(), arg])
@@ -307,7 +362,7 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
     words = kernel_value(page, "text").split()
     rows["edited sentence"] = []
     forwards = []
-    for i in range(max(3, repeats // 2)):
+    for i in range(max(5, repeats // 2)):
         edited = " ".join(["penguins" if j == 3 + i else w for j, w in enumerate(words)])
         rows["edited sentence"].append(lab.time("edited sentence", edited))
         forwards.append(kernel_value(page, f"bare_forward_ms(model, {edited!r})"))
@@ -328,24 +383,120 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
         "n_tokens": n_tokens,
         "interactions": {k: {"median": medians(v), "each_ms": [round(r["ms"], 1) for r in v]} for k, v in rows.items()},
         "model view reopened": {"median": medians(reopened)},
-        "bare_forward_ms": round(statistics.median(forwards), 1),
+        "bare_forward_ms": {k: round(statistics.median(f[k] for f in forwards), 1) for k in forwards[0]},
     }
 
 
-def bare_forward_ms(engine, text: str, repeats: int = 5) -> float:
-    """The model's own forward for `text` (no attnscope, no attention output), median ms: what an
-    edit cannot go below."""
+def long_engine():
+    """The long-input bench's model (benchmarks/long_bench.py): a 4-layer Qwen2 shape, random
+    weights, with a byte-level BPE tokenizer trained in the tests."""
+    import torch
+    import transformers
+    from long_bench import SMALL
+    from test_token_labels import byte_level_bpe
+
+    import attnscope
+
+    torch.manual_seed(0)
+    tokenizer = byte_level_bpe()
+    config = transformers.Qwen2Config(vocab_size=len(tokenizer), max_position_embeddings=131072, **SMALL)
+    return attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
+
+
+def long_text(engine, n_tokens: int) -> str:
+    """Random tokens decoded, cut by max_length to exactly n_tokens (as long_bench does)."""
+    import torch
+
+    ids = torch.randint(5, len(engine.tokenizer), (1, 3 * n_tokens), generator=torch.Generator().manual_seed(1))
+    return engine.tokenizer.decode(ids[0])
+
+
+def bench_long_views(browser, base: str, n_tokens: int, repeats: int) -> dict:
+    """The text and map views of a long input in real JupyterLab: the first shaded text, a
+    selection, the map's overview and a zoom, the head view's window and the model view."""
+    name = f"long{n_tokens}.ipynb"
+    put_notebook(base, name, [
+        "import attnscope, sys, time\n"
+        f"sys.path.insert(0, {str(HERE)!r}); sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        "from jupyterlab_bench import long_engine, long_text\n"
+        "engine = long_engine()\n"
+        f"text = long_text(engine, {n_tokens})\n"
+        "_started = time.time() * 1000\n"
+        f"widget = attnscope.AttentionWidget(text, model=engine, max_length={n_tokens})\n"
+        "_made = time.time() * 1000\n"
+        "widget",
+    ])
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.add_init_script(WEBSOCKET_LOG)
+    page.goto(f"{base}/lab/workspaces/bench-{name.split('.')[0]}/tree/{name}?reset&token={TOKEN}")
+    wait_for_connected_idle_kernel(base, notebook=name)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=900_000)
+    caption = widget.locator(".attnscope-text-caption")
+    page.wait_for_function("c => c.textContent.startsWith('Attention') && !c.textContent.includes('computing')",
+                           arg=caption.element_handle(), timeout=600_000)
+    painted = time.time() * 1000
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=600_000)
+    made = kernel_value(page, "{'started': _started, 'made': _made, 'tokens': len(widget.tokens)}")
+    assert made["tokens"] == n_tokens, made
+    lab = KernelPage(page, widget)
+    run_cell_code(page, KERNEL_STAMPS)
+    rows: dict[str, list[dict]] = {}
+
+    # Select: tokens in the text's view, a few lines apart.
+    shown = page.evaluate("""box => { const flow = box.querySelector('.attnscope-text-flow'); const f = flow.getBoundingClientRect();
+        return [...flow.querySelectorAll('.attnscope-text-token')].filter((s) => { const r = s.getBoundingClientRect();
+            return r.top > f.top + 20 && r.bottom < f.bottom - 20 && s.textContent; }).map((s) => Number(s.dataset.index)); }""",
+                          widget.element_handle())
+    picks = [shown[(k * 37) % len(shown)] for k in range(repeats)]
+    rows["select → shaded"] = [lab.time("select → shaded", i) for i in picks]
+
+    # The map: its first overview (the layer's mean, every block pooled), then zooms.
+    tabs = {}
+    for view, ready in (("map", "c => c.querySelector('canvas.attnscope-map')?.dataset.region"),
+                        ("head", "c => Number(c.querySelector('.attnscope-lines')?.dataset.lineCount) > 0"),
+                        ("model", "c => Number(c.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0")):
+        start = time.time() * 1000
+        widget.locator(f".attnscope-tab[data-view='{view}']").click()
+        page.wait_for_function(ready, arg=widget.element_handle(), timeout=600_000)
+        tabs[view] = time.time() * 1000 - start
+        if view == "map":
+            zooms = []
+            for k in range(repeats):
+                zooms.append(lab.time("zoom tile", -400))
+                lab.undo("box.querySelector('canvas.attnscope-map').dispatchEvent(new MouseEvent('dblclick'))")
+                page.wait_for_function("b => b.querySelector('.attnscope-header .attnscope-status').textContent === ''",
+                                       arg=widget.element_handle(), timeout=120_000)
+            rows["zoom tile"] = zooms
+    page.close()
+    return {
+        "n_tokens": n_tokens,
+        "widget_made_ms": round(made["made"] - made["started"], 0),
+        "first_text_paint_ms": round(painted - made["started"], 0),
+        "tab_opened_ms": {k: round(v, 0) for k, v in tabs.items()},
+        "interactions": {k: {"median": medians(v), "each_ms": [round(r["ms"], 1) for r in v]} for k, v in rows.items()},
+    }
+
+
+def bare_forward_ms(engine, text: str, repeats: int = 5) -> dict:
+    """The model's own forward for `text`, median ms: as it runs by default (no attention
+    weights), and asked for its attention weights (`output_attentions=True`, what any tool that
+    shows them runs; the "bare forward" of the kernel rows). An edit cannot go below the latter."""
     import torch
 
     inputs = engine.tokenizer(text, return_tensors="pt", truncation=True).to(engine.device)
-    times = []
+    times: dict[str, list[float]] = {"default": [], "with_attentions": []}
     with torch.inference_mode():
         engine.model(**inputs)
         for _ in range(repeats):
-            start = time.perf_counter()
-            engine.model(**inputs)
-            times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+            for name, extra in (("default", {}), ("with_attentions", {"output_attentions": True})):
+                start = time.perf_counter()
+                engine.model(**inputs, **extra)
+                times[name].append((time.perf_counter() - start) * 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -357,8 +508,12 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
             try:
                 started = time.perf_counter()
-                row = bench_head_view(browser, base, 512, REPEATS)
-                print(json.dumps(row, indent=1))
+                which = sys.argv[1:] or ["head"]
+                if "head" in which:
+                    row = bench_head_view(browser, base, 512, REPEATS)
+                    print(json.dumps(row, indent=1))
+                for n in (int(w) for w in which if w.isdigit()):
+                    print(json.dumps(bench_long_views(browser, base, n, REPEATS), indent=1))
                 print(f"({time.perf_counter() - started:.0f} s)")
             finally:
                 browser.close()

@@ -50,17 +50,31 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
   const { bytes } = attention;
   const byteWeights = bytes ? Float32Array.from({ length: 256 }, (_, b) => b * attention.scale) : null;
   const values = bytes ? null : attention.values;
+  // One-byte weights: one pass keeps every weight at or above the floor (where each is, its byte)
+  // and counts them by byte; the lines are then picked from those few, not from every weight again.
+  let candidates = null;
   if (bytes) {
     let floorByte = 0;
     while (floorByte < 256 && byteWeights[floorByte] < THRESHOLDS[0]) floorByte++;
     const histogram = new Int32Array(256);
-    for (const [, , first] of rows) {
+    let at = new Int32Array(4096);
+    let n = 0;
+    rows.forEach(([, , first], r) => {
       for (let i = first, end = first + width; i < end; i++) {
         const b = bytes[i];
-        if (b >= floorByte) histogram[b]++;
+        if (b < floorByte) continue;
+        histogram[b]++;
+        if (n + 2 > at.length) {
+          const grown = new Int32Array(at.length * 2);
+          grown.set(at);
+          at = grown;
+        }
+        at[n++] = r;
+        at[n++] = i - first;
       }
-    }
+    });
     histogram.forEach((times, b) => { if (times) countWeight(byteWeights[b], times); });
+    candidates = at.subarray(0, n);
   } else {
     for (const [, , first] of rows) {
       for (let i = first, end = first + width; i < end; i++) {
@@ -70,18 +84,18 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
     }
   }
   const total = counts.reduce((a, b) => a + b, 0);
-  let kept = total;
+  let fitting = total;
   let level = 0;
-  while (level < THRESHOLDS.length - 1 && kept > budget) kept -= counts[level++];
+  while (level < THRESHOLDS.length - 1 && fitting > budget) fitting -= counts[level++];
   const minWeight = THRESHOLDS[level];
   const lines = [];
   if (bytes) {
     let minByte = 0;
     while (minByte < 256 && byteWeights[minByte] < minWeight) minByte++;
-    for (const [head, from, first] of rows) {
-      for (let i = first, end = first + width; i < end; i++) {
-        if (bytes[i] >= minByte) lines.push({ head, from, to: toLo + i - first, weight: byteWeights[bytes[i]] });
-      }
+    for (let k = 0; k < candidates.length; k += 2) {
+      const [head, from, first] = rows[candidates[k]];
+      const b = bytes[first + candidates[k + 1]];
+      if (b >= minByte) lines.push({ head, from, to: toLo + candidates[k + 1], weight: byteWeights[b] });
     }
   } else {
     for (const [head, from, first] of rows) {
@@ -293,14 +307,32 @@ export function createHeadView(container, callbacks = {}) {
     }
   }
 
+  // Each row's token and note as last written: an edit that changes a word rewrites its rows
+  // only, and the page lays out those, not 1,000 new ones.
+  const rowText = new WeakMap();
+
   /** @param {HTMLElement} column @param {string} side @param {number[]} range @param {string[]} tokens */
   function fillColumn(column, side, range, tokens, notes = []) {
     const [lo, hi] = range;
-    column.replaceChildren();
+    const rows = column.children;
+    const reuse = rows.length === hi - lo && (rows.length === 0 || Number(/** @type {HTMLElement} */ (rows[0]).dataset.index) === lo);
+    if (!reuse) column.replaceChildren();
     for (let i = lo; i < hi; i++) {
+      const note = notes[i] ?? "";
+      if (reuse) {
+        const row = /** @type {HTMLElement} */ (rows[i - lo]);
+        const was = rowText.get(row);
+        if (was.token !== tokens[i] || was.note !== note) {
+          row.firstChild.remove();
+          row.prepend(tokenText(document.createDocumentFragment(), tokens[i], note));
+          rowText.set(row, { token: tokens[i], note });
+        }
+        continue;
+      }
       const row = el("div", "attnscope-token", column);
       row.dataset.index = String(i);
-      tokenText(row, tokens[i], notes[i]);
+      tokenText(row, tokens[i], note);
+      rowText.set(row, { token: tokens[i], note });
       el("span", "attnscope-weights", row);
       row.addEventListener("mouseenter", () => { hover = { side, index: i }; paint(); });
       row.addEventListener("mouseleave", () => { hover = null; paint(); });
@@ -431,7 +463,7 @@ export function createHeadView(container, callbacks = {}) {
       if (layoutChanged) {
         hover = null;
         const ranges = rangesFor(next.attention.shape, next.sentenceBStart, next.sentenceFilter);
-        weightsShown = false; // fresh rows
+        showWeights(); // the rows are kept where the tokens are: a hover's weights go first
         fillColumn(left, "left", ranges.from, next.tokens, next.tokenNotes);
         fillColumn(right, "right", ranges.to, next.keyTokens ?? next.tokens, next.keyTokens ? next.keyNotes ?? [] : next.tokenNotes);
       }

@@ -91,6 +91,23 @@ describe("createHeadView", () => {
     expect(titles("right")).toEqual(["", "bytes 9F of “🙂”", ""]);
   });
 
+  it("keeps the rows of an edit's unchanged tokens and rewrites the changed one, hover weights cleared", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update(state({ tokens: ["a", "b", "c"] }));
+    const rows = () => [...container.querySelectorAll(".attnscope-left .attnscope-token")];
+    const before = rows();
+    rows()[1].dispatchEvent(new MouseEvent("mouseenter"));
+    expect(container.querySelectorAll(".attnscope-weight-value").length).toBeGreaterThan(0);
+    view.update(state({ tokens: ["a", "<b>x</b>", "c"], attention: { ...attention, values: attention.values.slice() } }));
+    expect(rows()).toEqual(before); // the same elements
+    expect(rows().map((r) => r.textContent)).toEqual(["a", "<b>x</b>", "c"]); // text, never markup
+    expect(container.querySelectorAll(".attnscope-weight-value, .attnscope-hovered")).toHaveLength(0);
+    expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("11"); // drawn without a hover
+    view.update(state({ tokens: ["a", "b"], attention: { shape: [1, 2, 2], values: new Float32Array([1, 0, 0.5, 0.5]) } }));
+    expect(rows().map((r) => r.textContent)).toEqual(["a", "b"]);
+  });
+
   it("toggles a head at once and solos it on a double-click", () => {
     const onToggleHead = vi.fn();
     const onSoloHead = vi.fn();

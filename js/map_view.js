@@ -335,6 +335,7 @@ export function createMapView(container, callbacks = {}) {
       drawn = { samples, size };
       canvas.dataset.exact = String(Boolean(next.tile.exact));
       canvas.dataset.region = [region.r0, region.r1, region.c0, region.c1].map((v) => Math.round(v)).join(",");
+      canvas.dataset.tile = [...next.tile.rows, ...next.tile.cols].join(","); // the kernel's answer drawn
       caption.textContent = mapSubtitle({ ...next, region });
       legend.replaceChildren();
       for (const b of mapBars(samples, scale, next.aside, next.reduce)) renderColorBar(el("div", "", legend), b);

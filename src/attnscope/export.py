@@ -119,7 +119,8 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
       makes only while a tab is open (thumbnails, rollout), so every tab paints;
     - served: what the kernel would send on the changes a page can make (the saved layers'
       attention) and what answers its requests (the queries and keys of those layers);
-    - traits: what the page does when the view changes a trait (contract.page_traits)."""
+    - traits: what the page does when the view changes a trait (contract.page_traits).
+    only_open_view: what the open view draws and no more (the kernel's picture of it)."""
     from . import payloads as pl
     from .contract import contract_traits, page_traits
     from .results import LongAttentionResult
@@ -130,9 +131,12 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     if isinstance(result, LongAttentionResult):
         return _long_page_state(widget, result, layers, state, only_open_view)
     # The model view shows the included layers the page holds (all of them when none is).
+    # only_open_view (the kernel's picture): what that view draws, no pass over every layer else.
+    view = state["view"]
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
-    state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
-    if not state["rollout"]:
+    if not only_open_view or view == "model":
+        state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
+    if not state["rollout"] and (not only_open_view or view == "rollout"):
         state["rollout"] = pl.rollout_payload(token_result, widget.word_level)
     source = state["attention"].get("source")  # the saved layers are the shown run's, as the kernel's are
     if state["layer"] not in layers:
@@ -140,7 +144,8 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
         state["attention"] = pl.layer_payload(result, layers[0], source)
     state.update(request={}, error="")
     served: dict = {"attention": {str(layer): pl.layer_payload(result, layer, source) for layer in layers}}
-    store = pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
+    store = (pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
+             if not only_open_view or view == "neuron" else None)
     if store is not None:
         store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
         served["neuron"] = store
