@@ -465,7 +465,7 @@ def bench_long_views(browser, base: str, n_tokens: int, repeats: int) -> dict:
         tabs[view] = time.time() * 1000 - start
         if view == "map":
             zooms = []
-            for k in range(repeats):
+            for _ in range(repeats):
                 zooms.append(lab.time("zoom tile", -400))
                 lab.undo("box.querySelector('canvas.attnscope-map').dispatchEvent(new MouseEvent('dblclick'))")
                 page.wait_for_function("b => b.querySelector('.attnscope-header .attnscope-status').textContent === ''",
