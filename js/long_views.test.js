@@ -7,7 +7,7 @@ import { keyHeadOf, scaleOf, topK } from "./long_controls.js";
 import { axisMarks, mapScene, panRegion, regionSamples, regionScale, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
 import { sceneToSvg } from "./scene.js";
 import { savedAnswer } from "./standalone.js";
-import { createTextView, shades, textScene } from "./text_view.js";
+import { chunkBoundaries, createTextView, shades, textScene } from "./text_view.js";
 
 describe("map zoom", () => {
   it("zooms around the pointer and stays inside the map", () => {
@@ -182,7 +182,7 @@ describe("text view: a character split over tokens", () => {
     view.update(state);
     const flow = body.querySelector(".attnscope-text-flow");
     expect(flow.textContent).toBe("<s>près de Zürich");
-    const spans = [...flow.children];
+    const spans = [...flow.querySelectorAll(".attnscope-text-token")];
     // Token 3 (the second byte of è) is selected: è is outlined, and says which tokens it holds.
     expect(spans.filter((s) => s.classList.contains("attnscope-selected")).map((s) => s.dataset.index)).toEqual(["2"]);
     expect(spans[3].getAttribute("aria-selected")).toBe("true");
@@ -206,27 +206,81 @@ describe("text view: a character split over tokens", () => {
   });
 });
 
-describe("text view shading", () => {
-  it("shades the tokens in view at once and the rest when idle", async () => {
+describe("text view blocks", () => {
+  it("end at a line's end, else before a word after twice the size, never inside a split character", () => {
+    const words = (n, from = 0) => Array.from({ length: n }, (_, i) => ` w${from + i}`);
+    expect(chunkBoundaries(words(100))).toEqual([0, 100]);
+    expect(chunkBoundaries(words(1100))).toEqual([0, 512, 1024, 1100]);
+    const lines = [...words(300), "end\n", ...words(700)];
+    expect(chunkBoundaries(lines)).toEqual([0, 301, 813, 1001]);
+    // No word starts and no line ends: a block at four times the size, but not before a "" (a split character's byte).
+    const bytes = Array.from({ length: 1100 }, (_, i) => (i === 1024 ? "" : "x"));
+    expect(chunkBoundaries(bytes)).toEqual([0, 1025, 1100]);
+  });
+});
+
+describe("text view scrolling", () => {
+  it("scrolls to a token chosen in the list, not to one clicked in the text (it is in view)", () => {
     const body = document.createElement("div");
-    const view = createTextView(body, {});
-    const n = 400;
-    const tokens = Array.from({ length: n }, (_, i) => `t${i}`);
-    const state = { tokens, notes: [], selected: 0, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
-    view.update({ ...state, values: null });
-    // A laid-out flow 100 px tall, one token a 10 px line, scrolled to token 200.
+    let chosen = -1;
+    const view = createTextView(body, { onSelect: (i) => { chosen = i; } });
+    const tokens = Array.from({ length: 40 }, (_, i) => ` t${i}`);
+    const values = Float32Array.from(tokens, (_, i) => (i === 30 ? 0.9 : 0.1 / 39));
+    const state = { tokens, notes: [], selected: 0, values, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
     const flow = body.querySelector(".attnscope-text-flow");
     Object.defineProperty(flow, "clientHeight", { value: 100 });
-    Object.defineProperty(flow, "scrollTop", { value: 2000 });
-    for (const span of flow.children) Object.defineProperty(span, "offsetTop", { value: 10 * Number(span.dataset.index) });
+    const spans = [...flow.querySelectorAll(".attnscope-text-token")];
+    spans.forEach((span, i) => Object.defineProperty(span, "offsetTop", { get: () => 50 * i }));
+    let scrolled = 0;
+    Object.defineProperty(flow, "scrollTop", { get: () => 0, set: () => { scrolled += 1; } });
+    spans[35].click();
+    expect(chosen).toBe(35);
+    view.update({ ...state, selected: 35 });
+    view.scrollToSelected(); // what the adapter does after a selection
+    expect(scrolled).toBe(0);
+    body.querySelector(".attnscope-top-token").click(); // the list's first: token 30
+    expect(chosen).toBe(30);
+    view.update({ ...state, selected: 30 });
+    view.scrollToSelected();
+    expect(scrolled).toBe(1);
+    view.destroy();
+  });
+});
+
+describe("text view shading", () => {
+  it("shades the tokens of the blocks in view at once and the rest when idle", async () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const n = 4096;
+    const tokens = Array.from({ length: n }, (_, i) => ` t${i}`); // each starts a word: a block every 512
+    const state = { tokens, notes: [], selected: 0, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update({ ...state, values: null });
+    const flow = body.querySelector(".attnscope-text-flow");
+    const blocks = [...flow.children];
+    expect(blocks.map((b) => b.className)).toEqual(Array(8).fill("attnscope-text-chunk"));
+    expect(blocks.map((b) => b.firstChild.dataset.index)).toEqual(["0", "512", "1024", "1536", "2048", "2560", "3072", "3584"]);
+    // A laid-out flow 100 px tall, each block 100 px, scrolled to the fifth block (tokens 2048–2559).
+    Object.defineProperty(flow, "clientHeight", { value: 100 });
+    Object.defineProperty(flow, "scrollTop", { value: 400 });
+    blocks.forEach((b, k) => {
+      Object.defineProperty(b, "offsetTop", { value: 100 * k });
+      Object.defineProperty(b, "offsetHeight", { value: 100 });
+    });
+    // No token's own place is read: only the blocks'.
+    for (const span of flow.querySelectorAll(".attnscope-text-token")) {
+      Object.defineProperty(span, "offsetTop", { get() { throw new Error("a token's place was read"); } });
+    }
     view.update({ ...state, values: new Float32Array(n).fill(0.5) });
-    const shaded = () => [...flow.children].filter((s) => s.style.background).map((s) => Number(s.dataset.index));
+    const shaded = () => [...flow.querySelectorAll(".attnscope-text-token")].filter((s) => s.style.background).map((s) => Number(s.dataset.index));
     const now = shaded();
-    expect(now[0]).toBeGreaterThanOrEqual(193); // half a screen above the view
-    expect(now.at(-1)).toBeLessThanOrEqual(215); // and below
-    expect(now).toContain(200);
+    // Half a screen above and below the view: the blocks at 300–400, 400–500 and 500–600 px.
+    expect(now[0]).toBe(1536);
+    expect(now.at(-1)).toBe(3071);
+    expect(now).toHaveLength(3 * 512);
     expect(flow.dataset.shading).toBe("in view");
-    await new Promise((r) => setTimeout(r, 20));
+    // The rest a chunk of spans per idle callback (jsdom writes styles slowly: a few of them here).
+    for (let k = 0; k < 300 && flow.dataset.shading !== "done"; k++) await new Promise((r) => setTimeout(r, 10));
     expect(shaded()).toHaveLength(n);
     expect(flow.dataset.shading).toBe("done");
     view.destroy();

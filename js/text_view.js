@@ -60,6 +60,29 @@ function partsEnd(reading, i) {
   return end;
 }
 
+// Tokens per block of the flow (text_view's content-visibility blocks), about.
+export const CHUNK_TOKENS = 256;
+
+/**
+ * Where the flow's blocks start: [0, ..., n]. A block ends after about CHUNK_TOKENS tokens, at a
+ * line's end where one comes within twice that, else before a token that starts a word (the break
+ * then reads as a line wrapped early), never inside a split character.
+ */
+export function chunkBoundaries(reading) {
+  const starts = [0];
+  const n = reading.length;
+  for (let i = 1; i < n; i++) {
+    const size = i - starts.at(-1);
+    if (size < CHUNK_TOKENS || reading[i] === "") continue;
+    const previous = String(reading[i - 1]);
+    const lineEnd = previous.endsWith("\n");
+    const wordStart = /^\s/.test(String(reading[i]));
+    if (lineEnd || (size >= 2 * CHUNK_TOKENS && wordStart) || size >= 4 * CHUNK_TOKENS) starts.push(i);
+  }
+  starts.push(n);
+  return starts;
+}
+
 /**
  * The text around the selected token as an image: lines of tokens, each on its shade, the
  * selected one outlined, the top tokens and the colour bars below.
@@ -158,14 +181,20 @@ export function createTextView(container, callbacks = {}) {
     if (!span || !flow.clientHeight) return;
     scrollPending = false;
     // The text's own scroll only, never the page's: a notebook stays where its reader left it.
-    const top = span.offsetTop;
+    // A block is its tokens' offset parent (content-visibility contains their layout): the
+    // token's place in the text is the block's place plus its own in the block.
+    const block = /** @type {HTMLElement} */ (span.parentElement);
+    const top = span.offsetTop + (span.offsetParent === block ? block.offsetTop : 0);
     const bottom = top + span.offsetHeight;
     if (top < flow.scrollTop || bottom > flow.scrollTop + flow.clientHeight) {
       flow.scrollTop = Math.max(0, top - (flow.clientHeight - span.offsetHeight) / 2);
     }
   }
 
+  // A token clicked in the text is in view: its selection scrolls nothing (and reads no layout).
+  let clickedHere = -1;
   function choose(i) {
+    clickedHere = -1; // chosen elsewhere (the list, the keys) until the text's click says otherwise
     if (state && i !== state.selected) callbacks.onSelect?.(i);
   }
   flow.addEventListener("click", (event) => {
@@ -175,7 +204,9 @@ export function createTextView(container, callbacks = {}) {
     const i = Number(index);
     const end = partsEnd(readingShown, i);
     const selected = state?.selected ?? -1;
-    choose(selected >= i && selected < end ? i + ((selected - i + 1) % (end - i)) : i);
+    const chosen = selected >= i && selected < end ? i + ((selected - i + 1) % (end - i)) : i;
+    choose(chosen);
+    clickedHere = chosen;
   });
   flow.addEventListener("keydown", (event) => {
     if (!state) return;
@@ -187,11 +218,29 @@ export function createTextView(container, callbacks = {}) {
   });
   flow.tabIndex = 0;
 
+  // The text in blocks of about CHUNK_TOKENS tokens that the browser lays out and paints only near
+  // the view (content-visibility): a selection then restyles and lays out a few blocks, not 32k spans.
+  let chunks = []; // the blocks, in reading order
+  let chunkStarts = []; // the first token of each, and the token count at the end
+
   function buildTokens(tokens, notes, reading) {
     flow.replaceChildren();
     const fragment = document.createDocumentFragment();
     readingShown = reading;
+    chunkStarts = chunkBoundaries(reading);
+    // A block's height before it is first shown: its characters at about 8 px each, in lines of
+    // the text's width (the browser keeps the real height once it has laid the block out).
+    const width = Math.max(200, flow.clientWidth || 800);
+    chunks = chunkStarts.slice(0, -1).map((start, k) => {
+      const block = el("div", "attnscope-text-chunk", fragment);
+      let chars = 0;
+      for (let i = start; i < chunkStarts[k + 1]; i++) chars += String(reading[i]).length;
+      block.style.containIntrinsicSize = `auto ${Math.ceil((chars * 8) / width) * 27}px`;
+      return block;
+    });
+    let chunk = -1;
     spans = tokens.map((token, i) => {
+      if (i === chunkStarts[chunk + 1]) chunk++;
       const span = document.createElement("span");
       span.className = "attnscope-text-token";
       span.textContent = reading[i]; // data, never markup; "" for a split character's other tokens
@@ -202,7 +251,7 @@ export function createTextView(container, callbacks = {}) {
         const others = Array.from({ length: end - i - 1 }, (_, k) => `token ${i + 1 + k}: ${tokenCaption(tokens[i + 1 + k], notes?.[i + 1 + k])}`);
         span.title += `; split over ${others.join(", ")} (click again to select them)`;
       }
-      fragment.appendChild(span);
+      chunks[chunk].appendChild(span);
       return span;
     });
     flow.appendChild(fragment);
@@ -234,23 +283,28 @@ export function createTextView(container, callbacks = {}) {
     }
   }
 
-  /** [first, end) of the spans in the flow's view, with half a screen's margin; everything when not
-   * laid out. It reads the layout: called before the update writes anything, the layout is clean. */
+  /** [first, end) of the spans in the blocks in the flow's view, with half a screen's margin;
+   * everything when not laid out. It reads the blocks' places only (a block off screen has its
+   * remembered or estimated height, its tokens are not laid out): called before the update writes
+   * anything, the layout is clean. */
   function inView() {
     const height = flow.clientHeight;
     if (!height || !spans.length) return [0, spans.length];
     const top = flow.scrollTop - height / 2;
     const bottom = flow.scrollTop + 1.5 * height;
-    const firstBelow = (y) => { // spans are in reading order, so their tops never decrease
+    const firstEndingBelow = (y) => { // blocks are in reading order, one under the other
       let lo = 0;
-      let hi = spans.length;
+      let hi = chunks.length;
       while (lo < hi) {
         const mid = (lo + hi) >> 1;
-        if (spans[mid].offsetTop < y) lo = mid + 1; else hi = mid;
+        if (chunks[mid].offsetTop + chunks[mid].offsetHeight <= y) lo = mid + 1; else hi = mid;
       }
       return lo;
     };
-    return [Math.max(0, firstBelow(top) - 1), firstBelow(bottom)];
+    const first = Math.min(chunks.length - 1, firstEndingBelow(top));
+    let end = first;
+    while (end < chunks.length && chunks[end].offsetTop < bottom) end++;
+    return [chunkStarts[first], chunkStarts[Math.max(end, first + 1)]];
   }
 
   function writeRest(deadline) {
@@ -328,6 +382,9 @@ export function createTextView(container, callbacks = {}) {
     /** Brings the selected token into the text's view: when the view opens (a long text's selected
      * token may be thousands of lines down) and after a selection from the list or the map. */
     scrollToSelected() {
+      const clicked = state && state.selected === clickedHere;
+      clickedHere = -1;
+      if (clicked) return;
       scrollPending = true;
       scrollNow();
     },
