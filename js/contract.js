@@ -109,7 +109,7 @@ export const MESSAGES = {
   layer: { kind: "request", sender: "view" },
   /** {layer, head (-1: the mean of the layer's heads), token, direction: "from" | "to"} → the exact attention from that token to every token (its row) or to it from every token (its column), one float32 buffer of T values (payloads.long_rows_payload), with result_id. */
   attention_rows: { kind: "request", sender: "view" },
-  /** {layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} → that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and `exact` when every block is one token pair (payloads.long_tile_payload), with result_id. */
+  /** {layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} → that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and `exact` when every block is one token pair (payloads.long_tile_payload), with result_id. With `pass` (0, 1, ...): one of the `passes` the answer names, over 1 / passes of the rows, so that a large map shows at once and refines (max: the passes' elementwise max; mean: their sum). */
   attention_tile: { kind: "request", sender: "view" },
   /** {layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, end] (payloads.long_window_payload), with result_id. */
   attention_window: { kind: "request", sender: "view" },

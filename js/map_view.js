@@ -201,7 +201,10 @@ export function mapSubtitle(state) {
   const { region, tile } = state;
   const span = `queries ${Math.floor(region.r0)}–${Math.ceil(region.r1) - 1}, keys ${Math.floor(region.c0)}–${Math.ceil(region.c1) - 1}`;
   const exact = tile.exact && tile.rows[0] <= region.r0 && tile.rows[1] >= region.r1 ? "exact" : `${state.reduce} of blocks`;
-  return `${focusHeadName(state.head)}, layer ${state.layer} · ${span} of ${state.n} · ${exact}`;
+  // A map still refining says how much of it is in (its blocks are of the rows computed so far).
+  const refining = tile.passesDone < tile.passes
+    ? ` · refining: ${Math.round((100 * tile.passesDone) / tile.passes)}% of the rows so far` : "";
+  return `${focusHeadName(state.head)}, layer ${state.layer} · ${span} of ${state.n} · ${exact}${refining}`;
 }
 
 /**

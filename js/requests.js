@@ -84,10 +84,67 @@ export function createLongRequests(channel, onAnswer) {
     const { result_id: run, ...sent } = params;
     return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
   };
+  const maps = new Map(); // tile key → a refining map (refinedTile)
+  let latest = ""; // the map the view last drew: only it refines on its own
   return {
     row: ask(rowKey, "attention_rows"),
     tile: ask(tileKey, "attention_tile"),
     window: ask(windowKey, "attention_window"),
+    /**
+     * A large tile (the map's overview) in passes: the first pass's answer at once, then the next
+     * pass asked for once this one came (one at a time, so the kernel answers a click in between).
+     * → {values, ..., passesDone, passes} (exact once passesDone === passes), null, or {error}.
+     */
+    refined(params) {
+      const key = tileKey(params);
+      latest = key;
+      if (!maps.has(key)) {
+        maps.set(key, refinedTile(channel, params, key, onAnswer, () => latest === key));
+        while (maps.size > 16) maps.delete(maps.keys().next().value);
+      }
+      return maps.get(key).current();
+    },
+  };
+}
+
+/** One refining tile (createLongRequests' refined): passes merged as they come, the next asked for
+ * as soon as one comes while it is the map shown (`shown()`), so the kernel refines it while the
+ * page draws; another map shown pauses it until it is drawn again. */
+function refinedTile(channel, params, key, onAnswer, shown) {
+  const { result_id: run, ...sent } = params;
+  let merged = null; // {content, values}: the passes so far, max-merged or summed
+  let done = 0;
+  let passes = null;
+  let asking = false;
+  let error = null;
+  function askNext() {
+    asking = true;
+    channel.request("attention_tile", { ...sent, pass: done }).then(({ content, buffers }) => {
+      if (tileKey({ ...content, result_id: content.result_id }) !== key) return; // another run's
+      const { values } = longNumbers(content, buffers);
+      passes = content.passes ?? 1; // a saved page's answer is the whole map at once
+      if (!merged) merged = { content, values: Float32Array.from(values) };
+      else if (content.reduce === "mean") for (let i = 0; i < values.length; i++) merged.values[i] += values[i];
+      else for (let i = 0; i < values.length; i++) merged.values[i] = Math.max(merged.values[i], values[i]);
+      done += 1;
+    }).catch((err) => {
+      error = err.message;
+    }).finally(() => {
+      asking = false;
+      if (!error && done < passes && shown()) askNext();
+      onAnswer();
+    });
+  }
+  return {
+    current() {
+      if (error && !merged) return { error };
+      if (!asking && !error && (passes === null || done < passes)) askNext();
+      if (!merged) return null;
+      // A mean's passes add up: until all are in, the sum so far stands for its share of them.
+      const values = merged.content.reduce === "mean" && done < passes
+        ? merged.values.map((v) => (v * passes) / done) : merged.values;
+      return { ...merged.content, values, exact: Boolean(merged.content.exact) && done === passes, passesDone: done, passes };
+    },
   };
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeArray } from "./codec.js";
-import { createLayerRequests, LAYER_BYTES } from "./requests.js";
+import { createLayerRequests, createLongRequests, LAYER_BYTES } from "./requests.js";
 
 // One layer of `heads` × n × n, every byte `fill`, as the kernel sends it (payloads.layer_payload).
 const payload = (layer, source, { n = 2, heads = 1, fill = layer } = {}) => ({
@@ -97,5 +97,68 @@ describe("createLayerRequests", () => {
     }
     expect(held * 4 * n * n).toBeLessThanOrEqual(LAYER_BYTES);
     expect((held + 1) * 4 * n * n).toBeGreaterThan(LAYER_BYTES);
+  });
+});
+
+describe("createLongRequests().refined", () => {
+  // A channel whose "attention_tile" requests the test answers by hand.
+  function kernel() {
+    const asked = [];
+    const channel = { request: (type, params) => new Promise((resolve, reject) => asked.push({ type, params, resolve, reject })) };
+    let redraws = 0;
+    const long = createLongRequests(channel, () => { redraws += 1; });
+    const answer = async (request, content, values) => {
+      request.resolve({ content: { ...request.params, result_id: 1, n_tokens: 4, shape: [2, 2], dtype: "float32", exact: false, ...content },
+        buffers: [new DataView(Float32Array.from(values).buffer)] });
+      await new Promise((r) => setTimeout(r, 0));
+    };
+    return { asked, long, answer, redraws: () => redraws };
+  }
+  const params = (reduce) => ({ result_id: 1, layer: 0, head: -1, rows: [0, 4], cols: [0, 4], bins: 2, reduce });
+
+  it("shows the first pass at once and merges the next ones, asked one at a time (max)", async () => {
+    const k = kernel();
+    expect(k.long.refined(params("max"))).toBeNull();
+    expect(k.long.refined(params("max"))).toBeNull(); // one request out: no second
+    expect(k.asked.map((a) => a.params.pass)).toEqual([0]);
+    await k.answer(k.asked[0], { pass: 0, passes: 2 }, [0.1, 0.5, 0.2, 0]);
+    let tile = k.long.refined(params("max"));
+    expect([tile.passesDone, tile.passes, tile.exact]).toEqual([1, 2, false]);
+    expect(Array.from(tile.values)).toEqual(Array.from(Float32Array.from([0.1, 0.5, 0.2, 0])));
+    expect(k.asked.map((a) => a.params.pass)).toEqual([0, 1]); // the next pass, asked as the first is drawn
+    await k.answer(k.asked[1], { pass: 1, passes: 2 }, [0.3, 0.4, 0.1, 0.6]);
+    tile = k.long.refined(params("max"));
+    expect(tile.passesDone).toBe(2);
+    expect(Array.from(tile.values)).toEqual(Array.from(Float32Array.from([0.3, 0.5, 0.2, 0.6])));
+    expect(k.asked).toHaveLength(2); // done: nothing more asked
+    expect(k.redraws()).toBe(2);
+  });
+
+  it("adds a mean's passes, and stands the sum so far for their share until all are in", async () => {
+    const k = kernel();
+    k.long.refined(params("mean"));
+    await k.answer(k.asked[0], { pass: 0, passes: 4 }, [0.1, 0.2, 0, 0.05]);
+    expect(Array.from(k.long.refined(params("mean")).values)).toEqual(Array.from(Float32Array.from([0.4, 0.8, 0, 0.2])));
+    for (const pass of [1, 2, 3]) {
+      k.long.refined(params("mean")); // the redraw after an answer asks for the next pass
+      await k.answer(k.asked[pass], { pass, passes: 4 }, [0.1, 0.2, 0, 0.05]);
+    }
+    const tile = k.long.refined(params("mean"));
+    expect(tile.passesDone).toBe(4);
+    expect(Array.from(tile.values)).toEqual(Array.from(Float32Array.from([0.4, 0.8, 0, 0.2])));
+  });
+
+  it("takes an answer without passes (a saved page's whole map) as done, and says an error", async () => {
+    const k = kernel();
+    k.long.refined(params("max"));
+    await k.answer(k.asked[0], {}, [1, 0, 0, 1]);
+    expect(k.long.refined(params("max")).passesDone).toBe(1);
+    expect(k.asked).toHaveLength(1);
+    const other = { ...params("max"), layer: 1 };
+    k.long.refined(other);
+    k.asked[1].reject(new Error("This saved page holds layer 0's whole maps"));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(k.long.refined(other).error).toContain("saved page");
+    expect(k.asked).toHaveLength(2);
   });
 });

@@ -20,7 +20,7 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
  * @property {(layer: number) => any} [layerData]  a layer of the shown run the page holds (decoded), or null
  * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
- * @property {{row: (p: object) => any, tile: (p: object) => any}} long  exact rows and tiles of a long run (requests.js)
+ * @property {{row: (p: object) => any, tile: (p: object) => any, window?: (p: object) => any, refined?: (p: object) => any}} long  exact rows and tiles of a long run (requests.js); refined: a large tile in passes
  * @property {boolean} maskMode  clicks in the model view mask heads
  * @property {number} width  px the open view may use (0 when unknown)
  * @property {number} [height]  px the open view may use in a box of fixed size (a slide), 0 elsewhere
@@ -426,8 +426,9 @@ const map = {
     const n = tokens.length;
     const base = { ...longParams(get), reduce: get("map_reduce") };
     const region = view.region(n);
-    const overview = long.tile({ ...base, ...tileRequest(wholeMap(n), n) });
-    const zoomed = long.tile({ ...base, ...tileRequest(view.settled(n), n) });
+    // Large maps come in passes, each over a share of the rows: drawn at once, then refined.
+    const overview = long.refined({ ...base, ...tileRequest(wholeMap(n), n) });
+    const zoomed = long.refined({ ...base, ...tileRequest(view.settled(n), n) });
     // The zoomed tile once it came and still covers what is shown; the overview until then.
     const covers = (t) => t.n_tokens === n && t.rows[0] <= region.r0 && t.rows[1] >= region.r1 && t.cols[0] <= region.c0 && t.cols[1] >= region.c1;
     const tile = answered(zoomed, covers) ?? answered(overview, covers);
@@ -435,7 +436,9 @@ const map = {
       head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), layer: get("layer"),
       reduce: get("map_reduce"), model: get("model_name"), width, message: (overview?.error || zoomed?.error) ?? "" });
     if (overview?.error || zoomed?.error) return "";
-    return tile ? (tile === zoomed ? "" : "zooming…") : "computing…";
+    if (!tile) return "computing…";
+    if (tile !== zoomed) return "zooming…";
+    return tile.passesDone < tile.passes ? "refining…" : "";
   },
   // The picture is the whole map (a saved output cannot zoom).
   picture({ get, long, width }, options) {

@@ -102,6 +102,43 @@ def test_tiles_and_pooled_blocks_are_the_full_matrix_cut_and_pooled(family):
                     assert torch.allclose(pooled_mean[:, a, b], block.mean(dim=(1, 2)), atol=2e-6), (bins, layer, a, b)
 
 
+def test_a_map_refined_in_passes_ends_as_the_pooled_map_and_each_pass_is_its_rows(family, monkeypatch):
+    """Issue 32: a large map is answered in passes over 1 / passes of the rows each (bit-reversed
+    offsets); the passes' max is the pooled max, their sum the pooled mean, for one head and for
+    the mean of the heads, and the first pass alone is the pooled map of its rows."""
+    from attnscope import payloads as pl
+
+    _, engine = family
+    full = engine.run(TEXT, attention="full").attention.cpu()
+    long = engine.run(TEXT, attention="on_demand")
+    n = long.n_tokens
+    monkeypatch.setattr(pl, "PASS_PAIRS", n * n // 5)  # a small map, refined as a large one is
+    for head, reduce in ((2, "max"), (-1, "max"), (-1, "mean"), (1, "mean")):
+        passes = pl.tile_passes(long, head, [0, n], [0, n], 8)
+        assert passes > 1 and passes & (passes - 1) == 0
+        offsets = sorted(pl.pass_offset(i, passes) for i in range(passes))
+        assert offsets == list(range(passes))
+        answers = []
+        for index in range(passes):
+            content, [data] = pl.long_tile_payload(long, 1, head, [0, n], [0, n], 8, reduce, index)
+            assert (content["pass"], content["passes"], content["exact"]) == (index, passes, False)
+            answers.append(torch.frombuffer(bytearray(data), dtype=torch.float32).view(content["shape"]))
+        merged = torch.stack(answers).amax(0) if reduce == "max" else torch.stack(answers).sum(0)
+        whole = long.pooled_tile(1, None if head == -1 else head, (0, n), (0, n), (8, 8), reduce)
+        assert torch.allclose(merged, whole, atol=2e-6), (head, reduce)
+        # The first pass: exactly the pooled map of its rows (offset 0, every `passes`-th row).
+        maps = full[1].mean(0) if head == -1 else full[1, head]
+        rows, cols = bin_edges(n, 8), bin_edges(n, 8)
+        sampled = (torch.arange(n) % passes) == 0
+        for a in range(8):
+            for b in range(8):
+                block = maps[(rows == a) & sampled][:, cols == b]
+                expected = block.amax() if reduce == "max" else block.sum() / ((rows == a).sum() * (cols == b).sum())
+                assert torch.allclose(answers[0][a, b], expected, atol=2e-6), (head, reduce, a, b)
+    with pytest.raises(attnscope.InputError, match="past this tile"):
+        pl.long_tile_payload(long, 1, 2, [0, n], [0, n], 8, "max", passes)
+
+
 def test_the_first_rows_of_a_long_causal_run_are_the_rows_of_its_prefix(family):
     _, engine = family
     long = engine.run(TEXT, attention="on_demand")

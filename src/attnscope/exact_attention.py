@@ -275,6 +275,53 @@ def pooled_heads(
     return total
 
 
+def pooled_sampled(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: tuple[int, int], reduce: str,
+    stride: int, offset: int, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None,
+    average: bool = False, budget: int = BLOCK_BYTES,
+) -> torch.Tensor:
+    """One of `stride` passes over pooled_heads' map: only the rows r of the span with
+    (r − start) % stride == offset. "max": the largest weight of those rows in each block; the
+    passes' maxima make the map's. "mean": their weights' sum divided by the whole block's count;
+    the passes add up to the map's mean. Each pass costs 1 / stride of the map, so a page can show
+    a first pass at once and refine it: every block has rows in every pass when stride is at most
+    the rows a block holds."""
+    if reduce not in ("max", "mean"):
+        raise ValueError(f"reduce must be 'max' or 'mean', not {reduce!r}")
+    n_heads, n_keys = q.shape[0], k.shape[1]
+    (r0, r1), (c0, c1) = _span(rows, q.shape[1]), _span(cols, n_keys)
+    row_bins, col_bins = min(bins[0], r1 - r0), min(bins[1], c1 - c0)
+    device = q.device
+    row_bin = bin_edges(r1 - r0, row_bins).to(device)
+    col_bin = bin_edges(c1 - c0, col_bins).to(device)
+    n_out = 1 if average else n_heads
+    total = torch.zeros(n_out, row_bins, col_bins, dtype=torch.float32, device=device)
+    positions = torch.arange(r0 + offset, r1, stride, device=device)
+    for chunk in positions.split(block_rows(n_heads, c1 - c0, budget)):
+        key_start, key_end = rule.key_span(int(chunk[0]), int(chunk[-1]) + 1, n_keys)
+        key_start, key_end = max(key_start, c0), min(key_end, c1)
+        if key_end <= key_start:
+            continue
+        p = probabilities(q[:, chunk], k[:, key_start:key_end], lse[:, chunk], rule, chunk,
+                          torch.arange(key_start, key_end, device=device))
+        if average:
+            p = p.mean(0, keepdim=True)
+        by_col = torch.zeros(n_out, len(chunk), col_bins, dtype=torch.float32, device=device)
+        in_bins = col_bin[key_start - c0 : key_end - c0]
+        row_in_bins = row_bin[chunk - r0]
+        if reduce == "max":
+            by_col.scatter_reduce_(2, in_bins.expand_as(p), p, "amax")
+            total.scatter_reduce_(1, row_in_bins[None, :, None].expand_as(by_col), by_col, "amax")
+        else:
+            by_col.index_add_(2, in_bins, p)
+            total.index_add_(1, row_in_bins, by_col)
+    if reduce == "mean":
+        row_count = torch.bincount(row_bin, minlength=row_bins).float()
+        col_count = torch.bincount(col_bin, minlength=col_bins).float()
+        total /= row_count[None, :, None] * col_count[None, None, :]
+    return total
+
+
 def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: tuple[int, int],
                      cols: tuple[int, int], row_bins: int, col_bins: int, budget: int) -> torch.Tensor:
     """pooled_heads' max over bins of equal size. exp is increasing, so the largest probability

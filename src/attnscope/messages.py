@@ -52,7 +52,9 @@ MESSAGES = {
         Message("attention_tile", "request", "view",
                 '{layer, head (-1: mean), rows: [start, end], cols: [start, end], bins, reduce: "max" | "mean"} '
                 "→ that region pooled into at most bins × bins blocks, one float32 buffer, with its shape and "
-                "`exact` when every block is one token pair (payloads.long_tile_payload), with result_id."),
+                "`exact` when every block is one token pair (payloads.long_tile_payload), with result_id. With "
+                "`pass` (0, 1, ...): one of the `passes` the answer names, over 1 / passes of the rows, so that a "
+                "large map shows at once and refines (max: the passes' elementwise max; mean: their sum)."),
         Message("attention_window", "request", "view",
                 "{layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that "
                 "token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, "

@@ -300,18 +300,50 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
     return content, [encoded["data"]]
 
 
+# A pass of a refined tile scores about this many query-key pairs (heads counted): ~0.15 s on
+# this 2-core CPU, so a click waits at most that long behind a refining map.
+PASS_PAIRS = 150_000_000
+
+
+def tile_passes(result: LongAttentionResult, head: int, rows: Sequence[int], cols: Sequence[int], bins: int) -> int:
+    """In how many passes a tile is refined (a power of two): 1 when one pass fits PASS_PAIRS;
+    never more than the rows a block of the tile holds, so every block has rows in every pass."""
+    heads = result.n_heads if head == -1 else 1
+    pairs = (rows[1] - rows[0]) * (cols[1] - cols[0]) * heads
+    per_block = max(1, (rows[1] - rows[0]) // min(bins, rows[1] - rows[0]))
+    passes = 1
+    while pairs / passes > PASS_PAIRS and passes * 2 <= per_block:
+        passes *= 2
+    return passes
+
+
+def pass_offset(index: int, passes: int) -> int:
+    """The rows (offset modulo passes) of pass `index`: bit-reversed, so that the passes done so far
+    are spread evenly over every block (0, 4, 2, 6, 1, 5, 3, 7 for 8)."""
+    bits = passes.bit_length() - 1
+    return int(format(index, f"0{bits}b")[::-1], 2) if bits else 0
+
+
 def long_tile_payload(
     result: LongAttentionResult, layer: int, head: int, rows: Sequence[int], cols: Sequence[int], bins: int,
-    reduce: str = "max",
+    reduce: str = "max", pass_index: int | None = None,
 ) -> tuple[dict, list[bytes]]:
     """The map view's tile: rows × cols of one head (or the mean, head -1) pooled into at most
-    bins × bins blocks (max or mean); `exact` when each block is one token pair."""
+    bins × bins blocks (max or mean); `exact` when each block is one token pair.
+    pass_index: one pass of a tile refined in `passes` (tile_passes, in the answer): "max" passes
+    take the elementwise max, "mean" passes add up (exact_attention.pooled_sampled)."""
     rows, cols = (list(span) for span in result.spans(rows, cols))  # checked: a page sends them
-    tile = result.pooled_tile(layer, _mean_or_head(head), rows, cols, (bins, bins), reduce)
+    passes = 1 if pass_index is None else tile_passes(result, head, rows, cols, bins)
+    if pass_index is not None and pass_index >= passes:
+        raise InputError(f"pass={pass_index} is past this tile's {passes} passes.")
+    sample = (passes, pass_offset(pass_index, passes)) if passes > 1 else None
+    tile = result.pooled_tile(layer, _mean_or_head(head), rows, cols, (bins, bins), reduce, sample)
     encoded = encode_float32(tile)
-    exact_tile = list(tile.shape) == [rows[1] - rows[0], cols[1] - cols[0]]
+    exact_tile = passes == 1 and list(tile.shape) == [rows[1] - rows[0], cols[1] - cols[0]]
     content = {"layer": layer, "head": head, "rows": rows, "cols": cols, "bins": bins, "reduce": reduce,
                "exact": exact_tile, "n_tokens": result.n_tokens, "shape": encoded["shape"], "dtype": "float32"}
+    if pass_index is not None:
+        content.update({"pass": pass_index, "passes": passes})
     return content, [encoded["data"]]
 
 

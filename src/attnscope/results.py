@@ -293,18 +293,23 @@ class LongAttentionResult:
         return pooled.cpu()
 
     def pooled_tile(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
-                    bins: tuple[int, int] = (256, 256), reduce: str = "max") -> torch.Tensor:
+                    bins: tuple[int, int] = (256, 256), reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
         """rows × cols of one head (None: the mean of the layer's heads) pooled into at most
         bins blocks a side, the max or mean of each: float32 on the CPU. A side no longer than its
-        bins is one position a block, so a small enough tile is the exact attention."""
+        bins is one position a block, so a small enough tile is the exact attention.
+        sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, head = self._layer(layer, head)
         spans = self.spans(rows, cols)
         bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
         if reduce not in ("max", "mean"):
             raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
-            pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0], cols=spans[1],
-                                        average=head is None)
+            if sample is not None and sample[0] > 1:
+                pooled = exact.pooled_sampled(*self._of_heads(layer, head), self.rules[layer], bins, reduce, *sample,
+                                              rows=spans[0], cols=spans[1], average=head is None)
+            else:
+                pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0],
+                                            cols=spans[1], average=head is None)
         return pooled[0].cpu()
 
 

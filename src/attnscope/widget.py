@@ -705,7 +705,8 @@ class AttentionWidget(anywidget.AnyWidget):
         result, layer, head = self._long_request(request)
         spans = [request.get(name) for name in ("rows", "cols")]
         bins = checks.integer("bins", request.get("bins"), minimum=1, maximum=1024)
-        content, buffers = pl.long_tile_payload(result, layer, head, *spans, bins, request.get("reduce", "max"))
+        pass_index = None if request.get("pass") is None else checks.integer("pass", request.get("pass"), minimum=0)
+        content, buffers = pl.long_tile_payload(result, layer, head, *spans, bins, request.get("reduce", "max"), pass_index)
         return {**content, "result_id": self.result_id}, buffers
 
     def _answer_window(self, request: dict, _buffers: list) -> tuple[dict, list]:
