@@ -111,19 +111,28 @@ def main() -> None:
     parser.add_argument("--only-memory", action="store_true", help="rerun the kernel memory bench, keep the rest")
     parser.add_argument("--only-long", action="store_true", help="rerun the long-input bench, keep the rest")
     parser.add_argument("--only-ray", action="store_true", help="rerun the Ray corpus bench, keep the rest")
+    parser.add_argument("--only-jupyterlab", action="store_true", help="rerun the real-JupyterLab bench, keep the rest")
     args = parser.parse_args()
     from analysis_bench import bench_analyses
     from browser_bench import bench_front_end
+    from jupyterlab_bench import bench_jupyterlab
     from long_bench import bench_long
     from memory_bench import bench_memory
     from ray_bench import bench_ray
 
+    if args.only_jupyterlab:
+        results = json.loads((HERE / "results.json").read_text())
+        results["jupyterlab"] = bench_jupyterlab()
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     results["analysis"], results["memory"], results["long"], results.get("ray", []), results["jupyterlab"])
+        return
     if args.only_ray:
         results = json.loads((HERE / "results.json").read_text())
         results["ray"] = bench_ray()
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], results["memory"], results["long"], results["ray"])
+                     results["analysis"], results["memory"], results["long"], results["ray"], results.get("jupyterlab"))
         return
     if args.only_long:
         results = json.loads((HERE / "results.json").read_text())
@@ -131,7 +140,7 @@ def main() -> None:
         run_circuitsvis(args.skip_circuitsvis)
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], results["memory"], results["long"], results.get("ray", []))
+                     results["analysis"], results["memory"], results["long"], results.get("ray", []), results.get("jupyterlab"))
         return
 
     memory_row = bench_memory()  # first, in its own process: nothing else has run yet
@@ -141,7 +150,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     results["analysis"], memory_row, results.get("long", []), results.get("ray", []))
+                     results["analysis"], memory_row, results.get("long", []), results.get("ray", []), results.get("jupyterlab"))
         return
 
     torch.manual_seed(0)
@@ -155,7 +164,7 @@ def main() -> None:
         results["memory"] = memory_row
         (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
-                     analysis_rows, memory_row, results.get("long", []), results.get("ray", []))
+                     analysis_rows, memory_row, results.get("long", []), results.get("ray", []), results.get("jupyterlab"))
         return
     engine_rows, front_rows = [], []
     for label, engine in models:
@@ -167,6 +176,7 @@ def main() -> None:
             print(json.dumps(front), flush=True)
             front_rows.append(front)
     long_rows = bench_long()
+    jupyterlab = bench_jupyterlab()
     ray_rows = bench_ray()  # last: its cluster shares these CPUs
     run_circuitsvis(args.skip_circuitsvis)
     bertviz = None if args.skip_bertviz else run_bertviz()
@@ -182,9 +192,11 @@ def main() -> None:
         "memory": memory_row,
         "long": long_rows,
         "ray": ray_rows,
+        "jupyterlab": jupyterlab,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows, ray_rows)
+    write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows, ray_rows,
+                 jupyterlab)
 
 
 def _find(rows: list[dict], **match) -> dict:
@@ -203,7 +215,7 @@ def _ms(seconds=None, ms=None) -> str:
 
 def write_tables(
     engine_rows: list[dict], front_rows: list[dict], bertviz_rows: list[dict], analysis_rows: list[dict], memory_row: dict | None,
-    long_rows: list[dict] = (), ray_rows: list[dict] = (),
+    long_rows: list[dict] = (), ray_rows: list[dict] = (), jupyterlab: dict | None = None,
 ) -> None:
     from analysis_bench import table as analysis_table
     from circuitsvis_bench import table as peers_table
@@ -249,6 +261,10 @@ def write_tables(
             f"| {_ms(ms=r['head_first_paint_ms'])} | {_ms(ms=r['model_first_paint_ms'])} | {_ms(ms=r['layer_switch_ms'])} "
             f"| {_ms(ms=r['neuron_switch_ms'])} | {_mb(r['js_heap_bytes_head'])} | {_mb(r['js_heap_bytes_after_neuron'])} |"
         )
+    if jupyterlab:
+        from jupyterlab_bench import table as jupyterlab_table
+
+        lines += ["", *jupyterlab_table(jupyterlab, front_rows)]
     lines += [
         "",
         "### Kernel side: attnscope's run against a bare forward pass",

@@ -44,7 +44,7 @@
  * @property {string} text [kernel] Sentence A as run (an edit arrives as `request`; setting it from Python reruns).
  * @property {(string | null)} text_b [kernel] Sentence B (or an encoder-decoder model's decoder text), or None.
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
- * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.
+ * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}; empty for a long run's too large to make at once (the view asks for them in passes).
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
@@ -113,6 +113,8 @@ export const MESSAGES = {
   attention_tile: { kind: "request", sender: "view" },
   /** {layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, end] (payloads.long_window_payload), with result_id. */
   attention_window: { kind: "request", sender: "view" },
+  /** {pass} → a long run's model view thumbnails, one of the `passes` the answer names (payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to make at once (the trait then stays empty); the passes' elementwise max is the whole. */
+  thumbnails: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */

@@ -231,7 +231,7 @@ describe("text view scrolling", () => {
     const flow = body.querySelector(".attnscope-text-flow");
     Object.defineProperty(flow, "clientHeight", { value: 100 });
     const spans = [...flow.querySelectorAll(".attnscope-text-token")];
-    spans.forEach((span, i) => Object.defineProperty(span, "offsetTop", { get: () => 50 * i }));
+    spans.forEach((span, i) => { Object.defineProperty(span, "offsetTop", { get: () => 50 * i }); });
     let scrolled = 0;
     Object.defineProperty(flow, "scrollTop", { get: () => 0, set: () => { scrolled += 1; } });
     spans[35].click();
@@ -434,5 +434,33 @@ describe("head view on a long run", () => {
     const strong = view.lastLines().filter((l) => l.to > 0).map((l) => [l.from, l.to, l.weight]);
     expect(strong).toEqual([[1, 1, 1], [2, 1, 0.5], [2, 2, 1]]);
     view.destroy();
+  });
+});
+
+describe("model view on a long run", () => {
+  it("draws thumbnails the kernel refines in passes, saying how far they are", async () => {
+    const { VIEWS } = await import("./views.js");
+    const model = VIEWS.find((v) => v.name === "model");
+    const traits = { long_context: true, tokens: Array.from({ length: 64 }, (_, i) => `t${i}`), thumbnails: {}, n_heads: 2,
+      include_layers: null, include_heads: null, result_id: 3, masked_heads: [] };
+    const get = (name) => traits[name];
+    const body = document.createElement("div");
+    const view = model.create(body, { setTraits: () => {}, redraw: () => {} }, get);
+    let answer = null;
+    const asked = [];
+    const long = { thumbnails: (what) => { asked.push(what); return answer; } };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("loading thumbnails…");
+    expect(asked[0]).toEqual({ result_id: 3, layers: null, heads: null });
+    const values = new Float32Array(1 * 2 * 4 * 4).fill(0.01);
+    values[0] = 0.9;
+    answer = { values, shape: [1, 2, 4, 4], layers: [0], heads: [0, 1], n_tokens: 64, passesDone: 2, passes: 8 };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("");
+    expect(body.querySelector("canvas.attnscope-thumbnails").dataset.cells).toBe("2");
+    expect(body.querySelector(".attnscope-scale-note").textContent).toContain("Refining: each cell is the largest weight of 25% of its rows so far.");
+    answer = { ...answer, passesDone: 8 };
+    model.draw(view, { get, long, width: 600 });
+    expect(body.querySelector(".attnscope-scale-note").textContent).not.toContain("Refining");
+    answer = { error: "This saved page holds no thumbnails." };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("This saved page holds no thumbnails.");
   });
 });

@@ -216,6 +216,8 @@ export function createModelView(container, callbacks = {}) {
   }
 
   function draw(given) {
+    // A long run's thumbnails still refining say so above the scale.
+    scale.textContent = given.note ? `${given.note} ${SCALE_NOTE}` : SCALE_NOTE;
     const cell = fittedCell(given);
     const next = { ...given, cell };
     const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads

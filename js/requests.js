@@ -99,7 +99,25 @@ export function createLongRequests(channel, onAnswer) {
       const key = tileKey(params);
       latest = key;
       if (!maps.has(key)) {
-        maps.set(key, refinedTile(channel, params, key, onAnswer, () => latest === key));
+        const sent = { ...params };
+        delete sent.result_id; // the kernel answers with the run it has
+        maps.set(key, refinedAnswer(channel, "attention_tile", sent, (msg) => tileKey(msg) === key, onAnswer, () => latest === key));
+        while (maps.size > 16) maps.delete(maps.keys().next().value);
+      }
+      return maps.get(key).current();
+    },
+    /**
+     * A long run's model view thumbnails in passes ("thumbnails"), for those the kernel does not
+     * make at once: `what` names the run and selection they are for (result_id, layers, heads).
+     * → {values, shape, layers, heads, n_tokens, passesDone, passes}, null, or {error}.
+     */
+    thumbnails(what) {
+      const key = ["thumbnails", what.result_id, what.layers, what.heads].join(":");
+      latest = key;
+      if (!maps.has(key)) {
+        const same = (got, wanted) => wanted === null || wanted === undefined || String(got) === String(wanted);
+        const answersFor = (msg) => msg.result_id === what.result_id && same(msg.layers, what.layers) && same(msg.heads, what.heads);
+        maps.set(key, refinedAnswer(channel, "thumbnails", {}, answersFor, onAnswer, () => latest === key));
         while (maps.size > 16) maps.delete(maps.keys().next().value);
       }
       return maps.get(key).current();
@@ -107,11 +125,11 @@ export function createLongRequests(channel, onAnswer) {
   };
 }
 
-/** One refining tile (createLongRequests' refined): passes merged as they come, the next asked for
- * as soon as one comes while it is the map shown (`shown()`), so the kernel refines it while the
- * page draws; another map shown pauses it until it is drawn again. */
-function refinedTile(channel, params, key, onAnswer, shown) {
-  const { result_id: run, ...sent } = params;
+/** One answer refined in passes (createLongRequests' refined and thumbnails): passes merged as they
+ * come (a mean's added, else the elementwise max), the next asked for as soon as one comes while
+ * it is the one shown (`shown()`), so the kernel refines it while the page draws; another shown
+ * pauses it until it is drawn again. `answers(msg)`: the answer is for this (not an older run). */
+function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
   let merged = null; // {content, values}: the passes so far, max-merged or summed
   let done = 0;
   let passes = null;
@@ -119,8 +137,8 @@ function refinedTile(channel, params, key, onAnswer, shown) {
   let error = null;
   function askNext() {
     asking = true;
-    channel.request("attention_tile", { ...sent, pass: done }).then(({ content, buffers }) => {
-      if (tileKey({ ...content, result_id: content.result_id }) !== key) return; // another run's
+    channel.request(type, { ...sent, pass: done }).then(({ content, buffers }) => {
+      if (!answers(content)) return; // another run's
       const { values } = longNumbers(content, buffers);
       passes = content.passes ?? 1; // a saved page's answer is the whole map at once
       if (!merged) merged = { content, values: Float32Array.from(values) };

@@ -204,12 +204,29 @@ const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_context")
   ? { view: "map", layer, focus_head: h }
   : { view: "head", layer, heads: [h], neuron_head: h });
 
-function modelState({ get, decoded, maskMode, width, height = 0 }) {
+let refinedThumbnails = { key: "", thumbnails: null };
+
+function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
-  if (!payload?.data || payload.n_tokens !== get("tokens").length) return "loading thumbnails…";
-  return { thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads,
-    nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
+  const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
     tokens: get("tokens"), keyTokens: keyTokens(get) };
+  if (payload?.data && payload.n_tokens === get("tokens").length) {
+    return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
+  }
+  // A long run's thumbnails too large to make at once come in passes, drawn as they refine.
+  if (get("long_context") && long?.thumbnails && !payload?.data) {
+    const refined = long.thumbnails({ result_id: get("result_id"), layers: get("include_layers"), heads: get("include_heads") });
+    if (refined?.error) return refined.error;
+    if (refined && refined.n_tokens === get("tokens").length) {
+      const note = refined.passesDone < refined.passes
+        ? `Refining: each cell is the largest weight of ${Math.round((100 * refined.passesDone) / refined.passes)}% of its rows so far.` : "";
+      // The same object while no pass came: the view draws again only what changed.
+      const key = `${get("result_id")}:${refined.layers}:${refined.heads}:${refined.passesDone}`;
+      if (refinedThumbnails.key !== key) refinedThumbnails = { key, thumbnails: { values: refined.values, shape: refined.shape } };
+      return { ...base, thumbnails: refinedThumbnails.thumbnails, layers: refined.layers, heads: refined.heads, note };
+    }
+  }
+  return "loading thumbnails…";
 }
 
 /** @type {ViewAdapter} */

@@ -214,6 +214,41 @@ def test_model_view_thumbnails_are_each_heads_pooled_map(widget, full):
     assert abs(float(got[1, 3, 2, 1]) - float(block.max())) <= 1 / 255
 
 
+def test_thumbnails_too_large_to_make_at_once_are_asked_for_in_passes(engine, full, monkeypatch):
+    """Issue 32: a long run whose thumbnails take more than a pass (32,768 tokens: tens of seconds)
+    leaves the trait empty, and the view's "thumbnails" requests answer passes whose max is every
+    head's pooled map; the picture of such a view says why it is not drawn, the text view's is."""
+    from attnscope import payloads as pl
+    from attnscope.picture import picture_svg
+
+    n = len(full.tokens)
+    monkeypatch.setattr(pl, "PASS_PAIRS", 2 * 4 * n * n // 6)  # 2 layers × 4 heads in about 6 passes
+    widget = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", view="model", thumbnail_size=8)
+    try:
+        assert widget.thumbnails == {}
+        first, [data] = ask(widget, "thumbnails", **{"pass": 0})
+        passes = first["passes"]
+        assert passes == 8 and first["layers"] == [0, 1] and first["heads"] == [0, 1, 2, 3]
+        assert first["result_id"] == widget.result_id and first["n_tokens"] == n
+        maps = [values(first, [data])]
+        for index in range(1, passes):
+            content, buffers = ask(widget, "thumbnails", **{"pass": index})
+            maps.append(values(content, buffers))
+        merged = torch.stack(maps).amax(0).view(first["shape"])
+        size = first["shape"][-1]
+        edges = torch.div(torch.arange(n) * size, n, rounding_mode="floor")
+        for layer, head, a, b in ((1, 3, 2, 1), (0, 0, 0, 0), (1, 1, size - 1, size - 2)):
+            block = full.attention[layer, head][edges == a][:, edges == b]
+            assert abs(float(merged[layer, head, a, b]) - float(block.max())) <= 2e-6
+        assert "past these thumbnails" in ask(widget, "thumbnails", **{"pass": passes})[0]["error"]
+        svg, why = picture_svg(widget)
+        assert svg is None and "refined in the live view" in why
+        widget.view = "text"
+        assert picture_svg(widget)[0] is not None
+    finally:
+        widget.close()
+
+
 def test_an_edit_to_a_short_text_goes_back_to_the_full_views(engine):
     w = attnscope.AttentionWidget(TEXT, model=engine, view="map", attention="on_demand")
     try:

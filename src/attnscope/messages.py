@@ -59,6 +59,11 @@ MESSAGES = {
                 "{layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that "
                 "token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, "
                 "end] (payloads.long_window_payload), with result_id."),
+        Message("thumbnails", "request", "view",
+                "{pass} → a long run's model view thumbnails, one of the `passes` the answer names "
+                "(payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, "
+                "float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to "
+                "make at once (the trait then stays empty); the passes' elementwise max is the whole."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
     )

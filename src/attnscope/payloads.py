@@ -369,17 +369,63 @@ def long_window_payload(result: LongAttentionResult, layer: int, token: int, siz
     return content, [encoded["data"]]
 
 
+def _included(result: LongAttentionResult, include_layers: Sequence[int] | None,
+              include_heads: Sequence[int] | None) -> tuple[list[int], list[int]]:
+    layers = [layer for layer in (include_layers or []) if layer < result.n_layers] or list(range(result.n_layers))
+    heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
+    return layers, heads
+
+
+def thumbnail_passes(result: LongAttentionResult, include_layers: Sequence[int] | None, size: int) -> int:
+    """In how many passes a long run's thumbnails are made (a power of two, as tile_passes): 1
+    when every included layer's heads fit PASS_PAIRS (the widget then makes them itself)."""
+    layers, _ = _included(result, include_layers, None)
+    n = result.n_tokens
+    pairs, per_block = len(layers) * result.n_heads * n * n, max(1, n // min(size, n))
+    passes = 1
+    while pairs / passes > PASS_PAIRS and passes * 2 <= per_block:
+        passes *= 2
+    return passes
+
+
 def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
                             include_heads: Sequence[int] | None, size: int) -> dict:
     """The model view's cells for a long run: each head's T × T max-pooled to size × size from q, k
     and the row log-sum-exps, a layer at a time (the same payload as thumbnails_payload)."""
     import torch
 
-    layers = [layer for layer in (include_layers or []) if layer < result.n_layers] or list(range(result.n_layers))
-    heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
+    layers, heads = _included(result, include_layers, include_heads)
     pooled = torch.stack([result.pooled(layer, size, "max")[heads] for layer in layers])
     return {"layers": layers, "heads": heads, "n_tokens": result.n_tokens, "n_key_tokens": result.n_tokens,
             **quantize_uint8(pooled)}
+
+
+def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[int] | None,
+                         include_heads: Sequence[int] | None, size: int, pass_index: int) -> tuple[dict, list[bytes]]:
+    """One of thumbnail_passes' passes over a long run's thumbnails: every included head's map,
+    max-pooled to size × size over 1 / passes of its rows (pass_offset), float32; the passes'
+    elementwise max is long_thumbnails_payload's maps. The model view asks for them one by one
+    where they are too large to make at once (32,768 tokens: tens of seconds)."""
+    import torch
+
+    from . import exact_attention as exact
+
+    layers, heads = _included(result, include_layers, include_heads)
+    passes = thumbnail_passes(result, include_layers, size)
+    if pass_index >= passes:
+        raise InputError(f"pass={pass_index} is past these thumbnails' {passes} passes.")
+    offset, n = pass_offset(pass_index, passes), result.n_tokens
+    bins = (min(size, n), min(size, n))
+    with torch.inference_mode():
+        pooled = torch.stack([
+            exact.pooled_sampled(result.queries[layer], result.keys[layer], result.lse[layer], result.rules[layer], bins, "max",
+                                 passes, offset)[heads].cpu()
+            if passes > 1 else result.pooled(layer, size, "max")[heads]
+            for layer in layers])
+    encoded = encode_float32(pooled)
+    content = {"layers": layers, "heads": heads, "n_tokens": n, "n_key_tokens": n, "pass": pass_index, "passes": passes,
+               "shape": encoded["shape"], "dtype": "float32"}
+    return content, [encoded["data"]]
 
 
 def needs_thumbnails(view: str, analysis: dict) -> bool:
@@ -388,7 +434,8 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 
 
 __all__ = [
-    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_payload", "long_tile_payload", "long_window_payload",
+    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_pass", "long_thumbnails_payload", "long_tile_payload",
+    "long_window_payload", "pass_offset", "thumbnail_passes", "tile_passes",
     "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
     "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload", "window_around",
 ]

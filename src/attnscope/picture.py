@@ -92,9 +92,33 @@ def _read_page(widget: Any) -> tuple[dict, list[str]] | str:
     except ImportError:
         return "no picture: the quickjs package is not installed"
     try:
-        return _page_of(widget)
+        return _refined_only(widget) or _page_of(widget)
     except Exception as exc:  # a failing picture must not fail the cell that shows the widget
         return _failed(exc)
+
+
+def _refined_only(widget: Any) -> str:
+    """Why a long run's open view has no picture where its numbers take more than one pass to make
+    (the map's overview, the model view's thumbnails at tens of thousands of tokens: tens of
+    seconds): the live view refines them pass by pass, and the kernel must not stop for them."""
+    from . import payloads as pl
+    from .messages import OVERVIEW_BINS
+    from .results import LongAttentionResult
+
+    result, view = widget.token_result, widget.view
+    if not isinstance(result, LongAttentionResult):
+        return ""
+    n = result.n_tokens
+    if view == "model":
+        passes = pl.thumbnail_passes(result, widget.include_layers, widget._thumbnail_size)
+    elif view == "map":
+        passes = pl.tile_passes(result, widget.focus_head, [0, n], [0, n], min(OVERVIEW_BINS, n))
+    else:
+        return ""
+    if passes == 1:
+        return ""
+    return (f"no picture: the {view} view of {n:,} tokens is refined in the live view in {passes} passes, too long to "
+            "draw here; the text and head views' pictures are drawn (widget.view = 'text').")
 
 
 def _drawn(page: tuple[dict, list[str]] | str) -> tuple[str | None, str]:

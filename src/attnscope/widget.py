@@ -158,7 +158,8 @@ class AttentionWidget(anywidget.AnyWidget):
 
     # The model view
     thumbnails = synced(Dict(), "Max-pooled S × S maps of the included layers × heads, made while a view needs them: "
-                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}.")
+                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}; "
+                        "empty for a long run's too large to make at once (the view asks for them in passes).")
     include_layers = synced(List(Int(), default_value=None, allow_none=True), "The model view's layers, or None for all.")
     include_heads = synced(List(Int(), default_value=None, allow_none=True), "The model view's heads, or None for all.")
     masked_heads = synced(List(List(Int()), default_value=[]),
@@ -263,8 +264,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self._pictures = PictureOutputs(self)
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "layer": self._answer_layer, "attention_rows": self._answer_rows, "attention_tile": self._answer_tile,
-             "attention_window": self._answer_window},
+            {"neuron": self._answer_neuron, "layer": self._answer_layer, "thumbnails": self._answer_thumbnails,
+             "attention_rows": self._answer_rows, "attention_tile": self._answer_tile, "attention_window": self._answer_window},
             {"rendered": self._on_rendered},
         )
 
@@ -537,7 +538,12 @@ class AttentionWidget(anywidget.AnyWidget):
         elif not pl.needs_thumbnails(view, analysis):
             thumbnails = ({}, None)
         elif isinstance(result, LongAttentionResult):
-            thumbnails = (pl.long_thumbnails_payload(result, self.include_layers, self.include_heads, self._thumbnail_size), made_from)
+            # Too large to make at once (seconds): the view asks for them in passes ("thumbnails").
+            if pl.thumbnail_passes(result, self.include_layers, self._thumbnail_size) > 1:
+                thumbnails = ({}, None)
+            else:
+                thumbnails = (pl.long_thumbnails_payload(result, self.include_layers, self.include_heads, self._thumbnail_size),
+                              made_from)
         else:
             thumbnails = (pl.thumbnails_payload(result, self.include_layers, self.include_heads, self._thumbnail_size), made_from)
         made_from = (id(result), self.word_level)
@@ -692,6 +698,16 @@ class AttentionWidget(anywidget.AnyWidget):
         layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
         head = checks.integer("head", request.get("head"), minimum=-1, maximum=result.n_heads - 1)
         return result, layer, head
+
+    def _answer_thumbnails(self, request: dict, _buffers: list) -> tuple[dict, list]:
+        """A "thumbnails" request: one pass over a long run's model view thumbnails."""
+        result = self.token_result
+        if not isinstance(result, LongAttentionResult):
+            raise InputError("This run's thumbnails come whole, in the thumbnails trait.")
+        pass_index = checks.integer("pass", request.get("pass"), minimum=0)
+        content, buffers = pl.long_thumbnails_pass(result, self.include_layers, self.include_heads, self._thumbnail_size,
+                                                   pass_index)
+        return {**content, "result_id": self.result_id}, buffers
 
     def _answer_rows(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """An "attention_rows" request: the text view's shading, from or to one token."""

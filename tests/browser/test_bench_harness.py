@@ -23,3 +23,40 @@ def test_the_front_end_benchmark_runs_its_every_step(default_model, chromium_bro
     for key in ("head_first_paint_ms", "model_first_paint_ms", "layer_switch_ms", "neuron_switch_ms"):
         assert row[key] > 0, row
     assert row["bytes_before_head_paint"] < row["bytes_before_model_paint"]
+
+
+def test_the_jupyterlab_tables_say_each_interaction_its_target_and_where_the_time_went(monkeypatch):
+    """benchmarks/jupyterlab_bench.table from a run's numbers: a row per interaction beside its
+    harness figure, the targets met or not, an edit measured beyond the forward inside it."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from jupyterlab_bench import table
+
+    def timed(ms, **where):
+        return {"median": {"ms": ms, **where}, "each_ms": [ms] * 7}
+
+    results = {
+        "head": {"n_tokens": 512, "bare_forward_ms": {"default": 110.0, "with_attentions": 120.0}, "interactions": {
+            "layer switch": timed(61.0, kernel_ms=14.0),
+            "head toggle": timed(52.0),
+            "hover on a token": timed(28.0),
+            "edited sentence": timed(330.0, forward_ms=140.0, beyond_forward_ms=190.0, kernel_ms=200.0, kernel_to_page_ms=22.0,
+                                     page_to_pixels_ms=95.0),
+            "model view opened": timed(190.0, kernel_ms=140.0),
+            "neuron view, another token": timed(110.0, kernel_to_page_ms=15.0, page_to_pixels_ms=90.0),
+        }},
+        "long": [{"n_tokens": 32768, "widget_made_ms": 24000.0, "first_text_paint_ms": 25000.0,
+                  "tab_opened_ms": {"map": 450.0, "map, refined to the exact pooled map": 16000.0, "head": 270.0, "model": 540.0},
+                  "interactions": {"select → shaded": timed(96.0), "zoom tile": timed(151.0)}}],
+    }
+    harness = [{"model": "all-MiniLM-L6-v2 (embedded)", "tokens": 512, "layer_switch_ms": 84.0, "neuron_switch_ms": 55.0,
+                "model_first_paint_ms": 55.0}]
+    lines = table(results, harness)
+    row = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    assert "| ≤ 100 ms | 61 ms | 84 ms | ✅ |" in row["layer switch"]
+    assert "| ≤ 50 ms | 52 ms | – | ❌ |" in row["head toggle"]
+    assert "| 28 ms | – | ✅ |" in row["hover on a token"]
+    assert "330 ms: the forward 140 ms + 190 ms | – | ❌ |" in row["edited sentence, redrawn"]
+    assert "(60 ms)" in row["edited sentence, redrawn"]  # the kernel beyond its forward
+    long_row = row["32,768"]
+    assert "96 ms ✅" in long_row and "151 ms ❌" in long_row and "450 ms ✅" in long_row and "16.0 s" in long_row
+    assert long_row.endswith("| – |")  # the model view not refined to the end: said, not invented
