@@ -8,8 +8,9 @@ trip, the Jupyter server's hop and the websocket in it. Where the time goes is r
 timestamps on one clock (this machine's): the page stamps each websocket frame it sends and gets,
 and the kernel stamps when each widget write from the page starts and ends being handled.
 
-Run alone: `python benchmarks/jupyterlab_bench.py` prints the rows; `make bench` adds them to
-results.json and benchmarks/README.md.
+Run alone: `python benchmarks/jupyterlab_bench.py [head] [8192 32768 ...] [--trace DIR]` prints the
+rows (and writes a Chromium trace of each interaction); `make bench` adds them to results.json and
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from chromium import CHROMIUM_ARGS  # noqa: E402
 from test_jupyterlab import TOKEN, jupyter_server, wait_for_connected_idle_kernel  # noqa: E402
 
 REPEATS = 7
+# --trace DIR: a Chromium trace of each interaction's first run (what the issue's profiling read).
+TRACE_DIR: Path | None = None
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8", "blink", "cc", "toplevel",
+                    "blink.user_timing"]
 # Past this length the model view's thumbnails are not waited for to the end (minutes: 4× a
 # doubling); their first pass is.
 REFINE_WAITED_TOKENS = 32768
@@ -302,11 +307,21 @@ class KernelPage:
 
     def time(self, name: str, arg, settle_ms: int = 400) -> dict:
         """Times one interaction; → {ms, and where it went}. Waits for the kernel to be idle first
-        (as a user who clicks again after seeing the last answer)."""
+        (as a user who clicks again after seeing the last answer). With TRACE_DIR, the first run of
+        each interaction is traced (main-thread tasks, paint, GC) into TRACE_DIR/<name>.json."""
         self.page.wait_for_timeout(settle_ms)
         self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
         before, forwards_before = len(self.stamps()), len(self.forwards())
-        timing = timed(self.page, self.widget, name, arg)
+        trace = TRACE_DIR / f"{name.replace(' ', '_').replace('→', 'to').replace(',', '')}.json" if TRACE_DIR else None
+        if trace is not None and not trace.exists():
+            self.page.context.browser.start_tracing(page=self.page, path=str(trace), categories=TRACE_CATEGORIES)
+        else:
+            trace = None
+        try:
+            timing = timed(self.page, self.widget, name, arg)
+        finally:
+            if trace is not None:
+                self.page.context.browser.stop_tracing()
         if timing["ms"] is None:
             shown = self.page.evaluate("b => [b.querySelector('.attnscope-header .attnscope-status')?.textContent,"
                                        " b.querySelector('canvas.attnscope-map')?.dataset.region,"
@@ -515,30 +530,6 @@ def bare_forward_ms(engine, text: str, repeats: int = 5) -> dict:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def main() -> None:
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory() as tmp, jupyter_server("lab", Path(tmp), extra_env={"OMP_NUM_THREADS": "2"},
-                                                                   extra_args=("--LabApp.expose_app_in_browser=True",)) as base:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
-            try:
-                started = time.perf_counter()
-                which = sys.argv[1:] or ["head"]
-                if "head" in which:
-                    row = bench_head_view(browser, base, 512, REPEATS)
-                    print(json.dumps(row, indent=1))
-                for n in (int(w) for w in which if w.isdigit()):
-                    print(json.dumps(bench_long_views(browser, base, n, REPEATS), indent=1))
-                print(f"({time.perf_counter() - started:.0f} s)")
-            finally:
-                browser.close()
-
-
-if __name__ == "__main__":
-    main()
-
-
 def bench_jupyterlab(long_lengths=(8192, 32768), repeats: int = REPEATS) -> dict:
     """Every row of the JupyterLab tables: one server, one browser, a notebook per case."""
     from playwright.sync_api import sync_playwright
@@ -642,3 +633,34 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
             )
     return lines
 
+
+def main() -> None:
+    import argparse
+
+    from playwright.sync_api import sync_playwright
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", default=["head"], help="'head' (MiniLM, 512 tokens) and/or long-input lengths")
+    parser.add_argument("--trace", metavar="DIR", help="write a Chromium trace (chrome://tracing, Perfetto) of each interaction's first run")
+    args = parser.parse_args()
+    global TRACE_DIR
+    TRACE_DIR = Path(args.trace) if args.trace else None
+    if TRACE_DIR:
+        TRACE_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, jupyter_server("lab", Path(tmp), extra_env={"OMP_NUM_THREADS": "2"},
+                                                              extra_args=("--LabApp.expose_app_in_browser=True",)) as base:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
+            try:
+                started = time.perf_counter()
+                if "head" in args.cases:
+                    print(json.dumps(bench_head_view(browser, base, 512, REPEATS), indent=1))
+                for n in (int(c) for c in args.cases if c.isdigit()):
+                    print(json.dumps(bench_long_views(browser, base, n, REPEATS), indent=1))
+                print(f"({time.perf_counter() - started:.0f} s)")
+            finally:
+                browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -89,3 +89,20 @@ it("names on hover the bytes a continuation token holds, in the query and key co
   view.update({ tokens: ["a", " 日", "↑"], tokenNotes: ["", "", "bytes 97"], nHeads: 1, head: 0, query: 0, data: null, message: "" });
   expect(titles("right")[2]).toBe("bytes 97");
 });
+
+it("keeps its rows of numbers from query to query and rewrites them", () => {
+  const container = document.createElement("div");
+  const view = createNeuronView(container);
+  const data = (softmax, scores) => ({ d: 1, query: Float32Array.of(1), keys: Float32Array.of(1, 2), products: Float32Array.of(1, 2),
+    scores: Float32Array.from(scores), softmax: Float32Array.from(softmax) });
+  const state = { tokens: ["a", "b"], nHeads: 1, head: 0, query: 0, message: "" };
+  view.update({ ...state, data: data([0.25, 0.75], [-1, 0.5]) });
+  const rows = () => [...container.querySelectorAll(".attnscope-neuron-number")];
+  const before = rows();
+  view.update({ ...state, query: 1, data: data([1, 0], [2, -Infinity]) });
+  expect(rows()).toEqual(before); // the same elements
+  expect(rows().map((n) => n.textContent)).toEqual(["2.00", "masked", "1.000", "0.000"]);
+  expect(container.querySelector(".attnscope-softmax-bar").style.width).toBe("60px");
+  view.update({ tokens: ["a", "b", "c"], nHeads: 1, head: 0, query: 0, message: "", data: data([0.2, 0.3, 0.5], [0, 0, 1]) });
+  expect(rows()).toHaveLength(6);
+});

@@ -235,18 +235,27 @@ export function createNeuronView(container, callbacks = {}) {
       paintMatrix(queryCanvas, data.query, 1, data.d);
       paintMatrix(keysCanvas, data.keys, n, data.d);
       paintMatrix(productsCanvas, data.products, n, data.d);
-      scores.replaceChildren();
-      softmax.replaceChildren();
+      // One row of numbers a key, kept from query to query (another query rewrites their text and
+      // colours, not 1,000 new elements for the page to lay out).
+      if (scores.children.length !== n) {
+        scores.replaceChildren();
+        softmax.replaceChildren();
+        for (let j = 0; j < n; j++) {
+          el("div", "attnscope-neuron-number", scores);
+          const p = el("div", "attnscope-neuron-number", softmax);
+          el("span", "attnscope-softmax-bar", p);
+          el("span", "", p);
+        }
+      }
       const scoreScale = maxAbs(data.scores);
       for (let j = 0; j < n; j++) {
-        const score = el("div", "attnscope-neuron-number", scores);
+        const score = /** @type {HTMLElement} */ (scores.children[j]);
         const masked = !Number.isFinite(data.scores[j]);
         score.textContent = masked ? "masked" : data.scores[j].toFixed(2);
         score.style.background = divergingColor(data.scores[j], scoreScale);
-        const p = el("div", "attnscope-neuron-number", softmax);
-        const bar = el("span", "attnscope-softmax-bar", p);
+        const [bar, value] = /** @type {HTMLElement[]} */ ([...softmax.children[j].children]);
         bar.style.width = `${Math.round(data.softmax[j] * 60)}px`;
-        el("span", "", p).textContent = data.softmax[j].toFixed(3);
+        value.textContent = data.softmax[j].toFixed(3);
       }
       root.dataset.query = String(next.query);
       root.dataset.head = String(next.head);

@@ -25,8 +25,15 @@ export function shadingTitle(state) {
 
 /** Each token's colour: blue on the scale of the tokens not set aside, grey on their own. */
 export function shades(values, aside) {
+  const shade = shadeOf(values, aside);
+  return Array.from(values, (_, i) => shade(i));
+}
+
+/** shades' colour of token i, made when asked for: a long text writes those in view first, and
+ * 131,072 colour strings made up front took longer than the frame. */
+export function shadeOf(values, aside) {
   const { max, asideMax } = scaleOf(values, aside);
-  return Array.from(values, (v, i) => (i < aside ? asideShade(v / asideMax) : attentionShade(v / max)));
+  return (i) => (i < aside ? asideShade(values[i] / asideMax) : attentionShade(values[i] / max));
 }
 
 /** The colour bars the view shows (the second only with tokens set aside). */
@@ -267,7 +274,7 @@ export function createTextView(container, callbacks = {}) {
 
   // Shading: the tokens in view are written at once, the rest a chunk at a time when the page is
   // idle, so a selection shows in the next frame whatever the length. Only what changed is written.
-  let colors = null; // what each span should show
+  let colors = null; // (i) → what span i should show
   let rest = null; // the next span to check in the background, or null when all are written
   let restTimer = null;
   const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
@@ -275,7 +282,7 @@ export function createTextView(container, callbacks = {}) {
 
   function write(lo, hi) {
     for (let i = lo; i < hi; i++) {
-      const color = colors ? colors[i] : "";
+      const color = colors ? colors(i) : "";
       if (painted[i] !== color) {
         spans[i].style.background = color;
         painted[i] = color;
@@ -321,7 +328,7 @@ export function createTextView(container, callbacks = {}) {
 
   function paint(values, aside, range) {
     if (shaded && shaded[0] === values && shaded[1] === aside) return;
-    colors = values ? shades(values, aside) : null;
+    colors = values ? shadeOf(values, aside) : null;
     for (let i = 0; i < Math.max(aside, asideShown); i++) spans[i]?.classList.toggle("attnscope-aside", i < aside);
     if (restTimer !== null) cancelIdle(restTimer);
     const [lo, hi] = range ?? inView();

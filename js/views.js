@@ -32,7 +32,7 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {string} name
  * @property {string} label
  * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
- * @property {(body: HTMLElement, actions: {setTraits: (values: object) => void, redraw: () => void}, get: (name: string) => any) => any} create
+ * @property {(body: HTMLElement, actions: {setTraits: (values: object, options?: {now?: boolean}) => void, redraw: () => void}, get: (name: string) => any) => any} create
  * @property {(view: any, context: ViewContext) => string} draw
  * @property {(context: ViewContext, options: object) => object | string} picture  the view as a scene from the
  *   state alone, no DOM (the kernel's picture of a saved output, js/picture.js), or why there is none
@@ -390,7 +390,7 @@ const longParams = (get) => ({ result_id: get("result_id"), layer: get("layer"),
 const answered = (answer, check) => (answer && !answer.error && check(answer) ? answer : null);
 // What both long views write: the selected token, the head and the tokens set aside.
 const longCallbacks = (setTraits) => ({
-  onSelect: (token) => setTraits({ focus_token: token }),
+  onSelect: (token) => setTraits({ focus_token: token }, { now: true }), // its row is asked for in the click
   onHead: (h) => setTraits({ focus_head: h }),
   onAside: (n) => setTraits({ sink_aside: n }),
 });

@@ -57,10 +57,16 @@ function render({ model, el: host, page = false, fit = false }) {
   root.classList.toggle("attnscope-fit", fit);
   let frame = null;
 
-  function setTraits(values) {
+  // now: draw in this event, not at the next frame (a selection asks the kernel for its row while
+  // the click is handled: up to a frame sooner).
+  function setTraits(values, { now = false } = {}) {
     for (const [name, value] of Object.entries(values)) model.set(name, value);
     model.save_changes();
-    schedule();
+    if (!now) schedule();
+    else {
+      if (frame !== null) cancelAnimationFrame(frame);
+      draw();
+    }
   }
   const controls = createControls(root, VIEWS.map((v) => [v.name, v.label, v.modes]), {
     setTraits,
