@@ -127,6 +127,15 @@ def _stamped_forward(*args, _inner=_attnscope_forward, _stamps=_attnscope_forwar
     finally:
         _stamps.append({"start": start, "end": _time.time() * 1000})
 widget.engine.forward = _stamped_forward
+# The view's requests (rows, tiles, layers, neuron numbers) as the kernel answers them.
+_attnscope_requests = []
+_attnscope_receive = widget._channel._receive
+def _stamped_receive(w, content, buffers, _inner=_attnscope_receive, _stamps=_attnscope_requests):
+    start = _time.time() * 1000
+    _inner(w, content, buffers)
+    _stamps.append({"start": start, "end": _time.time() * 1000, "type": str(content.get("type"))})
+widget.on_msg(_attnscope_receive, remove=True)
+widget.on_msg(_stamped_receive)
 """
 
 
@@ -305,13 +314,16 @@ class KernelPage:
     def forwards(self) -> list[dict]:
         return kernel_value(self.page, "_attnscope_forwards")
 
+    def requests(self) -> list[dict]:
+        return kernel_value(self.page, "_attnscope_requests")
+
     def time(self, name: str, arg, settle_ms: int = 400) -> dict:
         """Times one interaction; → {ms, and where it went}. Waits for the kernel to be idle first
         (as a user who clicks again after seeing the last answer). With TRACE_DIR, the first run of
         each interaction is traced (main-thread tasks, paint, GC) into TRACE_DIR/<name>.json."""
         self.page.wait_for_timeout(settle_ms)
         self.page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
-        before, forwards_before = len(self.stamps()), len(self.forwards())
+        before, forwards_before, requests_before = len(self.stamps()), len(self.forwards()), len(self.requests())
         trace = TRACE_DIR / f"{name.replace(' ', '_').replace('→', 'to').replace(',', '')}.json" if TRACE_DIR else None
         if trace is not None and not trace.exists():
             self.page.context.browser.start_tracing(page=self.page, path=str(trace), categories=TRACE_CATEGORIES)
@@ -332,6 +344,10 @@ class KernelPage:
         frames = self.page.evaluate("window.__attnscopeFrames")
         new = self.stamps()[before:]
         row = {"ms": timing["ms"], **breakdown(frames, new[0] if new else None, timing["start"], timing["end"])}
+        requests = [r for r in self.requests()[requests_before:] if r["start"] <= timing["end"]]
+        if requests:  # the view's requests this interaction made, answered in the kernel
+            row["requests_in_kernel_ms"] = sum(r["end"] - r["start"] for r in requests)
+            row["request_reached_kernel_ms"] = requests[0]["start"] - timing["start"]
         forwards = self.forwards()[forwards_before:]
         if forwards:
             row["forward_ms"] = sum(f["end"] - f["start"] for f in forwards)

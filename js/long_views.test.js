@@ -274,10 +274,10 @@ describe("text view shading", () => {
     view.update({ ...state, values: new Float32Array(n).fill(0.5) });
     const shaded = () => [...flow.querySelectorAll(".attnscope-text-token")].filter((s) => s.style.background).map((s) => Number(s.dataset.index));
     const now = shaded();
-    // Half a screen above and below the view: the blocks at 300–400, 400–500 and 500–600 px.
-    expect(now[0]).toBe(1536);
-    expect(now.at(-1)).toBe(3071);
-    expect(now).toHaveLength(3 * 512);
+    // The blocks in view: 400–500 px (one edge touching the next block's top is not in view).
+    expect(now[0]).toBe(2048);
+    expect(now.at(-1)).toBe(2559);
+    expect(now).toHaveLength(512);
     expect(flow.dataset.shading).toBe("in view");
     // The rest a chunk of spans per idle callback (jsdom writes styles slowly: a few of them here).
     for (let k = 0; k < 300 && flow.dataset.shading !== "done"; k++) await new Promise((r) => setTimeout(r, 10));

@@ -176,13 +176,14 @@ const head = {
         const heads = new Set(get("heads"));
         if (heads.has(h)) heads.delete(h); else heads.add(h);
         const visible = [...heads].sort((a, b) => a - b);
-        setTraits(visible.length === 1 ? { heads: visible, neuron_head: visible[0] } : { heads: visible });
+        // Drawn in the click itself, not a frame later: a toggle is the page's alone.
+        setTraits(visible.length === 1 ? { heads: visible, neuron_head: visible[0] } : { heads: visible }, { now: true });
       },
       onSoloHead(h) {
         const heads = get("heads");
         const all = [...Array(get("n_heads")).keys()];
         // The head shown alone is the one the neuron view opens on.
-        setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h });
+        setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h }, { now: true });
       },
       // A long run's window: a click selects the token for every long view.
       onSelectToken: (i) => { if (get("long_context")) setTraits({ focus_token: memo.start + i }); },
