@@ -283,6 +283,47 @@ def test_an_interrupted_request_is_answered(default_model, monkeypatch):
     widget.close()
 
 
+def test_a_write_and_a_request_are_interruptible_where_the_kernel_left_sigint_ignored(default_model, monkeypatch):
+    """ipykernel 7.4 handles a comm message that comes while another is being handled with SIGINT
+    still ignored (seen in JupyterLab: the page's layer request just before a click on Model left
+    that click's slow step deaf to the interrupt). The widget's work turns it on while it runs."""
+    import os
+    import signal
+    import threading
+
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+    seen = []
+
+    def slow_and_interrupted(*args, **kwargs):
+        seen.append(signal.getsignal(signal.SIGINT))
+        os.kill(os.getpid(), signal.SIGINT)  # the kernel's interrupt, delivered while the step runs
+        time.sleep(5)
+        raise AssertionError("the interrupt did not reach the step")
+
+    # As ipykernel leaves it between messages: set back from the saved value, the plain number 1.
+    previous = signal.signal(signal.SIGINT, int(signal.SIG_IGN))
+    try:
+        monkeypatch.setattr(pl, "thumbnails_payload", slow_and_interrupted)
+        page_writes(widget, view="model")
+        assert widget.view == "head" and widget.error.startswith("Interrupted")
+        monkeypatch.setattr(pl, "neuron_payload", slow_and_interrupted)
+        replies = ask(widget, {"kind": "request", "type": "neuron", "id": 3, "layer": 0, "head": 0, "query": 1})
+        assert replies == [{"kind": "reply", "type": "neuron", "id": 3, "error": "interrupted"}]
+        assert seen == [signal.default_int_handler] * 2
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # set back after the work
+        # Outside the main thread nothing is touched (a signal handler can only be set there).
+        from attnscope.messages import interruptible
+
+        inside = []
+        thread = threading.Thread(target=lambda: inside.append(interruptible().__enter__() or signal.getsignal(signal.SIGINT)))
+        thread.start()
+        thread.join()
+        assert inside == [signal.SIG_IGN]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        widget.close()
+
+
 # 5. Closed is final
 
 def test_a_closed_widget_does_not_come_back(default_model):
@@ -456,3 +497,23 @@ def fuzz_step(widget: AttentionWidget, kind: str, content: dict, runs: list) -> 
     widget.error.encode("utf-8")
     if widget.result_id > 0 and not widget.error:
         assert widget.text == widget.result.text
+
+
+def test_the_pages_messages_stay_on_the_kernels_main_shell():
+    """ipykernel 7.4 routes a comm's next messages to the subshell its last answer went to
+    (JupyterLab 4.6 tags widget messages with one); the channel keeps them on the main shell,
+    where the kernel's interrupt reaches and cells do not run beside them."""
+    from ipykernel.comm.comm import BaseComm
+
+    from attnscope.messages import on_the_main_shell
+
+    comm = BaseComm(target_name="attnscope-test", primary=False)
+    comm._reply_subshell_id = "widgets-subshell"  # as publish_msg records it while answering a tagged message
+    comm._reply_subshell_ids["7"] = "widgets-subshell"
+    assert comm._reply_subshell_for({"content": {"id": "7"}}, None) == "widgets-subshell"
+    comm._reply_subshell_ids["7"] = "widgets-subshell"
+    on_the_main_shell(comm)
+    comm.publish_msg("comm_msg", data={"content": {"id": "7"}})  # no kernel here: sends nothing, routes as after a send
+    assert comm._reply_subshell_for({"content": {"id": "7"}}, None) is None
+    assert comm._reply_subshell_for({}, None) is None
+    on_the_main_shell(object())  # a comm without ipykernel's routing: left as it is

@@ -12,8 +12,11 @@ The message types are declared once, in MESSAGES below; js/contract.js is genera
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +72,49 @@ MESSAGES = {
     )
 }
 
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """The kernel's interrupt (SIGINT) reaches the work inside: a page's write or request.
+
+    ipykernel turns SIGINT on only around the message it handles alone; a comm message that
+    arrives while another is still being handled (ipykernel 7.4: a request of the page's just
+    before a click) is handled "concurrently", with SIGINT still ignored, and its work could not
+    be interrupted. Here it is turned on for the work, and set back after."""
+    # == (not is): a handler set back from a saved value reads as the plain number 1.
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def on_the_main_shell(comm: Any) -> None:
+    """The page's messages to this comm are handled on the kernel's main shell, as the cells are.
+
+    ipykernel 7.4 hands a comm's messages to the subshell that the page's last answered message
+    came from (JupyterLab 4.6 tags widget messages with one): after the first request answered,
+    every write and request of the page ran in that subshell's thread. There the kernel's
+    interrupt (SIGINT, the main thread's) never reaches a slow step, and a cell changing the
+    widget would run beside it, on state that is not guarded for two threads. Without those
+    attributes (other kernels, older ipykernel) nothing changes."""
+    publish = getattr(comm, "publish_msg", None)
+    if publish is None or not hasattr(comm, "_reply_subshell_ids"):
+        return
+
+    def publish_from_the_main_shell(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return publish(*args, **kwargs)
+        finally:
+            with getattr(comm, "_reply_subshell_lock", contextlib.nullcontext()):
+                comm._reply_subshell_id = None
+                comm._reply_subshell_ids.clear()
+
+    comm.publish_msg = publish_from_the_main_shell
+
+
 Handler = Callable[[dict, list], "tuple[dict, list] | dict"]
 ReplyCallback = Callable[[dict, list], None]
 
@@ -91,6 +137,7 @@ class Channel:
         self._events = events or {}
         self._pending: dict[int, ReplyCallback] = {}
         widget.on_msg(self._receive)
+        on_the_main_shell(getattr(widget, "comm", None))
 
     def request(self, type_: str, params: dict, on_reply: ReplyCallback) -> int:
         if type_ not in MESSAGES or MESSAGES[type_].sender != "kernel":
@@ -101,6 +148,10 @@ class Channel:
         return request_id
 
     def _receive(self, _widget: Any, content: Any, buffers: list) -> None:
+        with interruptible():
+            self._handle(content, buffers)
+
+    def _handle(self, content: Any, buffers: list) -> None:
         if not isinstance(content, dict):
             return
         kind, type_ = content.get("kind"), content.get("type")

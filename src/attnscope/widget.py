@@ -27,7 +27,7 @@ from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, 
 from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .files import write_atomic
-from .messages import WINDOW_TOKENS, Channel
+from .messages import WINDOW_TOKENS, Channel, interruptible
 from .picture import PictureOutputs
 from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
 
@@ -297,7 +297,8 @@ class AttentionWidget(anywidget.AnyWidget):
         state = {name: value for name, value in sync_data.items() if name in writable and name not in refused}
         snapshot = self._snapshot()
         try:
-            super().set_state(state)
+            with interruptible():  # the kernel's interrupt stops a slow step, whenever the write came
+                super().set_state(state)
         except BaseException as exc:
             self._restore(snapshot)  # the whole widget: one trait's work may have moved others
             messages.append("Interrupted: the view was put back as it was." if isinstance(exc, KeyboardInterrupt) else
