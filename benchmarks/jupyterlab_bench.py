@@ -463,13 +463,7 @@ def bench_long_views(browser, base: str, n_tokens: int, repeats: int) -> dict:
         "_made = time.time() * 1000\n"
         "widget",
     ])
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.add_init_script(WEBSOCKET_LOG)
-    page.goto(f"{base}/lab/workspaces/bench-{name.split('.')[0]}/tree/{name}?reset&token={TOKEN}")
-    wait_for_connected_idle_kernel(base, notebook=name)
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_text("Run All Cells", exact=True).click()
+    page = open_notebook(browser, base, name)
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=900_000)
     caption = widget.locator(".attnscope-text-caption")

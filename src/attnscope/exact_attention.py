@@ -257,22 +257,28 @@ def pooled_heads(
                           torch.arange(start, end, device=device), torch.arange(key_start, key_end, device=device))
         if average:
             p = p.mean(0, keepdim=True)
-        # Columns into their bins (keys outside the span hold 0: they add nothing to a max or sum).
-        by_col = torch.zeros(n_out, end - start, col_bins, dtype=torch.float32, device=device)
-        in_bins = col_bin[key_start - c0 : key_end - c0]
-        row_in_bins = row_bin[start - r0 : end - r0]
-        if reduce == "max":
-            by_col.scatter_reduce_(2, in_bins.expand_as(p), p, "amax")
-            # Then rows into theirs.
-            total.scatter_reduce_(1, row_in_bins[None, :, None].expand_as(by_col), by_col, "amax")
-        else:
-            by_col.index_add_(2, in_bins, p)
-            total.index_add_(1, row_in_bins, by_col)
-    if reduce == "mean":
-        row_count = torch.bincount(row_bin, minlength=row_bins).float()
-        col_count = torch.bincount(col_bin, minlength=col_bins).float()
-        total /= row_count[None, :, None] * col_count[None, None, :]
-    return total
+        _pool_into(total, p, col_bin[key_start - c0 : key_end - c0], row_bin[start - r0 : end - r0], reduce)
+    return _block_means(total, row_bin, col_bin) if reduce == "mean" else total
+
+
+def _pool_into(total: torch.Tensor, p: torch.Tensor, col_in_bins: torch.Tensor, row_in_bins: torch.Tensor, reduce: str) -> None:
+    """A block of weights (heads × its rows × its keys) into `total` (heads × row bins × col
+    bins): each key into its column bin, then each row into its row bin; the max of each block,
+    or its sum (keys outside the span hold 0: they add nothing to a max or a sum)."""
+    by_col = torch.zeros(p.shape[0], p.shape[1], total.shape[2], dtype=torch.float32, device=p.device)
+    if reduce == "max":
+        by_col.scatter_reduce_(2, col_in_bins.expand_as(p), p, "amax")
+        total.scatter_reduce_(1, row_in_bins[None, :, None].expand_as(by_col), by_col, "amax")
+    else:
+        by_col.index_add_(2, col_in_bins, p)
+        total.index_add_(1, row_in_bins, by_col)
+
+
+def _block_means(total: torch.Tensor, row_bin: torch.Tensor, col_bin: torch.Tensor) -> torch.Tensor:
+    """Sums pooled by _pool_into divided by each block's whole count of pairs."""
+    row_count = torch.bincount(row_bin, minlength=total.shape[1]).float()
+    col_count = torch.bincount(col_bin, minlength=total.shape[2]).float()
+    return total.div_(row_count[None, :, None] * col_count[None, None, :])
 
 
 def pooled_sampled(
@@ -306,20 +312,8 @@ def pooled_sampled(
                           torch.arange(key_start, key_end, device=device))
         if average:
             p = p.mean(0, keepdim=True)
-        by_col = torch.zeros(n_out, len(chunk), col_bins, dtype=torch.float32, device=device)
-        in_bins = col_bin[key_start - c0 : key_end - c0]
-        row_in_bins = row_bin[chunk - r0]
-        if reduce == "max":
-            by_col.scatter_reduce_(2, in_bins.expand_as(p), p, "amax")
-            total.scatter_reduce_(1, row_in_bins[None, :, None].expand_as(by_col), by_col, "amax")
-        else:
-            by_col.index_add_(2, in_bins, p)
-            total.index_add_(1, row_in_bins, by_col)
-    if reduce == "mean":
-        row_count = torch.bincount(row_bin, minlength=row_bins).float()
-        col_count = torch.bincount(col_bin, minlength=col_bins).float()
-        total /= row_count[None, :, None] * col_count[None, None, :]
-    return total
+        _pool_into(total, p, col_bin[key_start - c0 : key_end - c0], row_bin[chunk - r0], reduce)
+    return _block_means(total, row_bin, col_bin) if reduce == "mean" else total
 
 
 def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: tuple[int, int],
