@@ -220,10 +220,11 @@ export function createModelView(container, callbacks = {}) {
     scale.textContent = given.note ? `${given.note} ${SCALE_NOTE}` : SCALE_NOTE;
     const cell = fittedCell(given);
     const next = { ...given, cell };
-    const same = state && state.thumbnails === next.thumbnails && state.nHeads === next.nHeads
+    // The same numbers (a trait decoded once, a refining answer between passes) are not drawn again.
+    const same = state && state.thumbnails.values === next.thumbnails.values && state.nHeads === next.nHeads
       && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
     if (same) { state = next; return; } // already drawn
-    const sameData = state && state.thumbnails === next.thumbnails;
+    const sameData = state && state.thumbnails.values === next.thumbnails.values;
     state = next;
     const { layers, heads } = next;
     const shown = gridLabels(layers, heads, cell);

@@ -84,8 +84,16 @@ export function createLongRequests(channel, onAnswer) {
     const { result_id: run, ...sent } = params;
     return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
   };
-  const maps = new Map(); // tile key → a refining map (refinedTile)
-  let latest = ""; // the map the view last drew: only it refines on its own
+  const refining = new Map(); // key → an answer refined in passes (refinedAnswer)
+  let latest = ""; // the one the view last drew: only it refines on its own
+  function refined(key, make) {
+    latest = key;
+    if (!refining.has(key)) {
+      refining.set(key, make(() => latest === key));
+      while (refining.size > 16) refining.delete(refining.keys().next().value);
+    }
+    return refining.get(key).current();
+  }
   return {
     row: ask(rowKey, "attention_rows"),
     tile: ask(tileKey, "attention_tile"),
@@ -97,14 +105,9 @@ export function createLongRequests(channel, onAnswer) {
      */
     refined(params) {
       const key = tileKey(params);
-      latest = key;
-      if (!maps.has(key)) {
-        const sent = { ...params };
-        delete sent.result_id; // the kernel answers with the run it has
-        maps.set(key, refinedAnswer(channel, "attention_tile", sent, (msg) => tileKey(msg) === key, onAnswer, () => latest === key));
-        while (maps.size > 16) maps.delete(maps.keys().next().value);
-      }
-      return maps.get(key).current();
+      const sent = { ...params };
+      delete sent.result_id; // the kernel answers with the run it has
+      return refined(key, (shown) => refinedAnswer(channel, "attention_tile", sent, (msg) => tileKey(msg) === key, onAnswer, shown));
     },
     /**
      * A long run's model view thumbnails in passes ("thumbnails"), for those the kernel does not
@@ -112,15 +115,10 @@ export function createLongRequests(channel, onAnswer) {
      * → {values, shape, layers, heads, n_tokens, passesDone, passes}, null, or {error}.
      */
     thumbnails(what) {
-      const key = ["thumbnails", what.result_id, what.layers, what.heads].join(":");
-      latest = key;
-      if (!maps.has(key)) {
-        const same = (got, wanted) => wanted === null || wanted === undefined || String(got) === String(wanted);
-        const answersFor = (msg) => msg.result_id === what.result_id && same(msg.layers, what.layers) && same(msg.heads, what.heads);
-        maps.set(key, refinedAnswer(channel, "thumbnails", {}, answersFor, onAnswer, () => latest === key));
-        while (maps.size > 16) maps.delete(maps.keys().next().value);
-      }
-      return maps.get(key).current();
+      const same = (got, wanted) => wanted === null || wanted === undefined || String(got) === String(wanted);
+      const answersFor = (msg) => msg.result_id === what.result_id && same(msg.layers, what.layers) && same(msg.heads, what.heads);
+      return refined(["thumbnails", what.result_id, what.layers, what.heads].join(":"),
+        (shown) => refinedAnswer(channel, "thumbnails", {}, answersFor, onAnswer, shown));
     },
   };
 }
@@ -128,13 +126,15 @@ export function createLongRequests(channel, onAnswer) {
 /** One answer refined in passes (createLongRequests' refined and thumbnails): passes merged as they
  * come (a mean's added, else the elementwise max), the next asked for as soon as one comes while
  * it is the one shown (`shown()`), so the kernel refines it while the page draws; another shown
- * pauses it until it is drawn again. `answers(msg)`: the answer is for this (not an older run). */
+ * pauses it until it is drawn again. `answers(msg)`: the answer is for this (not an older run).
+ * current() gives the same object until another pass comes: a view draws again only then. */
 function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
   let merged = null; // {content, values}: the passes so far, max-merged or summed
   let done = 0;
   let passes = null;
   let asking = false;
   let error = null;
+  let current = null; // what current() gives for the passes in
   function askNext() {
     asking = true;
     channel.request(type, { ...sent, pass: done }).then(({ content, buffers }) => {
@@ -145,6 +145,11 @@ function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
       else if (content.reduce === "mean") for (let i = 0; i < values.length; i++) merged.values[i] += values[i];
       else for (let i = 0; i < values.length; i++) merged.values[i] = Math.max(merged.values[i], values[i]);
       done += 1;
+      // A mean's passes add up: until all are in, the sum so far stands for its share of them.
+      const shownValues = merged.content.reduce === "mean" && done < passes
+        ? merged.values.map((v) => (v * passes) / done) : merged.values.slice();
+      current = { ...merged.content, values: shownValues, exact: Boolean(merged.content.exact) && done === passes,
+        passesDone: done, passes };
     }).catch((err) => {
       error = err.message;
     }).finally(() => {
@@ -157,11 +162,7 @@ function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
     current() {
       if (error && !merged) return { error };
       if (!asking && !error && (passes === null || done < passes)) askNext();
-      if (!merged) return null;
-      // A mean's passes add up: until all are in, the sum so far stands for its share of them.
-      const values = merged.content.reduce === "mean" && done < passes
-        ? merged.values.map((v) => (v * passes) / done) : merged.values;
-      return { ...merged.content, values, exact: Boolean(merged.content.exact) && done === passes, passesDone: done, passes };
+      return current;
     },
   };
 }

@@ -205,7 +205,6 @@ const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_context")
   ? { view: "map", layer, focus_head: h }
   : { view: "head", layer, heads: [h], neuron_head: h });
 
-let refinedThumbnails = { key: "", thumbnails: null };
 
 function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
@@ -221,10 +220,7 @@ function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
     if (refined && refined.n_tokens === get("tokens").length) {
       const note = refined.passesDone < refined.passes
         ? `Refining: each cell is the largest weight of ${Math.round((100 * refined.passesDone) / refined.passes)}% of its rows so far.` : "";
-      // The same object while no pass came: the view draws again only what changed.
-      const key = `${get("result_id")}:${refined.layers}:${refined.heads}:${refined.passesDone}`;
-      if (refinedThumbnails.key !== key) refinedThumbnails = { key, thumbnails: { values: refined.values, shape: refined.shape } };
-      return { ...base, thumbnails: refinedThumbnails.thumbnails, layers: refined.layers, heads: refined.heads, note };
+      return { ...base, thumbnails: { values: refined.values, shape: refined.shape }, layers: refined.layers, heads: refined.heads, note };
     }
   }
   return "loading thumbnails…";

@@ -305,16 +305,19 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
 PASS_PAIRS = 150_000_000
 
 
-def tile_passes(result: LongAttentionResult, head: int, rows: Sequence[int], cols: Sequence[int], bins: int) -> int:
-    """In how many passes a tile is refined (a power of two): 1 when one pass fits PASS_PAIRS;
-    never more than the rows a block of the tile holds, so every block has rows in every pass."""
-    heads = result.n_heads if head == -1 else 1
-    pairs = (rows[1] - rows[0]) * (cols[1] - cols[0]) * heads
-    per_block = max(1, (rows[1] - rows[0]) // min(bins, rows[1] - rows[0]))
+def _passes(pairs: int, rows_per_block: int) -> int:
+    """The fewest passes (a power of two) whose share of `pairs` fits PASS_PAIRS, never more than
+    the rows a block holds, so that every block has rows in every pass."""
     passes = 1
-    while pairs / passes > PASS_PAIRS and passes * 2 <= per_block:
+    while pairs / passes > PASS_PAIRS and passes * 2 <= rows_per_block:
         passes *= 2
     return passes
+
+
+def tile_passes(result: LongAttentionResult, head: int, rows: Sequence[int], cols: Sequence[int], bins: int) -> int:
+    """In how many passes a tile is refined (_passes): 1 when one pass fits PASS_PAIRS."""
+    heads = result.n_heads if head == -1 else 1
+    return _passes((rows[1] - rows[0]) * (cols[1] - cols[0]) * heads, (rows[1] - rows[0]) // min(bins, rows[1] - rows[0]))
 
 
 def pass_offset(index: int, passes: int) -> int:
@@ -377,15 +380,11 @@ def _included(result: LongAttentionResult, include_layers: Sequence[int] | None,
 
 
 def thumbnail_passes(result: LongAttentionResult, include_layers: Sequence[int] | None, size: int) -> int:
-    """In how many passes a long run's thumbnails are made (a power of two, as tile_passes): 1
-    when every included layer's heads fit PASS_PAIRS (the widget then makes them itself)."""
+    """In how many passes a long run's thumbnails are made (_passes): 1 when every included
+    layer's heads fit PASS_PAIRS (the widget then makes them itself)."""
     layers, _ = _included(result, include_layers, None)
     n = result.n_tokens
-    pairs, per_block = len(layers) * result.n_heads * n * n, max(1, n // min(size, n))
-    passes = 1
-    while pairs / passes > PASS_PAIRS and passes * 2 <= per_block:
-        passes *= 2
-    return passes
+    return _passes(len(layers) * result.n_heads * n * n, n // min(size, n))
 
 
 def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
@@ -408,20 +407,12 @@ def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[i
     where they are too large to make at once (32,768 tokens: tens of seconds)."""
     import torch
 
-    from . import exact_attention as exact
-
     layers, heads = _included(result, include_layers, include_heads)
     passes = thumbnail_passes(result, include_layers, size)
     if pass_index >= passes:
         raise InputError(f"pass={pass_index} is past these thumbnails' {passes} passes.")
-    offset, n = pass_offset(pass_index, passes), result.n_tokens
-    bins = (min(size, n), min(size, n))
-    with torch.inference_mode():
-        pooled = torch.stack([
-            exact.pooled_sampled(result.queries[layer], result.keys[layer], result.lse[layer], result.rules[layer], bins, "max",
-                                 passes, offset)[heads].cpu()
-            if passes > 1 else result.pooled(layer, size, "max")[heads]
-            for layer in layers])
+    sample, n = (passes, pass_offset(pass_index, passes)), result.n_tokens
+    pooled = torch.stack([result.pooled(layer, size, "max", sample)[heads] for layer in layers])
     encoded = encode_float32(pooled)
     content = {"layers": layers, "heads": heads, "n_tokens": n, "n_key_tokens": n, "pass": pass_index, "passes": passes,
                "shape": encoded["shape"], "dtype": "float32"}

@@ -281,15 +281,21 @@ class LongAttentionResult:
         with torch.inference_mode():
             return exact.first_columns(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], n)
 
-    def pooled(self, layer: int, bins: int = 256, reduce: str = "max") -> torch.Tensor:
+    def pooled(self, layer: int, bins: int = 256, reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
         """Every head of `layer` pooled into bins × bins blocks of T × T (the max or the mean of
-        each block): heads × bins × bins, float32 on the CPU, computed a block of rows at a time."""
+        each block): heads × bins × bins, float32 on the CPU, computed a block of rows at a time.
+        sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, _ = self._layer(layer)
         bins = checks.integer("bins", bins, minimum=1)
         if reduce not in ("max", "mean"):
             raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
+        q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
         with torch.inference_mode():
-            pooled = exact.pooled_heads(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], bins, reduce)
+            if sample is not None and sample[0] > 1:
+                side = min(bins, self.n_tokens)
+                pooled = exact.pooled_sampled(q, k, lse, rule, (side, side), reduce, *sample)
+            else:
+                pooled = exact.pooled_heads(q, k, lse, rule, bins, reduce)
         return pooled.cpu()
 
     def pooled_tile(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
