@@ -178,6 +178,8 @@ def main() -> None:
     long_rows = bench_long()
     jupyterlab = bench_jupyterlab()
     ray_rows = bench_ray()  # last: its cluster shares these CPUs
+    if torch.cuda.is_available():  # the GPU's own tables (gpu_results.json, README's GPU section)
+        subprocess.run([sys.executable, str(HERE / "gpu_bench.py")], check=False, cwd=HERE)
     run_circuitsvis(args.skip_circuitsvis)
     bertviz = None if args.skip_bertviz else run_bertviz()
     if bertviz is None and (HERE / "bertviz_results.json").is_file():

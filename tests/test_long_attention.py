@@ -6,6 +6,7 @@ wrong pairing, mask or scale would show."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -293,3 +294,44 @@ def test_attention_sinks_per_head_from_the_first_columns_alone(family):
     assert torch.allclose(torch.tensor(same["alpha_first"].values), torch.tensor(table["alpha_first"].values), atol=1e-5)
     with pytest.raises(InputError, match="epsilon"):
         attnscope.attention_sinks(long, epsilon=3)
+
+
+def test_a_fused_kernel_whose_log_sum_exps_disagree_is_not_kept(tokenizer, monkeypatch):
+    # A GPU's fused kernels (flash, memory-efficient) also return each row's log-sum-exp; one that
+    # rounds its products or uses another log base is checked on a few rows and not kept.
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    expected = engine.run(TEXT, attention="on_demand")
+    real, offered = fast_capture._fused_with_lse, []
+
+    def in_log_base_two(*args):
+        found = real(*args)
+        offered.append(found is not None)
+        return found[0], found[1] / math.log(2)
+
+    monkeypatch.setattr(fast_capture, "_fused_with_lse", in_log_base_two)
+    result = engine.run(TEXT, attention="on_demand")
+    assert offered and all(offered)
+    for layer in range(result.n_layers):
+        assert torch.allclose(result.lse[layer], expected.lse[layer], atol=1e-5)
+    assert torch.allclose(result.attention_rows(1, 2, [0, -1]).sum(-1), torch.ones(2), atol=1e-5)
+
+
+def test_a_gpu_scores_larger_blocks_within_its_free_memory_and_refines_in_fewer_passes(monkeypatch):
+    from types import SimpleNamespace
+
+    from attnscope import exact_attention
+    from attnscope import payloads as pl
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * 2**30, 141 * 2**30))
+    assert exact_attention.block_bytes(cuda) == exact_attention.GPU_BLOCK_BYTES
+    assert exact_attention.block_bytes(cpu) == exact_attention.BLOCK_BYTES < exact_attention.GPU_BLOCK_BYTES
+    assert exact_attention.block_rows(4, 1000, device=cuda) == exact_attention.GPU_BLOCK_BYTES // (4 * 4 * 1000)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 * 2**30, 8 * 2**30))
+    assert exact_attention.block_bytes(cuda) == 2**30 // 4  # an eighth of what is free
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 * 2**20, 8 * 2**30))
+    assert exact_attention.block_bytes(cuda) == exact_attention.BLOCK_BYTES  # never less than the CPU's
+    on = lambda device: SimpleNamespace(queries=[SimpleNamespace(device=device)])
+    pairs = 14 * 32768**2  # a 32,768-token map, every head
+    assert pl._passes(on(cpu), pairs, 128) == 128  # as many as its blocks' rows allow
+    assert pl._passes(on(cuda), pairs, 128) == 2

@@ -18,8 +18,20 @@ from dataclasses import dataclass
 
 import torch
 
-# One block of scores (heads × rows × keys, float32) is kept under this many bytes.
+# One block of scores (heads × rows × keys, float32) is kept under this many bytes on the CPU
+# (a few of them fit its caches). A GPU takes larger blocks, up to GPU_BLOCK_BYTES or an eighth of
+# its free memory: 64 MiB blocks there are ~36 rows at 32,768 tokens, and their launches, not the
+# arithmetic, took the time (a 32,768-token run 50 times its forward on an H200).
 BLOCK_BYTES = 64 * 2**20
+GPU_BLOCK_BYTES = 2**30
+
+
+def block_bytes(device: torch.device | None) -> int:
+    """The score block budget on `device` (BLOCK_BYTES; GPU_BLOCK_BYTES on a GPU with room)."""
+    if device is None or device.type != "cuda":
+        return BLOCK_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(BLOCK_BYTES, min(GPU_BLOCK_BYTES, free // 8))
 
 
 @dataclass(frozen=True)
@@ -63,8 +75,10 @@ def key_head(head: int, n_heads: int, n_key_heads: int) -> int:
     return head // (n_heads // n_key_heads)
 
 
-def block_rows(n_heads: int, n_keys: int, budget: int = BLOCK_BYTES) -> int:
-    """Rows per block so that heads × rows × keys float32 scores stay under `budget` bytes."""
+def block_rows(n_heads: int, n_keys: int, budget: int | None = None, device: torch.device | None = None) -> int:
+    """Rows per block so that heads × rows × keys float32 scores stay under `budget` bytes
+    (block_bytes(device) by default)."""
+    budget = block_bytes(device) if budget is None else budget
     return max(1, budget // (4 * max(1, n_heads) * max(1, n_keys)))
 
 
@@ -112,12 +126,12 @@ def _mask_(s: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Ten
         s[..., some] = s[..., some].masked_fill(~rule.allowed(rows, cols[some]), float("-inf"))
 
 
-def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int):
+def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int | None):
     """A block of rows at a time: (start, end, key_start, key_end, scores, row log-sum-exp with
     the sink logit when the layer has one), keys limited to those the rows can see."""
     n_heads, n_rows, n_keys = q.shape[0], q.shape[1], k.shape[1]
     sinks = None if rule.sinks is None else rule.sinks.to(device=q.device, dtype=torch.float32)[:, None]
-    step = block_rows(n_heads, n_keys, budget)
+    step = block_rows(n_heads, n_keys, budget, q.device)
     for start in range(0, n_rows, step):
         end = min(n_rows, start + step)
         key_start, key_end = rule.key_span(start, end, n_keys)
@@ -130,7 +144,7 @@ def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: in
         yield start, end, key_start, key_end, s, lse
 
 
-def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES) -> torch.Tensor:
+def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int | None = None) -> torch.Tensor:
     """log Σ_j exp(s_ij) (with the sink logit, when the layer has one) for every head and row:
     heads × T, float32, computed a block of rows at a time on q's device."""
     out = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
@@ -150,7 +164,7 @@ def probabilities(
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: ScoreRule, budget: int = BLOCK_BYTES
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: ScoreRule, budget: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The layer's output Σ_j A_ij v_j and its row log-sum-exp, a block of rows at a time: the
     model's attention computed without T × T, for layers the fused kernels cannot run (soft-capped
@@ -170,7 +184,7 @@ def attend(
 
 def rows_of_head(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, head: int, queries: torch.Tensor,
-    budget: int = BLOCK_BYTES,
+    budget: int | None = None,
 ) -> torch.Tensor:
     """Rows `queries` of one head over every key: len(queries) × T, float32, on q's device.
 
@@ -179,7 +193,7 @@ def rows_of_head(
     kh = key_head(head, n_heads, n_key_heads)
     queries = queries.to(q.device)
     out = torch.empty(len(queries), n_keys, dtype=torch.float32, device=q.device)
-    step = block_rows(1, n_keys, budget)
+    step = block_rows(1, n_keys, budget, q.device)
     cols = torch.arange(n_keys, device=q.device)
     for start in range(0, len(queries), step):
         rows = queries[start : start + step]
@@ -200,7 +214,7 @@ def tile(
 
 
 def first_columns(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, n: int,
-                  budget: int = BLOCK_BYTES) -> torch.Tensor:
+                  budget: int | None = None) -> torch.Tensor:
     """Every head's attention on the first n keys, from every query: heads × T × n, float32,
     exact. O(T · n · d) per head: sink metrics at 32k tokens without touching T × T."""
     return columns_of_heads(q, k, lse, rule, torch.arange(min(n, k.shape[1])), budget)
@@ -229,7 +243,7 @@ def _row_blocks(rule: ScoreRule, rows: tuple[int, int], cols: tuple[int, int], n
 
 def pooled_heads(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: int | tuple[int, int],
-    reduce: str = "max", budget: int = BLOCK_BYTES, rows: tuple[int, int] | None = None,
+    reduce: str = "max", budget: int | None = None, rows: tuple[int, int] | None = None,
     cols: tuple[int, int] | None = None, average: bool = False,
 ) -> torch.Tensor:
     """Every head's attention over rows × cols (all of T × T by default) pooled into equal blocks,
@@ -252,7 +266,7 @@ def pooled_heads(
     col_bin = bin_edges(c1 - c0, col_bins).to(device)
     n_out = 1 if average else n_heads
     total = torch.zeros(n_out, row_bins, col_bins, dtype=torch.float32, device=device)
-    for start, end, key_start, key_end in _row_blocks(rule, (r0, r1), (c0, c1), n_keys, block_rows(n_heads, c1 - c0, budget)):
+    for start, end, key_start, key_end in _row_blocks(rule, (r0, r1), (c0, c1), n_keys, block_rows(n_heads, c1 - c0, budget, q.device)):
         p = probabilities(q[:, start:end], k[:, key_start:key_end], lse[:, start:end], rule,
                           torch.arange(start, end, device=device), torch.arange(key_start, key_end, device=device))
         if average:
@@ -284,7 +298,7 @@ def _block_means(total: torch.Tensor, row_bin: torch.Tensor, col_bin: torch.Tens
 def pooled_sampled(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, bins: tuple[int, int], reduce: str,
     stride: int, offset: int, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None,
-    average: bool = False, budget: int = BLOCK_BYTES,
+    average: bool = False, budget: int | None = None,
 ) -> torch.Tensor:
     """One of `stride` passes over pooled_heads' map: only the rows r of the span with
     (r − start) % stride == offset. "max": the largest weight of those rows in each block; the
@@ -303,7 +317,7 @@ def pooled_sampled(
     n_out = 1 if average else n_heads
     total = torch.zeros(n_out, row_bins, col_bins, dtype=torch.float32, device=device)
     positions = torch.arange(r0 + offset, r1, stride, device=device)
-    for chunk in positions.split(block_rows(n_heads, c1 - c0, budget)):
+    for chunk in positions.split(block_rows(n_heads, c1 - c0, budget, q.device)):
         key_start, key_end = rule.key_span(int(chunk[0]), int(chunk[-1]) + 1, n_keys)
         key_start, key_end = max(key_start, c0), min(key_end, c1)
         if key_end <= key_start:
@@ -317,7 +331,7 @@ def pooled_sampled(
 
 
 def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: tuple[int, int],
-                     cols: tuple[int, int], row_bins: int, col_bins: int, budget: int) -> torch.Tensor:
+                     cols: tuple[int, int], row_bins: int, col_bins: int, budget: int | None) -> torch.Tensor:
     """pooled_heads' max over bins of equal size. exp is increasing, so the largest probability
     of a block is exp(its largest score − lse): the scores are pooled first and only the pooled
     ones are exponentiated (a bin's worth fewer exps). Blocks are whole row bins; their key spans
@@ -326,7 +340,7 @@ def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: 
     (r0, r1), (c0, c1) = rows, cols
     n_heads, n_keys = q.shape[0], k.shape[1]
     row_width, col_width = (r1 - r0) // row_bins, (c1 - c0) // col_bins
-    step = max(row_width, block_rows(n_heads, c1 - c0, budget) // row_width * row_width)
+    step = max(row_width, block_rows(n_heads, c1 - c0, budget, q.device) // row_width * row_width)
     buffer = torch.empty(n_heads * min(step, r1 - r0) * (c1 - c0), dtype=torch.float32, device=q.device)
     total = torch.zeros(n_heads, row_bins, col_bins, dtype=torch.float32, device=q.device)
     for start, end, key_start, key_end in _row_blocks(rule, rows, cols, n_keys, step):
@@ -346,14 +360,14 @@ def _max_pooled_even(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: 
 
 def columns_of_heads(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, keys: torch.Tensor,
-    budget: int = BLOCK_BYTES,
+    budget: int | None = None,
 ) -> torch.Tensor:
     """Every head's attention on key positions `keys`, from every query: heads × T × len(keys),
     float32, exact (what attends to a token: its column). O(T · len(keys) · d) per head."""
     n_heads, n_rows = q.shape[0], q.shape[1]
     keys = keys.to(q.device)
     out = torch.empty(n_heads, n_rows, len(keys), dtype=torch.float32, device=q.device)
-    step = block_rows(n_heads, len(keys), budget)
+    step = block_rows(n_heads, len(keys), budget, q.device)
     for start in range(0, n_rows, step):
         end = min(n_rows, start + step)
         rows = torch.arange(start, end, device=q.device)

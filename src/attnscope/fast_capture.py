@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from .errors import NoAttentionError
-from .exact_attention import BLOCK_BYTES, ScoreRule, attend, block_rows, probabilities, row_logsumexp
+from .exact_attention import ScoreRule, attend, block_rows, probabilities, row_logsumexp, scores
 
 IMPLEMENTATION = "attnscope_exact_rows"
 # Keyword arguments of the attention call that change the scores in ways not reproduced here.
@@ -81,7 +81,7 @@ def _check_mask(mask: torch.Tensor | None, rule: ScoreRule, n: int, module: Any)
     if mask.dim() != 4 or mask.shape[0] != 1 or mask.shape[-2:] != (n, n):
         raise NoAttentionError(f"{type(module).__name__} was given an attention mask of shape {tuple(mask.shape)}, "
                                "which attnscope cannot recompute.")
-    step = block_rows(1, n)
+    step = block_rows(1, n, device=mask.device)
     for start in range(0, n, step):
         end = min(n, start + step)
         block = mask[0, :, start:end]
@@ -119,22 +119,50 @@ def _check_output(module: Any, capture: FastCapture, layer: LayerCapture, value:
 
 
 def _fused_with_lse(module, query, key, value, mask, scaling, is_causal, own: str):
-    """On the CPU, the kernel sdpa runs (flash attention for the CPU) also returns each row's
-    log-sum-exp: one pass instead of two. Only where it is the kernel the model would run (eager
-    or sdpa) and its mask is plain causal or none; None otherwise (or when the op refuses).
-    It is given the model's own arguments, as sdpa would be (not attnscope's reading of them:
-    the output check compares the two)."""
-    if query.device.type != "cpu" or mask is not None or own not in ("eager", "sdpa"):
+    """The fused attention kernels that also return each row's log-sum-exp: one pass instead of
+    two (the CPU's flash attention; on a GPU flash attention for half precision, else the
+    memory-efficient kernel). Only where sdpa is the kernel the model would run (eager or sdpa) and
+    its mask is plain causal or none; None otherwise, when the op refuses, or when its
+    log-sum-exps disagree with attnscope's own on a few rows (_lse_agrees). It is given the model's
+    own arguments, as sdpa would be (not attnscope's reading of them: the output check compares
+    the two)."""
+    if query.device.type not in ("cpu", "cuda") or mask is not None or own not in ("eager", "sdpa"):
         return None
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True)) and query.shape[2] > 1
     group = query.shape[1] // key.shape[1]
     key, value = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (key, value))
     try:
-        output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, key, value, 0.0, causal, scale=scaling)
-    except (RuntimeError, AttributeError):  # a dtype or shape the op does not take
+        if query.device.type == "cpu":
+            output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                query, key, value, 0.0, causal, scale=scaling)
+        else:
+            output, lse = _cuda_attention_with_lse(query, key, value, causal, scaling)
+    except (RuntimeError, AttributeError, NotImplementedError):  # a dtype, shape or device the op does not take
         return None
-    return output.transpose(1, 2), lse[0].float()
+    # The memory-efficient kernel pads its log-sum-exps to a multiple of 32 rows.
+    lse = lse[0, :, : query.shape[2]].float().contiguous()
+    return output.transpose(1, 2), lse
+
+
+def _cuda_attention_with_lse(query, key, value, causal: bool, scaling) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B × heads × T × d output, B × heads × T' log-sum-exp) from a CUDA fused kernel."""
+    if query.dtype in (torch.float16, torch.bfloat16):
+        try:
+            found = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, causal, False, scale=scaling)
+            return found[0], found[1]
+        except RuntimeError:  # a head size or card flash attention does not take
+            pass
+    found = torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, None, True, 0.0, causal, scale=scaling)
+    return found[0], found[1]
+
+
+def _lse_agrees(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, lse: torch.Tensor) -> bool:
+    """A fused kernel's log-sum-exps against attnscope's own scores on three rows: a kernel that
+    rounds its products (TF32) or means another log base is not kept."""
+    n = q.shape[1]
+    rows = torch.tensor(sorted({0, n // 2, n - 1}), device=q.device)
+    own = torch.logsumexp(scores(q[:, rows], k, rule, rows, torch.arange(k.shape[1], device=q.device)), dim=-1)
+    return bool(torch.allclose(lse[:, rows], own, rtol=1e-4, atol=1e-4))
 
 
 def attention_function(
@@ -156,11 +184,11 @@ def attention_function(
     q, k, v = query[0].detach(), key[0].detach(), value[0].detach()
     if (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa"):
         # sdpa runs neither: the same attention a block of rows at a time, with its log-sum-exp.
-        out, lse = attend(q, k, v, rule, BLOCK_BYTES)
+        out, lse = attend(q, k, v, rule)
         output = out.transpose(0, 1)[None]
     else:
         fused = _fused_with_lse(module, query, key, value, attention_mask, scaling, is_causal, capture.own_implementation)
-        if fused is not None:
+        if fused is not None and _lse_agrees(q, k, rule, fused[1]):
             output, lse = fused
         else:
             output, _ = kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,

@@ -301,15 +301,18 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
 
 
 # A pass of a refined tile scores about this many query-key pairs (heads counted): ~0.15 s on
-# this 2-core CPU, so a click waits at most that long behind a refining map.
+# this 2-core CPU, so a click waits at most that long behind a refining map. On a GPU,
+# an H200 pools 1.5e10 pairs in 0.12 s: a pass of GPU_PASS_SCALE times as many pairs takes ~80 ms there.
 PASS_PAIRS = 150_000_000
+GPU_PASS_SCALE = 64
 
 
-def _passes(pairs: int, rows_per_block: int) -> int:
-    """The fewest passes (a power of two) whose share of `pairs` fits PASS_PAIRS, never more than
-    the rows a block holds, so that every block has rows in every pass."""
+def _passes(result: LongAttentionResult, pairs: int, rows_per_block: int) -> int:
+    """The fewest passes (a power of two) whose share of `pairs` fits the run's device's pass
+    (PASS_PAIRS), never more than the rows a block holds, so that every block has rows in every pass."""
+    per_pass = PASS_PAIRS * (GPU_PASS_SCALE if result.queries[0].device.type == "cuda" else 1)
     passes = 1
-    while pairs / passes > PASS_PAIRS and passes * 2 <= rows_per_block:
+    while pairs / passes > per_pass and passes * 2 <= rows_per_block:
         passes *= 2
     return passes
 
@@ -317,7 +320,8 @@ def _passes(pairs: int, rows_per_block: int) -> int:
 def tile_passes(result: LongAttentionResult, head: int, rows: Sequence[int], cols: Sequence[int], bins: int) -> int:
     """In how many passes a tile is refined (_passes): 1 when one pass fits PASS_PAIRS."""
     heads = result.n_heads if head == -1 else 1
-    return _passes((rows[1] - rows[0]) * (cols[1] - cols[0]) * heads, (rows[1] - rows[0]) // min(bins, rows[1] - rows[0]))
+    return _passes(result, (rows[1] - rows[0]) * (cols[1] - cols[0]) * heads,
+                   (rows[1] - rows[0]) // min(bins, rows[1] - rows[0]))
 
 
 def pass_offset(index: int, passes: int) -> int:
@@ -384,7 +388,7 @@ def thumbnail_passes(result: LongAttentionResult, include_layers: Sequence[int] 
     layer's heads fit PASS_PAIRS (the widget then makes them itself)."""
     layers, _ = _included(result, include_layers, None)
     n = result.n_tokens
-    return _passes(len(layers) * result.n_heads * n * n, n // min(size, n))
+    return _passes(result, len(layers) * result.n_heads * n * n, n // min(size, n))
 
 
 def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,

@@ -60,3 +60,28 @@ def test_the_jupyterlab_tables_say_each_interaction_its_target_and_where_the_tim
     long_row = row["32,768"]
     assert "96 ms ✅" in long_row and "151 ms ❌" in long_row and "450 ms ✅" in long_row and "16.0 s" in long_row
     assert long_row.endswith("| – |")  # the model view not refined to the end: said, not invented
+
+
+def test_the_gpu_bench_runs_its_every_step_on_the_cpu_and_tables_what_it_measured(tmp_path):
+    """benchmarks/gpu_bench.py runs where a GPU is lent (rarely, for minutes): its --smoke runs
+    every step at tiny sizes on the CPU, so that a break shows here and not on the lent machine."""
+    import json
+    import subprocess
+
+    out = tmp_path / "gpu.json"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_bench.py"), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert results["eager_check"]["max_abs_difference"] < 1e-5
+    long = results["long"][0]
+    assert long["row_sum_error"] < 1e-3 and long["map_exact_s"] > 0 and long["thumbnails_exact_s"] > 0
+    results["long"].append({"model": "Llama-3.1-8B shape", "tokens": 131072, "skipped": "40 s of the budget left"})
+    sys.path.insert(0, str(BENCHMARKS))
+    from gpu_bench import table
+
+    lines = table(results)
+    rows = [line for line in lines if line.startswith("| all-MiniLM") or line.startswith("| Qwen") or line.startswith("| Llama")]
+    assert len(rows) == 3  # the MiniLM engine row (128 tokens in --smoke), the long row, the skipped one
+    assert any("| 2,048 |" in row and "GiB" in row for row in rows)
+    assert rows[-1].startswith("| Llama-3.1-8B shape | 131,072 | 40 s of the budget left |")
