@@ -45,7 +45,8 @@ test-fast: install node_modules/.package-lock.json
 
 # ruff (Python), biome (JS) and tsc --checkJs over the JSDoc types (js/contract.js included).
 lint: install node_modules/.package-lock.json
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks scripts
+	$(VENV)/bin/lint-imports
 	npm run lint
 	npm run typecheck
 
@@ -88,7 +89,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 # js/contract.js and ARCHITECTURE.md's contract table from the trait and message declarations
 # (tests/test_contract.py says when they are out of date).
 contract: install
-	$(PY) -c 'import attnscope.contract as c; c.write_js("js/contract.js")'
+	$(PY) scripts/write_contract.py
 
 # Debian's chromium for the browser tests (playwright never downloads a browser here).
 chromium:

@@ -232,10 +232,10 @@ def long_case(label: str, shape: dict, n_tokens: int, device: str, exact_thumbna
     overview = {"layer": 0, "head": -1, "rows": [0, n_tokens], "cols": [0, n_tokens], "bins": 256, "reduce": "max"}
     half, span = n_tokens // 2, min(2048, n_tokens // 2)
     zoomed = {**overview, "rows": [half, half + span], "cols": [half - span, half]}
-    first_pass, _ = once_s(lambda: widget._answer_tile({**overview, "pass": 0}, []))
-    passes = widget._answer_tile({**overview, "pass": 0}, [])[0]["passes"]
-    thumbs_first, _ = once_s(lambda: widget._answer_thumbnails({"pass": 0}, []))
-    thumb_passes = widget._answer_thumbnails({"pass": 0}, [])[0]["passes"]
+    first_pass, _ = once_s(lambda: widget._long_answers().tile({**overview, "pass": 0}))
+    passes = widget._long_answers().tile({**overview, "pass": 0})[0]["passes"]
+    thumbs_first, _ = once_s(lambda: widget._long_answers("thumbnails").thumbnails({"pass": 0}))
+    thumb_passes = widget._long_answers("thumbnails").thumbnails({"pass": 0})[0]["passes"]
     # Rows come from the kept log-sum-exps (the fused kernel's where it agreed): each sums to 1.
     sums = [result.attention_rows(layer, head, [0, half, last]).double().sum(-1)
             for layer in (0, result.n_layers - 1) for head in (0, result.n_heads - 1)]
@@ -246,17 +246,17 @@ def long_case(label: str, shape: dict, n_tokens: int, device: str, exact_thumbna
         "forward_s": forward_s, "on_demand_run_s": run_s, "widget_s": widget_s,
         "gpu_peak_growth_gib": gib(peak), "gpu_kept_gib": gib(kept), "cache_gib": gib(result.nbytes),
         "full_attention_float32_gib": gib(result.n_layers * result.n_heads * n_tokens * n_tokens * 4),
-        "row_ms": timed_ms(lambda: widget._answer_rows({"layer": result.n_layers - 1, "head": -1, "token": half, "direction": "from"}, [])),
-        "zoom_tile_ms": timed_ms(lambda: widget._answer_tile(zoomed, [])),
-        "window_ms": timed_ms(lambda: widget._answer_window({"layer": result.n_layers - 1, "token": half}, [])),
+        "row_ms": timed_ms(lambda: widget._long_answers().rows({"layer": result.n_layers - 1, "head": -1, "token": half, "direction": "from"})),
+        "zoom_tile_ms": timed_ms(lambda: widget._long_answers().tile(zoomed)),
+        "window_ms": timed_ms(lambda: widget._long_answers().window({"layer": result.n_layers - 1, "token": half})),
         "map_first_pass_s": first_pass, "map_passes": passes,
         "thumbnails_first_pass_s": thumbs_first, "thumbnail_passes": thumb_passes,
     }
     if exact_map:
-        out["map_exact_s"] = once_s(lambda: widget._answer_tile(overview, []))[0]
+        out["map_exact_s"] = once_s(lambda: widget._long_answers().tile(overview))[0]
     if exact_thumbnails:
         out["thumbnails_exact_s"] = once_s(
-            lambda: [widget._answer_thumbnails({"pass": i}, []) for i in range(thumb_passes)])[0]
+            lambda: [widget._long_answers("thumbnails").thumbnails({"pass": i}) for i in range(thumb_passes)])[0]
     if device == "cuda":
         out["gpu_peak_after_views_gib"] = gib(torch.cuda.max_memory_allocated() - before)
     print(json.dumps(out), flush=True)

@@ -192,7 +192,7 @@ def measure_views(engine, text: str, n_tokens: int, forward_s: float) -> dict:
     start = time.perf_counter()
     widget = attnscope.AttentionWidget(text, model=engine, max_length=n_tokens, focus_token=n_tokens - 1)
     widget_s = time.perf_counter() - start
-    ask_row = lambda token: widget._answer_rows({"layer": 0, "head": -1, "token": token, "direction": "from"}, [])
+    ask_row = lambda token: widget._long_answers().rows({"layer": 0, "head": -1, "token": token, "direction": "from"})
     overview = {"layer": 0, "head": -1, "rows": [0, n_tokens], "cols": [0, n_tokens], "bins": 256, "reduce": "max"}
     zoomed = {**overview, "rows": [4096, 6144], "cols": [2048, 4096]}
     one_head = {**overview, "head": 3}
@@ -200,15 +200,15 @@ def measure_views(engine, text: str, n_tokens: int, forward_s: float) -> dict:
         "views_widget_s": round(widget_s, 2),
         "views_first_row_ms": _median_ms(lambda: ask_row(n_tokens - 1)),
         "views_select_row_ms": _median_ms(lambda: ask_row(n_tokens // 2)),
-        "views_overview_mean_ms": _median_ms(lambda: widget._answer_tile(overview, [])),
-        "views_overview_head_ms": _median_ms(lambda: widget._answer_tile(one_head, [])),
-        "views_zoom_tile_ms": _median_ms(lambda: widget._answer_tile(zoomed, [])),
-        "views_zoom_tile_head_ms": _median_ms(lambda: widget._answer_tile({**zoomed, "head": 3}, [])),
+        "views_overview_mean_ms": _median_ms(lambda: widget._long_answers().tile(overview)),
+        "views_overview_head_ms": _median_ms(lambda: widget._long_answers().tile(one_head)),
+        "views_zoom_tile_ms": _median_ms(lambda: widget._long_answers().tile(zoomed)),
+        "views_zoom_tile_head_ms": _median_ms(lambda: widget._long_answers().tile({**zoomed, "head": 3})),
     }
     row_content, row_buffers = ask_row(n_tokens - 1)
     out["views_bytes_before_paint"] = state_bytes(widget) + len(row_buffers[0])
     select_content, select_buffers = ask_row(n_tokens // 2)
-    tile_content, tile_buffers = widget._answer_tile(zoomed, [])
+    tile_content, tile_buffers = widget._long_answers().tile(zoomed)
     state, buffers, paths = split_state(widget.get_state())
     reply = lambda content, buffers: {"content": {k: v for k, v in content.items() if k not in ("kind", "id")},
                                       "b64": base64.b64encode(buffers[0]).decode()}

@@ -9,8 +9,9 @@ import transformers
 from test_engine import SMALL, VOCAB
 
 import attnscope
-from attnscope import InputError, bertology
+from attnscope import InputError
 from attnscope import analysis as an
+from attnscope.analyses import corpus, syntax
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -44,7 +45,7 @@ def test_head_stats_batched_equals_one_document_at_a_time(default_model):
     per_doc = []
     for text in TEXTS:
         result = default_model.run(text)
-        per_doc.append(an.head_statistics(result.attention, bertology.token_kinds_for(default_model, result.tokens)))
+        per_doc.append(an.head_statistics(result.attention, corpus.token_kinds_for(default_model, result.tokens)))
     for measure in ("sep", "cls", "prev", "entropy", "entropy_cls"):
         expected = torch.stack([d[measure] for d in per_doc]).mean(0)
         got = stats[stats.measure == measure].sort_values(["layer", "head"])["value"].to_numpy()
@@ -103,14 +104,14 @@ def test_word_attention_and_rollout_of_a_result(default_model):
 
 
 def test_read_conllu_skips_multiword_lines_and_reports_bad_lines(tmp_path):
-    sentences = bertology.read_conllu(CONLLU)
+    sentences = syntax.read_conllu(CONLLU)
     assert [s.words for s in sentences] == [["the", "cat", "sat", "."], ["do", "not", "go", "home"]]
     assert sentences[0].heads == [1, 2, -1, 2]
     path = tmp_path / "tiny.conllu"
     path.write_text(CONLLU)
-    assert len(bertology.read_conllu(path)) == 2
+    assert len(syntax.read_conllu(path)) == 2
     with pytest.raises(InputError, match="line 2"):
-        bertology.read_conllu("# x\n1\tthe\tthe\n")
+        syntax.read_conllu("# x\n1\tthe\tthe\n")
 
 
 def test_syntax_heads_from_conllu_match_a_direct_computation(default_model):
@@ -197,7 +198,7 @@ class WordMapModel:
 def test_syntax_heads_recipe_on_a_hand_written_sentence(bert_tokenizer):
     """ "Ann 's dog ." (Ann poss→dog, 's possessive→Ann, dog ROOT, "." punct→dog), one layer of two
     heads; every number below is worked out by hand."""
-    sentence = bertology.ParsedSentence(["Ann", "'s", "dog", "."], [2, 0, -1, 2], ["poss", "possessive", "ROOT", "punct"])
+    sentence = syntax.ParsedSentence(["Ann", "'s", "dog", "."], [2, 0, -1, 2], ["poss", "possessive", "ROOT", "punct"])
     #              [CLS]  Ann   's   dog    .   [SEP]
     head_0 = [
         [0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
@@ -255,7 +256,7 @@ def test_syntax_heads_recipe_on_a_hand_written_sentence(bert_tokenizer):
 
 
 def test_syntax_heads_clark_zeroes_the_diagonal_so_a_word_can_predict_itself(bert_tokenizer):
-    sentence = bertology.ParsedSentence(["the", "dog"], [1, -1], ["det", "ROOT"])
+    sentence = syntax.ParsedSentence(["the", "dog"], [1, -1], ["det", "ROOT"])
     #        [CLS] the  dog  [SEP]
     head = [
         [1.0, 0.0, 0.0, 0.0],
@@ -290,12 +291,12 @@ def test_syntax_table_tie_breaks_and_skipped_rows():
         + [(r, 1, 0.5, 3) for r in ("ROOT", "Punct", "det")],
         columns=["relation", "offset", "accuracy", "count"],
     )
-    clark = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=1)
-    uas = bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "uas").table(min_count=1)
+    clark = syntax.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=1)
+    uas = syntax.SyntaxHeads(accuracy, baseline, "test", 1, 0, "uas").table(min_count=1)
     assert clark.relation.tolist() == uas.relation.tolist() == ["All", "det"]  # root and punct, any case, have no row
     assert clark.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["2-0", "head_to_dependent", 1]
     assert uas.iloc[0][["head", "direction", "baseline_offset"]].tolist() == ["0-1", "dependent_to_head", -2]
-    assert bertology.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=5).relation.tolist() == ["All"]
+    assert syntax.SyntaxHeads(accuracy, baseline, "test", 1, 0, "clark").table(min_count=5).relation.tolist() == ["All"]
 
 
 def test_syntax_heads_do_not_depend_on_batching(default_model):
@@ -361,14 +362,14 @@ def test_corpus_inputs_dataset_columns_and_errors(default_model):
     via_dataset = attnscope.head_stats(default_model, ds, progress=False)
     via_list = attnscope.head_stats(default_model, TEXTS[:2], progress=False)
     assert via_dataset["value"].tolist() == pytest.approx(via_list["value"].tolist(), nan_ok=True)
-    pairs = bertology.documents(datasets.Dataset.from_dict({"a": ["x"], "b": ["y"]}), column=("a", "b"))
+    pairs = corpus.documents(datasets.Dataset.from_dict({"a": ["x"], "b": ["y"]}), column=("a", "b"))
     assert pairs == [("x", "y")]
     with pytest.raises(InputError, match="no column 'text'"):
-        bertology.documents(ds, column="text")
+        corpus.documents(ds, column="text")
     with pytest.raises(InputError, match="item 1"):
-        bertology.documents(["fine", 3])
+        corpus.documents(["fine", 3])
     with pytest.raises(InputError, match="no non-empty text"):
-        bertology.documents(["", "  "])
+        corpus.documents(["", "  "])
 
 
 def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):
@@ -396,7 +397,7 @@ def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):
 
 
 def test_batches_are_sized_to_the_devices_memory():
-    from attnscope.bertology import CPU_BATCH, batch_for_memory, corpus_settings
+    from attnscope.analyses.corpus import CPU_BATCH, batch_for_memory, corpus_settings
 
     # bert-base at 128 tokens: 12 × 12 × 128² × 4 B × 2 + one layer's activations ≈ 25 MB a document.
     assert batch_for_memory(80 * 2**30, 12, 12, 128, 768) == 1024  # an 80 GB card: the cap
@@ -430,7 +431,7 @@ def test_a_long_corpus_text_is_tokenized_from_its_start_only(default_model, monk
 def test_a_corpus_text_past_the_character_limit_is_refused_naming_it():
     with pytest.raises(InputError, match=r"^corpus\[1\] has 1,000,001 characters, more than the 1,000,000 an analysis reads of a "
                        r"text, which it reads to max_length tokens: cut it, e\.g\. text\[:100_000\], or split it into texts\.$"):
-        bertology.documents(["Fine.", "x" * 1_000_001])
+        corpus.documents(["Fine.", "x" * 1_000_001])
 
 
 class FakeRayDataset:
@@ -455,14 +456,14 @@ class FakeRayDataset:
 
 
 def test_a_dataset_is_gathered_on_the_driver_only_up_to_a_bound(monkeypatch):
-    monkeypatch.setattr(bertology, "MAX_GATHERED_CHARACTERS", 4_000)  # 100 rows of 40 characters
+    monkeypatch.setattr(corpus, "MAX_GATHERED_CHARACTERS", 4_000)  # 100 rows of 40 characters
     endless = FakeRayDataset(10**9)  # a cluster's dataset, larger than this machine
     with pytest.raises(InputError, match=r"^The Ray Dataset holds more than 4,000 characters of text \(passed at row 100\), and "
                        r"attnscope gathers a dataset's texts on this machine \(the driver\) before the analysis runs: analyse a "
                        r"sample of it, e\.g\. dataset\.limit\(n\) or dataset\.random_sample\(fraction\)"):
-        bertology.documents(endless)
+        corpus.documents(endless)
     assert endless.served == 101  # it stopped there
-    assert len(bertology.documents(FakeRayDataset(100))) == 100
+    assert len(corpus.documents(FakeRayDataset(100))) == 100
     datasets = pytest.importorskip("datasets")
     with pytest.raises(InputError, match=r"^The dataset holds more than 4,000 characters.*dataset\.select\(range\(n\)\)"):
-        bertology.documents(datasets.Dataset.from_dict({"text": ["x" * 40] * 200}))
+        corpus.documents(datasets.Dataset.from_dict({"text": ["x" * 40] * 200}))

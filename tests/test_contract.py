@@ -105,3 +105,21 @@ def test_a_channel_refuses_undeclared_messages():
 def test_architecture_md_ends_with_the_current_contract_table():
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert text.rstrip().endswith(contract_markdown(attnscope.AttentionWidget)), "ARCHITECTURE.md is out of date: run `make contract`"
+
+
+def test_architecture_md_shows_the_layers_that_lint_imports_checks():
+    """The layers `make lint` enforces (pyproject's import-linter contract) are the ones
+    ARCHITECTURE.md draws, in the same order; every module of the package is on one of them."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = [[name.strip().removeprefix("attnscope.") for name in layer.split("|")] for layer in contracts[0]["layers"]]
+    text = (root / "ARCHITECTURE.md").read_text()
+    drawn = text[text.index("<!-- layers:begin -->"): text.index("<!-- layers:end -->")]
+    listed = [re.findall(r"`([a-z_]+)`", line) for line in drawn.splitlines() if re.match(r"\d+\. ", line)]
+    assert listed == layers
+    package = root / "src" / "attnscope"
+    modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"} | {
+        path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
+    assert modules == {name for layer in layers for name in layer}, "a module on no layer, or a layer of no module"

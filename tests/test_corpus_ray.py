@@ -142,7 +142,7 @@ def test_gradient_analyses_on_ray_equal_the_single_process_run(cluster, default_
 
 
 def test_chunks_are_whole_batches_and_never_leave_a_text_alone():
-    from attnscope.corpus import chunks_of
+    from attnscope.analyses.runner import chunks_of
 
     spans = chunks_of(17, 4, 2)
     assert spans[0][0] == 0 and spans[-1][1] == 17

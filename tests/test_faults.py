@@ -20,7 +20,7 @@ import transformers
 
 import attnscope
 from attnscope import InputError, ModelNotFoundError, checks
-from attnscope.bertology import read_conllu
+from attnscope.analyses import read_conllu
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
 TEXTS = ["The cat sat on the mat.", "A dog barked at the mailman.", "It rained all day in the city."]
@@ -268,7 +268,7 @@ def test_contrastive_loss_with_a_last_batch_of_one(engine):
 
 
 def test_pairwise_batches_never_leave_one_alone():
-    from attnscope.bertology import _pairwise_batches
+    from attnscope.analyses.losses import _pairwise_batches
 
     assert [len(b) for b in _pairwise_batches(list(range(9)), 8)] == [7, 2]
     assert [len(b) for b in _pairwise_batches(list(range(3)), 2)] == [3]
@@ -648,12 +648,12 @@ def test_a_corpus_data_frame_is_read_by_its_text_column(engine):
     import pandas as pd
 
     frame = pd.DataFrame({"id": [1, 2, 3], "text": TEXTS})
-    docs = attnscope.bertology.documents(frame)  # was its column names, "id" and "text", as two texts
+    docs = attnscope.analyses.documents(frame)  # was its column names, "id" and "text", as two texts
     assert list(docs) == [(t, None) for t in TEXTS]
-    pairs = attnscope.bertology.documents(pd.DataFrame({"q": ["A?"], "a": ["B."], "n": [0]}), column=("q", "a"))
+    pairs = attnscope.analyses.documents(pd.DataFrame({"q": ["A?"], "a": ["B."], "n": [0]}), column=("q", "a"))
     assert list(pairs) == [("A?", "B.")]
     with pytest.raises(InputError, match=r"The DataFrame has no column 'body'; it has \['id', 'text'\]"):
-        attnscope.bertology.documents(frame, column="body")
+        attnscope.analyses.documents(frame, column="body")
 
 
 def test_precomputed_tokens_may_be_an_array_or_a_series():

@@ -88,7 +88,7 @@ def test_the_head_views_window_is_every_heads_full_attention_around_the_token(wi
     n = len(full.tokens)
     token %= n
     # A window smaller than the text, so that it has to be placed.
-    monkeypatch.setattr(attnscope.widget, "WINDOW_TOKENS", 16)
+    monkeypatch.setattr(attnscope.long_answers, "WINDOW_TOKENS", 16)
     content, buffers = ask(widget, "attention_window", layer=1, token=token)
     assert "error" not in content, content
     start, end = content["rows"]

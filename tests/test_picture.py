@@ -22,7 +22,7 @@ from test_token_labels import byte_level_bpe
 
 import attnscope
 from attnscope import picture as picture_module
-from attnscope.bertology import head_stats
+from attnscope.analyses import head_stats
 from attnscope.picture import PICTURE_BYTES, picture_bundle, picture_svg
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -403,7 +403,7 @@ def picture_texts_of_every_view(default_model, long_engine):
         yield f"long {view}", texts(svg)
         widget.close()
     widget = attnscope.AttentionWidget("The cat sat.", model=long_engine, view="analysis")
-    from attnscope.bertology import attention_sinks
+    from attnscope.analyses import attention_sinks
 
     widget.show_analysis(attention_sinks(long_engine.run(TEXT, attention="on_demand")))
     svg, why = picture_svg(widget)

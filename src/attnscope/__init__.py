@@ -3,7 +3,7 @@
 import importlib.metadata
 
 from . import neuron_view  # a callable module: attnscope.neuron_view(...) and attnscope.neuron_view.show
-from .bertology import (
+from .analyses import (
     attention_gradients,
     attention_sinks,
     behaviours,
@@ -13,13 +13,12 @@ from .bertology import (
     read_conllu,
     rollout,
     syntax_heads,
-    word_attention,
 )
 from .bertviz_compat import head_view, model_view
 from .engine import AttentionModel, AttentionResult, load
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
-from .export import render_html
-from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
+from .render import render_html
+from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult, word_attention
 from .widget import AttentionWidget, SettingError, show
 
 try:  # declared once, in pyproject.toml

@@ -2,7 +2,7 @@
 
 Notation follows Clark et al. 2019: A[l, h, i, j] is the attention from query token i to key token
 j; every row sums to 1. Functions take one document's attention, L × H × n × n (or any leading
-shape), and return tensors on the same device. The corpus loops live in `bertology.py`.
+shape), and return tensors on the same device. The corpus loops live in the `analyses` package.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ import torch
 from . import checks
 from .engine import AttentionResult, groups_from_tokens, load
 from .errors import InputError
-from .results import CrossAttentionResult, EncoderDecoderResult
+from .export import widget_html
+from .results import CrossAttentionResult, EncoderDecoderResult, fallback_labels
 from .widget import AttentionWidget, shown
 
 HTML_ACTIONS = ("view", "return")
@@ -88,8 +89,6 @@ def display_tokens(tokens: Any, name: str) -> tuple[list[str], dict]:
     it, no page can show it) is shown as U+FFFD; the token's hover note says what it held and a
     warning names the tokens. Tokens are display data here, so they are mended rather than
     refused (a text to run is refused: checks.text_of_characters)."""
-    from .results import fallback_labels
-
     tokens = token_list(tokens, name)
     shown, changed = checks.displayable(tokens)
     labels = fallback_labels(shown)
@@ -213,8 +212,6 @@ def _result_and_part(args: dict) -> tuple[AttentionResult, str]:
 def _deliver(widget: AttentionWidget, html_action: str) -> Any:
     if html_action == "return":
         from IPython.display import HTML
-
-        from .export import widget_html
 
         return HTML(widget_html(widget))
     return shown(widget)

@@ -127,17 +127,3 @@ def contract_js(widget_class: type) -> str:
 
 
 CONTRACT_HEADING = "## The trait contract\n"
-
-
-def write_js(path: str = "js/contract.js", architecture: str = "ARCHITECTURE.md") -> None:
-    """Regenerate js/contract.js and the contract table that ends ARCHITECTURE.md (run from the
-    repository root)."""
-    from pathlib import Path
-
-    from .widget import AttentionWidget
-
-    Path(path).write_text(contract_js(AttentionWidget), encoding="utf-8")
-    page = Path(architecture)
-    text = page.read_text(encoding="utf-8")
-    head = text[: text.index(CONTRACT_HEADING) + len(CONTRACT_HEADING)]
-    page.write_text(f"{head}\n{contract_markdown(AttentionWidget)}\n", encoding="utf-8")

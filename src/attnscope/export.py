@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from . import checks
-from .files import output_path, write_atomic
+from . import payloads as pl
+from .contract import contract_traits, page_traits
+from .long_answers import LongAnswers
+from .messages import OVERVIEW_BINS
+from .results import LongAttentionResult
 
 STATIC = Path(__file__).parent / "static"
 
@@ -121,10 +125,6 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
       attention) and what answers its requests (the queries and keys of those layers);
     - traits: what the page does when the view changes a trait (contract.page_traits).
     only_open_view: what the open view draws and no more (the kernel's picture of it)."""
-    from . import payloads as pl
-    from .contract import contract_traits, page_traits
-    from .results import LongAttentionResult
-
     result, token_result = widget.result, widget.token_result  # raise for a closed widget
     layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
     state = widget.get_state(key=list(contract_traits(type(widget))))
@@ -158,10 +158,6 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     around it) as the kernel's answers to the views' requests, the model view's thumbnails of the
     saved layers, and the sink table; zooming in or another selection says it needs the kernel.
     only_open_view: just what the open view draws for its head (the kernel's picture of it)."""
-    from . import payloads as pl
-    from .contract import page_traits
-    from .messages import OVERVIEW_BINS
-
     if state["layer"] not in layers:
         state["layer"] = layers[0]
     layer, n = state["layer"], result.n_tokens
@@ -180,10 +176,11 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     if only_open_view:
         kind = {"map": "attention_tile", "text": "attention_rows", "head": "attention_window"}.get(state["view"])
         requests = [(type_, request) for type_, request in requests if type_ == kind]
-    handlers = {"attention_tile": widget._answer_tile, "attention_rows": widget._answer_rows, "attention_window": widget._answer_window}
+    long_answers = LongAnswers(widget.token_result, widget.result_id, widget.include_layers, widget.include_heads,
+                               widget._thumbnail_size)
     answers = []
     for type_, request in requests:
-        content, buffers = handlers[type_](request, [])
+        content, buffers = long_answers.handler(type_)(request)
         answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
     return {"state": state, "served": {"answers": answers}, "traits": page_traits(type(widget))}
 
@@ -219,26 +216,3 @@ def bundled_licenses() -> str:
     notices = (STATIC / "THIRD_PARTY_LICENSES.txt").read_text(encoding="utf-8")
     text = "attnscope (MIT licence). " + notices
     return re.sub("-(?=-)", "- ", text)  # a comment's text never holds "--" (nor so its end, "-->")
-
-
-def render_html(
-    text: str,
-    text_b: str | None = None,
-    model: Any = None,
-    *,
-    layers: list[int] | None = None,
-    path: str | Path | None = None,
-    view: str = "head",
-    **kwargs: Any,
-) -> str:
-    """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given
-    (a .html or .htm file: another suffix is refused before the model runs, none gets .html)."""
-    from .widget import AttentionWidget
-
-    if path is not None:
-        output_path(path, "html")
-    widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
-    page = widget_html(widget, layers)
-    if path is not None:
-        write_atomic(path, page, file_format="html")
-    return page

@@ -14,8 +14,10 @@ from typing import Any
 
 from . import analysis as an
 from . import checks
+from .analyses.tables import ANALYSIS_VIEWS, analysis_kind
 from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
+from .exact_attention import describe_bytes, full_attention_bytes
 from .labels import head_label, head_name
 from .neuron import neuron_slice
 from .results import EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
@@ -161,8 +163,6 @@ def result_notice(result: AttentionResult, token_result: AttentionResult | None 
 
 def long_notice(result: LongAttentionResult) -> str:
     """What the long views must say: truncation, and how the attention is kept."""
-    from .exact_attention import describe_bytes, full_attention_bytes
-
     lines = []
     if result.truncated_from is not None:
         lines.append(f"Input truncated: {result.truncated_from} tokens → {result.n_tokens}. The rest of the text is not shown.")
@@ -185,18 +185,14 @@ def json_number(value: float) -> float | str | None:
     return value
 
 
-ANALYSIS_KINDS = ("head_stats", "head_importance", "head_distances", "syntax_heads", "attention_sinks")
-
-
 def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None = None) -> dict:
-    """A per-head analysis result as plain lists for the analysis view (layers × heads is small)."""
-    from .bertology import UNSCORED, SyntaxHeads
-
-    kind = "syntax_heads" if isinstance(data, SyntaxHeads) else (data.attrs.get("attnscope") if hasattr(data, "attrs") else None)
-    if kind not in ANALYSIS_KINDS:
+    """A per-head analysis result as plain lists for the analysis view (layers × heads is small),
+    made by its module's conversion (analyses.tables.ANALYSIS_VIEWS)."""
+    kind = analysis_kind(data)
+    if kind not in ANALYSIS_VIEWS:
+        kinds = list(ANALYSIS_VIEWS)
         raise InputError(
-            "show_analysis takes what attnscope.head_stats, head_importance, head_distances, "
-            f"syntax_heads or attention_sinks return, not {type(data).__name__}."
+            f"show_analysis takes what attnscope.{', '.join(kinds[:-1])} or {kinds[-1]} return, not {type(data).__name__}."
         )
 
     def grid(rows, value_column: str) -> list[float | str | None]:
@@ -216,58 +212,9 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             values[int(layer) * n_heads + int(head)] = json_number(value)
         return values
 
-    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": ""}
-    if kind == "head_stats":
-        measures = [
-            {"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
-            for key, label in an.MEASURE_LABELS.items()
-            if key in set(data.measure)
-        ]
-        payload["note"] = f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."
-    elif kind == "head_importance":
-        measures = [
-            {"key": "importance", "label": "Importance (ℓ2-normalised per layer)", "values": grid(data[data.measure == "importance"], "value")},
-            {"key": "raw", "label": "E|∂L/∂ξ| (raw)", "values": grid(data[data.measure == "raw"], "value")},
-        ]
-        payload["note"] = f"Michel et al. 2019; loss: {data.attrs.get('loss', '?')}."
-    elif kind == "syntax_heads":
-        accuracy = data.accuracy
-        best = accuracy.groupby(["relation", "layer", "head"], as_index=False)["accuracy"].max()
-        counts = accuracy.groupby("relation")["count"].first().sort_values(ascending=False)
-        # As Table 1: no root or punct map (under scoring="clark" they are scored, heads miss roots).
-        order = ["All"] + [r for r in counts.index if r != "All" and r.lower() not in UNSCORED]
-        measures = [
-            {"key": r, "label": f"{r} ({int(counts[r])} words)", "values": grid(best[best.relation == r], "accuracy")}
-            for r in order
-            if r in counts.index
-        ]
-        payload["note"] = (
-            f"Accuracy of each head's strongest attention, best direction; {data.source}; "
-            f"scoring {getattr(data, 'scoring', 'clark')}."
-        )
-    elif kind == "attention_sinks":
-        n_first = data.attrs.get("n_first", 4)
-        measures = [
-            {"key": "alpha_first", "label": "Attention on the first token (Gu et al.'s α)", "values": grid(data, "alpha_first")},
-            {"key": "first_n_mass", "label": f"Attention on the first {n_first} tokens", "values": grid(data, "first_n_mass")},
-            {"key": "sink", "label": f"Sink head (α > {data.attrs.get('epsilon', 0.3)})",
-             "values": grid(data.assign(sink=data["sink"].astype(float)), "sink")},
-        ]
-        payload["note"] = (
-            f"Attention sinks of this text: {data.attrs.get('sink_rate', 0):.0%} of heads put more than "
-            f"{data.attrs.get('epsilon', 0.3)} of their attention on the first token (Gu et al. 2024; "
-            "StreamingLLM keeps the first 4)."
-        )
-    else:
-        measures = []
-        frame = data.sort_values(["layer", "head"])
-        payload["points"] = [v for xy in zip(frame.x, frame.y) for v in (float(xy[0]), float(xy[1]))]
-        if not all(math.isfinite(v) for v in payload["points"]):
-            raise InputError("This head_distances layout has NaN or infinite coordinates, which no scatter can place: "
-                             "make it again with attnscope.head_distances (its corpus analyses refuse NaN attention).")
-        payload["behaviours"] = list(frame.behaviour)
-        grid(frame, "x")  # checks the shape
-        payload["note"] = "Jensen–Shannon divergence between heads, laid out by MDS (Clark et al. 2019 §6)."
+    shown = ANALYSIS_VIEWS[kind](data, grid)
+    measures = shown.pop("measures")
+    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": "", **shown}
     for m in measures:
         finite = [v for v in m["values"] if isinstance(v, float)]
         m["max"] = max(finite) if finite else 1.0

@@ -31,6 +31,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from . import payloads as pl
+from .export import page_state, split_buffers, strict_json
+from .messages import OVERVIEW_BINS
+from .results import LongAttentionResult
+
 STATIC = Path(__file__).parent / "static"
 # An output holds the SVG twice: base64 in an <img> of its text/html (JupyterLab, nbconvert,
 # jupyterlab-rise) and as image/svg+xml (GitHub, nbviewer). 80 kB of SVG keeps it under 200 kB.
@@ -53,7 +58,6 @@ def _draw_function() -> Any:
 def _page_of(widget: Any) -> tuple[dict, list[str]]:
     """The saved page's state that the open view's picture needs, as page_data gives it but with
     each binary part as the index of a string of bytes (_as_text) in the list beside."""
-    from .export import page_state, split_buffers
 
     view = widget.view
     page = page_state(widget, None if view == "model" else [widget.layer], only_open_view=True)
@@ -101,10 +105,6 @@ def _refined_only(widget: Any) -> str:
     """Why a long run's open view has no picture where its numbers take more than one pass to make
     (the map's overview, the model view's thumbnails at tens of thousands of tokens: tens of
     seconds): the live view refines them pass by pass, and the kernel must not stop for them."""
-    from . import payloads as pl
-    from .messages import OVERVIEW_BINS
-    from .results import LongAttentionResult
-
     result, view = widget.token_result, widget.view
     if not isinstance(result, LongAttentionResult):
         return ""
@@ -125,8 +125,6 @@ def _drawn(page: tuple[dict, list[str]] | str) -> tuple[str | None, str]:
     """The SVG drawn from what _read_page read; any thread (QuickJS lets go of the GIL)."""
     if isinstance(page, str):
         return None, page
-    from .export import strict_json
-
     state, binaries = page
     try:
         with _LOCK:

@@ -319,15 +319,19 @@ class LongAttentionResult:
         return pooled[0].cpu()
 
 
+def _stands_for_a_run(value: Any) -> bool:
+    """A widget: known by its class's mark (AttentionWidget.stands_for_its_run), not imported, as
+    the widget is a layer above results."""
+    return getattr(type(value), "stands_for_its_run", False) is True
+
+
 def run_of(value: Any, what: str, *, long: bool = True) -> AttentionResult | LongAttentionResult:
     """`value` as the run `what` reads: a result (model.run(text)), or a widget, which stands for
     its run per token with its masks (widget.token_result; Words and Show change are ways of
     showing it). InputError saying what it got otherwise; long False: a long run (q, k and
     log-sum-exps, no T × T) is refused too, saying how to keep the full attention."""
-    from .widget import AttentionWidget
-
-    if isinstance(value, AttentionWidget):
-        value = value.token_result  # InputError for a closed widget
+    if not isinstance(value, (AttentionResult, LongAttentionResult)) and _stands_for_a_run(value):
+        value = value.token_result  # a widget's run; InputError for a closed widget
     if isinstance(value, LongAttentionResult):
         if not long:
             raise InputError(f"{what} needs the full attention, and this run of {value.n_tokens:,} tokens keeps it on "

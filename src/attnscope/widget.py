@@ -22,14 +22,17 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
 from . import checks
 from . import payloads as pl
-from .contract import page_writable, synced
+from .analyses.sinks import attention_sinks
+from .contract import contract_traits, page_writable, synced
 from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load
 from .errors import AttnscopeError, InputError
 from .exact_attention import describe_bytes, full_attention_bytes
-from .files import write_atomic
-from .messages import WINDOW_TOKENS, Channel, interruptible
+from .export import widget_html
+from .files import output_path, write_atomic
+from .long_answers import LongAnswers
+from .messages import Channel, interruptible
 from .picture import PictureOutputs
-from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
+from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of, run_of
 
 STATIC = Path(__file__).parent / "static"
 VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
@@ -107,6 +110,8 @@ class AttentionWidget(anywidget.AnyWidget):
     >>> w = AttentionWidget("The cat sat on the mat.")           # embedded MiniLM
     >>> w = AttentionWidget("A question?", "An answer.", model="bert-base-uncased", layer=5)
     """
+
+    stands_for_its_run = True  # results.run_of reads a widget as its token_result
 
     _esm = _static("widget.js", _MISSING_BUNDLE_ESM)
     _css = _static("widget.css", "")
@@ -225,8 +230,6 @@ class AttentionWidget(anywidget.AnyWidget):
         if result is None and text is None:
             raise InputError("Give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
         if result is not None:
-            from .results import run_of
-
             result = run_of(result, "result=")  # a widget stands for its run; anything else is named
         self._thumbnail_size = checks.integer("thumbnail_size", thumbnail_size, minimum=1, maximum=4096)
         checks.integer("layer", layer, minimum=0)
@@ -264,8 +267,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self._pictures = PictureOutputs(self)
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "layer": self._answer_layer, "thumbnails": self._answer_thumbnails,
-             "attention_rows": self._answer_rows, "attention_tile": self._answer_tile, "attention_window": self._answer_window},
+            {"neuron": self._answer_neuron, "layer": self._answer_layer,
+             **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
             {"rendered": self._on_rendered},
         )
 
@@ -336,8 +339,6 @@ class AttentionWidget(anywidget.AnyWidget):
     def _shown_key(self) -> str:
         """What the picture depends on: every synced trait but the binary payloads (the run's id
         stands for those)."""
-        from .contract import contract_traits
-
         skip = {"attention", "thumbnails", "rollout", "request", "error", "picture_id"}
         state = {name: getattr(self, name) for name in contract_traits(type(self)) if name not in skip}
         return json.dumps(state, sort_keys=True, default=str)
@@ -462,8 +463,6 @@ class AttentionWidget(anywidget.AnyWidget):
              "_opened_query")
 
     def _snapshot(self) -> tuple[dict, dict]:
-        from .contract import contract_traits
-
         return ({name: self.__dict__.get(name) for name in self._KEPT},
                 {name: getattr(self, name) for name in contract_traits(type(self))})
 
@@ -499,8 +498,6 @@ class AttentionWidget(anywidget.AnyWidget):
         layer = min(self.layer, result.n_layers - 1) if layer is None else layer
         if not 0 <= layer < result.n_layers:
             raise InputError(f"layer={layer} is out of range: the model has layers 0..{result.n_layers - 1}.")
-        from .bertology import attention_sinks
-
         sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
         view = "text" if self.view in SHORT_VIEWS and self.view not in LONG_VIEWS else self.view
         analysis = sinks if not self.analysis or self.analysis.get("kind") == "attention_sinks" else self.analysis
@@ -692,46 +689,17 @@ class AttentionWidget(anywidget.AnyWidget):
         return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._full_result) else "",
                 "n_queries": len(self.token_result.tokens)}, buffers
 
-    def _long_request(self, request: dict) -> tuple[LongAttentionResult, int, int]:
+    def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
+        """The shown long run's answers to the views' requests (long_answers.LongAnswers)."""
         result = self.token_result
         if not isinstance(result, LongAttentionResult):
-            raise InputError(_long_only("text"))
-        layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
-        head = checks.integer("head", request.get("head"), minimum=-1, maximum=result.n_heads - 1)
-        return result, layer, head
+            raise InputError("This run's thumbnails come whole, in the thumbnails trait." if type_ == "thumbnails"
+                             else _long_only("text"))
+        return LongAnswers(result, self.result_id, self.include_layers, self.include_heads, self._thumbnail_size)
 
-    def _answer_thumbnails(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """A "thumbnails" request: one pass over a long run's model view thumbnails."""
-        result = self.token_result
-        if not isinstance(result, LongAttentionResult):
-            raise InputError("This run's thumbnails come whole, in the thumbnails trait.")
-        pass_index = checks.integer("pass", request.get("pass"), minimum=0)
-        content, buffers = pl.long_thumbnails_pass(result, self.include_layers, self.include_heads, self._thumbnail_size,
-                                                   pass_index)
-        return {**content, "result_id": self.result_id}, buffers
-
-    def _answer_rows(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """An "attention_rows" request: the text view's shading, from or to one token."""
-        result, layer, head = self._long_request(request)
-        token = checks.integer("token", request.get("token"), minimum=0, maximum=result.n_tokens - 1)
-        content, buffers = pl.long_rows_payload(result, layer, head, token, request.get("direction"))
-        return {**content, "result_id": self.result_id}, buffers
-
-    def _answer_tile(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """An "attention_tile" request: a region of one head's map, pooled to the view's pixels."""
-        result, layer, head = self._long_request(request)
-        spans = [request.get(name) for name in ("rows", "cols")]
-        bins = checks.integer("bins", request.get("bins"), minimum=1, maximum=1024)
-        pass_index = None if request.get("pass") is None else checks.integer("pass", request.get("pass"), minimum=0)
-        content, buffers = pl.long_tile_payload(result, layer, head, *spans, bins, request.get("reduce", "max"), pass_index)
-        return {**content, "result_id": self.result_id}, buffers
-
-    def _answer_window(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """An "attention_window" request: the head view's lines among the tokens around one."""
-        result, layer, _ = self._long_request({"head": -1, **request})
-        token = checks.integer("token", request.get("token"), minimum=0, maximum=result.n_tokens - 1)
-        content, buffers = pl.long_window_payload(result, layer, token, WINDOW_TOKENS)
-        return {**content, "result_id": self.result_id}, buffers
+    def _answer_long(self, type_: str):
+        """The channel's handler for one kind of long-run request."""
+        return lambda request, _buffers: self._long_answers(type_).handler(type_)(request)
 
     @traitlets.validate("view")
     def _check_view(self, proposal: dict) -> str:
@@ -864,9 +832,6 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
-        from .export import widget_html
-        from .files import output_path
-
         path = output_path(path, "html")  # a path that would replace another kind of file: before any work
         return write_atomic(path, widget_html(self, layers), file_format="html")
 
@@ -880,8 +845,6 @@ class AttentionWidget(anywidget.AnyWidget):
         import html as html_escaping
 
         from IPython.display import HTML
-
-        from .export import widget_html
 
         height = checks.integer("height", height, minimum=100)
         page = html_escaping.escape(widget_html(self, layers, fit=True), quote=True)

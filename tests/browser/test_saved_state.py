@@ -201,7 +201,7 @@ def test_a_long_runs_head_view_shows_the_same_window_saved_as_live(live_and_save
 
     model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
     engine = attnscope.load(model, byte_level_bpe(), device="cpu")
-    monkeypatch.setattr(attnscope.widget, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
+    monkeypatch.setattr(attnscope.long_answers, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
     widget = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", view="head", layer=1)
     widget.focus_token = 20
     live, saved = live_and_saved(widget, HEAD_READY, kernel_answers=True)

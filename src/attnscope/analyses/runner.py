@@ -1,7 +1,7 @@
-"""Corpus runners: an analysis over many documents as partial aggregates, in this process or as a
+"""The corpus runner: an analysis over many documents as partial aggregates, in this process or as a
 Ray Data pipeline across a cluster.
 
-A partial aggregate (bertology.HeadPartial) holds per-head sums and counts, and for
+A partial aggregate (head_stats.HeadPartial) holds per-head sums and counts, and for
 head_distances the summed Jensen–Shannon divergences: the partials of any split of a corpus,
 merged, are the whole corpus's. So `backend="ray"` runs the same analysis as
 `ray.data.from_items(...).map_batches(<a model actor>)`, one actor per GPU (or per CPU when the
@@ -11,13 +11,17 @@ restarted and its batch run again); a text that fails stops the run, named by it
 
 from __future__ import annotations
 
+import functools
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .progress import progress as progress_bar
+from ..engine import load
+from ..errors import InputError
+from ..progress import progress as progress_bar
+from .corpus import Documents
 
 BACKENDS = ("local", "ray")
 AUTO_CHUNK_UNIT = 64
@@ -29,28 +33,18 @@ def check_backend(backend: Any) -> str:
     return backend
 
 
-def _partial_function(kind: str):
-    from . import bertology as b
-
-    functions = {
-        "stats": lambda model, items, **o: b.head_partial("stats", model, items, **o),
-        "distances": lambda model, items, **o: b.head_partial("distances", model, items, **o),
-        "syntax": b.syntax_partial,
-        "importance": b.importance_partial,
-        "gradients": b.gradients_partial,
-        "sinks": b.sinks_partial,
-    }
-    return functions[kind]
-
-
-def run_partial(kind: str, model: Any, items: Any, *, progress: bool, backend: str = "local", **options):
+def run_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress: bool, backend: str = "local",
+                **options):
     """An analysis's partial aggregate of the whole corpus (`items`: Documents, or parsed
-    sentences, with their corpus positions), run where `backend` says. The settings in `options`
-    are resolved by the caller, once, before any batch runs anywhere."""
+    sentences, with their corpus positions), run where `backend` says: `partial(model, items,
+    progress=, **options)` over the whole corpus here, or over parts of it on Ray's workers, the
+    parts' results merged (`.merge`). `partial` is a module-level function (or a functools.partial
+    of one), so that it pickles. The settings in `options` are resolved by the caller, once,
+    before any batch runs anywhere."""
     backend = check_backend(backend)
     if backend == "local":
-        return _partial_function(kind)(model, items, progress=progress, **options)
-    return _ray_partial(kind, model, items, progress=progress, options=options)
+        return partial(model, items, progress=progress, **options)
+    return _ray_partial(partial, model, items, progress=progress, options=options)
 
 
 def _import_ray():
@@ -66,23 +60,19 @@ class _PartialWorker:
     """A Ray Data actor: the model rebuilt once on its device, then each chunk of the corpus (whole
     batches, as a single-process run makes them) turned into its partial aggregate."""
 
-    def __init__(self, model_box: list, kind: str, options: dict):
+    def __init__(self, model_box: list, partial: Callable[..., Any], options: dict):
         import ray
         import torch
-
-        from .engine import load
 
         model_class, config, weights, dtype, tokenizer = ray.get(model_box[0])
         model = model_class(config)  # the user's model, rebuilt from its class, config and weights
         model.load_state_dict(weights)
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
         self.engine = load(model.to(dtype), tokenizer, device=device)
-        self.run = _partial_function(kind)
+        self.run = partial
         self.options = options
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from .bertology import Documents
-
         partials, errors, firsts = [], [], []
         for chunk in batch["chunk"]:
             positions, items = pickle.loads(chunk)
@@ -109,7 +99,7 @@ def chunks_of(n_items: int, batch_size: int, workers: int) -> list[tuple[int, in
     return spans
 
 
-def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: dict):
+def _ray_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress: bool, options: dict):
     ray = _import_ray()
     if not ray.is_initialized():
         # The cluster RAY_ADDRESS names, or a local one on this machine.
@@ -126,7 +116,7 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
     model_box = [ray.put(_shippable(model))]
     partials = dataset.map_batches(
         _PartialWorker,
-        fn_constructor_kwargs={"model_box": model_box, "kind": kind, "options": options},
+        fn_constructor_kwargs={"model_box": model_box, "partial": partial, "options": options},
         batch_size=1,
         batch_format="numpy",
         concurrency=min(workers, len(rows)),
@@ -135,7 +125,7 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
         # A worker process that dies mid-chunk (killed, out of memory) is restarted and its chunk
         # rerun: Ray Data's own default for actors (max_restarts=-1, max_task_retries=-1).
     )
-    out = progress_bar(partials.iter_rows(), len(rows), f"{kind} (ray)", progress, unit="chunk")
+    out = progress_bar(partials.iter_rows(), len(rows), f"{_name_of(partial)} (ray)", progress, unit="chunk")
     merged, failures = None, []  # failures: (first corpus index of the chunk, message)
     for row in out:
         if row["error"]:
@@ -151,6 +141,12 @@ def _ray_partial(kind: str, model: Any, items: Any, *, progress: bool, options: 
         counted = 0 if merged is None else merged.documents
         raise RuntimeError(f"The Ray run returned {counted} of {len(items)} documents.")
     return merged
+
+
+def _name_of(partial: Any) -> str:
+    """What the progress bar calls an analysis: its partial's name, without "_partial"."""
+    function = partial.func if isinstance(partial, functools.partial) else partial
+    return getattr(function, "__name__", "analysis").removesuffix("_partial")
 
 
 def _shippable(model: Any) -> tuple:

@@ -1,0 +1,20 @@
+"""`make contract`: regenerate js/contract.js and the contract table that ends ARCHITECTURE.md
+from the widget's `synced(...)` declarations (attnscope.contract renders them; run from the
+repository root)."""
+
+from pathlib import Path
+
+from attnscope.contract import CONTRACT_HEADING, contract_js, contract_markdown
+from attnscope.widget import AttentionWidget
+
+
+def main(path: str = "js/contract.js", architecture: str = "ARCHITECTURE.md") -> None:
+    Path(path).write_text(contract_js(AttentionWidget), encoding="utf-8")
+    page = Path(architecture)
+    text = page.read_text(encoding="utf-8")
+    head = text[: text.index(CONTRACT_HEADING) + len(CONTRACT_HEADING)]
+    page.write_text(f"{head}\n{contract_markdown(AttentionWidget)}\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

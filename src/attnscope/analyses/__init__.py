@@ -1,0 +1,17 @@
+"""The analyses over a corpus or one run, one module each, returning tidy DataFrames (layers and
+heads counted from 0 in `layer`/`head`, and `label` "layer-head": Clark et al.'s head 8-10 is 7-9
+here). Each corpus analysis is a partial aggregate per part of a corpus (`*_partial`, with its
+`merge`), which runner.run_partial runs here or on a Ray cluster; corpus.py reads the corpus and
+makes its batches. The formulas are the pure functions of attnscope.analysis."""
+
+from .corpus import documents
+from .head_stats import behaviours, head_distances, head_stats
+from .importance import attention_gradients, head_importance
+from .rollout import rollout
+from .sinks import attention_sinks
+from .syntax import read_conllu, syntax_heads
+
+__all__ = [
+    "attention_gradients", "attention_sinks", "behaviours", "documents", "head_distances", "head_importance",
+    "head_stats", "read_conllu", "rollout", "syntax_heads",
+]

@@ -1,0 +1,147 @@
+"""The losses that head importance and attention gradients differentiate: masked-LM, next-token,
+in-batch contrastive, or the user's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..engine import (
+    AttentionModel,
+)
+from ..errors import InputError
+from ..progress import progress as progress_bar
+from .corpus import Document, corpus_settings, device_batch_size, encode_batch, in_batches
+
+Loss = Callable[[Any, Any], torch.Tensor]
+
+
+class MaskedLMLoss:
+    """Masked-LM loss: 15% of the non-special tokens (at least one) replaced by [MASK], a fixed
+    seed so the same corpus always gets the same masks. Per-example mean cross-entropy."""
+
+    name = "masked-LM (15% of tokens masked)"
+
+    def __init__(self, tokenizer, fraction: float = 0.15, seed: int = 0):
+        if tokenizer.mask_token_id is None:
+            raise InputError("The tokenizer has no [MASK] token, so a masked-LM loss is impossible; pass loss=.")
+        self.tokenizer, self.fraction = tokenizer, fraction
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def prepare(self, encoded):
+        ids = encoded["input_ids"].clone()
+        special = torch.tensor(
+            [self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True) for row in ids.tolist()],
+            dtype=torch.bool,
+        ) | (encoded["attention_mask"] == 0)
+        pick = (torch.rand(ids.shape, generator=self.generator) < self.fraction) & ~special
+        for row in range(ids.shape[0]):  # every document gets at least one masked token
+            if not pick[row].any() and (~special[row]).any():
+                pick[row, (~special[row]).nonzero()[0, 0]] = True
+        labels = torch.where(pick, ids, torch.full_like(ids, -100))
+        ids[pick] = self.tokenizer.mask_token_id
+        encoded = dict(encoded)
+        encoded["input_ids"] = ids
+        encoded["labels_for_loss"] = labels
+        return encoded
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        labels = encoded["labels_for_loss"].to(outputs.logits.device)
+        losses = torch.nn.functional.cross_entropy(outputs.logits.transpose(1, 2), labels, reduction="none", ignore_index=-100)
+        counts = (labels != -100).sum(1).clamp_min(1)
+        return losses.sum(1) / counts
+
+
+class NextTokenLoss:
+    """Causal LM loss: predict each next token. Per-example mean cross-entropy."""
+
+    name = "next-token prediction"
+
+    def prepare(self, encoded):
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        ids = encoded["input_ids"].to(outputs.logits.device)
+        mask = encoded["attention_mask"].to(outputs.logits.device)[:, 1:].float()
+        losses = torch.nn.functional.cross_entropy(outputs.logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        return (losses * mask).sum(1) / mask.sum(1).clamp_min(1)
+
+
+class InBatchContrastiveLoss:
+    """For sentence-embedding models without an LM head (such as the embedded all-MiniLM-L6-v2):
+    the in-batch ranking loss they are trained with. Mean-pooled, unit-length embeddings; each
+    text must pick itself among the batch at cosine-similarity scale 20. Importance then means
+    "how much a head helps keep the batch's sentences apart". Needs at least 2 texts per batch."""
+
+    name = "in-batch contrastive (sentence embeddings, scale 20)"
+
+    def prepare(self, encoded):
+        if encoded["input_ids"].shape[0] < 2:
+            raise InputError("The contrastive default loss compares texts in a batch: give at least 2 texts.")
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded) -> torch.Tensor:
+        hidden = outputs.last_hidden_state
+        mask = encoded["attention_mask"].to(hidden.device).unsqueeze(-1).to(hidden.dtype)
+        pooled = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp_min(1), dim=-1)
+        scores = 20.0 * pooled @ pooled.transpose(0, 1)
+        return torch.nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device), reduction="none")
+
+
+def default_loss(model: AttentionModel):
+    """Masked LM when the model has an MLM head, next-token loss for causal LMs, else contrastive."""
+    hf = model.model
+    has_lm_head = hasattr(hf, "get_output_embeddings") and hf.get_output_embeddings() is not None
+    if has_lm_head and model.causal:
+        return NextTokenLoss()
+    if has_lm_head:
+        return MaskedLMLoss(model.tokenizer)
+    return InBatchContrastiveLoss()
+
+
+class UserLoss:
+    name = "given by the caller"
+
+    def __init__(self, fn: Loss):
+        self.fn = fn
+
+    def prepare(self, encoded):
+        return dict(encoded)
+
+    def __call__(self, outputs, encoded):
+        return self.fn(outputs, encoded)
+
+
+def _pairwise_batches(docs: Sequence[Document], size: int) -> list[list[Document]]:
+    """Batches of at most `size` (at least 2) with no batch of one: a lone last text takes one
+    from the batch before (9 texts in batches of 8 → 7 + 2; in batches of 2, 3 texts → one of 3)."""
+    batches = list(in_batches(docs, size))
+    if len(batches) > 1 and len(batches[-1]) == 1:
+        if len(batches[-2]) > 2:
+            batches[-1].insert(0, batches[-2].pop())
+        else:
+            batches[-2].extend(batches.pop())
+    return batches
+
+
+def loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
+    """(encoded, prepared, forward inputs) per batch; a batch whose attention is not finite stops
+    the run (see `refuse_nonfinite`)."""
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True)
+    if isinstance(loss, InBatchContrastiveLoss):
+        # Each text is ranked against the others in its batch: every batch needs two or more.
+        if len(docs) < 2:
+            raise InputError(f"The default loss of {model.name} ({loss.name}) compares texts in a batch: give at least 2 texts, or pass loss=.")
+        if getattr(model.tokenizer, "pad_token", None) is None:
+            raise InputError(f"The default loss of {model.name} ({loss.name}) batches texts, but its tokenizer has no pad token: pass loss=.")
+        batches = _pairwise_batches(docs, max(batch_size, 2))
+    else:
+        batches = list(in_batches(docs, device_batch_size(model, batch_size)))
+    for batch in progress_bar(batches, len(batches), desc, progress):
+        encoded = encode_batch(model, batch, max_length)
+        prepared = loss.prepare(encoded)
+        forward_inputs = {k: v for k, v in prepared.items() if k != "labels_for_loss"}
+        yield encoded, prepared, forward_inputs

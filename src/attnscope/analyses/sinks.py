@@ -1,0 +1,118 @@
+"""Attention sinks per head (Xiao et al. 2023; Gu et al. 2024): of one run, or over a corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .. import analysis as an
+from .. import checks
+from ..engine import (
+    AttentionModel,
+)
+from ..errors import InputError
+from ..exact_attention import key_head as exact_key_head
+from ..labels import head_label
+from ..progress import progress as progress_bar
+from ..results import LongAttentionResult, run_of
+from .corpus import Documents, document_position, documents
+from .runner import run_partial
+from .tables import Grid, HeadSums, SumsPartial, analysis_view
+
+
+def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilon: float = 0.3, column: str | Sequence[str] | None = None,
+                    max_length: int | None = None, attention: str = "auto", progress: bool = True, backend: str = "local"):
+    """Per head, how much attention goes to the first tokens of one run (a result, or a widget's
+    run): the long-context counterpart of Clark et al.'s attention to [SEP].
+
+    Columns: layer, head, label, key_head (the key head it reads, grouped-query attention),
+    alpha_first (Gu et al. 2024's importance of the first token: the mean over queries of the
+    attention on it), first_n_mass (the mean attention on the first n_first tokens; StreamingLLM
+    keeps 4), sink (alpha_first > epsilon; Gu et al.'s ε = 0.3). `frame.attrs["sink_rate"]` is
+    the share of sink heads, their "sink metric". Long results read only the first columns of each
+    head (exact, from q, k and log-sum-exps), never T × T.
+
+    Over a corpus, `attention_sinks(model, texts)`: each measure is averaged over the documents
+    (each run as `model.run(text, attention=attention, max_length=max_length)`, so long documents
+    keep q, k and log-sum-exps, never T × T), and `sink` says the mean alpha_first passes ε.
+    backend: "local" or "ray", as in `head_stats`.
+    """
+    if isinstance(result, AttentionModel):
+        return _corpus_sinks(result, corpus, n_first=n_first, epsilon=epsilon, column=column, max_length=max_length,
+                             attention=attention, progress=progress, backend=backend)
+    if corpus is not None:
+        raise InputError("attention_sinks(result) reads one run; for a corpus pass the model: attention_sinks(model, texts).")
+    result = run_of(result, "attention_sinks")
+    n_first = checks.integer("n_first", n_first, minimum=1)
+    epsilon = checks.fraction("epsilon", epsilon)
+    measures = _sink_measures(result, n_first, epsilon)
+    n_key_heads = result.n_key_heads if isinstance(result, LongAttentionResult) else result.n_heads
+    return _sinks_frame(measures, n_key_heads, epsilon, model_name=result.model_name, n_first=n_first)
+
+
+def _sink_measures(result: Any, n_first: int, epsilon: float) -> dict[str, torch.Tensor]:
+    """alpha_first and first_n_mass of one run, L × H each."""
+    per_layer = [an.sink_measures(result.first_columns(layer, n_first), n_first, epsilon) for layer in range(result.n_layers)]
+    return {key: torch.stack([m[key].double().cpu() for m in per_layer]) for key in ("alpha_first", "first_n_mass")}
+
+
+def _sinks_frame(measures: dict[str, torch.Tensor], n_key_heads: int, epsilon: float, **attrs):
+    import pandas as pd
+
+    alpha, mass = measures["alpha_first"], measures["first_n_mass"]
+    n_layers, n_heads = alpha.shape
+    rows = [
+        dict(layer=layer, head=head, label=head_label(layer, head), key_head=exact_key_head(head, n_heads, n_key_heads),
+             alpha_first=float(alpha[layer, head]), first_n_mass=float(mass[layer, head]), sink=bool(alpha[layer, head] > epsilon))
+        for layer in range(n_layers) for head in range(n_heads)
+    ]
+    frame = pd.DataFrame(rows, columns=["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"])
+    frame.attrs.update(attnscope="attention_sinks", sink_rate=float(frame["sink"].mean()), epsilon=epsilon, **attrs)
+    return frame
+
+
+def sinks_partial(model: AttentionModel, docs: Documents, *, n_first: int, epsilon: float, max_length: int | None,
+                  attention: str, progress: bool) -> SumsPartial:
+    """The sums of each document's sink measures (one run a document, at any length)."""
+    sums = HeadSums()
+    for k, (text, text_b) in enumerate(progress_bar(docs, len(docs), "attention sinks", progress, unit="text")):
+        result = model.run(text, text_b, max_length=max_length, attention=attention)
+        measures = _sink_measures(result, n_first, epsilon)
+        if not all(bool(torch.isfinite(v).all()) for v in measures.values()):
+            raise InputError(f"Text {document_position(docs, k)} of the corpus gives NaN or infinite attention on its first "
+                             "tokens, so the analysis stops rather than average it in. Run the model in float32 (model.float()).")
+        sums.add(measures)
+    return SumsPartial(sums, len(docs))
+
+
+def _corpus_sinks(model: AttentionModel, corpus: Any, *, n_first: int, epsilon: float, column, max_length, attention: str,
+                  progress: bool, backend: str):
+
+    if corpus is None:
+        raise InputError("attention_sinks(model, texts) needs the texts.")
+    n_first = checks.integer("n_first", n_first, minimum=1)
+    epsilon = checks.fraction("epsilon", epsilon)
+    docs = documents(corpus, column)
+    partial = run_partial(sinks_partial, model, docs, progress=progress, backend=backend, n_first=n_first, epsilon=epsilon,
+                          max_length=max_length, attention=attention)
+    n_key_heads = getattr(getattr(model.model, "config", None), "num_key_value_heads", None) or model.n_heads
+    return _sinks_frame(partial.sums.result(), n_key_heads, epsilon, model_name=model.name, n_first=n_first,
+                        documents=len(docs))
+
+
+@analysis_view("attention_sinks")
+def attention_sinks_view(data: Any, grid: Grid) -> dict:
+    n_first = data.attrs.get("n_first", 4)
+    measures = [
+        {"key": "alpha_first", "label": "Attention on the first token (Gu et al.'s α)", "values": grid(data, "alpha_first")},
+        {"key": "first_n_mass", "label": f"Attention on the first {n_first} tokens", "values": grid(data, "first_n_mass")},
+        {"key": "sink", "label": f"Sink head (α > {data.attrs.get('epsilon', 0.3)})",
+         "values": grid(data.assign(sink=data["sink"].astype(float)), "sink")},
+    ]
+    note = (f"Attention sinks of this text: {data.attrs.get('sink_rate', 0):.0%} of heads put more than "
+            f"{data.attrs.get('epsilon', 0.3)} of their attention on the first token (Gu et al. 2024; "
+            "StreamingLLM keeps the first 4).")
+    return {"measures": measures, "note": note}
+
