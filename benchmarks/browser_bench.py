@@ -22,7 +22,7 @@ from chromium import CHROMIUM_ARGS
 from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
-from attnscope.neuron import neuron_slice
+from attnscope.neuron_numbers import neuron_slice
 from attnscope.payloads import layer_payload
 from attnscope.serialize import encode_float16
 

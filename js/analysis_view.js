@@ -4,6 +4,7 @@
 import { interpolateBlues, interpolateViridis } from "d3-scale-chromatic";
 import { ATTENTION_RGB, attentionShade } from "./colors.js";
 import { el, placeTooltip, pointerIn, sizeCanvas, tokenCaption } from "./dom.js";
+import { BEHAVIOURS } from "./contract.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { headLabel, layerText } from "./labels.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
@@ -22,15 +23,12 @@ const FAR_NOTE = "far out: drawn on the edge";
 const MATRIX_CELL_MAX = 28;
 const MATRIX_SIZE = 460;
 
-export const BEHAVIOUR_COLORS = {
-  broad: "#1f77b4",
-  "previous token": "#ff7f0e",
-  "next token": "#2ca02c",
-  "[CLS]": "#d62728",
-  "[SEP]": "#9467bd",
-  punctuation: "#8c564b",
-  other: "#9e9e9e",
-};
+// One colour per behaviour that analysis.BEHAVIOURS names (through js/contract.js), in its order;
+// "other" grey.
+const BEHAVIOUR_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+export const BEHAVIOUR_COLORS = Object.fromEntries(
+  BEHAVIOURS.map((name, i) => [name, name === "other" ? "#9e9e9e" : BEHAVIOUR_PALETTE[i % BEHAVIOUR_PALETTE.length]]),
+);
 
 /** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
 export function cellAt(x, y, cellSize, nLayers, nHeads) {

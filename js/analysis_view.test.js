@@ -1,9 +1,11 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
 import {
-  axisExtent, cellAt, createHeadMapView, createHeadScatterView, createMatrixView, HEATMAP_CELL, matrixImage, nearestPoint,
+  axisExtent, BEHAVIOUR_COLORS, cellAt, createHeadMapView, createHeadScatterView, createMatrixView, HEATMAP_CELL, matrixImage,
+  nearestPoint,
   scatterLayout,
 } from "./analysis_view.js";
+import { BEHAVIOURS } from "./contract.js";
 import { createModelView } from "./model_view.js";
 import { textWidth } from "./svg.js";
 
@@ -247,4 +249,12 @@ it("heatmap: ±∞ is drawn at the end of the scale it lies beyond and said as �
     return tooltip.textContent;
   };
   expect([said(0, 0), said(0, 1), said(1, 0), said(1, 1)]).toEqual(["0-0 · Raw: 0.500", "0-1 · Raw: ∞", "1-0 · Raw: −∞", "1-1 · Raw: n/a"]);
+});
+
+it("colours every behaviour the kernel names, each its own colour, other grey", () => {
+  expect(Object.keys(BEHAVIOUR_COLORS)).toEqual(BEHAVIOURS);
+  const colours = BEHAVIOURS.filter((name) => name !== "other").map((name) => BEHAVIOUR_COLORS[name]);
+  expect(new Set(colours).size).toBe(colours.length);
+  expect(colours).not.toContain(BEHAVIOUR_COLORS.other);
+  expect(BEHAVIOUR_COLORS.other).toBe("#9e9e9e");
 });

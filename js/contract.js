@@ -124,6 +124,20 @@ export const MESSAGES = {
 // Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).
 export const OVERVIEW_BINS = 256;
 
+// The views, declared once in src/attnscope/views.py: name, tab label, the runs each shows.
+export const VIEWS = [
+  {"name": "head", "label": "Head", "modes": ["short", "long"]},
+  {"name": "model", "label": "Model", "modes": ["short", "long"]},
+  {"name": "neuron", "label": "Neuron", "modes": ["short"]},
+  {"name": "rollout", "label": "Rollout", "modes": ["short"]},
+  {"name": "text", "label": "Text", "modes": ["long"]},
+  {"name": "map", "label": "Map", "modes": ["long"]},
+  {"name": "analysis", "label": "Analysis", "modes": ["short", "long"]},
+];
+
+// Clark et al.'s head behaviours, as analysis.BEHAVIOURS names them (the scatter colours them).
+export const BEHAVIOURS = ["broad", "previous token", "next token", "[CLS]", "[SEP]", "punctuation", "other"];
+
 // [layer, head, short label, name] as src/attnscope/labels.py names heads (js/labels.test.js).
 export const HEAD_LABEL_EXAMPLES = [
   [0, 0, "0-0", "layer 0, head 0"],

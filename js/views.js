@@ -1,9 +1,11 @@
 // The table of views the widget shows, one adapter each: how to create the view in its body,
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
-// its image. Adding a view is one entry here plus its module; render() in widget.js loops.
+// its image. A view is declared in src/attnscope/views.py (name, label, modes) and given its
+// adapter here; render() in widget.js loops.
 import {
   createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene,
 } from "./analysis_view.js";
+import { VIEWS as DECLARED_VIEWS } from "./contract.js";
 import { PARTS } from "./controls.js";
 import { el, tokenCaption } from "./dom.js";
 import { headName } from "./labels.js";
@@ -40,6 +42,13 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {string[]} shows  what of the state this view's drawing depends on, beyond its title
  *   (imageCaption says it under the title of its images and pictures)
  */
+
+/** A view's name, tab label and modes, as src/attnscope/views.py declares them. */
+function declared(name) {
+  const view = DECLARED_VIEWS.find((v) => v.name === name);
+  if (!view) throw new Error(`no view ${name} in src/attnscope/views.py`);
+  return view;
+}
 
 function keyTokens(get) {
   const keys = get("key_tokens");
@@ -167,9 +176,7 @@ const imaged = (state, image, options) => (typeof state === "string" ? state : i
 
 /** @type {ViewAdapter} */
 const head = {
-  name: "head",
-  label: "Head",
-  modes: ["short", "long"],
+  ...declared("head"),
   create(body, { setTraits }, get) {
     const view = createHeadView(body, {
       onToggleHead(h) {
@@ -228,9 +235,7 @@ function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
 
 /** @type {ViewAdapter} */
 const model = {
-  name: "model",
-  label: "Model",
-  modes: ["short", "long"],
+  ...declared("model"),
   create(body, { setTraits }, get) {
     return createModelView(body, {
       onOpenHead: openHead(setTraits, get),
@@ -263,9 +268,7 @@ function neuronState({ get, neuronData }) {
 
 /** @type {ViewAdapter} */
 const neuron = {
-  name: "neuron",
-  label: "Neuron",
-  modes: ["short"],
+  ...declared("neuron"),
   create(body, { setTraits }) {
     return createNeuronView(body, {
       onQuery: (query) => setTraits({ neuron_query: query }),
@@ -297,9 +300,7 @@ function rolloutState({ get, decoded }) {
 
 /** @type {ViewAdapter} */
 const rollout = {
-  name: "rollout",
-  label: "Rollout",
-  modes: ["short"],
+  ...declared("rollout"),
   create: (body) => createMatrixView(body),
   draw: (view, context) => shown(view, rolloutState(context)),
   picture: (context, options) => imaged(rolloutState(context), matrixImage, options),
@@ -365,9 +366,7 @@ function createAnalysisView(body, { setTraits }, get) {
 
 /** @type {ViewAdapter} */
 const analysis = {
-  name: "analysis",
-  label: "Analysis",
-  modes: ["short", "long"],
+  ...declared("analysis"),
   create: createAnalysisView,
   draw(view, context) {
     view.update(analysisState(context));
@@ -405,9 +404,7 @@ function textState({ get, long }) {
 
 /** @type {ViewAdapter} */
 const text = {
-  name: "text",
-  label: "Text",
-  modes: ["long"],
+  ...declared("text"),
   create(body, { setTraits }) {
     return createTextView(body, { ...longCallbacks(setTraits), onDirection: (direction) => setTraits({ direction }) });
   },
@@ -429,9 +426,7 @@ const text = {
 
 /** @type {ViewAdapter} */
 const map = {
-  name: "map",
-  label: "Map",
-  modes: ["long"],
+  ...declared("map"),
   create(body, { setTraits, redraw }) {
     return createMapView(body, { ...longCallbacks(setTraits), onReduce: (reduce) => setTraits({ map_reduce: reduce }), onZoom: redraw });
   },
@@ -534,4 +529,6 @@ export function imageCaption(context, name) {
 }
 
 /** The views in tab order; a run shows those of its mode (long_context or not). */
-export const VIEWS = [head, model, neuron, rollout, text, map, analysis];
+const ADAPTERS = { head, model, neuron, rollout, text, map, analysis };
+/** Every view, in the tabs' order of src/attnscope/views.py (through js/contract.js). */
+export const VIEWS = DECLARED_VIEWS.map(({ name }) => ADAPTERS[name]);

@@ -7,7 +7,7 @@ from test_engine import VOCAB
 
 import attnscope
 from attnscope import InputError
-from attnscope.neuron import neuron_slice
+from attnscope.neuron_numbers import neuron_slice
 from attnscope.serialize import decode
 
 SOURCE = "The quick brown fox jumps."

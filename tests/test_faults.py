@@ -360,6 +360,20 @@ def test_cli_errors_are_one_line(args, message, tmp_path):
     assert re.search(message, _error_line(out.stderr))
 
 
+def test_cli_opens_the_page_on_any_declared_view_and_says_which_a_run_cannot_show(tmp_path):
+    from attnscope.cli import build_parser
+    from attnscope.views import VIEW_NAMES
+
+    view_option = next(a for a in build_parser()._subparsers._group_actions[0].choices["render"]._actions if a.dest == "view")
+    assert tuple(view_option.choices) == VIEW_NAMES
+    out = _cli("render", "The cat sat.", "--view", "rollout", "-o", str(tmp_path / "r.html"))
+    assert out.returncode == 0, out.stderr
+    assert '"view":"rollout"' in (tmp_path / "r.html").read_text().replace(" ", "")
+    out = _cli("render", "The cat sat.", "--view", "map", "-o", str(tmp_path / "m.html"))
+    assert out.returncode == 2 and "The map view is for long inputs" in _error_line(out.stderr)
+    assert not (tmp_path / "m.html").exists()
+
+
 def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
     from attnscope import cli
 

@@ -340,7 +340,7 @@ def test_a_closed_widget_does_not_come_back(default_model):
     page_writes(widget, request={"id": 5, "text": "Again.", "text_b": None}, layer=3)
     replies = ask(widget, {"kind": "request", "type": "neuron", "id": 3, "layer": 0, "head": 0, "query": 1})
     assert "closed" in replies[0]["error"]
-    assert not {"_result", "_token_result", "_full_result"} & set(widget.__dict__), "the freed tensors stay freed"
+    assert not {"_drawn_run", "_per_token_run", "_computed_run"} & set(widget.__dict__), "the freed tensors stay freed"
     assert widget.thumbnails == {} and widget.attention == {}
 
 

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from .errors import AttnscopeError, InputError
+from .views import VIEW_NAMES
 
 
 def _layers(value: str) -> list[int]:
@@ -28,12 +29,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="attnscope", description="See what a transformer looks at.")
     commands = parser.add_subparsers(dest="command", required=True)
-    render = commands.add_parser("render", help="write the head, model and neuron views as one offline HTML file")
+    render = commands.add_parser("render", help="write the views as one offline HTML file")
     render.add_argument("text", help="the sentence (sentence A of a pair)")
     render.add_argument("--text-b", help="sentence B of a pair")
     render.add_argument("--model", help="a Hugging Face name or local path (default: the embedded all-MiniLM-L6-v2)")
     render.add_argument("--layers", type=_layers, help="layers to include, e.g. '0,5,11' (default: all)")
-    render.add_argument("--view", choices=("head", "model", "neuron"), default="head", help="the view the page opens on")
+    render.add_argument("--view", choices=VIEW_NAMES, default="head",
+                        help="the view the page opens on (text and map are for long inputs; neuron and rollout for short ones)")
     render.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     render.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write (.html or .htm; a name without a suffix gets .html)")
     return parser

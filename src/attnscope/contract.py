@@ -23,8 +23,10 @@ from typing import Any
 
 import traitlets
 
+from .analysis import BEHAVIOURS
 from .labels import label_examples
 from .messages import MESSAGES, OVERVIEW_BINS
+from .views import VIEWS
 
 WRITERS = ("kernel", "view", "both")
 PAGE_BEHAVIOURS = ("view", "layer", "edit", "fixed")
@@ -119,6 +121,12 @@ def contract_js(widget_class: type) -> str:
         lines.append(f'  {message.type}: {{ kind: "{message.kind}", sender: "{message.sender}" }},')
     lines += ["};", "", "// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).",
               f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", "",
+              "// The views, declared once in src/attnscope/views.py: name, tab label, the runs each shows.",
+              "export const VIEWS = [",
+              *[f"  {json.dumps({'name': v.name, 'label': v.label, 'modes': list(v.modes)})}," for v in VIEWS],
+              "];", "",
+              "// Clark et al.'s head behaviours, as analysis.BEHAVIOURS names them (the scatter colours them).",
+              f"export const BEHAVIOURS = {json.dumps(list(BEHAVIOURS))};", "",
               "// [layer, head, short label, name] as src/attnscope/labels.py names heads (js/labels.test.js).",
               "export const HEAD_LABEL_EXAMPLES = ["]
     lines += [f"  {json.dumps(row, ensure_ascii=False)}," for row in label_examples()]

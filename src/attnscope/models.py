@@ -2,7 +2,9 @@
 names or local paths, ready objects.
 
 Attention weights are only returned by the "eager" attention implementation (SDPA and flash
-attention fuse the softmax away), so every model is loaded with, or switched to, eager attention.
+attention fuse the softmax away), so a run that keeps the full attention borrows the model in
+eager mode (`borrowed`, which gives it back as it came). A long run keeps the model's own
+attention and captures q, k and row log-sum-exps where transformers calls it (fast_capture.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .labels import head_label, head_name
-from .neuron import neuron_slice
+from .neuron_numbers import neuron_slice
 from .results import EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
 from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
 

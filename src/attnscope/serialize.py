@@ -33,7 +33,7 @@ def encode_float32(values: torch.Tensor) -> dict:
 
 
 def decode(payload: dict) -> torch.Tensor:
-    """The inverse of the encoders above (used by tests and exports)."""
+    """The inverse of the encoders above (the tests read payloads back with it)."""
     dtypes = {"uint8": torch.uint8, "float16": torch.float16, "float32": torch.float32}
     flat = torch.frombuffer(bytearray(payload["data"]), dtype=dtypes[payload["dtype"]])
     values = flat.view(payload["shape"]).to(torch.float32)

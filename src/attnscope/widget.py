@@ -33,12 +33,9 @@ from .long_answers import LongAnswers
 from .messages import Channel, interruptible
 from .picture import PictureOutputs
 from .results import LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of, run_of
+from .views import LONG_VIEWS, SHORT_VIEWS, VIEW_NAMES
 
 STATIC = Path(__file__).parent / "static"
-VIEWS = ("head", "model", "neuron", "rollout", "analysis", "text", "map")
-# A long run keeps q, k and log-sum-exps (LongAttentionResult): its views ask for what they draw.
-LONG_VIEWS = ("text", "map", "head", "model", "analysis")
-SHORT_VIEWS = ("head", "model", "neuron", "rollout", "analysis")
 THUMBNAIL_SIZE = 48
 
 # Shown instead of a blank cell when the package was installed without its built front end.
@@ -117,7 +114,7 @@ class AttentionWidget(anywidget.AnyWidget):
     _css = _static("widget.css", "")
 
     # What is shown
-    view = synced(Enum(VIEWS, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
+    view = synced(Enum(VIEW_NAMES, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
                   "long inputs text, map, head (a window around focus_token), model or analysis.", writer="both", page="view")
     picture_id = synced(Unicode(""), "Names this widget's picture output (picture.py), which the live view hides.")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
@@ -347,12 +344,12 @@ class AttentionWidget(anywidget.AnyWidget):
     def result(self) -> AttentionResult:
         """The AttentionResult behind the current view (tensors on the model's device): word-level
         when `word_level` is on, with `masked_heads` switched off when any are."""
-        return self._kept("_result")
+        return self._kept("_drawn_run")
 
     @property
     def token_result(self) -> AttentionResult:
         """The per-token result (what the neuron view uses), with masked heads applied."""
-        return self._kept("_token_result")
+        return self._kept("_per_token_run")
 
     def _kept(self, name: str) -> AttentionResult:
         try:
@@ -366,7 +363,7 @@ class AttentionWidget(anywidget.AnyWidget):
         Closed is final: a later edit, request, `update()` or setting raises instead of rerunning."""
         self._closed = True
         super().close()
-        for name in ("_result", "_token_result", "_full_result"):
+        for name in ("_drawn_run", "_per_token_run", "_computed_run"):
             self.__dict__.pop(name, None)
         self._applying = True  # the payloads go too, without recomputing anything
         try:
@@ -447,7 +444,7 @@ class AttentionWidget(anywidget.AnyWidget):
         never sees tokens of one run with another's attention). Nothing here computes."""
         before = self._snapshot() if atomic else None
         try:
-            self._result, self._token_result, self._full_result = result, token_result, full_result
+            self._drawn_run, self._per_token_run, self._computed_run = result, token_result, full_result
             self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
             # The counts and tokens before what is checked against them (layer, heads, focus_token).
             first = ("n_layers", "n_heads", "tokens")
@@ -458,8 +455,11 @@ class AttentionWidget(anywidget.AnyWidget):
                 self._restore(before)
             raise
 
-    # What a page's write may change besides the traits; a failed write puts all of it back.
-    _KEPT = ("_result", "_token_result", "_full_result", "_thumbnails_of", "_rollout_of", "_masks", "_focus_chosen",
+    # The three runs a widget keeps: _computed_run as the engine made it (every part of an
+    # encoder-decoder, masks applied); _per_token_run, the part shown, per token (the neuron view's,
+    # a long run's answers); _drawn_run, what the views draw (words merged, or the change masking
+    # made). What a page's write may change besides the traits; a failed write puts all of it back.
+    _KEPT = ("_drawn_run", "_per_token_run", "_computed_run", "_thumbnails_of", "_rollout_of", "_masks", "_focus_chosen",
              "_opened_query")
 
     def _snapshot(self) -> tuple[dict, dict]:
@@ -470,7 +470,7 @@ class AttentionWidget(anywidget.AnyWidget):
         kept, traits = snapshot
         self.__dict__.update(kept)
         changed = {name: value for name, value in traits.items() if getattr(self, name) is not value}
-        self._show(changed, kept["_result"], kept["_token_result"], kept["_full_result"],
+        self._show(changed, kept["_drawn_run"], kept["_per_token_run"], kept["_computed_run"],
                    kept["_thumbnails_of"], kept["_rollout_of"], atomic=False)
 
     def _neuron_query_for(self, token_result: AttentionResult) -> int:
@@ -580,29 +580,29 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.observe("view", "include_layers", "include_heads", "analysis")
     def _on_view(self, change: dict) -> None:
-        if self._applying or "_result" not in self.__dict__ and not self._closed:
+        if self._applying or "_drawn_run" not in self.__dict__ and not self._closed:
             return
         with self._or_put_back(change):
             self._live()
-            (thumbnails, thumbnails_of), (rollout, rollout_of) = self._view_payloads(self._result, self._token_result, self.view)
+            (thumbnails, thumbnails_of), (rollout, rollout_of) = self._view_payloads(self._drawn_run, self._per_token_run, self.view)
             self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
             self._quietly(thumbnails=thumbnails, rollout=rollout)
 
     @traitlets.observe("attention_part", "word_level", "show_change")
     def _on_display_mode(self, change: dict) -> None:
         """What the views show of the same run changed: re-shown from the kept run, no rerun."""
-        if self._applying or "_full_result" not in self.__dict__ and not self._closed:
+        if self._applying or "_computed_run" not in self.__dict__ and not self._closed:
             return
         with self._or_put_back(change):
             self._live()
-            self._apply(self._full_result, self.result_id)
+            self._apply(self._computed_run, self.result_id)
 
     @traitlets.validate("masked_heads")
     def _check_masks(self, proposal: dict) -> list:
         return _as_trait_error(self._masks_of, proposal["value"])
 
     def _masks_of(self, value: list) -> list[list[int]]:
-        full = self.__dict__.get("_full_result")
+        full = self.__dict__.get("_computed_run")
         if full is not None and len(value) > full.n_layers * full.n_heads:  # sizes first: a page may send millions
             raise InputError(f"masked_heads lists {len(value):,} heads, and the model has {full.n_layers * full.n_heads}.")
         pairs = [list(head_pair(pair)) for pair in value]
@@ -610,7 +610,7 @@ class AttentionWidget(anywidget.AnyWidget):
             if pairs:
                 raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
             return []
-        result = self.__dict__.get("_result")
+        result = self.__dict__.get("_drawn_run")
         if isinstance(result, LongAttentionResult) and pairs:
             raise InputError(f"Masking heads needs the full attention, and this text of {result.n_tokens:,} tokens keeps "
                              "it on demand: give a shorter text to mask heads.")
@@ -622,14 +622,14 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.observe("masked_heads")
     def _on_masks(self, change: dict) -> None:
         """Switching heads off reruns the model; a failure puts the masks back and keeps the view."""
-        if self._applying or "_result" not in self.__dict__ and not self._closed:
+        if self._applying or "_drawn_run" not in self.__dict__ and not self._closed:
             return
         previous = self._masks
         with self._or_put_back(change):
             self._live()
             self._masks = [list(p) for p in change["new"]]
             try:
-                self._apply(self._run(self._result.text, self._result.text_b), self.result_id)
+                self._apply(self._run(self._drawn_run.text, self._drawn_run.text_b), self.result_id)
             except BaseException:
                 self._masks = previous
                 raise
@@ -645,9 +645,9 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("include_layers", "include_heads")
     def _check_included(self, proposal: dict) -> list[int] | None:
         name = proposal["trait"].name
-        if not hasattr(self, "_result"):
+        if not hasattr(self, "_drawn_run"):
             return proposal["value"]
-        count = self._result.n_layers if name == "include_layers" else self._result.n_heads
+        count = self._drawn_run.n_layers if name == "include_layers" else self._drawn_run.n_heads
         return _as_trait_error(checks.indices, name, proposal["value"], count, name.split("_")[1])
 
     @traitlets.validate("heads")
@@ -662,14 +662,14 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _shown_count(self, name: str) -> int:
         """n_layers or n_heads of the shown run, the kernel's own (0 before the first run)."""
-        result = self.__dict__.get("_result")
+        result = self.__dict__.get("_drawn_run")
         return getattr(result, name) if result is not None else 0
 
     @traitlets.validate("neuron_head", "neuron_query")
     def _check_neuron(self, proposal: dict) -> int:
         name, value = proposal["trait"].name, _whole(proposal)
-        if hasattr(self, "_token_result"):
-            count = self._token_result.n_heads if name == "neuron_head" else len(self._token_result.tokens)
+        if hasattr(self, "_per_token_run"):
+            count = self._per_token_run.n_heads if name == "neuron_head" else len(self._per_token_run.tokens)
             if not 0 <= value < count:
                 what = "heads" if name == "neuron_head" else "query tokens"
                 raise SettingError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
@@ -686,7 +686,7 @@ class AttentionWidget(anywidget.AnyWidget):
         content, buffers = pl.neuron_payload(
             self.token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
-        return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._full_result) else "",
+        return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._computed_run) else "",
                 "n_queries": len(self.token_result.tokens)}, buffers
 
     def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
@@ -704,7 +704,7 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("view")
     def _check_view(self, proposal: dict) -> str:
         view = proposal["value"]
-        result = self.__dict__.get("_result")
+        result = self.__dict__.get("_drawn_run")
         if isinstance(result, LongAttentionResult) and view not in LONG_VIEWS:
             raise SettingError(_short_only(view, result))
         if result is not None and not isinstance(result, LongAttentionResult) and view not in SHORT_VIEWS:
@@ -860,7 +860,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._apply(self._run(text, text_b), self.result_id)
 
     def __repr__(self) -> str:
-        if "_result" not in self.__dict__:
+        if "_drawn_run" not in self.__dict__:
             return "AttentionWidget(closed)"
         return f"AttentionWidget({self.model_name}, {len(self.tokens)} tokens, {self.view} view)"
 
@@ -967,6 +967,6 @@ def show(
     in a loop; once, even as the cell's last line) and returns it: keep it to read `.result` or
     to change it from Python.
     """
-    if view is not None and view not in VIEWS:
-        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEWS)}.")
+    if view is not None and view not in VIEW_NAMES:
+        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
     return shown(AttentionWidget(text, text_b, model, view=view, **kwargs))

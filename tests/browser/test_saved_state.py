@@ -18,7 +18,7 @@ from test_head_view_browser import BUNDLE
 
 import attnscope
 from attnscope.contract import contract_traits
-from attnscope.neuron import neuron_slice
+from attnscope.neuron_numbers import neuron_slice
 from attnscope.payloads import window_around
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")

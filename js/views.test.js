@@ -1,0 +1,12 @@
+// @vitest-environment jsdom
+import { expect, it } from "vitest";
+import { VIEWS as DECLARED } from "./contract.js";
+import { VIEWS } from "./views.js";
+
+it("has an adapter for every view src/attnscope/views.py declares, in its order, with its label and modes", () => {
+  expect(VIEWS.map((view) => view?.name)).toEqual(DECLARED.map((view) => view.name));
+  for (const [i, view] of VIEWS.entries()) {
+    expect({ name: view.name, label: view.label, modes: view.modes }).toEqual(DECLARED[i]);
+    for (const method of ["create", "draw", "picture", "title"]) expect(typeof view[method]).toBe("function");
+  }
+});
