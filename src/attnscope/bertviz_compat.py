@@ -21,8 +21,9 @@ from . import checks
 from .engine import AttentionResult, groups_from_tokens, load
 from .errors import InputError
 from .export import widget_html
+from .picture import shown
 from .results import CrossAttentionResult, EncoderDecoderResult, fallback_labels
-from .widget import AttentionWidget, shown
+from .widget import AttentionWidget
 
 HTML_ACTIONS = ("view", "return")
 ENCODER_DECODER_ARGS = ("encoder_attention", "decoder_attention", "cross_attention", "encoder_tokens", "decoder_tokens")

@@ -211,3 +211,37 @@ def caller_stacklevel() -> int:
     while frame is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE):
         frame, level = frame.f_back, level + 1
     return level
+
+
+# What a page sent (AttentionWidget.set_state): checked before traitlets sees it.
+
+
+def page_names(names: list[str]) -> str:
+    """Names a page sent, as a message may say them: a name that is not one (a surrogate, a
+    megabyte) is quoted with escapes and cut."""
+    return ", ".join(name if name.isidentifier() and len(name) <= 40 else ascii(name[:40]) for name in names)
+
+
+def holds_a_bool(value: Any) -> bool:
+    """Whether a (size-checked) value a page sent holds true or false anywhere."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, dict):
+        return any(holds_a_bool(v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(holds_a_bool(v) for v in value)
+
+
+def values_in(value: Any, budget: int) -> int:
+    """How many values `value` holds, its lists' and dicts' items counted through; the count
+    stops once it passes `budget` (a page's message may hold millions)."""
+    count, stack = 0, [value]
+    while stack and count <= budget:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            item = [*item.keys(), *item.values()] if len(item) <= budget else range(budget + 1)
+        if isinstance(item, (list, tuple, range)):
+            if len(item) > budget:
+                return budget + 1
+            stack.extend(item)
+    return count

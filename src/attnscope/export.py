@@ -211,6 +211,20 @@ def widget_html(widget: Any, layers: list[int] | None = None, title: str | None 
     )
 
 
+def slide_html(widget: Any, height: int, layers: list[int] | None = None) -> str:
+    """The widget's page as a self-contained iframe for slideshows (RISE), where widgets do not
+    render: the standalone page goes in `srcdoc`, escaped as an attribute value, so it needs no
+    widget manager, kernel comm or network; it fills the iframe's `height` and the open view fits
+    into it (the model view shrinks its cells until every row shows). Wrapped in a div: IPython
+    warns about a bare <iframe> string."""
+    page = html.escape(widget_html(widget, layers, fit=True), quote=True)
+    return (
+        f'<div class="attnscope-slide-frame"><iframe class="attnscope-slide" srcdoc="{page}" '
+        f'title="attnscope attention view" style="width: 100%; height: {int(height)}px; border: 0;">'
+        "</iframe></div>"
+    )
+
+
 def bundled_licenses() -> str:
     """The licences of the third-party code in the page's script, as an HTML comment's text."""
     notices = (STATIC / "THIRD_PARTY_LICENSES.txt").read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
@@ -141,3 +142,30 @@ def write_atomic(
         elif suffix_added:
             say(f"wrote {path} ({path.suffix} added)")
     return path
+
+
+@dataclass
+class ImageRequest:
+    """A pending `save_image`: `done` turns True once the view has sent the image and it is written."""
+
+    path: Path
+    format: str
+    done: bool = False
+    error: str | None = None
+    id: int = 0
+
+    def answered(self, content: dict, buffers: list) -> None:
+        """The view's reply: the image's bytes, written atomically, or why there are none."""
+        if content.get("error") or not buffers:
+            self.error = content.get("error") or "the view sent no image"
+            return
+        try:
+            write_atomic(self.path, bytes(buffers[0]))
+        except OSError as exc:  # in a comm callback nobody sees a raise: the request says why
+            self.error = f"cannot write {self.path}: {exc.strerror}" if exc.strerror else str(exc)
+            return
+        self.done = True
+
+    def __repr__(self) -> str:
+        state = "written" if self.done else (f"failed: {self.error}" if self.error else "waiting for the view")
+        return f"ImageRequest({str(self.path)!r}, {state})"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import payloads as pl
+from .contract import contract_traits
 from .export import page_state, split_buffers, strict_json
 from .messages import OVERVIEW_BINS
 from .results import LongAttentionResult
@@ -212,7 +213,7 @@ class PictureOutputs:
 
         widget = self._widget()
         display_id = f"attnscope-picture-{widget.picture_id}-{len(self.display_ids)}"
-        self._key = widget._shown_key()
+        self._key = picture_key(widget)
         self._published += 1
         display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
         if not self.display_ids and shell is not None:
@@ -227,7 +228,7 @@ class PictureOutputs:
             return
         self._cancel()
         try:
-            key = widget._shown_key()
+            key = picture_key(widget)
             if key != self._key:
                 self._publish(key, picture_bundle(widget, widget.picture_id))
         except Exception as exc:  # a picture must never break the user's next cell
@@ -260,7 +261,7 @@ class PictureOutputs:
         if wait > 0 or self._drawing:
             self._timer = loop.call_later(max(wait, self.QUIET_S / 4), self._when_quiet, loop)
             return
-        key = widget._shown_key()
+        key = picture_key(widget)
         if key == self._key:
             return
         # Read on this (the kernel's) thread, drawn on another: the widget is never read mid-change.
@@ -282,7 +283,7 @@ class PictureOutputs:
             self._drawing = False
             if published == self._published and not widget._closed:  # else a cell's redraw came first
                 self._publish(key, bundle)
-            if widget._shown_key() != self._key:
+            if picture_key(widget) != self._key:
                 self.redraw_later()
 
         threading.Thread(target=draw, name="attnscope-picture", daemon=True).start()
@@ -294,3 +295,46 @@ class PictureOutputs:
         self._published += 1
         for display_id in self.display_ids:
             update_display(bundle, raw=True, display_id=display_id)
+
+
+def picture_key(widget: Any) -> str:
+    """What a widget's picture depends on: every synced trait but the binary payloads (the run's
+    id stands for those)."""
+    skip = {"attention", "thumbnails", "rollout", "request", "error", "picture_id"}
+    state = {name: getattr(widget, name) for name in contract_traits(type(widget)) if name not in skip}
+    return json.dumps(state, sort_keys=True, default=str)
+
+
+def display_with_picture(widget: Any, **kwargs: Any) -> None:
+    """A widget's display (its _ipython_display_): the widget, and its picture beside it, for
+    what a saved notebook shows where no widget renders. The BertViz-style functions display their
+    widget at once (BertViz's do, even mid-cell) and return it; when such a call is the cell's
+    last line, its echo must not draw it twice (`shown`)."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    shell = get_ipython()
+    if shell is not None and getattr(widget, "_displayed_in_cell", None) == shell.execution_count:
+        widget._displayed_in_cell = None
+        return
+    bundle = widget._repr_mimebundle_(**kwargs)
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)  # anywidget adds metadata
+    display(data, metadata=metadata, raw=True)
+    widget._pictures.display(shell)
+
+
+def shown(widget: Any) -> Any:
+    """Display the widget now, wherever the call is (mid-cell, assigned, in a loop), and return it;
+    when the call is also the cell's last line, the echo of the returned widget is not drawn a
+    second time (`_ipython_display_`). Outside IPython there is nothing to display it in."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return widget
+    shell = get_ipython()
+    if shell is None:
+        return widget
+    display(widget)
+    widget._displayed_in_cell = shell.execution_count
+    return widget

@@ -1,0 +1,231 @@
+"""What the widget shows of a run: one pure function from a run and the widget's settings to every
+trait the views read (and the runs behind them), which the widget then takes in one step.
+
+Nothing here touches a widget: `Settings` is what the state depends on besides the run (the
+open view, layer and heads, how tokens are shown, what a view already made), and `run_state`
+computes everything first. A failure on the way raises before anything is shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from . import payloads as pl
+from .analyses.sinks import attention_sinks
+from .errors import InputError
+from .exact_attention import describe_bytes, full_attention_bytes
+from .results import AttentionResult, LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
+from .views import LONG_VIEWS, SHORT_VIEWS
+
+NEEDS_A_MODEL = (
+    "{what} needs a model, and this view was made from precomputed attention. "
+    "Use attnscope.show(text, model=...) to run a model live."
+)
+
+
+def long_only(view: str) -> str:
+    """Why a view that asks for rows and tiles cannot show a run that keeps its full attention."""
+    return (f"The {view} view is for long inputs, whose attention comes on request; this run keeps its full "
+            "attention: use the head, model, neuron, rollout or analysis view, or attention='on_demand'.")
+
+
+def short_only(view: str, result: LongAttentionResult) -> str:
+    """Why a view that draws the full attention cannot show a long run."""
+    full = full_attention_bytes(result.n_layers, result.n_heads, result.n_tokens, result.n_tokens)
+    return (
+        f"The {view} view draws the full attention, which this text of {result.n_tokens:,} tokens does not keep "
+        f"({result.n_layers} layers × {result.n_heads} heads × {result.n_tokens:,}² would take {describe_bytes(full)}): "
+        "use the text, map, head (a window of it), model or analysis view, or a shorter text."
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the widget's state depends on besides the run: its traits now, and what it keeps."""
+
+    view: str
+    layer: int
+    heads: list[int]
+    n_heads: int
+    attention_part: str
+    word_level: bool
+    show_change: bool
+    sentence_filter: str
+    neuron_head: int
+    neuron_query: int
+    focus_token: int
+    focus_head: int
+    analysis: dict
+    include_layers: list[int] | None
+    include_heads: list[int] | None
+    thumbnail_size: int
+    prettify: bool
+    has_model: bool
+    focus_chosen: bool  # a token was chosen: a causal long run no longer opens on its last
+    opened_query: tuple | None  # (part, query) the neuron view last opened on
+    # What the views made already, and from what: reused while that holds (view_payloads).
+    thumbnails: dict = dataclasses.field(default_factory=dict)
+    thumbnails_of: tuple | None = None
+    rollout: dict = dataclasses.field(default_factory=dict)
+    rollout_of: tuple | None = None
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run as the widget shows it: every trait, the three runs it keeps (computed: as the
+    engine made it; per token: the part shown; drawn: words merged or the change shown), what
+    the thumbnails and rollout were made from, and where the neuron view opened."""
+
+    traits: dict
+    drawn: Any
+    per_token: Any
+    computed: Any
+    thumbnails_of: tuple | None
+    rollout_of: tuple | None
+    opened_query: tuple | None
+
+
+def source(result_id: int, settings: Settings) -> str:
+    """What a short run's layer payloads are made from: the run and how it is shown (part,
+    words, change). The page files the layers it holds under it (the "layer" request)."""
+    return f"{result_id}:{settings.attention_part}:{int(settings.word_level)}:{int(settings.show_change)}"
+
+
+def run_state(computed: AttentionResult | LongAttentionResult, settings: Settings, request_id: int,
+              layer: int | None = None, heads: list[int] | None = None) -> RunState:
+    """Everything the widget shows of `computed`, answering edit `request_id` (0: the first run).
+    layer, heads: asked for (the constructor's); None keeps the widget's where the run has them."""
+    if isinstance(computed, LongAttentionResult):
+        return _long_run_state(computed, settings, request_id, layer)
+    parts = parts_of(computed)
+    if parts and settings.attention_part not in parts:
+        raise InputError(f"attention_part must be one of {list(parts)}.")
+    per_token = parts.get(settings.attention_part, computed)
+    drawn = pl.displayed(per_token, settings.word_level, settings.show_change)
+    n_layers, n_heads = drawn.n_layers, drawn.n_heads
+    # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
+    layer = _layer_in(settings, n_layers, layer)
+    if heads is None:
+        kept = [h for h in settings.heads if h < n_heads]
+        heads = kept if settings.n_heads == n_heads and settings.heads else list(range(n_heads))
+    bad = [h for h in heads if not 0 <= h < n_heads]
+    if bad:
+        raise InputError(f"heads {bad} are out of range: the model has heads 0..{n_heads - 1}.")
+    attention = pl.layer_payload(drawn, layer, source(request_id, settings))
+    view = "head" if settings.view in LONG_VIEWS and settings.view not in SHORT_VIEWS else settings.view
+    (thumbnails, thumbnails_of), (rollout, rollout_of) = view_payloads(drawn, per_token, view, settings)
+    neuron_query, opened_query = _neuron_query(per_token, settings)
+    prettify = settings.prettify
+    traits = dict(
+        text=drawn.text, text_b=drawn.text_b,
+        tokens=pl.shown_tokens(drawn, prettify), key_tokens=pl.shown_key_tokens(drawn, prettify),
+        token_notes=notes_of(drawn) if prettify else [],
+        key_token_notes=key_notes_of(drawn) if prettify else [],
+        token_reading=[], parts=list(parts), sentence_b_start=drawn.sentence_b_start,
+        n_layers=n_layers, n_heads=n_heads, model_name=drawn.model_name, heads=list(heads),
+        sentence_filter=settings.sentence_filter if drawn.sentence_b_start is not None else "all",
+        layer=layer, attention=attention,
+        neuron_head=min(settings.neuron_head, n_heads - 1), neuron_query=neuron_query,
+        neuron_unavailable="" if per_token.queries is not None else _no_queries_keys(drawn.model_name, settings),
+        causal=bool(drawn.causal), thumbnails=thumbnails, rollout=rollout,
+        mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
+        long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
+    )
+    return RunState(traits, drawn, per_token, computed, thumbnails_of, rollout_of, opened_query)
+
+
+def _long_run_state(result: LongAttentionResult, settings: Settings, request_id: int, layer: int | None) -> RunState:
+    """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
+    if settings.word_level:
+        raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
+                         "demand: switch Words off, or give a shorter text.")
+    layer = _layer_in(settings, result.n_layers, layer)
+    sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
+    view = "text" if settings.view in SHORT_VIEWS and settings.view not in LONG_VIEWS else settings.view
+    analysis = sinks if not settings.analysis or settings.analysis.get("kind") == "attention_sinks" else settings.analysis
+    (thumbnails, thumbnails_of), _ = view_payloads(result, result, view, dataclasses.replace(settings, analysis=analysis))
+    last = result.n_tokens - 1
+    prettify = settings.prettify
+    traits = dict(
+        text=result.text, text_b=result.text_b, tokens=pl.shown_tokens(result, prettify),
+        key_tokens=[], key_token_notes=[], parts=[],
+        token_notes=notes_of(result) if prettify else [],
+        token_reading=list(result.token_reading or []) if prettify else [],
+        sentence_b_start=result.sentence_b_start,
+        n_layers=result.n_layers, n_heads=result.n_heads, n_key_heads=result.n_key_heads,
+        model_name=result.model_name, heads=list(range(result.n_heads)), sentence_filter="all",
+        layer=layer, attention={}, long_context=True,
+        focus_token=last if result.causal and not settings.focus_chosen else min(settings.focus_token, last),
+        focus_head=settings.focus_head if settings.focus_head < result.n_heads else -1,
+        neuron_head=min(settings.neuron_head, result.n_heads - 1), neuron_query=min(settings.neuron_query, last),
+        neuron_unavailable=short_only("neuron", result), causal=bool(result.causal),
+        analysis=analysis, view=view, thumbnails=thumbnails, rollout={},
+        mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
+    )
+    return RunState(traits, result, result, result, thumbnails_of, None, settings.opened_query)
+
+
+def _layer_in(settings: Settings, n_layers: int, layer: int | None) -> int:
+    """The layer asked for, or the widget's where the run has it (else its last)."""
+    return layer_in_range(min(settings.layer, n_layers - 1) if layer is None else layer, n_layers)
+
+
+def layer_in_range(layer: int, n_layers: int) -> int:
+    """`layer`, or an InputError saying the model's range (every check of a layer says it so)."""
+    if not 0 <= layer < n_layers:
+        raise InputError(f"layer={layer} is out of range: the model has layers 0..{n_layers - 1}.")
+    return layer
+
+
+def _neuron_query(per_token: AttentionResult, settings: Settings) -> tuple[int, tuple]:
+    """The neuron view's query for a run, and (part, query) it opened on: where it opens
+    (results.opening_query: a token of the text, not [CLS] or a decoder's start token) until the
+    user picks another, which is kept while the queries are the same part's tokens."""
+    opening = opening_query(per_token)
+    opened = settings.opened_query
+    now_opened = (settings.attention_part, opening)
+    if opened is None or opened[0] != settings.attention_part or settings.neuron_query == opened[1]:
+        return opening, now_opened
+    return min(settings.neuron_query, len(per_token.tokens) - 1), now_opened
+
+
+def _no_queries_keys(model_name: str, settings: Settings) -> str:
+    """Why a run has no queries and keys: precomputed attention has no model to capture them from."""
+    if not settings.has_model:
+        return NEEDS_A_MODEL.format(what="The neuron view")
+    return f"The neuron view needs the queries and keys, and those of {model_name} could not be captured."
+
+
+# Thumbnails and rollout cost a pass over every layer: made only while a view needs them, and
+# remade only when what they were made from changed. What they were made from is recorded with
+# them, after they are made: an interrupted build leaves nothing that claims to be done.
+def view_payloads(result: Any, token_result: Any, view: str,
+                  settings: Settings) -> tuple[tuple[dict, tuple | None], tuple[dict, tuple | None]]:
+    """((thumbnails, made from), (rollout, made from)) for `view` showing `result`."""
+    layers = None if settings.include_layers is None else tuple(settings.include_layers)
+    heads = None if settings.include_heads is None else tuple(settings.include_heads)
+    made_from = (id(result), layers, heads)  # the shown result is alive while this is compared
+    if made_from == settings.thumbnails_of:
+        thumbnails = (settings.thumbnails, made_from)
+    elif not pl.needs_thumbnails(view, settings.analysis):
+        thumbnails = ({}, None)
+    elif isinstance(result, LongAttentionResult):
+        # Too large to make at once (seconds): the view asks for them in passes ("thumbnails").
+        if pl.thumbnail_passes(result, settings.include_layers, settings.thumbnail_size) > 1:
+            thumbnails = ({}, None)
+        else:
+            thumbnails = (pl.long_thumbnails_payload(result, settings.include_layers, settings.include_heads,
+                                                     settings.thumbnail_size), made_from)
+    else:
+        thumbnails = (pl.thumbnails_payload(result, settings.include_layers, settings.include_heads,
+                                            settings.thumbnail_size), made_from)
+    made_from = (id(result), settings.word_level)
+    if made_from == settings.rollout_of:
+        rollout = (settings.rollout, made_from)
+    elif view != "rollout" or isinstance(result, LongAttentionResult):
+        rollout = ({}, None)
+    else:
+        rollout = (pl.rollout_payload(token_result, settings.word_level), made_from)
+    return thumbnails, rollout

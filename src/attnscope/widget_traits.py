@@ -1,0 +1,124 @@
+"""The widget's synced traits, declared once with `synced(trait, doc, writer=, page=)` (the trait
+contract: contract.py reads them, js/contract.js is generated from them), and its bundle. The
+widget (widget.py) adds what the traits do: runs, checks and answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anywidget
+from traitlets import Bool, Dict, Enum, Int, List, Unicode
+
+from .contract import synced
+from .views import VIEW_NAMES
+
+STATIC = Path(__file__).parent / "static"
+
+# Shown instead of a blank cell when the package was installed without its built front end.
+_MISSING_BUNDLE_ESM = """
+export default { render({ el }) {
+  const p = document.createElement("pre");
+  p.textContent = "attnscope: the JavaScript bundle is missing (src/attnscope/static/widget.js). " +
+    "Build it with `npm install && npm run build`, or reinstall attnscope.";
+  p.style.color = "#b00020";
+  el.appendChild(p);
+} };
+"""
+
+
+def _static(name: str, fallback: str) -> str:
+    """The bundle's text. Never a Path: anywidget turns a path into a watched FileContents whose
+    change signal keeps a reference to every widget ever made, so closed widgets were never freed.
+    The trailing newline keeps anywidget from reading a one-line bundle as a file name."""
+    path = STATIC / name
+    return path.read_text(encoding="utf-8").rstrip("\n") + "\n" if path.is_file() else fallback
+
+
+class WidgetTraits(anywidget.AnyWidget):
+    """Every synced trait of AttentionWidget, and its bundle."""
+
+    _esm = _static("widget.js", _MISSING_BUNDLE_ESM)
+    _css = _static("widget.css", "")
+
+    # What is shown
+    view = synced(Enum(VIEW_NAMES, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
+                  "long inputs text, map, head (a window around focus_token), model or analysis.", writer="both", page="view")
+    picture_id = synced(Unicode(""), "Names this widget's picture output (picture.py), which the live view hides.")
+    text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
+    text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
+    request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
+                     "result_id = id, so the view ignores answers older than what is typed.",
+                     writer="view", page="edit", label="the sentence")
+    result_id = synced(Int(0), "The id of the edit the current run answers (0 for the first run).")
+    error = synced(Unicode(""), "A visible message when an edit or setting failed; the previous view stays.")
+    notice = synced(Unicode(""), "Visible notes on the run, a line each: truncation, heads with NaN attention.")
+    editable = synced(Bool(True), "False for precomputed attention: no model to rerun, no sentence editor.")
+
+    # The run
+    tokens = synced(List(Unicode()), "The query tokens (words when word_level), as shown.")
+    key_tokens = synced(List(Unicode()), "Cross-attention: the keys' (encoder's) tokens; otherwise empty.")
+    token_notes = synced(List(Unicode()), "Per query token, \"\" or what its label leaves out (the bytes of a character "
+                                          "split over tokens), shown on hover.")
+    key_token_notes = synced(List(Unicode()), "Cross-attention: the same per key token; otherwise empty.")
+    token_reading = synced(List(Unicode()), "A long run: per token, what it adds to the text read as running text "
+                                            "(its spaces, no ##), the text view's flow; otherwise empty.")
+    sentence_b_start = synced(Int(None, allow_none=True), "Index of sentence B's first token, or None.")
+    n_layers = synced(Int(0), "Layers of the shown attention.")
+    n_heads = synced(Int(0), "Heads per layer of the shown attention.")
+    model_name = synced(Unicode(""), "The model's name, as titles show it.")
+    causal = synced(Bool(False), "The shown attention is causal: later tokens are masked.")
+    neuron_unavailable = synced(Unicode(""), "Why the neuron view cannot show this run (it needs the queries and keys), "
+                                "shown in its tab; \"\" when it can.")
+    parts = synced(List(Unicode()), 'Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.')
+    attention_part = synced(Enum(("encoder", "decoder", "cross"), default_value="encoder"),
+                            "The part of an encoder-decoder model the views show.",
+                            writer="both", page="fixed", label="the attention part")
+
+    # The head view
+    layer = synced(Int(0), "The selected layer, 0-based; `attention` carries it.", writer="both", page="layer")
+    attention = synced(Dict(), "The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.")
+    heads = synced(List(Int()), "The visible heads, 0-based.", writer="both", page="view")
+    sentence_filter = synced(Enum(("all", "aa", "bb", "ab", "ba"), default_value="all"),
+                             "Which sentence's tokens attend to which: all, aa, bb, ab or ba.", writer="both", page="view")
+    theme = synced(Enum(("auto", "light", "dark"), default_value="auto"),
+                   "auto follows JupyterLab's theme.", writer="both", page="view")
+    word_level = synced(Bool(False), "Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.",
+                        writer="both", page="fixed", label="the Words setting")
+
+    # The model view
+    thumbnails = synced(Dict(), "Max-pooled S × S maps of the included layers × heads, made while a view needs them: "
+                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}; "
+                        "empty for a long run's too large to make at once (the view asks for them in passes).")
+    include_layers = synced(List(Int(), default_value=None, allow_none=True), "The model view's layers, or None for all.")
+    include_heads = synced(List(Int(), default_value=None, allow_none=True), "The model view's heads, or None for all.")
+    masked_heads = synced(List(List(Int()), default_value=[]),
+                          "[[layer, head], ...] switched off (Michel et al.'s ξ_h = 0); the kernel reruns.",
+                          writer="both", page="fixed", label="masked heads")
+    show_change = synced(Bool(False), "With masked heads, the head and model views draw |A_masked − A|.",
+                         writer="both", page="fixed", label="Show change")
+    mask_summary = synced(Unicode(""), "One line on what masking changed.")
+
+    # The neuron, rollout and analysis views
+    neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
+                         writer="both", page="view")
+    neuron_query = synced(Int(0), "The neuron view's query token.", writer="both", page="view")
+    rollout = synced(Dict(), "Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: "
+                     "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.")
+    analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
+
+    # Long inputs: attention on request ("attention_rows" and "attention_tile" messages)
+    long_context = synced(Bool(False), "The run kept q, k and row log-sum-exps (a long input): the text and map views "
+                          "ask for exact rows and tiles; head, neuron and rollout are off.")
+    n_key_heads = synced(Int(0), "Key heads per layer: query head h reads key head h // (n_heads / n_key_heads) "
+                         "(grouped-query attention); n_heads otherwise.")
+    focus_token = synced(Int(0), "The text view's selected token. A causal long run opens on its last token (token 0 "
+                         "attends only to itself) until a token is chosen.", writer="both", page="view")
+    focus_head = synced(Int(-1), "The text and map views' head; -1 for the mean of the layer's heads.",
+                        writer="both", page="view")
+    direction = synced(Enum(("from", "to"), default_value="from"),
+                       "The text view shades the attention from the selected token (its row) or to it (its column).",
+                       writer="both", page="view")
+    sink_aside = synced(Int(0), "The first n tokens set aside from the colour scales (attention sinks), 0 for none.",
+                        writer="both", page="view")
+    map_reduce = synced(Enum(("max", "mean"), default_value="max"), "How the map pools blocks of token pairs.",
+                        writer="both", page="view")
