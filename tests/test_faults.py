@@ -230,7 +230,7 @@ def test_a_failed_trait_assignment_keeps_the_view(widget):
 
 
 def test_nan_attention_is_named_in_a_warning_and_in_the_view(nan_engine):
-    with pytest.warns(attnscope.engine.NonFiniteAttentionWarning, match=r"NaN or infinite values in 5 of 12 heads \(layer-head\): 1-0, 2-0, 2-1, 2-2, 2-3\."):
+    with pytest.warns(attnscope.nonfinite.NonFiniteAttentionWarning, match=r"NaN or infinite values in 5 of 12 heads \(layer-head\): 1-0, 2-0, 2-1, 2-2, 2-3\."):
         result = nan_engine.run("The cat sat on the mat.")
     assert (1, 0) in result.nonfinite_heads and (0, 0) not in result.nonfinite_heads
     with warnings.catch_warnings():
@@ -433,7 +433,7 @@ def test_masked_heads_are_refused_by_their_size(engine):
 
 
 def test_word_groups_of_many_precomputed_tokens_take_linear_time():
-    from attnscope.engine import groups_from_tokens
+    from attnscope.texts import groups_from_tokens
 
     # Whether the tokens mark spaces was asked again for every token: 20,000 tokens took 43 s.
     tokens = ["[CLS]", *(["word", "##piece"] * 10_000), "[SEP]"]

@@ -18,11 +18,12 @@ from typing import Any
 import torch
 
 from . import checks
-from .engine import AttentionResult, groups_from_tokens, load
+from .engine import load
 from .errors import InputError
 from .export import widget_html
 from .picture import shown
-from .results import CrossAttentionResult, EncoderDecoderResult, fallback_labels
+from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, fallback_labels
+from .texts import groups_from_tokens
 from .widget import AttentionWidget
 
 HTML_ACTIONS = ("view", "return")

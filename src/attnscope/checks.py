@@ -213,6 +213,13 @@ def caller_stacklevel() -> int:
     return level
 
 
+def head_pair(pair: Any) -> tuple[int, int]:
+    """(layer, head) as two whole numbers: (1.5, 2) is a mistake, not head (1, 2)."""
+    if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+        raise InputError(f"Cannot mask head {pair!r}: heads to mask are (layer, head) pairs, e.g. [(4, 2), (5, 11)].")
+    return integer("masked head's layer", pair[0]), integer("masked head's head", pair[1])
+
+
 # What a page sent (AttentionWidget.set_state): checked before traitlets sees it.
 
 

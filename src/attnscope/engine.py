@@ -1,76 +1,41 @@
-"""The attention engine: one forward pass that returns every layer's attention, queries and keys.
-
-Queries and keys are captured with forward hooks on the model's own projection modules (no
-patched copies of model code): the hooks see the projections' outputs, which are split into heads
-here. All math stays on the model's device; tensors move to the CPU only for the browser.
+"""The attention engine: one forward pass that returns every layer's attention, queries and keys
+(hooks.py records them on the model's own projection modules; fast_capture.py, for a long input,
+where transformers calls the attention function). All math stays on the model's device; tensors
+move to the CPU only for the browser.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import itertools
-import math
-import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from . import checks, fast_capture
-from .analysis import word_groups
+from .checks import head_pair
 from .errors import InputError, NoAttentionError
 from .exact_attention import describe_bytes, full_attention_bytes
-from .labels import head_label
-from .models import LoadedModel, attention_implementation, borrowed, load_model
+from .hooks import (
+    capture_queries_keys,
+    captured_queries_keys,
+    captured_score_bias,
+    encoder_decoder_groups,
+    find_attention_modules,
+    head_mask_hooks,
+    no_capture,
+    stacked_first,
+)
+from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
+from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
+from .texts import groups_from_tokens, single_text, text_pieces, word_groups_of
 from .token_labels import TokenLabels, labels_for_tokenizer
 
-
-@dataclass(frozen=True)
-class ProjectionLayout:
-    """Where an attention module keeps its query and key projections."""
-
-    query: str | None = None
-    key: str | None = None
-    value: str | None = None
-    # GPT-2 style: one projection whose output is [q | k | v] along the last dimension.
-    fused_qkv: str | None = None
-    # T5 style: the module adds a learned relative-position bias to q·kᵀ and returns it as its
-    # second output; it is captured so that scores and the neuron view include it.
-    bias_output: bool = False
-
-    def matches(self, module: torch.nn.Module) -> bool:
-        names = [self.fused_qkv] if self.fused_qkv else [self.query, self.key]
-        return all(isinstance(getattr(module, n, None), torch.nn.Module) for n in names)
-
-
-BERT_LIKE = ProjectionLayout(query="query", key="key", value="value")
-DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin", value="v_lin")
-GPT2 = ProjectionLayout(fused_qkv="c_attn")
-PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj", value="v_proj")
-T5_LIKE = ProjectionLayout(query="q", key="k", value="v", bias_output=True)
-
-# Families tested against their own returned attention (tests/test_engine.py); other model types
-# are tried with every layout, first match wins.
-LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
-    "bert": BERT_LIKE,
-    "roberta": BERT_LIKE,
-    "xlm-roberta": BERT_LIKE,
-    "camembert": BERT_LIKE,
-    "electra": BERT_LIKE,
-    "albert": BERT_LIKE,
-    "distilbert": DISTILBERT,
-    "gpt2": GPT2,
-}
-ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
-# Above this many bytes of layers × heads × T × T float32, "auto" runs keep q, k and log-sum-exps
-# instead (a 4-layer, 8-head model at about 2,900 tokens; MiniLM and BERT-base never at 512).
 FULL_ATTENTION_LIMIT = 2**30
 # The most a run keeps as full attention (layers × heads × T × T float32, 8 GB), whatever `attention`
 # says: above it a run is refused, naming the size, before the model runs (30 layers × 9 heads at
@@ -83,323 +48,6 @@ MAX_TEXT_CHARACTERS = 1_000_000
 # A longer text is counted and read a piece of about this many characters at a time (text_pieces).
 PIECE_CHARACTERS = 100_000
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
-
-
-@dataclass
-class _Capture:
-    """Projection outputs recorded by the hooks, in call order (= layer order)."""
-
-    queries: list[torch.Tensor] = field(default_factory=list)
-    keys: list[torch.Tensor] = field(default_factory=list)
-    scaling: list[float | None] = field(default_factory=list)
-    # Rotary models (Llama, Mistral, Qwen2): each layer's (cos, sin) and the function that applies
-    # them, from the model's own module; q and k are shown after rotation, as the model uses them.
-    rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
-    apply_rotary: Any = None
-    bias: list[torch.Tensor] = field(default_factory=list)
-
-
-CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
-
-
-def encoder_decoder_groups(
-    model: torch.nn.Module,
-) -> tuple[dict[str, list[torch.nn.Module]], ProjectionLayout | None]:
-    """Attention modules of an encoder-decoder model, by part: encoder self-attention, decoder
-    self-attention and cross-attention (the decoder's attention to the encoder), in layer order."""
-    for layout in ALL_LAYOUTS:
-        groups: dict[str, list[torch.nn.Module]] = {"encoder": [], "decoder": [], "cross": []}
-        for name, module in model.named_modules():
-            if not layout.matches(module):
-                continue
-            parts = name.split(".")
-            if parts[-1] in CROSS_ATTENTION_NAMES:
-                groups["cross"].append(module)
-            elif "decoder" in parts:
-                groups["decoder"].append(module)
-            else:
-                groups["encoder"].append(module)
-        if all(groups.values()):
-            return groups, layout
-    return {}, None
-
-
-def find_attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], ProjectionLayout | None]:
-    """The self-attention modules of `model` (each once, even when shared across layers as in ALBERT)."""
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    candidates = [LAYOUTS_BY_MODEL_TYPE[model_type]] if model_type in LAYOUTS_BY_MODEL_TYPE else list(ALL_LAYOUTS)
-    for layout in candidates:
-        found = [
-            m
-            for m in model.modules()
-            if layout.matches(m)
-            and not getattr(m, "is_cross_attention", False)
-            and "Cross" not in type(m).__name__
-        ]
-        if found:
-            return found, layout
-    return [], None
-
-
-def _module_scaling(module: torch.nn.Module) -> float | None:
-    """The scale the module applies to q·kᵀ, when it records one (GPT-2's varies by layer)."""
-    scaling = getattr(module, "scaling", None)
-    return float(scaling) if isinstance(scaling, (int, float)) else None
-
-
-@contextmanager
-def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[_Capture]:
-    """Hook the q/k projections of `modules` for the duration of the block.
-
-    Only calls from this thread are recorded: a forward of the same model in another thread (a
-    second widget's run, a callback) must not slip its q and k into this run's."""
-    capture = _Capture()
-    handles = []
-    owner = threading.get_ident()
-
-    def mine() -> bool:
-        return threading.get_ident() == owner
-
-    def on_query(attention_module: torch.nn.Module):
-        def hook(_module, _inputs, output):
-            if not mine():
-                return
-            if layout.fused_qkv:
-                width = output.shape[-1] // 3
-                capture.queries.append(output[..., :width].detach())
-                capture.keys.append(output[..., width : 2 * width].detach())
-            else:
-                capture.queries.append(output.detach())
-            capture.scaling.append(_module_scaling(attention_module))
-
-        return hook
-
-    def on_key(_module, _inputs, output):
-        if mine():
-            capture.keys.append(output.detach())
-
-    def on_attention_call(module, _args, kwargs):
-        if not mine():
-            return
-        rotary = kwargs.get("position_embeddings")
-        if isinstance(rotary, tuple) and len(rotary) == 2:
-            capture.rotary.append((rotary[0].detach(), rotary[1].detach()))
-            capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
-
-    def on_attention_output(_module, _inputs, output):
-        if mine() and isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
-            capture.bias.append(output[1].detach())
-
-    try:
-        for module in modules:
-            handles.append(module.register_forward_pre_hook(on_attention_call, with_kwargs=True))
-            if layout.bias_output:
-                handles.append(module.register_forward_hook(on_attention_output))
-            if layout.fused_qkv:
-                handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
-            else:
-                handles.append(getattr(module, layout.query).register_forward_hook(on_query(module)))
-                handles.append(getattr(module, layout.key).register_forward_hook(on_key))
-        yield capture
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextmanager
-def head_mask_hooks(
-    modules: Sequence[torch.nn.Module], layout: ProjectionLayout, mask: torch.Tensor | None
-) -> Iterator[None]:
-    """Scale each head's output by mask[layer, head] (Michel et al.'s ξ_h) for the block.
-
-    Head h's output is A_h·V_h. Where the module has an output projection over the concatenated
-    heads (o_proj / out_proj: Llama, BART, ...), its input is scaled per query head; this is right
-    for grouped-query attention, where value heads are shared. Otherwise the value vectors are
-    scaled (BERT's output projection lives in another module), which is the same ξ_h·Att_h. Either
-    way gradients flow to ξ, model code is untouched, the masked head's own attention weights are
-    unchanged and every later layer sees the change. Calls are counted, so a module shared by all
-    layers (ALBERT) gets each layer's row in turn.
-    """
-    if mask is None:
-        yield
-        return
-    n_layers, n_heads = mask.shape[-2:]
-    calls = [0]
-    owner = threading.get_ident()  # another thread's forward of the same model is not masked
-
-    def factors_for(dtype):
-        layer = calls[0] % n_layers
-        calls[0] += 1
-        # layers × heads, or batch × layers × heads (one ξ per example, for per-example gradients)
-        factors = mask[..., layer, :].to(dtype)
-        return factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
-
-    def per_head(values, factors):
-        return (values.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
-
-    def scale_value(_module, _inputs, output):
-        if threading.get_ident() != owner:
-            return None
-        factors = factors_for(output.dtype)
-        if layout.fused_qkv:
-            width = output.shape[-1] // 3
-            return torch.cat([output[..., : 2 * width], per_head(output[..., 2 * width :], factors)], dim=-1)
-        return per_head(output, factors)
-
-    def scale_heads_input(_module, args):
-        if threading.get_ident() != owner:
-            return None
-        (heads_concatenated, *rest) = args
-        return (per_head(heads_concatenated, factors_for(heads_concatenated.dtype)), *rest)
-
-    handles = []
-    try:
-        for module in modules:
-            output = _output_projection(module)
-            if output is not None and not layout.fused_qkv:
-                handles.append(output.register_forward_pre_hook(scale_heads_input))
-            elif layout.fused_qkv or layout.value:
-                handles.append(getattr(module, layout.fused_qkv or layout.value).register_forward_hook(scale_value))
-            else:
-                raise NoAttentionError("Head masking needs the model's value or output projections, which were not found.")
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def _output_projection(module: torch.nn.Module) -> torch.nn.Module | None:
-    for name in ("o_proj", "out_proj"):
-        candidate = getattr(module, name, None)
-        if isinstance(candidate, torch.nn.Module):
-            return candidate
-    return None
-
-
-def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> list[list[int]]:
-    """Word groups when the tokenizer has no word ids (slow tokenizers): "##" pieces continue a word,
-    BPE/SentencePiece pieces without a leading-space marker continue one."""
-    groups: list[list[int]] = []
-    special = set(special)
-    marks_spaces = any(t[:1] in "Ġ▁" for t in tokens)  # once, not per token: linear in the tokens
-    for position, token in enumerate(tokens):
-        continues = (
-            groups
-            and token not in special
-            and tokens[position - 1] not in special
-            and (token.startswith("##") or (marks_spaces and token[:1] not in "Ġ▁"))
-        )
-        if continues:
-            groups[-1].append(position)
-        else:
-            groups.append([position])
-    return groups
-
-
-def text_pieces(text: str, size: int) -> Iterator[tuple[int, int]]:
-    """[start, end) spans of `text` of about `size` characters, each cut where a run of whitespace
-    begins: every tokenizer attnscope meets splits words at whitespace first (BERT's WordPiece,
-    byte-level BPE, SentencePiece's "▁"), so the pieces' tokens are the whole text's."""
-    start, n = 0, len(text)
-    while start < n:
-        end = min(n, start + size)
-        if end < n:
-            cut = end
-            while cut > start + size // 2 and not (text[cut].isspace() and not text[cut - 1].isspace()):
-                cut -= 1
-            end = cut if cut > start + size // 2 else end  # one word of size // 2 characters: cut in it
-        yield start, end
-        start = end
-
-
-def _split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(1, T, heads·d) → (heads, T, d)."""
-    _, t, width = projection.shape
-    return projection[0].view(t, n_heads, width // n_heads).transpose(0, 1)
-
-
-def _single_text(value: Any, what: str) -> str | None:
-    """Accept one string (or a batch of exactly one); refuse batches with a clear message, and a
-    string with a surrogate (no tokenizer reads one) naming where it is."""
-    if value is None or isinstance(value, str):
-        return value if value is None else checks.text_of_characters(what, value)
-    if isinstance(value, (list, tuple)):
-        if len(value) == 1 and isinstance(value[0], str):
-            return checks.text_of_characters(f"{what}[0]", value[0])
-        raise InputError(
-            f"attnscope shows one input at a time, but {what} is a batch of {len(value)}. "
-            "Run the texts one by one (e.g. in a loop)."
-        )
-    raise InputError(f"{what} must be a string, got {type(value).__name__}.")
-
-
-def max_positions(model: Any, tokenizer: Any) -> int | None:
-    """The longest input the model can really take, from its config (or the tokenizer's limit).
-
-    RoBERTa-style embeddings (RoBERTa, XLM-R, CamemBERT, ...) number positions from the padding
-    index + 1, so a table of 514 rows holds 512 tokens: the rows below that are never used."""
-    config = getattr(model, "config", None)
-    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int) and value > 0:
-            table = _padding_offset_positions(model)
-            return min(value, table) if table is not None else value
-    limit = getattr(tokenizer, "model_max_length", None)
-    return limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
-
-
-def _padding_offset_positions(model: Any) -> int | None:
-    """Usable positions of an embedding whose position ids start after its padding index."""
-    for module in model.modules():
-        padding, table = getattr(module, "padding_idx", None), getattr(module, "position_embeddings", None)
-        if isinstance(padding, int) and isinstance(table, torch.nn.Embedding):
-            return table.num_embeddings - padding - 1
-    return None
-
-
-def _stack_first(layers: list[torch.Tensor | None]) -> torch.Tensor:
-    """Batch item 0 of every layer's map as one float32 tensor (layers × ...), on the first
-    layer's device. Each layer is released from `layers` (a list the caller owns, emptied here)
-    as it is copied, so the peak is one copy plus a layer, not two (150 MB at 512 tokens on
-    bert-base)."""
-    first = layers[0][0]
-    stacked = torch.empty((len(layers), *first.shape), dtype=torch.float32, device=first.device)
-    for index in range(len(layers)):
-        stacked[index] = layers[index][0]
-        layers[index] = None
-    del first
-    return stacked
-
-
-def has_nonfinite(values: torch.Tensor) -> torch.Tensor:
-    """Per row (last dimension), whether it holds NaN or ±inf: the row sum is then NaN or ±inf.
-    Cheaper than isfinite over every weight (no T² mask), and rows of probabilities never
-    overflow a float32 sum."""
-    return ~torch.isfinite(values.sum(-1, dtype=torch.float32))
-
-
-def nonfinite_heads(attention: torch.Tensor) -> list[tuple[int, int]]:
-    """(layer, head) of every map in layers × heads × ... that holds NaN or ±inf."""
-    bad = has_nonfinite(attention).flatten(2).any(-1)
-    return [(int(layer), int(head)) for layer, head in bad.nonzero().tolist()]
-
-
-def describe_heads(heads: Sequence[tuple[int, int]], limit: int = 12) -> str:
-    """"0-1, 0-4, 3-0" (layer-head, counted from 0), shortened past `limit`."""
-    names = [head_label(layer, head) for layer, head in heads]
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-class NonFiniteAttentionWarning(UserWarning):
-    """Some heads' attention holds NaN or infinite values."""
-
-
-def nonfinite_message(heads: Sequence[tuple[int, int]], n_heads_total: int) -> str:
-    return (
-        f"Attention holds NaN or infinite values in {len(heads)} of {n_heads_total} heads (layer-head): "
-        f"{describe_heads(heads)}. Half-precision overflow or broken weights? Those heads are "
-        "drawn empty; run the model in float32 (model.float()) to see them."
-    )
 
 
 class AttentionModel:
@@ -418,8 +66,8 @@ class AttentionModel:
         else:
             self.groups = {}
             self.attention_modules, self.layout = find_attention_modules(loaded.model)
-        self._forward_inputs = _accepted_inputs(loaded.model)
-        self._forward_parameters = _forward_parameters(loaded.model)
+        self._forward_inputs = accepted_inputs(loaded.model)
+        self._forward_parameters = forward_parameters(loaded.model)
 
     @property
     def model(self) -> Any:
@@ -605,8 +253,8 @@ class AttentionModel:
         """
         if attention not in ("auto", "full", "on_demand"):
             raise InputError(f"attention must be 'auto', 'full' or 'on_demand', not {attention!r}.")
-        text = _single_text(text, "text")
-        text_b = _single_text(text_b, "text_b")
+        text = single_text(text, "text")
+        text_b = single_text(text_b, "text_b")
         if text is None or not text.strip():
             raise InputError("The text is empty: type a sentence to see its attention.")
         if text_b is not None and not text_b.strip():
@@ -690,7 +338,7 @@ class AttentionModel:
             sentence_b_start=self._sentence_b_start(encoded, text_b),
             truncated_from=truncated_from,
             input_ids=encoded["input_ids"],
-            word_groups=labels.words or self.word_groups(encoded, tokens),
+            word_groups=labels.words or word_groups_of(encoded, tokens, self.tokenizer),
         )
 
     def resolve_max_length(self, max_length: Any, pair: bool = False) -> tuple[int, str]:
@@ -731,7 +379,7 @@ class AttentionModel:
         sentence_b_start = self._sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
 
-        capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else _no_capture()
+        capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else no_capture()
         with capturing as capture:
             outputs = self.forward(encoded, head_mask=mask)
 
@@ -742,9 +390,9 @@ class AttentionModel:
                 f"Model {self.name} returned no attention weights, so there is nothing to show. "
                 "attnscope needs a transformer whose attention layers support output_attentions."
             )
-        attention = _stack_first(attentions)
+        attention = stacked_first(attentions)
         n_layers, n_heads, _, _ = attention.shape
-        queries, keys, scaling = self._queries_keys(capture, n_layers, n_heads)
+        queries, keys, scaling = captured_queries_keys(capture, n_layers, n_heads, self.name)
 
         return AttentionResult(
             tokens=list(tokens),
@@ -762,9 +410,9 @@ class AttentionModel:
             text_b=text_b,
             truncated_from=truncated_from,
             input_ids=input_ids,
-            word_groups=labels.words or self.word_groups(encoded, tokens),
+            word_groups=labels.words or word_groups_of(encoded, tokens, self.tokenizer),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
-            score_bias=self._score_bias(capture, attention),
+            score_bias=captured_score_bias(capture, attention),
             nonfinite_heads=self._warn_nonfinite(attention),
         )
 
@@ -858,10 +506,10 @@ class AttentionModel:
         for part, attentions in found.items():
             if not attentions or any(a is None for a in attentions):
                 raise NoAttentionError(f"Model {self.name} returned no {part} attention weights.")
-            attention = _stack_first(attentions)
+            attention = stacked_first(attentions)
             found[part] = None
             n_layers, n_heads = attention.shape[:2]
-            queries, keys, scaling = self._queries_keys(captures[part], n_layers, n_heads)
+            queries, keys, scaling = captured_queries_keys(captures[part], n_layers, n_heads, self.name)
             specials = getattr(self.tokenizer, "all_special_tokens", ())
             # The encoder's words come from the text's spans (its offsets) when the tokenizer gives them.
             encoder_words = labels.words or groups_from_tokens(tokens, specials)
@@ -882,7 +530,7 @@ class AttentionModel:
                 truncated_from=truncated_from,
                 input_ids=input_ids if part == "encoder" else decoder_ids,
                 word_groups=encoder_words if part == "encoder" else decoder_words,
-                score_bias=self._score_bias(captures[part], attention),
+                score_bias=captured_score_bias(captures[part], attention),
                 nonfinite_heads=self._warn_nonfinite(attention),
             )
             if part == "cross":
@@ -891,55 +539,6 @@ class AttentionModel:
             else:
                 parts[part] = AttentionResult(**fields)
         return EncoderDecoderResult.of(parts, decoder_truncated_from)
-
-    def word_groups(self, encoded: Any, tokens: Sequence[str], index: int = 0) -> list[list[int]]:
-        """Token positions of each word of encoding `index` (fast tokenizers know their words)."""
-        try:
-            word_ids = encoded.word_ids(index)
-            sequence_ids = encoded.sequence_ids(index)
-        except (AttributeError, ValueError):
-            word_ids = None
-        if word_ids is None:
-            return groups_from_tokens(tokens, getattr(self.tokenizer, "all_special_tokens", ()))
-        length = len(tokens)
-        return word_groups(word_ids[:length], sequence_ids[:length])
-
-    def _queries_keys(
-        self, capture: _Capture | None, n_layers: int, n_heads: int
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, list[float]]:
-        if capture is None or len(capture.queries) != n_layers or len(capture.keys) != n_layers:
-            warnings.warn(
-                f"Could not capture queries and keys of {self.name}; attention is shown without them.",
-                stacklevel=3,
-            )
-            return None, None, [1.0] * n_layers
-        queries, keys = [], []
-        for layer, (q, k) in enumerate(zip(capture.queries, capture.keys)):
-            head_dim = q.shape[-1] // n_heads
-            q, k = _split_heads(q, n_heads), _split_heads(k, k.shape[-1] // head_dim)
-            if capture.rotary and capture.apply_rotary is not None:
-                if len(capture.rotary) != n_layers:
-                    warnings.warn(f"Could not capture the rotary embeddings of {self.name}.", stacklevel=3)
-                    return None, None, [1.0] * n_layers
-                cos, sin = capture.rotary[layer]
-                q, k = (t[0] for t in capture.apply_rotary(q[None], k[None], cos[:1], sin[:1]))
-            # Grouped-query attention: query head h uses key head h // (query heads per key head).
-            queries.append(q)
-            keys.append(k.repeat_interleave(n_heads // k.shape[0], dim=0))
-        # A model split over GPUs (device_map) gives each layer's q and k on its own device.
-        device = queries[0].device
-        queries_t = torch.stack([q.to(device) for q in queries]).float()
-        keys_t = torch.stack([k.to(device) for k in keys]).float()
-        head_dim = queries_t.shape[-1]
-        scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
-        return queries_t, keys_t, scaling
-
-    @staticmethod
-    def _score_bias(capture: _Capture | None, attention: torch.Tensor) -> torch.Tensor | None:
-        """T5's position bias of every layer (layers × heads × Tq × Tk), or None."""
-        if capture is None or len(capture.bias) != attention.shape[0]:
-            return None
-        return torch.stack([b[0].expand(attention.shape[1:]) for b in capture.bias]).float()
 
     def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
         if text_b is None:
@@ -954,37 +553,6 @@ class AttentionModel:
         if token_types is not None and bool((token_types[0] == 1).any()):
             return int((token_types[0] == 1).nonzero()[0, 0])
         return None
-
-
-def head_pair(pair: Any) -> tuple[int, int]:
-    """(layer, head) as two whole numbers: (1.5, 2) is a mistake, not head (1, 2)."""
-    if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
-        raise InputError(f"Cannot mask head {pair!r}: heads to mask are (layer, head) pairs, e.g. [(4, 2), (5, 11)].")
-    return checks.integer("masked head's layer", pair[0]), checks.integer("masked head's head", pair[1])
-
-
-def _forward_parameters(model: Any) -> set[str]:
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
-def _accepted_inputs(model: Any) -> set[str]:
-    """Which tokenizer outputs the model's forward takes (DistilBERT and GPT-2 have no token types)."""
-    wanted = {"input_ids", "attention_mask", "token_type_ids", "decoder_input_ids"}
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return wanted
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return {name for name in wanted if name in params} | {"input_ids", "attention_mask"}
-    return {name for name in wanted if name in params}
-
-
-@contextmanager
-def _no_capture() -> Iterator[None]:
-    yield None
 
 
 def model_of(value: Any, what: str) -> AttentionModel:

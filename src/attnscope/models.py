@@ -10,6 +10,7 @@ attention and captures q, k and row log-sum-exps where transformers calls it (fa
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import re
 from collections.abc import Iterator
@@ -443,3 +444,46 @@ def _check_tokenizer_files(name: str) -> None:
             f"The model directory '{name}' has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...), so every "
             "word would become [UNK]. Save the tokenizer there too (tokenizer.save_pretrained), or pass tokenizer=."
         )
+
+
+def max_positions(model: Any, tokenizer: Any) -> int | None:
+    """The longest input the model can really take, from its config (or the tokenizer's limit).
+
+    RoBERTa-style embeddings (RoBERTa, XLM-R, CamemBERT, ...) number positions from the padding
+    index + 1, so a table of 514 rows holds 512 tokens: the rows below that are never used."""
+    config = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            table = _padding_offset_positions(model)
+            return min(value, table) if table is not None else value
+    limit = getattr(tokenizer, "model_max_length", None)
+    return limit if isinstance(limit, int) and 0 < limit < 1_000_000 else None
+
+
+def _padding_offset_positions(model: Any) -> int | None:
+    """Usable positions of an embedding whose position ids start after its padding index."""
+    for module in model.modules():
+        padding, table = getattr(module, "padding_idx", None), getattr(module, "position_embeddings", None)
+        if isinstance(padding, int) and isinstance(table, torch.nn.Embedding):
+            return table.num_embeddings - padding - 1
+    return None
+
+
+def forward_parameters(model: Any) -> set[str]:
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def accepted_inputs(model: Any) -> set[str]:
+    """Which tokenizer outputs the model's forward takes (DistilBERT and GPT-2 have no token types)."""
+    wanted = {"input_ids", "attention_mask", "token_type_ids", "decoder_input_ids"}
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return wanted
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return {name for name in wanted if name in params} | {"input_ids", "attention_mask"}
+    return {name for name in wanted if name in params}

@@ -15,12 +15,12 @@ from typing import Any
 from . import analysis as an
 from . import checks
 from .analyses.tables import ANALYSIS_VIEWS, analysis_kind
-from .engine import AttentionResult, nonfinite_message
 from .errors import InputError
 from .exact_attention import describe_bytes, full_attention_bytes
 from .labels import head_label, head_name
 from .neuron_numbers import neuron_slice
-from .results import EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
+from .nonfinite import nonfinite_message
+from .results import AttentionResult, EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
 from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
 
 

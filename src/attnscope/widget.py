@@ -18,16 +18,18 @@ import traitlets
 
 from . import checks
 from . import payloads as pl
+from .checks import head_pair
 from .contract import contract_traits
-from .engine import AttentionModel, AttentionResult, NonFiniteAttentionWarning, head_pair, load
+from .engine import AttentionModel, load
 from .errors import AttnscopeError, InputError
 from .export import slide_html, widget_html
 from .files import ImageRequest, output_path, write_atomic
 from .long_answers import LongAnswers
 from .messages import Channel
+from .nonfinite import NonFiniteAttentionWarning
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
-from .results import LongAttentionResult, parts_of, run_of
+from .results import AttentionResult, LongAttentionResult, parts_of, run_of
 from .views import LONG_VIEWS, SHORT_VIEWS, VIEW_NAMES
 from .widget_state import NEEDS_A_MODEL, RunState, Settings, layer_in_range, long_only, run_state, short_only, source, view_payloads
 from .widget_traits import WidgetTraits

@@ -15,16 +15,10 @@ import torch
 
 from .. import analysis as an
 from .. import checks
-from ..engine import (
-    MAX_TEXT_CHARACTERS,
-    PIECE_CHARACTERS,
-    AttentionModel,
-    describe_heads,
-    has_nonfinite,
-    max_positions,
-    nonfinite_heads,
-)
+from ..engine import MAX_TEXT_CHARACTERS, PIECE_CHARACTERS, AttentionModel
 from ..errors import InputError
+from ..models import max_positions
+from ..nonfinite import describe_heads, has_nonfinite, nonfinite_heads
 from ..progress import progress as progress_bar
 
 Document = tuple[str, "str | None"]

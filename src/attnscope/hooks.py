@@ -1,0 +1,315 @@
+"""The hooks that record a full run's queries and keys on the model's own projection modules
+(no patched copies of model code), and that switch heads off: which modules are attention, how
+their projections are named, and how their outputs split into heads."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import NoAttentionError
+
+
+@dataclass(frozen=True)
+class ProjectionLayout:
+    """Where an attention module keeps its query and key projections."""
+
+    query: str | None = None
+    key: str | None = None
+    value: str | None = None
+    # GPT-2 style: one projection whose output is [q | k | v] along the last dimension.
+    fused_qkv: str | None = None
+    # T5 style: the module adds a learned relative-position bias to q·kᵀ and returns it as its
+    # second output; it is captured so that scores and the neuron view include it.
+    bias_output: bool = False
+
+    def matches(self, module: torch.nn.Module) -> bool:
+        names = [self.fused_qkv] if self.fused_qkv else [self.query, self.key]
+        return all(isinstance(getattr(module, n, None), torch.nn.Module) for n in names)
+
+
+BERT_LIKE = ProjectionLayout(query="query", key="key", value="value")
+DISTILBERT = ProjectionLayout(query="q_lin", key="k_lin", value="v_lin")
+GPT2 = ProjectionLayout(fused_qkv="c_attn")
+PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj", value="v_proj")
+T5_LIKE = ProjectionLayout(query="q", key="k", value="v", bias_output=True)
+
+# Families tested against their own returned attention (tests/test_engine.py); other model types
+# are tried with every layout, first match wins.
+LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
+    "bert": BERT_LIKE,
+    "roberta": BERT_LIKE,
+    "xlm-roberta": BERT_LIKE,
+    "camembert": BERT_LIKE,
+    "electra": BERT_LIKE,
+    "albert": BERT_LIKE,
+    "distilbert": DISTILBERT,
+    "gpt2": GPT2,
+}
+ALL_LAYOUTS = (BERT_LIKE, DISTILBERT, GPT2, PROJ_NAMED, T5_LIKE)
+# Above this many bytes of layers × heads × T × T float32, "auto" runs keep q, k and log-sum-exps
+# instead (a 4-layer, 8-head model at about 2,900 tokens; MiniLM and BERT-base never at 512).
+
+
+@dataclass
+class Capture:
+    """Projection outputs recorded by the hooks, in call order (= layer order)."""
+
+    queries: list[torch.Tensor] = field(default_factory=list)
+    keys: list[torch.Tensor] = field(default_factory=list)
+    scaling: list[float | None] = field(default_factory=list)
+    # Rotary models (Llama, Mistral, Qwen2): each layer's (cos, sin) and the function that applies
+    # them, from the model's own module; q and k are shown after rotation, as the model uses them.
+    rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    apply_rotary: Any = None
+    bias: list[torch.Tensor] = field(default_factory=list)
+
+
+CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
+
+
+def encoder_decoder_groups(
+    model: torch.nn.Module,
+) -> tuple[dict[str, list[torch.nn.Module]], ProjectionLayout | None]:
+    """Attention modules of an encoder-decoder model, by part: encoder self-attention, decoder
+    self-attention and cross-attention (the decoder's attention to the encoder), in layer order."""
+    for layout in ALL_LAYOUTS:
+        groups: dict[str, list[torch.nn.Module]] = {"encoder": [], "decoder": [], "cross": []}
+        for name, module in model.named_modules():
+            if not layout.matches(module):
+                continue
+            parts = name.split(".")
+            if parts[-1] in CROSS_ATTENTION_NAMES:
+                groups["cross"].append(module)
+            elif "decoder" in parts:
+                groups["decoder"].append(module)
+            else:
+                groups["encoder"].append(module)
+        if all(groups.values()):
+            return groups, layout
+    return {}, None
+
+
+def find_attention_modules(model: torch.nn.Module) -> tuple[list[torch.nn.Module], ProjectionLayout | None]:
+    """The self-attention modules of `model` (each once, even when shared across layers as in ALBERT)."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    candidates = [LAYOUTS_BY_MODEL_TYPE[model_type]] if model_type in LAYOUTS_BY_MODEL_TYPE else list(ALL_LAYOUTS)
+    for layout in candidates:
+        found = [
+            m
+            for m in model.modules()
+            if layout.matches(m)
+            and not getattr(m, "is_cross_attention", False)
+            and "Cross" not in type(m).__name__
+        ]
+        if found:
+            return found, layout
+    return [], None
+
+
+def _module_scaling(module: torch.nn.Module) -> float | None:
+    """The scale the module applies to q·kᵀ, when it records one (GPT-2's varies by layer)."""
+    scaling = getattr(module, "scaling", None)
+    return float(scaling) if isinstance(scaling, (int, float)) else None
+
+
+@contextmanager
+def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[Capture]:
+    """Hook the q/k projections of `modules` for the duration of the block.
+
+    Only calls from this thread are recorded: a forward of the same model in another thread (a
+    second widget's run, a callback) must not slip its q and k into this run's."""
+    capture = Capture()
+    handles = []
+    owner = threading.get_ident()
+
+    def mine() -> bool:
+        return threading.get_ident() == owner
+
+    def on_query(attention_module: torch.nn.Module):
+        def hook(_module, _inputs, output):
+            if not mine():
+                return
+            if layout.fused_qkv:
+                width = output.shape[-1] // 3
+                capture.queries.append(output[..., :width].detach())
+                capture.keys.append(output[..., width : 2 * width].detach())
+            else:
+                capture.queries.append(output.detach())
+            capture.scaling.append(_module_scaling(attention_module))
+
+        return hook
+
+    def on_key(_module, _inputs, output):
+        if mine():
+            capture.keys.append(output.detach())
+
+    def on_attention_call(module, _args, kwargs):
+        if not mine():
+            return
+        rotary = kwargs.get("position_embeddings")
+        if isinstance(rotary, tuple) and len(rotary) == 2:
+            capture.rotary.append((rotary[0].detach(), rotary[1].detach()))
+            capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
+
+    def on_attention_output(_module, _inputs, output):
+        if mine() and isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
+            capture.bias.append(output[1].detach())
+
+    try:
+        for module in modules:
+            handles.append(module.register_forward_pre_hook(on_attention_call, with_kwargs=True))
+            if layout.bias_output:
+                handles.append(module.register_forward_hook(on_attention_output))
+            if layout.fused_qkv:
+                handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
+            else:
+                handles.append(getattr(module, layout.query).register_forward_hook(on_query(module)))
+                handles.append(getattr(module, layout.key).register_forward_hook(on_key))
+        yield capture
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def head_mask_hooks(
+    modules: Sequence[torch.nn.Module], layout: ProjectionLayout, mask: torch.Tensor | None
+) -> Iterator[None]:
+    """Scale each head's output by mask[layer, head] (Michel et al.'s ξ_h) for the block.
+
+    Head h's output is A_h·V_h. Where the module has an output projection over the concatenated
+    heads (o_proj / out_proj: Llama, BART, ...), its input is scaled per query head; this is right
+    for grouped-query attention, where value heads are shared. Otherwise the value vectors are
+    scaled (BERT's output projection lives in another module), which is the same ξ_h·Att_h. Either
+    way gradients flow to ξ, model code is untouched, the masked head's own attention weights are
+    unchanged and every later layer sees the change. Calls are counted, so a module shared by all
+    layers (ALBERT) gets each layer's row in turn.
+    """
+    if mask is None:
+        yield
+        return
+    n_layers, n_heads = mask.shape[-2:]
+    calls = [0]
+    owner = threading.get_ident()  # another thread's forward of the same model is not masked
+
+    def factors_for(dtype):
+        layer = calls[0] % n_layers
+        calls[0] += 1
+        # layers × heads, or batch × layers × heads (one ξ per example, for per-example gradients)
+        factors = mask[..., layer, :].to(dtype)
+        return factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
+
+    def per_head(values, factors):
+        return (values.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+
+    def scale_value(_module, _inputs, output):
+        if threading.get_ident() != owner:
+            return None
+        factors = factors_for(output.dtype)
+        if layout.fused_qkv:
+            width = output.shape[-1] // 3
+            return torch.cat([output[..., : 2 * width], per_head(output[..., 2 * width :], factors)], dim=-1)
+        return per_head(output, factors)
+
+    def scale_heads_input(_module, args):
+        if threading.get_ident() != owner:
+            return None
+        (heads_concatenated, *rest) = args
+        return (per_head(heads_concatenated, factors_for(heads_concatenated.dtype)), *rest)
+
+    handles = []
+    try:
+        for module in modules:
+            output = _output_projection(module)
+            if output is not None and not layout.fused_qkv:
+                handles.append(output.register_forward_pre_hook(scale_heads_input))
+            elif layout.fused_qkv or layout.value:
+                handles.append(getattr(module, layout.fused_qkv or layout.value).register_forward_hook(scale_value))
+            else:
+                raise NoAttentionError("Head masking needs the model's value or output projections, which were not found.")
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _output_projection(module: torch.nn.Module) -> torch.nn.Module | None:
+    for name in ("o_proj", "out_proj"):
+        candidate = getattr(module, name, None)
+        if isinstance(candidate, torch.nn.Module):
+            return candidate
+    return None
+
+
+def split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(1, T, heads·d) → (heads, T, d)."""
+    _, t, width = projection.shape
+    return projection[0].view(t, n_heads, width // n_heads).transpose(0, 1)
+
+
+def captured_queries_keys(
+    capture: Capture | None, n_layers: int, n_heads: int, model_name: str
+) -> tuple[torch.Tensor | None, torch.Tensor | None, list[float]]:
+    """Every layer's queries and keys (layers × heads × T × d, float32, key heads repeated for
+    grouped-query attention, rotary embeddings applied) from what the hooks recorded, and each
+    layer's score scaling; (None, None, 1s) with a warning when they could not be captured."""
+    if capture is None or len(capture.queries) != n_layers or len(capture.keys) != n_layers:
+        warnings.warn(
+            f"Could not capture queries and keys of {model_name}; attention is shown without them.",
+            stacklevel=3,
+        )
+        return None, None, [1.0] * n_layers
+    queries, keys = [], []
+    for layer, (q, k) in enumerate(zip(capture.queries, capture.keys)):
+        head_dim = q.shape[-1] // n_heads
+        q, k = split_heads(q, n_heads), split_heads(k, k.shape[-1] // head_dim)
+        if capture.rotary and capture.apply_rotary is not None:
+            if len(capture.rotary) != n_layers:
+                warnings.warn(f"Could not capture the rotary embeddings of {model_name}.", stacklevel=3)
+                return None, None, [1.0] * n_layers
+            cos, sin = capture.rotary[layer]
+            q, k = (t[0] for t in capture.apply_rotary(q[None], k[None], cos[:1], sin[:1]))
+        # Grouped-query attention: query head h uses key head h // (query heads per key head).
+        queries.append(q)
+        keys.append(k.repeat_interleave(n_heads // k.shape[0], dim=0))
+    # A model split over GPUs (device_map) gives each layer's q and k on its own device.
+    device = queries[0].device
+    queries_t = torch.stack([q.to(device) for q in queries]).float()
+    keys_t = torch.stack([k.to(device) for k in keys]).float()
+    head_dim = queries_t.shape[-1]
+    scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
+    return queries_t, keys_t, scaling
+
+def captured_score_bias(capture: Capture | None, attention: torch.Tensor) -> torch.Tensor | None:
+    """T5's position bias of every layer (layers × heads × Tq × Tk), or None."""
+    if capture is None or len(capture.bias) != attention.shape[0]:
+        return None
+    return torch.stack([b[0].expand(attention.shape[1:]) for b in capture.bias]).float()
+
+
+def stacked_first(layers: list[torch.Tensor | None]) -> torch.Tensor:
+    """Batch item 0 of every layer's map as one float32 tensor (layers × ...), on the first
+    layer's device. Each layer is released from `layers` (a list the caller owns, emptied here)
+    as it is copied, so the peak is one copy plus a layer, not two (150 MB at 512 tokens on
+    bert-base)."""
+    first = layers[0][0]
+    stacked = torch.empty((len(layers), *first.shape), dtype=torch.float32, device=first.device)
+    for index in range(len(layers)):
+        stacked[index] = layers[index][0]
+        layers[index] = None
+    del first
+    return stacked
+
+
+@contextmanager
+def no_capture() -> Iterator[None]:
+    yield None
