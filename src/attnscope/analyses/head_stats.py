@@ -56,7 +56,6 @@ def head_partial(kind: str, model: AttentionModel, docs: Documents, *, max_lengt
     return HeadPartial(sums, divergence, len(docs))
 
 
-
 def head_stats(
     model: AttentionModel,
     corpus: Any,
