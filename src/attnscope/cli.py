@@ -8,8 +8,13 @@ import time
 import warnings
 from pathlib import Path
 
+from .checks import first_surrogate
+from .engine import load
 from .errors import AttnscopeError, InputError
+from .export import widget_html
+from .files import describe_size, output_path, write_atomic
 from .views import VIEW_NAMES
+from .widget import AttentionWidget
 
 
 def _layers(value: str) -> list[int]:
@@ -73,8 +78,6 @@ def main(argv: list[str] | None = None) -> int:
 def _check_utf8(name: str, text: str | None) -> None:
     """Python reads command-line bytes that are not UTF-8 as surrogates (errors="surrogateescape"):
     say which byte, where."""
-    from .checks import first_surrogate
-
     at = first_surrogate(text) if text else None
     if at is None:
         return
@@ -87,10 +90,6 @@ def _check_utf8(name: str, text: str | None) -> None:
 def _render(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from .engine import load  # torch and transformers load here, after --help
-    from .export import widget_html
-    from .files import describe_size, output_path, write_atomic
-    from .widget import AttentionWidget
 
     # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
     for name, text in (("the text", args.text), ("--text-b", args.text_b)):
