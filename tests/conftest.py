@@ -91,12 +91,17 @@ def watched_page(chromium_browser, request):
 # The tiers: `make test-fast` runs what is left after "-m 'not slow'" (unit tests, in about a
 # minute); `make test` runs everything. Slow: a browser, a Jupyter server, an executed notebook, a
 # built wheel, or a CLI in a fresh interpreter (each pays the import of torch and transformers).
-SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_notebooks.py", "test_packaging.py", "test_docs.py"}
+# test_corpus_ray.py starts a Ray cluster (worker processes, seconds a test).
+SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_notebooks.py", "test_packaging.py", "test_docs.py",
+              "test_corpus_ray.py"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = Path(str(item.fspath))
-        in_subprocess = "run_cli" in getattr(item, "fixturenames", ()) or item.name.startswith("test_cli_")
+        fixtures = getattr(item, "fixturenames", ())
+        # A fresh interpreter (the command line) or a notebook run by nbclient (the `executed` fixture).
+        in_subprocess = ("run_cli" in fixtures or "executed" in fixtures or item.name.startswith("test_cli_")
+                         or "command_line" in item.name)
         if "browser" in path.parts or path.name in SLOW_FILES or in_subprocess:
             item.add_marker(pytest.mark.slow)
