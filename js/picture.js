@@ -11,15 +11,6 @@ import { sceneToSvg, withCaption } from "./scene.js";
 import { imageCaption, VIEWS } from "./views.js";
 
 // Fewer and fewer lines (the head view's, each model view cell's) until the picture fits its bytes.
-const THINNER = {
-  // A line takes about 30 bytes of SVG: 2,500 is about all that fits in a picture.
-  head: [...[2500, 1000, 400].map((lineBudget) => ({ lineBudget })),
-    ...[128, 64, 32].map((maxTokens) => ({ lineBudget: 400, maxTokens }))],
-  model: [600, 80, 30, 12, 4].map((maxLines) => ({ maxLines })),
-  text: [24, 12, 6, 3].map((lines) => ({ lines })),
-  neuron: [Infinity, 96, 48, 24].map((maxTokens) => ({ maxTokens })),
-  rollout: [Infinity, 160, 80, 40].map((maxTokens) => ({ maxTokens })),
-};
 
 /** A saved answer as the views' request helpers give it: decoded numbers, {error}, or null. */
 function answerOf(served, state, type, params, numbers) {
@@ -68,7 +59,9 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
   const caption = imageCaption(context, state.view);
   let svg = "";
   let scene = null;
-  for (const thinner of THINNER[state.view] ?? [{}]) {
+  // Thinner versions of the picture, tried in turn (src/attnscope/views.py, through js/contract.js).
+  const thinning = adapter.thinning ?? [];
+  for (const thinner of thinning.length ? thinning : [{}]) {
     const drawn = adapter.picture(context, { title, ...thinner });
     if (typeof drawn === "string") return { error: drawn };
     scene = withCaption(drawn, caption);

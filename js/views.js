@@ -34,6 +34,7 @@ import { createTextView, textScene } from "./text_view.js";
  * @property {string} name
  * @property {string} label
  * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
+ * @property {object[]} thinning  the picture's thinner versions' options, tried in turn (src/attnscope/views.py)
  * @property {(body: HTMLElement, actions: {setTraits: (values: object, options?: {now?: boolean}) => void, redraw: () => void}, get: (name: string) => any) => any} create
  * @property {(view: any, context: ViewContext) => string} draw
  * @property {(context: ViewContext, options: object) => object | string} picture  the view as a scene from the

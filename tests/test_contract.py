@@ -123,3 +123,18 @@ def test_architecture_md_shows_the_layers_that_lint_imports_checks():
     modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"} | {
         path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
     assert modules == {name for layer in layers for name in layer}, "a module on no layer, or a layer of no module"
+
+
+def test_each_view_draws_a_synced_payload_or_a_served_store_and_asks_by_a_declared_message():
+    """views.py's table is what the saved page and the picture read for the open view: what it
+    names must be a trait of the contract or a message of the channel."""
+    from attnscope.messages import MESSAGES
+    from attnscope.views import VIEWS
+
+    traits = contract_traits(attnscope.AttentionWidget)
+    for view in VIEWS:
+        assert view.draws in ("", "neuron") or view.draws in traits, view
+        assert view.draws != "neuron" or "neuron" in MESSAGES
+        assert view.asks == "" or view.asks in MESSAGES, view
+        assert ("long" in view.modes) == (view.asks != "" or view.name == "analysis"), view
+        assert all(set(step) <= {"lineBudget", "maxTokens", "maxLines", "lines"} for step in view.thinning), view

@@ -17,6 +17,7 @@ behaviours from here (export.page_traits).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from typing import Any
@@ -121,9 +122,10 @@ def contract_js(widget_class: type) -> str:
         lines.append(f'  {message.type}: {{ kind: "{message.kind}", sender: "{message.sender}" }},')
     lines += ["};", "", "// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).",
               f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", "",
-              "// The views, declared once in src/attnscope/views.py: name, tab label, the runs each shows.",
+              "// The views, declared once in src/attnscope/views.py: name, tab label, the runs each shows,",
+              "// what each draws or asks for, and how its picture thins.",
               "export const VIEWS = [",
-              *[f"  {json.dumps({'name': v.name, 'label': v.label, 'modes': list(v.modes)})}," for v in VIEWS],
+              *[f"  {json.dumps(dataclasses.asdict(view))}," for view in VIEWS],
               "];", "",
               "// Clark et al.'s head behaviours, as analysis.BEHAVIOURS names them (the scatter colours them).",
               f"export const BEHAVIOURS = {json.dumps(list(BEHAVIOURS))};", "",

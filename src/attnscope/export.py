@@ -23,6 +23,7 @@ from .contract import contract_traits, page_traits
 from .long_answers import LongAnswers
 from .messages import OVERVIEW_BINS
 from .results import LongAttentionResult
+from .views import VIEW
 
 STATIC = Path(__file__).parent / "static"
 
@@ -134,9 +135,10 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     # only_open_view (the kernel's picture): what that view draws, no pass over every layer else.
     view = state["view"]
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
-    if not only_open_view or view == "model":
+    draws = VIEW[view].draws
+    if not only_open_view or draws == "thumbnails":
         state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
-    if not state["rollout"] and (not only_open_view or view == "rollout"):
+    if not state["rollout"] and (not only_open_view or draws == "rollout"):
         state["rollout"] = pl.rollout_payload(token_result, widget.word_level)
     source = state["attention"].get("source")  # the saved layers are the shown run's, as the kernel's are
     if state["layer"] not in layers:
@@ -145,7 +147,7 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     state.update(request={}, error="")
     served: dict = {"attention": {str(layer): pl.layer_payload(result, layer, source) for layer in layers}}
     store = (pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
-             if not only_open_view or view == "neuron" else None)
+             if not only_open_view or draws == "neuron" else None)
     if store is not None:
         store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
         served["neuron"] = store
@@ -162,7 +164,8 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
         state["layer"] = layers[0]
     layer, n = state["layer"], result.n_tokens
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
-    if not only_open_view or state["view"] == "model":  # every head's whole map pooled: seconds at 8k tokens
+    asks = VIEW[state["view"]].asks
+    if not only_open_view or asks == "thumbnails":  # every head's whole map pooled: seconds at 8k tokens
         state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
     state.update(request={}, error="")
     requests = []
@@ -174,8 +177,7 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
         ]
     requests.append(("attention_window", {"layer": layer, "token": state["focus_token"]}))
     if only_open_view:
-        kind = {"map": "attention_tile", "text": "attention_rows", "head": "attention_window"}.get(state["view"])
-        requests = [(type_, request) for type_, request in requests if type_ == kind]
+        requests = [(type_, request) for type_, request in requests if type_ == asks]
     long_answers = LongAnswers(widget.token_result, widget.result_id, widget.include_layers, widget.include_heads,
                                widget._thumbnail_size)
     answers = []

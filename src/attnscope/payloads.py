@@ -22,6 +22,7 @@ from .neuron_numbers import neuron_slice
 from .nonfinite import nonfinite_message
 from .results import AttentionResult, EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
 from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
+from .views import VIEW
 
 
 def shown_tokens(result: AttentionResult, prettify: bool = True) -> list[str]:
@@ -372,7 +373,7 @@ def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[i
 
 def needs_thumbnails(view: str, analysis: dict) -> bool:
     """The model view draws every head's thumbnail; the analysis scatter shows one on hover."""
-    return view == "model" or (view == "analysis" and analysis.get("kind") == "head_distances")
+    return VIEW[view].draws == "thumbnails" or (view == "analysis" and analysis.get("kind") == "head_distances")
 
 
 __all__ = [

@@ -36,6 +36,7 @@ from .contract import contract_traits
 from .export import page_state, split_buffers, strict_json
 from .messages import OVERVIEW_BINS
 from .results import LongAttentionResult
+from .views import VIEW
 
 STATIC = Path(__file__).parent / "static"
 # An output holds the SVG twice: base64 in an <img> of its text/html (JupyterLab, nbconvert,
@@ -60,15 +61,14 @@ def _page_of(widget: Any) -> tuple[dict, list[str]]:
     """The saved page's state that the open view's picture needs, as page_data gives it but with
     each binary part as the index of a string of bytes (_as_text) in the list beside."""
 
-    view = widget.view
-    page = page_state(widget, None if view == "model" else [widget.layer], only_open_view=True)
+    draws = VIEW[widget.view].draws  # the model view's thumbnails: every layer; the others: the open one
+    page = page_state(widget, None if draws == "thumbnails" else [widget.layer], only_open_view=True)
     # Only what the open view draws crosses into the engine: its binary parts are decoded there.
-    needs = {"head": "attention", "model": "thumbnails", "rollout": "rollout"}.get(view)
     for name in ("attention", "thumbnails", "rollout"):
-        if name != needs:
+        if name != draws:
             page["state"][name] = {}
     page["served"] = {key: value for key, value in page["served"].items()
-                      if (key == "neuron" and view == "neuron") or key == "answers"}
+                      if (key == "neuron" and draws == "neuron") or key == "answers"}
     json_part, buffers = split_buffers(page)
     parts = [{"path": path, "data": i} for i, (path, _) in enumerate(buffers)]
     return {"json": json_part, "buffers": parts}, [_as_text(data) for _, data in buffers]
@@ -109,10 +109,10 @@ def _refined_only(widget: Any) -> str:
     result, view = widget.token_result, widget.view
     if not isinstance(result, LongAttentionResult):
         return ""
-    n = result.n_tokens
-    if view == "model":
+    n, asks = result.n_tokens, VIEW[view].asks
+    if asks == "thumbnails":
         passes = pl.thumbnail_passes(result, widget.include_layers, widget._thumbnail_size)
-    elif view == "map":
+    elif asks == "attention_tile":
         passes = pl.tile_passes(result, widget.focus_head, [0, n], [0, n], min(OVERVIEW_BINS, n))
     else:
         return ""
