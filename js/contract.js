@@ -127,13 +127,13 @@ export const OVERVIEW_BINS = 256;
 // The views, declared once in src/attnscope/views.py: name, tab label, the runs each shows,
 // what each draws or asks for, and how its picture thins.
 export const VIEWS = [
-  {"name": "head", "label": "Head", "modes": ["short", "long"], "draws": "attention", "asks": "attention_window", "thinning": [{"lineBudget": 2500}, {"lineBudget": 1000}, {"lineBudget": 400}, {"lineBudget": 400, "maxTokens": 128}, {"lineBudget": 400, "maxTokens": 64}, {"lineBudget": 400, "maxTokens": 32}]},
-  {"name": "model", "label": "Model", "modes": ["short", "long"], "draws": "thumbnails", "asks": "thumbnails", "thinning": [{"maxLines": 600}, {"maxLines": 80}, {"maxLines": 30}, {"maxLines": 12}, {"maxLines": 4}]},
-  {"name": "neuron", "label": "Neuron", "modes": ["short"], "draws": "neuron", "asks": "", "thinning": [{}, {"maxTokens": 96}, {"maxTokens": 48}, {"maxTokens": 24}]},
-  {"name": "rollout", "label": "Rollout", "modes": ["short"], "draws": "rollout", "asks": "", "thinning": [{}, {"maxTokens": 160}, {"maxTokens": 80}, {"maxTokens": 40}]},
-  {"name": "text", "label": "Text", "modes": ["long"], "draws": "", "asks": "attention_rows", "thinning": [{"lines": 24}, {"lines": 12}, {"lines": 6}, {"lines": 3}]},
-  {"name": "map", "label": "Map", "modes": ["long"], "draws": "", "asks": "attention_tile", "thinning": []},
-  {"name": "analysis", "label": "Analysis", "modes": ["short", "long"], "draws": "", "asks": "", "thinning": []},
+  {"name": "head", "label": "Head", "modes": ["short", "long"], "draws": "attention", "asks": "attention_window", "controls": ["layer", "filter", "part", "words", "masks"], "thinning": [{"lineBudget": 2500}, {"lineBudget": 1000}, {"lineBudget": 400}, {"lineBudget": 400, "maxTokens": 128}, {"lineBudget": 400, "maxTokens": 64}, {"lineBudget": 400, "maxTokens": 32}]},
+  {"name": "model", "label": "Model", "modes": ["short", "long"], "draws": "thumbnails", "asks": "thumbnails", "controls": ["part", "words", "masks", "mask mode"], "thinning": [{"maxLines": 600}, {"maxLines": 80}, {"maxLines": 30}, {"maxLines": 12}, {"maxLines": 4}]},
+  {"name": "neuron", "label": "Neuron", "modes": ["short"], "draws": "neuron", "asks": "", "controls": ["layer", "part", "words"], "thinning": [{}, {"maxTokens": 96}, {"maxTokens": 48}, {"maxTokens": 24}]},
+  {"name": "rollout", "label": "Rollout", "modes": ["short"], "draws": "rollout", "asks": "", "controls": ["part", "words", "masks"], "thinning": [{}, {"maxTokens": 160}, {"maxTokens": 80}, {"maxTokens": 40}]},
+  {"name": "text", "label": "Text", "modes": ["long"], "draws": "", "asks": "attention_rows", "controls": ["layer", "part", "words"], "thinning": [{"lines": 24}, {"lines": 12}, {"lines": 6}, {"lines": 3}]},
+  {"name": "map", "label": "Map", "modes": ["long"], "draws": "", "asks": "attention_tile", "controls": ["layer", "part", "words"], "thinning": []},
+  {"name": "analysis", "label": "Analysis", "modes": ["short", "long"], "draws": "", "asks": "", "controls": [], "thinning": []},
 ];
 
 // Clark et al.'s head behaviours, as analysis.BEHAVIOURS names them (the scatter colours them).

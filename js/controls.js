@@ -41,7 +41,8 @@ function button(className, parent, text) {
 /**
  * Builds the controls in `root` for the views `[[name, label], ...]`.
  * @param {HTMLElement} root
- * @param {[string, string, string[]][]} views  [name, label, modes ("short", "long")]
+ * @param {{name: string, label: string, modes: string[], controls: string[]}[]} views  as src/attnscope/views.py
+ *   declares them (js/contract.js): modes ("short", "long") and the controls each uses
  * @param {ControlActions} actions
  * @param {{page?: boolean}} options  page: a saved copy (no model to rerun: the sentences are read-only, no masking)
  */
@@ -51,8 +52,9 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const title = el("span", "attnscope-title", header);
   const tabs = el("div", "attnscope-tabs", header);
   tabs.setAttribute("role", "tablist");
-  const modesOf = new Map(views.map(([value, , modes]) => [value, modes ?? ["short"]]));
-  for (const [value, text] of views) {
+  const modesOf = new Map(views.map(({ name, modes }) => [name, modes]));
+  const controlsOf = new Map(views.map(({ name, controls }) => [name, controls]));
+  for (const { name: value, label: text } of views) {
     const tab = button("attnscope-tab", tabs, text);
     tab.dataset.view = value;
     tab.setAttribute("role", "tab");
@@ -122,6 +124,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
     /** Brings every control in line with the state; `get(name)` reads a synced trait. */
     update(get) {
       const view = get("view");
+      const uses = (control) => (controlsOf.get(view) ?? []).includes(control);
       const parts = get("parts") ?? [];
       const masked = get("masked_heads") ?? [];
       title.textContent = get("model_name");
@@ -133,23 +136,23 @@ export function createControls(root, views, actions, { page = false } = {}) {
           (tab.dataset.view === "analysis" && !get("analysis")?.kind);
       }
       syncLayers(get("n_layers"), get("layer"));
-      layerControl.classList.toggle("attnscope-idle", view === "model" || view === "analysis" || view === "rollout");
+      layerControl.classList.toggle("attnscope-idle", !uses("layer"));
       filterSelect.value = get("sentence_filter");
       filterControl.hidden = get("sentence_b_start") === null;
-      filterControl.classList.toggle("attnscope-idle", view !== "head");
+      filterControl.classList.toggle("attnscope-idle", !uses("filter"));
       partControl.hidden = parts.length < 2;
-      partControl.classList.toggle("attnscope-idle", view === "analysis");
+      partControl.classList.toggle("attnscope-idle", !uses("part"));
       partSelect.value = get("attention_part") ?? "encoder";
       wordsBox.checked = Boolean(get("word_level"));
-      wordsControl.classList.toggle("attnscope-idle", view === "analysis");
+      wordsControl.classList.toggle("attnscope-idle", !uses("words"));
       wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
       for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
       // Masking reruns the model: not for precomputed attention (none to rerun, as the editor goes) nor a
       // saved copy; there only what the masks were is shown.
       const canMask = !page && get("editable") !== false;
-      maskBar.hidden = long || !((view === "model" && canMask) || ((view === "head" || view === "rollout" || view === "model") && masked.length > 0));
-      maskModeControl.hidden = view !== "model" || !canMask;
+      maskBar.hidden = long || !((uses("mask mode") && canMask) || (uses("masks") && masked.length > 0));
+      maskModeControl.hidden = !uses("mask mode") || !canMask;
       changeBox.checked = Boolean(get("show_change"));
       changeControl.hidden = masked.length === 0;
       unmask.hidden = masked.length === 0 || page;

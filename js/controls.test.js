@@ -1,8 +1,9 @@
 // @vitest-environment jsdom
 import { afterEach, expect, it, vi } from "vitest";
+import { VIEWS as DECLARED } from "./contract.js";
 import { createControls } from "./controls.js";
 
-const VIEWS = [["head", "Head"], ["model", "Model"], ["analysis", "Analysis"]];
+const VIEWS = DECLARED.filter((view) => ["head", "model", "analysis"].includes(view.name));
 const BASE = { view: "head", parts: [], masked_heads: [], model_name: "m", n_layers: 3, layer: 1, sentence_filter: "all",
   sentence_b_start: null, attention_part: "encoder", word_level: false, neuron_unavailable: "", analysis: {},
   result_id: 0, text: "the cat", text_b: null, editable: true, notice: "", error: "", show_change: false, mask_summary: "" };
@@ -118,4 +119,17 @@ it("keeps a failed edit's text so it can be fixed", () => {
 it("hides the editor for precomputed attention", () => {
   const { root } = mount({ editable: false });
   expect(root.querySelector(".attnscope-editor").hidden).toBe(true);
+});
+
+it("leaves idle the controls a view does not use, as src/attnscope/views.py declares them", () => {
+  for (const view of DECLARED.filter((v) => v.modes.includes("short"))) {
+    const values = { ...BASE, view: view.name };
+    const root = document.body.appendChild(document.createElement("div"));
+    createControls(root, DECLARED, { setTraits: vi.fn(), sendRequest: vi.fn(), saveImage: vi.fn(), redraw: vi.fn() })
+      .update((name) => values[name]);
+    const idle = (selector) => root.querySelector(selector).closest("label").classList.contains("attnscope-idle");
+    expect(idle("select.attnscope-layer")).toBe(!view.controls.includes("layer"));
+    expect(idle("input.attnscope-words")).toBe(!view.controls.includes("words"));
+    document.body.replaceChildren();
+  }
 });

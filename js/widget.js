@@ -68,7 +68,7 @@ function render({ model, el: host, page = false, fit = false }) {
       draw();
     }
   }
-  const controls = createControls(root, VIEWS.map((v) => [v.name, v.label, v.modes]), {
+  const controls = createControls(root, VIEWS, {
     setTraits,
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
