@@ -51,3 +51,10 @@ export function renderColorBar(parent, bar, width = BAR_WIDTH) {
     tick.style.transform = at === 0 ? "none" : at === 1 ? "translateX(-100%)" : "translateX(-50%)";
   }
 }
+
+/** A value as tooltips and cells write it: n/a, ±∞, or `digits` decimals. */
+export function formatValue(value, digits) {
+  if (Number.isNaN(value)) return "n/a";
+  if (!Number.isFinite(value)) return value > 0 ? "∞" : "−∞";
+  return value.toFixed(digits);
+}

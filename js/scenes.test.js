@@ -2,7 +2,9 @@
 // The views' scene functions are pure: plain data in, plain data out, no DOM (this file runs
 // without one), so what the screen and the images show can be checked here.
 import { expect, it } from "vitest";
-import { heatmapScene, matrixCell, matrixScene, scatterScene } from "./analysis_view.js";
+import { heatmapScene } from "./head_map_view.js";
+import { scatterScene } from "./head_scatter_view.js";
+import { matrixCell, matrixScene } from "./matrix_view.js";
 import { gridCellAt, gridSceneLabels } from "./grid.js";
 import { headScene } from "./head_view.js";
 import { CELL, modelScene, thumbnailLines } from "./model_view.js";

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { expect, it } from "vitest";
-import { createMatrixView } from "./analysis_view.js";
+import { createMatrixView } from "./matrix_view.js";
 import { createHeadView } from "./head_view.js";
 import { createModelView } from "./model_view.js";
 import { createNeuronView } from "./neuron_view.js";

@@ -2,9 +2,9 @@
 // what of the synced state it draws (decoded once, checked against the tokens) and the title of
 // its image. A view is declared in src/attnscope/views.py (name, label, modes) and given its
 // adapter here; render() in widget.js loops.
-import {
-  createHeadMapView, createHeadScatterView, createMatrixView, heatmapImage, matrixImage, scatterScene,
-} from "./analysis_view.js";
+import { createHeadMapView, heatmapImage } from "./head_map_view.js";
+import { createHeadScatterView, scatterScene } from "./head_scatter_view.js";
+import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { VIEWS as DECLARED_VIEWS } from "./contract.js";
 import { PARTS } from "./controls.js";
 import { el, tokenCaption } from "./dom.js";

@@ -1,10 +1,8 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
-import {
-  axisExtent, BEHAVIOUR_COLORS, cellAt, createHeadMapView, createHeadScatterView, createMatrixView, HEATMAP_CELL, matrixImage,
-  nearestPoint,
-  scatterLayout,
-} from "./analysis_view.js";
+import { cellAt, createHeadMapView, HEATMAP_CELL } from "./head_map_view.js";
+import { axisExtent, BEHAVIOUR_COLORS, createHeadScatterView, nearestPoint, scatterLayout } from "./head_scatter_view.js";
+import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { BEHAVIOURS } from "./contract.js";
 import { createModelView } from "./model_view.js";
 import { textWidth } from "./svg.js";
@@ -197,7 +195,7 @@ it("every drawable view exports SVG with its text escaped and its lines counted"
 });
 
 it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be rescaled to 1", async () => {
-  const { matrixShown } = await import("./analysis_view.js");
+  const { matrixShown } = await import("./matrix_view.js");
   const state = { tokens: ["[CLS]", "a", "b", "[SEP]"], shape: [1, 4, 4], special: [0, 3],
     values: Float32Array.from([1, 0, 0, 0, 0.5, 0.25, 0.05, 0.2, 0.6, 0.1, 0.1, 0.2, 0, 0, 0, 1]) };
   expect(matrixShown(state)).toMatchObject({ tokens: state.tokens, shape: [1, 4, 4] });
