@@ -40,6 +40,9 @@ import transformers
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the byte-level BPE the tests train
+sys.path.insert(0, str(HERE))
+
+from run import text_of_length  # noqa: E402 - beside this file
 
 QWEN_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                 intermediate_size=4864)
@@ -93,12 +96,6 @@ def minilm_engine(files: str | None, device: str):
         model = transformers.BertModel(config).eval()
         return "all-MiniLM-L6-v2 shape (random weights)", attnscope.load(model, tokenizer, device=device)
     return "all-MiniLM-L6-v2 (embedded)", attnscope.load(device=device)
-
-
-def text_of_length(tokenizer, n_tokens: int) -> str:
-    words = ("the quick brown fox jumps over the lazy dog while a cat watches " * 400).split()
-    ids = tokenizer(" ".join(words), add_special_tokens=False, verbose=False)["input_ids"][: n_tokens - 2]
-    return tokenizer.decode(ids)
 
 
 def short_rows(label: str, engine, lengths) -> list[dict]:

@@ -178,8 +178,7 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     requests.append(("attention_window", {"layer": layer, "token": state["focus_token"]}))
     if only_open_view:
         requests = [(type_, request) for type_, request in requests if type_ == asks]
-    long_answers = LongAnswers(widget.token_result, widget.result_id, widget.include_layers, widget.include_heads,
-                               widget._thumbnail_size)
+    long_answers = LongAnswers.of(widget)
     answers = []
     for type_, request in requests:
         content, buffers = long_answers.handler(type_)(request)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import checks
 from . import payloads as pl
@@ -24,11 +25,17 @@ class LongAnswers:
 
     result: LongAttentionResult
     result_id: int
-    include_layers: Sequence[int] | None = None
-    include_heads: Sequence[int] | None = None
-    thumbnail_size: int = 64
+    include_layers: Sequence[int] | None
+    include_heads: Sequence[int] | None
+    thumbnail_size: int
 
     TYPES = ("attention_rows", "attention_tile", "attention_window", "thumbnails")
+
+    @classmethod
+    def of(cls, widget: Any) -> LongAnswers:
+        """The answers for what a widget shows (its long run, run id and model-view settings)."""
+        return cls(widget.token_result, widget.result_id, widget.include_layers, widget.include_heads,
+                   widget._thumbnail_size)
 
     def handler(self, type_: str) -> Callable[[dict], Answer]:
         return {"attention_rows": self.rows, "attention_tile": self.tile, "attention_window": self.window,

@@ -402,7 +402,7 @@ class AttentionWidget(WidgetTraits):
         if not isinstance(result, LongAttentionResult):
             raise InputError("This run's thumbnails come whole, in the thumbnails trait." if type_ == "thumbnails"
                              else long_only("text"))
-        return LongAnswers(result, self.result_id, self.include_layers, self.include_heads, self._thumbnail_size)
+        return LongAnswers.of(self)
 
     def _answer_long(self, type_: str):
         """The channel's handler for one kind of long-run request."""
@@ -452,7 +452,7 @@ class AttentionWidget(WidgetTraits):
         if self._applying or self.long_context:
             return
         with self._or_put_back(change):
-            self._quietly(attention=pl.layer_payload(self.result, change["new"], source(self.result_id, self._settings())))
+            self._quietly(attention=pl.layer_payload(self.result, change["new"], source(self.result_id, self)))
 
     def _answer_layer(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "layer" request: another layer of the shown run, for the page to hold."""
@@ -461,7 +461,7 @@ class AttentionWidget(WidgetTraits):
             raise InputError(f"This text of {result.n_tokens:,} tokens keeps its attention on demand: its layers "
                              "come as rows, tiles and windows, not whole.")
         layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
-        payload = pl.layer_payload(result, layer, source(self.result_id, self._settings()))
+        payload = pl.layer_payload(result, layer, source(self.result_id, self))
         data = payload.pop("data")
         return payload, [data]
 

@@ -87,9 +87,10 @@ class RunState:
     opened_query: tuple | None
 
 
-def source(result_id: int, settings: Settings) -> str:
+def source(result_id: int, settings: Any) -> str:
     """What a short run's layer payloads are made from: the run and how it is shown (part,
-    words, change). The page files the layers it holds under it (the "layer" request)."""
+    words, change; read from Settings or the widget itself, which has the same names). The page
+    files the layers it holds under it (the "layer" request)."""
     return f"{result_id}:{settings.attention_part}:{int(settings.word_level)}:{int(settings.show_change)}"
 
 
