@@ -1,12 +1,15 @@
 // The head view: tokens in two columns (attention FROM on the left, TO on the right) joined by
 // one line per visible head, coloured by head, as opaque as the attention weight.
-// It takes data and callbacks, never the widget model, so a plain page can test it.
+// The drawing takes data and callbacks, never the widget model, so a plain page can test it; the
+// adapter at the end reads the synced state for it (a long run's window: head_window.js).
 import { headColors } from "./colors.js";
 import { el, tokenCaption, tokenText } from "./dom.js";
 import { headText } from "./labels.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
+import { drawWindow, windowMemos, windowState } from "./head_window.js";
+import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
 export const ROW_HEIGHT = 20;
 export const LINES_WIDTH = 220;
@@ -489,3 +492,65 @@ export function createHeadView(container, callbacks = {}) {
     },
   };
 }
+
+/** The head view's state on a short run (the open layer's attention), or a status line.
+ * @param {import("./view_adapter.js").ViewContext} context */
+function headState({ get, decoded, layerData }) {
+  const payload = get("attention");
+  // A layer the page holds draws at once; the trait's (the kernel's answer to the switch) otherwise.
+  const held = layerData?.(get("layer"));
+  if (!held && (!payload || payload.layer !== get("layer"))) return "loading layer…";
+  const attention = held ?? decoded("attention");
+  const tokens = get("tokens");
+  const nHeads = get("n_heads");
+  const keys = keyTokens(get);
+  const [h, t1, t2] = attention.shape;
+  if (h !== nHeads || t1 !== tokens.length || t2 !== (keys ?? tokens).length) {
+    throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
+  }
+  const sentenceBStart = get("sentence_b_start");
+  return {
+    tokens,
+    tokenNotes: get("token_notes"),
+    keyTokens: keys,
+    keyNotes: get("key_token_notes"),
+    causal: Boolean(get("causal")),
+    sentenceBStart,
+    attention,
+    visibleHeads: get("heads"),
+    sentenceFilter: sentenceBStart === null ? "all" : get("sentence_filter"),
+  };
+}
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("head"),
+  create(body, { setTraits }, get) {
+    const view = createHeadView(body, {
+      onToggleHead(h) {
+        const heads = new Set(get("heads"));
+        if (heads.has(h)) heads.delete(h); else heads.add(h);
+        const visible = [...heads].sort((a, b) => a - b);
+        // Drawn in the click itself, not a frame later: a toggle is the page's alone.
+        setTraits(visible.length === 1 ? { heads: visible, neuron_head: visible[0] } : { heads: visible }, { now: true });
+      },
+      onSoloHead(h) {
+        const heads = get("heads");
+        const all = [...Array(get("n_heads")).keys()];
+        // The head shown alone is the one the neuron view opens on.
+        setTraits(heads.length === 1 && heads[0] === h ? { heads: all } : { heads: [h], neuron_head: h }, { now: true });
+      },
+      // A long run's window: a click selects the token for every long view.
+      onSelectToken: (i) => { if (get("long_context")) setTraits({ focus_token: memo.start + i }); },
+    });
+    const memo = { start: 0 };
+    windowMemos.set(view, memo);
+    return view;
+  },
+  draw(view, context) {
+    return context.get("long_context") ? drawWindow(view, context) : shown(view, headState(context));
+  },
+  picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
+  title: layerTitle,
+  shows: ["notice", "part", "masked", "change", "words", "filter", "heads", "causal", "aside"],
+};

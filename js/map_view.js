@@ -11,6 +11,7 @@ import { el, labelled, placeTooltip, pointerIn, select, sizeCanvas, tokenCaption
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatTick, renderColorBar } from "./legend.js";
 import { createAsidePicker, createHeadPicker, focusHeadName } from "./long_controls.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
+import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 
 const MAX_BINS = 256; // blocks a side the kernel pools a zoomed region into
 const MIN_SPAN = 8; // tokens a side at the deepest zoom
@@ -354,3 +355,43 @@ export function createMapView(container, callbacks = {}) {
     },
   };
 }
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("map"),
+  create(body, { setTraits, redraw }) {
+    return createMapView(body, { ...longCallbacks(setTraits), onReduce: (reduce) => setTraits({ map_reduce: reduce }), onZoom: redraw });
+  },
+  draw(view, { get, long, width }) {
+    const tokens = get("tokens");
+    const n = tokens.length;
+    const base = { ...longParams(get), reduce: get("map_reduce") };
+    const region = view.region(n);
+    // Large maps come in passes, each over a share of the rows: drawn at once, then refined.
+    const overview = long.refined({ ...base, ...tileRequest(wholeMap(n), n) });
+    const zoomed = long.refined({ ...base, ...tileRequest(view.settled(n), n) });
+    // The zoomed tile once it came and still covers what is shown; the overview until then.
+    const covers = (t) => t.n_tokens === n && t.rows[0] <= region.r0 && t.rows[1] >= region.r1 && t.cols[0] <= region.c0 && t.cols[1] >= region.c1;
+    const tile = answered(zoomed, covers) ?? answered(overview, covers);
+    view.update({ tokens, notes: get("token_notes"), n, tile, aside: get("sink_aside"), selected: get("focus_token"),
+      head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), layer: get("layer"),
+      reduce: get("map_reduce"), model: get("model_name"), width, message: (overview?.error || zoomed?.error) ?? "" });
+    if (overview?.error || zoomed?.error) return "";
+    if (!tile) return "computing…";
+    if (tile !== zoomed) return "zooming…";
+    return tile.passesDone < tile.passes ? "refining…" : "";
+  },
+  // The picture is the whole map (a saved output cannot zoom).
+  picture({ get, long, width }, options) {
+    const n = get("tokens").length;
+    const overview = long.tile({ ...longParams(get), reduce: get("map_reduce"), ...tileRequest(wholeMap(n), n) });
+    if (overview?.error) return overview.error;
+    if (!overview) return "computing…";
+    const state = { tokens: get("tokens"), notes: get("token_notes"), n, tile: overview, aside: get("sink_aside"),
+      selected: get("focus_token"), head: get("focus_head"), layer: get("layer"), reduce: get("map_reduce"),
+      model: get("model_name"), region: wholeMap(n) };
+    return mapScene(state, mapSize(width), options).scene;
+  },
+  title: layerTitle,
+  shows: ["notice"], // its colour bars name the tokens set aside
+};

@@ -6,6 +6,7 @@ import { createGrid, gridSceneLabels } from "./grid.js";
 import { headName, headText, layerText } from "./labels.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
+import { declared, imaged, keyTokens, openHead, shown } from "./view_adapter.js";
 
 export const CELL = 84; // px per thumbnail (the largest), margins included
 export const MIN_CELL = 40;
@@ -275,3 +276,43 @@ export function createModelView(container, callbacks = {}) {
     destroy() { root.remove(); },
   };
 }
+
+function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
+  const payload = get("thumbnails");
+  const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
+    tokens: get("tokens"), keyTokens: keyTokens(get) };
+  if (payload?.data && payload.n_tokens === get("tokens").length) {
+    return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
+  }
+  // A long run's thumbnails too large to make at once come in passes, drawn as they refine.
+  if (get("long_context") && long?.thumbnails && !payload?.data) {
+    const refined = long.thumbnails({ result_id: get("result_id"), layers: get("include_layers"), heads: get("include_heads") });
+    if (refined?.error) return refined.error;
+    if (refined && refined.n_tokens === get("tokens").length) {
+      const note = refined.passesDone < refined.passes
+        ? `Refining: each cell is the largest weight of ${Math.round((100 * refined.passesDone) / refined.passes)}% of its rows so far.` : "";
+      return { ...base, thumbnails: { values: refined.values, shape: refined.shape }, layers: refined.layers, heads: refined.heads, note };
+    }
+  }
+  return "loading thumbnails…";
+}
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("model"),
+  create(body, { setTraits }, get) {
+    return createModelView(body, {
+      onOpenHead: openHead(setTraits, get),
+      onToggleMask(layer, h) {
+        const current = get("masked_heads") ?? [];
+        const masked = current.filter(([l, m]) => !(l === layer && m === h));
+        if (masked.length === current.length) masked.push([layer, h]);
+        setTraits({ masked_heads: masked });
+      },
+    });
+  },
+  draw: (view, context) => shown(view, modelState(context)),
+  picture: (context, options) => imaged(modelState(context), modelImage, options),
+  title: ({ get }) => get("model_name"),
+  shows: ["notice", "part", "masked", "change", "words", "included"],
+};

@@ -6,6 +6,7 @@ import { el, sizeCanvas, tokenText } from "./dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
+import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
 export const ROW_HEIGHT = 20;
 const NEGATIVE = [31, 119, 180];
@@ -268,3 +269,35 @@ export function createNeuronView(container, callbacks = {}) {
     destroy() { root.remove(); },
   };
 }
+
+function neuronState({ get, neuronData }) {
+  const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
+    keyNotes: get("key_token_notes"), nHeads: get("n_heads"),
+    head: get("neuron_head"), query: get("neuron_query") };
+  let message = "";
+  if (get("word_level")) message = "The neuron view is per token: switch off Words to see it.";
+  else if (get("neuron_unavailable")) message = get("neuron_unavailable"); // the kernel says why
+  const data = message ? null : neuronData();
+  if (data?.error) message = data.error;
+  if (!data && !message) return "loading…";
+  return { ...base, data: message ? null : data, message };
+}
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("neuron"),
+  create(body, { setTraits }) {
+    return createNeuronView(body, {
+      onQuery: (query) => setTraits({ neuron_query: query }),
+      onHead: (h) => setTraits({ neuron_head: h }),
+    });
+  },
+  draw: (view, context) => shown(view, neuronState(context)),
+  picture(context, options) {
+    const state = neuronState(context);
+    // Why there are no numbers is the picture's line, as it is the tab's.
+    return typeof state !== "string" && state.message ? state.message : imaged(state, neuronScene, options);
+  },
+  title: layerTitle,
+  shows: ["notice", "part", "masked"],
+};

@@ -8,6 +8,7 @@ import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "
 import { createAsidePicker, createHeadPicker, focusHeadName, scaleOf, topK } from "./long_controls.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth } from "./svg.js";
+import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 
 export const TOP_K = 12;
 const LINE = 20; // px between lines of text in images
@@ -406,3 +407,36 @@ export function createTextView(container, callbacks = {}) {
     },
   };
 }
+
+// The text view's state: the shading of the selected token's row or column (values null while asked for).
+function textState({ get, long }) {
+  const tokens = get("tokens");
+  const selected = get("focus_token");
+  const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
+  const row = answered(answer, (a) => a.values.length === tokens.length);
+  return { tokens, notes: get("token_notes"), reading: get("token_reading"), selected, values: row?.values ?? null, message: answer?.error ?? "",
+    head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
+    aside: get("sink_aside"), layer: get("layer"), model: get("model_name") };
+}
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("text"),
+  create(body, { setTraits }) {
+    return createTextView(body, { ...longCallbacks(setTraits), onDirection: (direction) => setTraits({ direction }) });
+  },
+  draw(view, context) {
+    const state = textState(context);
+    const moved = view.selected !== state.selected;
+    view.update(state);
+    if (moved) view.scrollToSelected();
+    view.selected = state.selected;
+    return state.message ? "" : state.values ? "" : "computing…";
+  },
+  picture(context, options) {
+    const state = textState(context);
+    return state.message || (state.values ? textScene(state, options) : "computing…");
+  },
+  title: layerTitle,
+  shows: ["notice"], // its colour bars name the tokens set aside
+};

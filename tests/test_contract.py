@@ -10,7 +10,7 @@ import pytest
 import traitlets
 
 import attnscope
-from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_js, contract_markdown, contract_traits, page_traits
+from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_js, contract_markdown, contract_traits, page_traits, view_modules_js
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +27,9 @@ def test_the_js_contract_is_generated_from_the_python_one():
     generated = contract_js(attnscope.AttentionWidget)
     assert (ROOT / "js" / "contract.js").read_text(encoding="utf-8") == generated, (
         "js/contract.js is out of date: run `make contract`"
+    )
+    assert (ROOT / "js" / "view_modules.js").read_text(encoding="utf-8") == view_modules_js(), (
+        "js/view_modules.js is out of date: run `make contract`"
     )
 
 
