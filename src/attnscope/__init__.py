@@ -19,7 +19,8 @@ from .engine import AttentionModel, AttentionResult, load
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
 from .render import render_html
 from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult, word_attention
-from .widget import AttentionWidget, SettingError, show
+from .widget import AttentionWidget, show
+from .widget_checks import SettingError
 
 try:  # declared once, in pyproject.toml
     __version__ = importlib.metadata.version("attnscope")

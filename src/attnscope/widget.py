@@ -1,4 +1,6 @@
-"""The anywidget: thin glue between an AttentionModel and the views in js/.
+"""The anywidget: a run of an AttentionModel (or precomputed attention) shown in the views in
+js/, rerun on an edit, a change of masks or of the text; its trait writes are checked in
+widget_checks.py and what it shows of a run is computed in widget_state.py.
 
 Each synced trait is documented where it is declared (`synced`, see contract.py): what it holds,
 who writes it, and what a saved page does with it. Payloads are built in payloads.py, requests
@@ -30,9 +32,9 @@ from .nonfinite import NonFiniteAttentionWarning
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
 from .results import AttentionResult, LongAttentionResult, parts_of, run_of
-from .views import LONG_VIEWS, SHORT_VIEWS, VIEW_NAMES
-from .widget_state import NEEDS_A_MODEL, RunState, Settings, layer_in_range, long_only, run_state, short_only, source, view_payloads
-from .widget_traits import WidgetTraits
+from .views import VIEW_NAMES
+from .widget_checks import CheckedTraits
+from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
 
 THUMBNAIL_SIZE = 48
 
@@ -53,12 +55,7 @@ def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None 
 
 CLOSED = "This widget was closed, and its results were freed with it: make a new one with attnscope.show()."
 
-class SettingError(InputError, traitlets.TraitError):
-    """A widget setting given a value it cannot take (`widget.layer = 99`): an InputError, shown from
-    the user's line like every other, that traitlets handles as its own TraitError."""
-
-
-class AttentionWidget(WidgetTraits):
+class AttentionWidget(CheckedTraits):
     """Live attention views of one text (or text pair) for a model. Layers and heads are counted
     from 0, here and in the views: `layer=5` opens "Layer 5", Hugging Face's `attentions[5]`.
 
@@ -304,28 +301,6 @@ class AttentionWidget(WidgetTraits):
             self._live()
             self._apply(self._computed_run, self.result_id)
 
-    @traitlets.validate("masked_heads")
-    def _check_masks(self, proposal: dict) -> list:
-        return _as_trait_error(self._masks_of, proposal["value"])
-
-    def _masks_of(self, value: list) -> list[list[int]]:
-        full = self.__dict__.get("_computed_run")
-        if full is not None and len(value) > full.n_layers * full.n_heads:  # sizes first: a page may send millions
-            raise InputError(f"masked_heads lists {len(value):,} heads, and the model has {full.n_layers * full.n_heads}.")
-        pairs = [list(head_pair(pair)) for pair in value]
-        if self._engine is None:
-            if pairs:
-                raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
-            return []
-        result = self.__dict__.get("_drawn_run")
-        if isinstance(result, LongAttentionResult) and pairs:
-            raise InputError(f"Masking heads needs the full attention, and this text of {result.n_tokens:,} tokens keeps "
-                             "it on demand: give a shorter text to mask heads.")
-        if self._engine.is_encoder_decoder and pairs:
-            raise InputError("Masking heads of encoder-decoder models is not supported yet.")
-        self._engine.head_mask(pairs)  # raises InputError naming the bad pair
-        return [list(p) for p in sorted({tuple(p) for p in pairs})]
-
     @traitlets.observe("masked_heads")
     def _on_masks(self, change: dict) -> None:
         """Switching heads off reruns the model; a failure puts the masks back and keeps the view."""
@@ -348,39 +323,6 @@ class AttentionWidget(WidgetTraits):
         self.analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         self.view = "analysis"
         return self
-
-    @traitlets.validate("include_layers", "include_heads")
-    def _check_included(self, proposal: dict) -> list[int] | None:
-        name = proposal["trait"].name
-        if not hasattr(self, "_drawn_run"):
-            return proposal["value"]
-        count = self._drawn_run.n_layers if name == "include_layers" else self._drawn_run.n_heads
-        return _as_trait_error(checks.indices, name, proposal["value"], count, name.split("_")[1])
-
-    @traitlets.validate("heads")
-    def _check_heads(self, proposal: dict) -> list[int]:
-        heads = proposal["value"]
-        n_heads = self._shown_count("n_heads")
-        if n_heads and heads:  # an empty list hides every head (the swatches bring them back)
-            if len(heads) > n_heads:  # sizes first: a page may send millions
-                raise SettingError(f"heads lists {len(heads):,} heads, and the model has {n_heads}.")
-            _as_trait_error(checks.indices, "heads", heads, n_heads, "heads")
-        return heads
-
-    def _shown_count(self, name: str) -> int:
-        """n_layers or n_heads of the shown run, the kernel's own (0 before the first run)."""
-        result = self.__dict__.get("_drawn_run")
-        return getattr(result, name) if result is not None else 0
-
-    @traitlets.validate("neuron_head", "neuron_query")
-    def _check_neuron(self, proposal: dict) -> int:
-        name, value = proposal["trait"].name, _whole(proposal)
-        if hasattr(self, "_per_token_run"):
-            count = self._per_token_run.n_heads if name == "neuron_head" else len(self._per_token_run.tokens)
-            if not 0 <= value < count:
-                what = "heads" if name == "neuron_head" else "query tokens"
-                raise SettingError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
-        return value
 
     def _on_rendered(self, _content: dict) -> None:
         self._rendered = True
@@ -408,44 +350,10 @@ class AttentionWidget(WidgetTraits):
         """The channel's handler for one kind of long-run request."""
         return lambda request, _buffers: self._long_answers(type_).handler(type_)(request)
 
-    @traitlets.validate("view")
-    def _check_view(self, proposal: dict) -> str:
-        view = proposal["value"]
-        result = self.__dict__.get("_drawn_run")
-        if isinstance(result, LongAttentionResult) and view not in LONG_VIEWS:
-            raise SettingError(short_only(view, result))
-        if result is not None and not isinstance(result, LongAttentionResult) and view not in SHORT_VIEWS:
-            raise SettingError(long_only(view))
-        return view
-
-    @traitlets.validate("focus_token")
-    def _check_focus_token(self, proposal: dict) -> int:
-        if self.tokens and not 0 <= _whole(proposal) < len(self.tokens):
-            raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
-                                       f"0..{len(self.tokens) - 1}.")
-        return proposal["value"]
-
     @traitlets.observe("focus_token")
     def _on_focus_token(self, _change: dict) -> None:
         if not self._applying:
             self._focus_chosen = True
-
-    @traitlets.validate("focus_head")
-    def _check_focus_head(self, proposal: dict) -> int:
-        n_heads = self._shown_count("n_heads")
-        if n_heads and not -1 <= _whole(proposal) < n_heads:
-            raise SettingError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
-                               f"0..{n_heads - 1}, or -1 for their mean.")
-        return proposal["value"]
-
-    @traitlets.validate("sink_aside")
-    def _check_sink_aside(self, proposal: dict) -> int:
-        return _as_trait_error(checks.integer, "sink_aside", proposal["value"], 0, max(0, len(self.tokens) - 1))
-
-    @traitlets.validate("layer")
-    def _check_layer(self, proposal: dict) -> int:
-        layer, n_layers = _whole(proposal), self._shown_count("n_layers")
-        return _as_trait_error(layer_in_range, layer, n_layers) if n_layers else layer
 
     @traitlets.observe("layer")
     def _on_layer(self, change: dict) -> None:
@@ -464,23 +372,6 @@ class AttentionWidget(WidgetTraits):
         payload = pl.layer_payload(result, layer, source(self.result_id, self))
         data = payload.pop("data")
         return payload, [data]
-
-    @traitlets.validate("request")
-    def _check_request(self, proposal: dict) -> dict:
-        """An edit is {id, text, text_b}: ids count up from the page's last answered one, below
-        2**53 (a number JavaScript holds exactly); anything else is refused before any work."""
-        request = proposal["value"]
-        if not request:
-            return request
-        unknown = sorted(set(request) - {"id", "text", "text_b"})
-        request_id = request.get("id")
-        if unknown:
-            raise SettingError(f"An edit holds id, text and text_b, not {', '.join(map(repr, unknown))}.")
-        if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 < request_id < 2**53:
-            raise SettingError(f"An edit's id must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
-        if not isinstance(request.get("text"), str) or not isinstance(request.get("text_b"), (str, type(None))):
-            raise SettingError("An edit's text must be a string, and its text_b a string or null.")
-        return request
 
     @traitlets.observe("request")
     def _on_request(self, change: dict) -> None:
@@ -549,20 +440,6 @@ class AttentionWidget(WidgetTraits):
         if "_drawn_run" not in self.__dict__:
             return "AttentionWidget(closed)"
         return f"AttentionWidget({self.model_name}, {len(self.tokens)} tokens, {self.view} view)"
-
-
-def _whole(proposal: dict) -> int:
-    """A validator's value as a whole number: traitlets' Int takes True for 1, and a page's
-    `true` would index a tensor with a boolean."""
-    return _as_trait_error(checks.integer, proposal["trait"].name, proposal["value"])
-
-
-def _as_trait_error(check: Any, *args: Any) -> Any:
-    """A check from `checks` inside a trait validator: its message as a TraitError."""
-    try:
-        return check(*args)
-    except InputError as exc:
-        raise SettingError(str(exc)) from None
 
 
 def show(

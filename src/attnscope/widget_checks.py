@@ -1,0 +1,152 @@
+"""Every write to the widget's traits, checked against the kernel's own state before it is taken
+(traitlets validators): from Python (`widget.layer = 99`) or from the page, which is untrusted
+(page_input.take_page_write). A refused value raises SettingError, naming the setting and the range
+it takes; nothing is changed.
+
+The checks read what the widget keeps (widget.py): `_engine` and its runs, `_drawn_run` (what
+the views draw), `_per_token_run` and `_computed_run`; before the first run there is nothing to
+check a count against, and the constructor checks its arguments itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import traitlets
+
+from . import checks
+from .checks import head_pair
+from .errors import InputError
+from .results import LongAttentionResult
+from .views import LONG_VIEWS, SHORT_VIEWS
+from .widget_state import NEEDS_A_MODEL, layer_in_range, long_only, short_only
+from .widget_traits import WidgetTraits
+
+
+class SettingError(InputError, traitlets.TraitError):
+    """A widget setting given a value it cannot take (`widget.layer = 99`): an InputError, shown from
+    the user's line like every other, that traitlets handles as its own TraitError."""
+
+
+class CheckedTraits(WidgetTraits):
+    """The widget's traits (WidgetTraits) with their checks."""
+
+    @traitlets.validate("masked_heads")
+    def _check_masks(self, proposal: dict) -> list:
+        return _as_trait_error(self._masks_of, proposal["value"])
+
+    def _masks_of(self, value: list) -> list[list[int]]:
+        full = self.__dict__.get("_computed_run")
+        if full is not None and len(value) > full.n_layers * full.n_heads:  # sizes first: a page may send millions
+            raise InputError(f"masked_heads lists {len(value):,} heads, and the model has {full.n_layers * full.n_heads}.")
+        pairs = [list(head_pair(pair)) for pair in value]
+        if self._engine is None:
+            if pairs:
+                raise InputError(NEEDS_A_MODEL.format(what="Masking heads"))
+            return []
+        result = self.__dict__.get("_drawn_run")
+        if isinstance(result, LongAttentionResult) and pairs:
+            raise InputError(f"Masking heads needs the full attention, and this text of {result.n_tokens:,} tokens keeps "
+                             "it on demand: give a shorter text to mask heads.")
+        if self._engine.is_encoder_decoder and pairs:
+            raise InputError("Masking heads of encoder-decoder models is not supported yet.")
+        self._engine.head_mask(pairs)  # raises InputError naming the bad pair
+        return [list(p) for p in sorted({tuple(p) for p in pairs})]
+
+    @traitlets.validate("include_layers", "include_heads")
+    def _check_included(self, proposal: dict) -> list[int] | None:
+        name = proposal["trait"].name
+        if not hasattr(self, "_drawn_run"):
+            return proposal["value"]
+        count = self._drawn_run.n_layers if name == "include_layers" else self._drawn_run.n_heads
+        return _as_trait_error(checks.indices, name, proposal["value"], count, name.split("_")[1])
+
+    @traitlets.validate("heads")
+    def _check_heads(self, proposal: dict) -> list[int]:
+        heads = proposal["value"]
+        n_heads = self._shown_count("n_heads")
+        if n_heads and heads:  # an empty list hides every head (the swatches bring them back)
+            if len(heads) > n_heads:  # sizes first: a page may send millions
+                raise SettingError(f"heads lists {len(heads):,} heads, and the model has {n_heads}.")
+            _as_trait_error(checks.indices, "heads", heads, n_heads, "heads")
+        return heads
+
+    def _shown_count(self, name: str) -> int:
+        """n_layers or n_heads of the shown run, the kernel's own (0 before the first run)."""
+        result = self.__dict__.get("_drawn_run")
+        return getattr(result, name) if result is not None else 0
+
+    @traitlets.validate("neuron_head", "neuron_query")
+    def _check_neuron(self, proposal: dict) -> int:
+        name, value = proposal["trait"].name, _whole(proposal)
+        if hasattr(self, "_per_token_run"):
+            count = self._per_token_run.n_heads if name == "neuron_head" else len(self._per_token_run.tokens)
+            if not 0 <= value < count:
+                what = "heads" if name == "neuron_head" else "query tokens"
+                raise SettingError(f"{name}={value} is out of range: the {what} are numbered 0..{count - 1}.")
+        return value
+
+    @traitlets.validate("view")
+    def _check_view(self, proposal: dict) -> str:
+        view = proposal["value"]
+        result = self.__dict__.get("_drawn_run")
+        if isinstance(result, LongAttentionResult) and view not in LONG_VIEWS:
+            raise SettingError(short_only(view, result))
+        if result is not None and not isinstance(result, LongAttentionResult) and view not in SHORT_VIEWS:
+            raise SettingError(long_only(view))
+        return view
+
+    @traitlets.validate("focus_token")
+    def _check_focus_token(self, proposal: dict) -> int:
+        if self.tokens and not 0 <= _whole(proposal) < len(self.tokens):
+            raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
+                                       f"0..{len(self.tokens) - 1}.")
+        return proposal["value"]
+
+    @traitlets.validate("focus_head")
+    def _check_focus_head(self, proposal: dict) -> int:
+        n_heads = self._shown_count("n_heads")
+        if n_heads and not -1 <= _whole(proposal) < n_heads:
+            raise SettingError(f"focus_head={proposal['value']} is out of range: the heads are numbered "
+                               f"0..{n_heads - 1}, or -1 for their mean.")
+        return proposal["value"]
+
+    @traitlets.validate("sink_aside")
+    def _check_sink_aside(self, proposal: dict) -> int:
+        return _as_trait_error(checks.integer, "sink_aside", proposal["value"], 0, max(0, len(self.tokens) - 1))
+
+    @traitlets.validate("layer")
+    def _check_layer(self, proposal: dict) -> int:
+        layer, n_layers = _whole(proposal), self._shown_count("n_layers")
+        return _as_trait_error(layer_in_range, layer, n_layers) if n_layers else layer
+
+    @traitlets.validate("request")
+    def _check_request(self, proposal: dict) -> dict:
+        """An edit is {id, text, text_b}: ids count up from the page's last answered one, below
+        2**53 (a number JavaScript holds exactly); anything else is refused before any work."""
+        request = proposal["value"]
+        if not request:
+            return request
+        unknown = sorted(set(request) - {"id", "text", "text_b"})
+        request_id = request.get("id")
+        if unknown:
+            raise SettingError(f"An edit holds id, text and text_b, not {', '.join(map(repr, unknown))}.")
+        if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 < request_id < 2**53:
+            raise SettingError(f"An edit's id must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
+        if not isinstance(request.get("text"), str) or not isinstance(request.get("text_b"), (str, type(None))):
+            raise SettingError("An edit's text must be a string, and its text_b a string or null.")
+        return request
+
+
+def _whole(proposal: dict) -> int:
+    """A validator's value as a whole number: traitlets' Int takes True for 1, and a page's
+    `true` would index a tensor with a boolean."""
+    return _as_trait_error(checks.integer, proposal["trait"].name, proposal["value"])
+
+
+def _as_trait_error(check: Any, *args: Any) -> Any:
+    """A check from `checks` inside a trait validator: its message as a TraitError."""
+    try:
+        return check(*args)
+    except InputError as exc:
+        raise SettingError(str(exc)) from None
