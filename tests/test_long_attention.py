@@ -246,6 +246,29 @@ def test_log_sum_exp_in_blocks_equals_one_block(tokenizer):
         assert torch.allclose(pooled_heads(q, k, whole, rule, 5, budget=600), pooled_heads(q, k, whole, rule, 5), atol=1e-6)
 
 
+def test_a_max_pooled_from_the_scores_equals_the_max_of_the_weights(monkeypatch):
+    """The GPU's way to max-pool bins of unequal size (exact_attention.scores_first: each column
+    bin's largest score, gathered, then exp) gives the CPU's numbers (every weight scattered into
+    its bin), for whole maps, passes over a share of the rows, spans and blocks cut mid-bin."""
+    from attnscope import exact_attention
+
+    torch.manual_seed(2)
+    q, k = torch.randn(4, 61, 8) * 2, torch.randn(2, 61, 8)
+    for rule in (ScoreRule(0.3, True), ScoreRule(0.3, False), ScoreRule(0.3, True, window=9, softcap=2.0),
+                 ScoreRule(0.3, False, sinks=torch.tensor([0.5, -1.0, 2.0, 0.0]))):
+        lse = row_logsumexp(q, k, rule)
+        cases = [lambda: pooled_heads(q, k, lse, rule, 7), lambda: pooled_heads(q, k, lse, rule, 7, budget=4 * 4 * 61 * 5),
+                 lambda: pooled_heads(q, k, lse, rule, (5, 9), rows=(3, 50), cols=(10, 58)),
+                 *[lambda offset=offset: exact_attention.pooled_sampled(q, k, lse, rule, (7, 6), "max", 4, offset, budget=4 * 4 * 61 * 3)
+                   for offset in range(4)]]
+        monkeypatch.setattr(exact_attention, "scores_first", lambda device: False)
+        scattered = [case() for case in cases]
+        monkeypatch.setattr(exact_attention, "scores_first", lambda device: True)
+        for case, expected in zip(cases, scattered):
+            assert torch.allclose(case(), expected, atol=1e-6), rule
+        assert float(scattered[0].amax()) > 0.1  # the maps hold weights, not only the zeros of an empty pool
+
+
 def test_a_long_run_computes_scores_a_bounded_block_at_a_time(tokenizer, monkeypatch):
     # 3,000 tokens, 4 heads: one layer's scores would be 144 MB; every block stays under BLOCK_BYTES.
     from attnscope import exact_attention

@@ -250,7 +250,8 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
 
 # A pass of a refined tile scores about this many query-key pairs (heads counted): ~0.15 s on
 # this 2-core CPU, so a click waits at most that long behind a refining map. On a GPU,
-# an H200 pools 1.5e10 pairs in 0.12 s: a pass of GPU_PASS_SCALE times as many pairs takes ~80 ms there.
+# an H200 pools 1.5e10 pairs in 0.12 s: a pass of GPU_PASS_SCALE times as many pairs took 83 ms there
+# (a map's first pass; a 32,768-token thumbnails pass, 0.13-0.15 s).
 PASS_PAIRS = 150_000_000
 GPU_PASS_SCALE = 64
 
