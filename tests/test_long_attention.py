@@ -257,15 +257,18 @@ def test_a_max_pooled_from_the_scores_equals_the_max_of_the_weights(monkeypatch)
     for rule in (ScoreRule(0.3, True), ScoreRule(0.3, False), ScoreRule(0.3, True, window=9, softcap=2.0),
                  ScoreRule(0.3, False, sinks=torch.tensor([0.5, -1.0, 2.0, 0.0]))):
         lse = row_logsumexp(q, k, rule)
-        cases = [lambda: pooled_heads(q, k, lse, rule, 7), lambda: pooled_heads(q, k, lse, rule, 7, budget=4 * 4 * 61 * 5),
-                 lambda: pooled_heads(q, k, lse, rule, (5, 9), rows=(3, 50), cols=(10, 58)),
-                 *[lambda offset=offset: exact_attention.pooled_sampled(q, k, lse, rule, (7, 6), "max", 4, offset, budget=4 * 4 * 61 * 3)
-                   for offset in range(4)]]
+
+        def pooled(lse=lse, rule=rule):
+            return [pooled_heads(q, k, lse, rule, 7), pooled_heads(q, k, lse, rule, 7, budget=4 * 4 * 61 * 5),
+                    pooled_heads(q, k, lse, rule, (5, 9), rows=(3, 50), cols=(10, 58)),
+                    *[exact_attention.pooled_sampled(q, k, lse, rule, (7, 6), "max", 4, offset, budget=4 * 4 * 61 * 3)
+                      for offset in range(4)]]
+
         monkeypatch.setattr(exact_attention, "scores_first", lambda device: False)
-        scattered = [case() for case in cases]
+        scattered = pooled()
         monkeypatch.setattr(exact_attention, "scores_first", lambda device: True)
-        for case, expected in zip(cases, scattered):
-            assert torch.allclose(case(), expected, atol=1e-6), rule
+        for gathered, expected in zip(pooled(), scattered, strict=True):
+            assert torch.allclose(gathered, expected, atol=1e-6), rule
         assert float(scattered[0].amax()) > 0.1  # the maps hold weights, not only the zeros of an empty pool
 
 
