@@ -22,9 +22,9 @@ from chromium import CHROMIUM_ARGS
 from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
-from attnscope.neuron_numbers import neuron_slice
-from attnscope.payloads import layer_payload
 from attnscope.serialize import encode_float16
+from attnscope.widget.neuron_numbers import neuron_slice
+from attnscope.widget.payloads import layer_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -60,7 +60,7 @@ def measure(case: str, n_tokens: int) -> dict:
     from test_token_labels import byte_level_bpe
 
     import attnscope
-    from attnscope.exact_attention import full_attention_bytes
+    from attnscope.engine.exact_attention import full_attention_bytes
 
     torch.manual_seed(0)
     tokenizer = byte_level_bpe()

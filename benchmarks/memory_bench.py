@@ -82,7 +82,7 @@ def measure() -> dict:
     after = settle()
     growth = after - before
     # What the ratio stands for, counted directly: only the last cell's widget and result live.
-    from attnscope.results import AttentionResult
+    from attnscope.engine.results import AttentionResult
 
     widgets_alive, results_alive = live(attnscope.AttentionWidget), live(AttentionResult)
     return {

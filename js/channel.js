@@ -1,5 +1,5 @@
 // Requests and answers over the model's custom messages: the view's side of
-// src/attnscope/messages.py, and the answering side a saved page uses in the kernel's place.
+// src/attnscope/widget/messages.py, and the answering side a saved page uses in the kernel's place.
 //
 // Envelopes (the same everywhere):
 //   request {kind: "request", type, id, ...params}   answered by exactly one

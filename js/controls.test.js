@@ -121,7 +121,7 @@ it("hides the editor for precomputed attention", () => {
   expect(root.querySelector(".attnscope-editor").hidden).toBe(true);
 });
 
-it("leaves idle the controls a view does not use, as src/attnscope/views.py declares them", () => {
+it("leaves idle the controls a view does not use, as src/attnscope/widget/views.py declares them", () => {
   for (const view of DECLARED.filter((v) => v.modes.includes("short"))) {
     const values = { ...BASE, view: view.name };
     const root = document.body.appendChild(document.createElement("div"));

@@ -1,4 +1,4 @@
-// The views in the tabs' order (js/view_modules.js, generated from src/attnscope/views.py: each
+// The views in the tabs' order (js/view_modules.js, generated from src/attnscope/widget/views.py: each
 // view's module exports its adapter), and the sentences under an image's title that say what
 // state it shows.
 import { PARTS } from "./controls.js";
@@ -70,5 +70,5 @@ export function imageCaption(context, name) {
   return (adapter?.shows ?? []).map((what) => SAYS[what](context)).filter(Boolean);
 }
 
-/** Every view, in the tabs' order of src/attnscope/views.py. */
+/** Every view, in the tabs' order of src/attnscope/widget/views.py. */
 export const VIEWS = ADAPTERS;

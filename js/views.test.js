@@ -3,7 +3,7 @@ import { expect, it } from "vitest";
 import { VIEWS as DECLARED } from "./contract.js";
 import { VIEWS } from "./views.js";
 
-it("has an adapter for every view src/attnscope/views.py declares, in its order, with its label and modes", () => {
+it("has an adapter for every view src/attnscope/widget/views.py declares, in its order, with its label and modes", () => {
   expect(VIEWS.map((view) => view?.name)).toEqual(DECLARED.map((view) => view.name));
   for (const [i, view] of VIEWS.entries()) {
     expect({ name: view.name, label: view.label, modes: view.modes, thinning: view.thinning }).toEqual({

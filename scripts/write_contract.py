@@ -1,11 +1,11 @@
 """`make contract`: regenerate js/contract.js, js/view_modules.js and the contract table that ends ARCHITECTURE.md
-from the widget's `synced(...)` declarations (attnscope.contract renders them; run from the
+from the widget's `synced(...)` declarations (attnscope.widget.contract renders them; run from the
 repository root)."""
 
 from pathlib import Path
 
-from attnscope.contract import CONTRACT_HEADING, contract_js, contract_markdown, view_modules_js
-from attnscope.widget import AttentionWidget
+from attnscope.widget.attention_widget import AttentionWidget
+from attnscope.widget.contract import CONTRACT_HEADING, contract_js, contract_markdown, view_modules_js
 
 
 def main(path: str = "js/contract.js", architecture: str = "ARCHITECTURE.md") -> None:

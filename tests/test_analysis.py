@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnscope import InputError
-from attnscope import analysis as an
+from attnscope.engine import formulas as an
 
 TOKENS = ["[CLS]", "the", "cat", ".", "[SEP]"]
 

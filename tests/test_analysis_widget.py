@@ -11,7 +11,7 @@ from test_engine import SMALL, VOCAB
 
 import attnscope
 from attnscope import InputError
-from attnscope import analysis as an
+from attnscope.engine import formulas as an
 from attnscope.serialize import decode
 
 TEXT = "Tokenization is unbelievable."
@@ -126,7 +126,7 @@ def test_show_analysis_syntax_heads_by_relation(widget):
 
 def test_saved_page_opens_on_the_rollout_with_its_data(widget):
     # It once fell back to the head view (its rollout tab hung); a page now opens as the widget stood.
-    from attnscope.export import page_state
+    from attnscope.widget.export import page_state
 
     widget.view = "rollout"
     state = page_state(widget)["state"]
@@ -179,7 +179,7 @@ def test_non_finite_analysis_values_are_valid_json_in_the_comm_and_in_a_saved_pa
 
 
 def test_any_non_finite_number_in_a_page_is_written_as_null():
-    from attnscope.export import script_safe_json
+    from attnscope.widget.export import script_safe_json
 
     value = {"a": [1.5, math.nan, {"b": -math.inf}], "c": (math.inf, "text"), "d": 2}
     assert _strict_json(script_safe_json(value)) == {"a": [1.5, None, {"b": None}], "c": [None, "text"], "d": 2}

@@ -10,8 +10,8 @@ from test_engine import SMALL, VOCAB
 
 import attnscope
 from attnscope import InputError
-from attnscope import analysis as an
 from attnscope.analyses import corpus, syntax
+from attnscope.engine import formulas as an
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -165,7 +165,7 @@ def test_syntax_heads_clark_scoring_from_conllu_counts_every_word(default_model)
     assert table.relation.iloc[0] == "All" and not {"root", "punct"} & set(table.relation)
     assert table.attrs["scoring"] == "clark"
     # The widget's maps follow the table: no root or punct map; the note names the scoring.
-    payload = attnscope.payloads.analysis_payload(syntax, 6, 12)
+    payload = attnscope.widget.payloads.analysis_payload(syntax, 6, 12)
     keys = [m["key"] for m in payload["measures"]]
     assert keys[0] == "All" and "det" in keys and not {"root", "punct"} & set(keys)
     assert "scoring clark" in payload["note"]
@@ -417,7 +417,7 @@ def test_batches_are_sized_to_the_devices_memory():
 def test_a_long_corpus_text_is_tokenized_from_its_start_only(default_model, monkeypatch):
     from test_engine import TokenizerSpy
 
-    from attnscope.engine import PIECE_CHARACTERS
+    from attnscope.engine.attention_model import PIECE_CHARACTERS
 
     long = " ".join(f"word{i % 97} and, more" for i in range(40_000))  # 613,000 characters
     expected = attnscope.head_stats(default_model, [long[:20_000], TEXTS[0]], max_length=64, batch_size=2, progress=False)

@@ -147,7 +147,7 @@ def test_precomputed_view_says_what_needs_a_model(bertviz_inputs):
 def test_precomputed_neuron_view_says_it_needs_a_model(bertviz_inputs, default_model):
     """Issue 30: the neuron tab of precomputed attention said "queries and keys could not be
     captured", and its picture "drawing it failed"; the reason is that there is no model."""
-    from attnscope.picture import picture_bundle
+    from attnscope.widget.picture import picture_bundle
 
     attention, tokens, _ = bertviz_inputs
     widget = attnscope.head_view(attention, tokens)

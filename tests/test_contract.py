@@ -10,7 +10,7 @@ import pytest
 import traitlets
 
 import attnscope
-from attnscope.contract import PAGE_BEHAVIOURS, WRITERS, contract_js, contract_markdown, contract_traits, page_traits, view_modules_js
+from attnscope.widget.contract import PAGE_BEHAVIOURS, WRITERS, contract_js, contract_markdown, contract_traits, page_traits, view_modules_js
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,14 +70,14 @@ def test_a_saved_page_knows_what_to_do_with_every_trait_the_view_writes():
 
 
 def test_synced_refuses_an_unknown_writer():
-    from attnscope.contract import synced
+    from attnscope.widget.contract import synced
 
     with pytest.raises(ValueError, match="writer"):
         synced(traitlets.Int(0), "doc", writer="nobody")
 
 
 def test_the_views_send_only_declared_messages():
-    from attnscope.messages import MESSAGES
+    from attnscope.widget.messages import MESSAGES
 
     sent = set()
     for path in (ROOT / "js").glob("*.js"):
@@ -92,7 +92,7 @@ def test_the_views_send_only_declared_messages():
 
 
 def test_a_channel_refuses_undeclared_messages():
-    from attnscope.messages import Channel
+    from attnscope.widget.messages import Channel
 
     class Fake:
         def on_msg(self, _callback):
@@ -111,28 +111,44 @@ def test_architecture_md_ends_with_the_current_contract_table():
 
 
 def test_architecture_md_shows_the_layers_that_lint_imports_checks():
-    """The layers `make lint` enforces (pyproject's import-linter contract) are the ones
-    ARCHITECTURE.md draws, in the same order; every module of the package is on one of them."""
+    """The layers `make lint` enforces (pyproject's import-linter contracts: the package's folders,
+    then the modules inside each) are the ones ARCHITECTURE.md draws, in the same order; every
+    module of the package and of each folder is on one of them."""
     import tomllib
 
     root = Path(__file__).resolve().parents[1]
     contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    layers = [[name.strip().removeprefix("attnscope.") for name in layer.split("|")] for layer in contracts[0]["layers"]]
     text = (root / "ARCHITECTURE.md").read_text()
-    drawn = text[text.index("<!-- layers:begin -->"): text.index("<!-- layers:end -->")]
-    listed = [re.findall(r"`([a-z_]+)`", line) for line in drawn.splitlines() if re.match(r"\d+\. ", line)]
-    assert listed == layers
     package = root / "src" / "attnscope"
-    modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"} | {
-        path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
-    assert modules == {name for layer in layers for name in layer}, "a module on no layer, or a layer of no module"
+    folders = sorted(path.name for path in package.iterdir() if (path / "__init__.py").is_file())
+    checked = set()
+    for contract in contracts:
+        container = (contract.get("containers") or ["attnscope"])[0]
+        names = [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
+        if container == "attnscope" and names[0][0].startswith("attnscope.analyses."):
+            container = "attnscope.analyses"  # its layers name whole modules: the analyses' own order
+        prefix = container + "."
+        layers = [[name.removeprefix(prefix) for name in layer] for layer in names]
+        folder = container.removeprefix("attnscope").lstrip(".")
+        marker = f"layers {folder}" if folder else "layers"
+        drawn = text[text.index(f"<!-- {marker}:begin -->"): text.index(f"<!-- {marker}:end -->")]
+        listed = [re.findall(r"^\d+\. (.*)$", line)[0] for line in drawn.splitlines() if re.match(r"\d+\. ", line)]
+        listed = [re.findall(r"`([a-z_]+)`", line.split(":")[0].split(" (")[0]) for line in listed]
+        assert listed == layers, marker
+        directory = package / folder if folder else package
+        modules = {path.stem for path in directory.glob("*.py") if path.stem != "__init__"}
+        if not folder:
+            modules |= set(folders)
+        assert modules == {name for layer in layers for name in layer}, f"{marker}: a module on no layer, or a layer of no module"
+        checked.add(folder)
+    assert checked == {"", *folders}, "a folder without a contract of its own"
 
 
 def test_each_view_draws_a_synced_payload_or_a_served_store_and_asks_by_a_declared_message():
     """views.py's table is what the saved page and the picture read for the open view: what it
     names must be a trait of the contract or a message of the channel."""
-    from attnscope.messages import MESSAGES
-    from attnscope.views import VIEWS
+    from attnscope.widget.messages import MESSAGES
+    from attnscope.widget.views import VIEWS
 
     traits = contract_traits(attnscope.AttentionWidget)
     for view in VIEWS:

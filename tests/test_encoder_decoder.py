@@ -7,8 +7,8 @@ from test_engine import VOCAB
 
 import attnscope
 from attnscope import InputError
-from attnscope.neuron_numbers import neuron_slice
 from attnscope.serialize import decode
+from attnscope.widget.neuron_numbers import neuron_slice
 
 SOURCE = "The quick brown fox jumps."
 TARGET = "Der schnelle braune Fuchs springt."
@@ -165,7 +165,7 @@ def test_neuron_view_opens_on_a_token_of_the_text_in_every_part(family, bert_tok
 
 
 def test_neuron_reply_names_how_scores_are_made(bart, bert_tokenizer):
-    from attnscope.payloads import score_label
+    from attnscope.widget.payloads import score_label
 
     cross = bart.run(SOURCE, TARGET).parts["cross"]
     assert cross.queries.shape[-1] == 8 and score_label(cross, 0) == "q·k / √d"

@@ -287,7 +287,7 @@ def test_a_model_from_a_folder_is_named_not_shown_as_its_path(bert_tokenizer, tm
     whose config holds that path, is all-MiniLM-L6-v2; a local folder by a name it says."""
     from transformers import AutoModel
 
-    from attnscope.models import DEFAULT_MODEL_LABEL, default_model_path
+    from attnscope.engine.models import DEFAULT_MODEL_LABEL, default_model_path
 
     embedded = default_model_path()
     assert attnscope.load(str(embedded), device="cpu").name == DEFAULT_MODEL_LABEL
@@ -307,7 +307,7 @@ def test_a_model_from_a_folder_is_named_not_shown_as_its_path(bert_tokenizer, tm
         reloaded = AutoModel.from_pretrained(folder)
         assert attnscope.load(reloaded, bert_tokenizer, device="cpu").name == name
     # A hub name stays as it is; a model with no name or path is named by its class.
-    from attnscope.models import model_label
+    from attnscope.engine.models import model_label
 
     assert model_label("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
     assert attnscope.load(small_models()["bert"](), bert_tokenizer, device="cpu").name == "BertModel"
@@ -332,7 +332,7 @@ class TokenizerSpy:
 
 
 def test_a_long_text_is_read_a_piece_at_a_time_and_counted_exactly(default_model, monkeypatch):
-    from attnscope import engine as engine_module
+    from attnscope.engine import attention_model as engine_module
 
     text = " ".join(f"word{i % 97} and, more" for i in range(40_000))  # 613,000 characters, 200,002 tokens
     full = default_model.tokenizer(text, truncation=False, verbose=False)["input_ids"]
@@ -349,7 +349,7 @@ def test_a_long_text_is_read_a_piece_at_a_time_and_counted_exactly(default_model
 def test_a_text_past_the_character_limit_is_refused_at_once(default_model):
     import time
 
-    from attnscope.engine import MAX_TEXT_CHARACTERS
+    from attnscope.engine.attention_model import MAX_TEXT_CHARACTERS
 
     start = time.perf_counter()
     with pytest.raises(InputError, match=r"^text has 2,000,000 characters, more than the 1,000,000 a run reads, and "
@@ -362,13 +362,13 @@ def test_a_text_past_the_character_limit_is_refused_at_once(default_model):
 
 
 def test_full_attention_past_the_budget_is_refused_before_the_model_runs(default_model, monkeypatch):
-    from attnscope import engine as engine_module
+    from attnscope.engine import attention_model as engine_module
 
     monkeypatch.setattr(engine_module, "FULL_ATTENTION_MAX", 2**20)  # 1 MB: a 202-token text keeps 11.8 MB
     monkeypatch.setattr(default_model, "forward", lambda *a, **k: pytest.fail("the model ran"))
     text = "word " * 200
     with pytest.raises(InputError, match=r"^attention='full' would keep 6 layers × 12 heads × 202² weights, 11\.8 MB, more than "
-                       r"the 1\.0 MB a run may hold \(attnscope\.engine\.FULL_ATTENTION_MAX\): use attention='on_demand'"):
+                       r"the 1\.0 MB a run may hold \(attnscope\.engine\.attention_model\.FULL_ATTENTION_MAX\): use attention='on_demand'"):
         default_model.run(text, attention="full")
     with pytest.raises(InputError, match=r"^Masking heads, which needs the full attention, would keep 6 layers × 12 heads"):
         default_model.run(text, masked_heads=[(0, 0)])

@@ -62,12 +62,12 @@ def test_a_mistake_is_still_the_exception_callers_catch(default_model):
 
 def test_a_bug_keeps_its_whole_traceback(shown_error, monkeypatch):
     """Only attnscope's deliberate errors are cut short: anything else is shown as Python has it."""
-    import attnscope.payloads
+    import attnscope.widget.payloads
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("a bug inside attnscope")
 
-    monkeypatch.setattr(attnscope.payloads, "layer_payload", broken)
+    monkeypatch.setattr(attnscope.widget.payloads, "layer_payload", broken)
     text = shown_error("attnscope.show('The cat sat.', model=model)")
     assert "RuntimeError: a bug inside attnscope" in text
-    assert "attnscope/widget.py" in text  # the frames inside the package that failed
+    assert "attnscope/widget/attention_widget.py" in text  # the frames inside the package that failed

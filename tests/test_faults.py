@@ -230,7 +230,7 @@ def test_a_failed_trait_assignment_keeps_the_view(widget):
 
 
 def test_nan_attention_is_named_in_a_warning_and_in_the_view(nan_engine):
-    with pytest.warns(attnscope.nonfinite.NonFiniteAttentionWarning, match=r"NaN or infinite values in 5 of 12 heads \(layer-head\): 1-0, 2-0, 2-1, 2-2, 2-3\."):
+    with pytest.warns(attnscope.engine.nonfinite.NonFiniteAttentionWarning, match=r"NaN or infinite values in 5 of 12 heads \(layer-head\): 1-0, 2-0, 2-1, 2-2, 2-3\."):
         result = nan_engine.run("The cat sat on the mat.")
     assert (1, 0) in result.nonfinite_heads and (0, 0) not in result.nonfinite_heads
     with warnings.catch_warnings():
@@ -320,7 +320,7 @@ def test_save_image_request_ids_are_unique(widget, monkeypatch, tmp_path):
 
 
 def _cli(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "attnscope.cli", *args], capture_output=True, text=True, timeout=300, **kwargs)
+    return subprocess.run([sys.executable, "-m", "attnscope.edges.cli", *args], capture_output=True, text=True, timeout=300, **kwargs)
 
 
 def _error_line(stderr: str) -> str:
@@ -361,8 +361,8 @@ def test_cli_errors_are_one_line(args, message, tmp_path):
 
 
 def test_cli_opens_the_page_on_any_declared_view_and_says_which_a_run_cannot_show(tmp_path):
-    from attnscope.cli import build_parser
-    from attnscope.views import VIEW_NAMES
+    from attnscope.edges.cli import build_parser
+    from attnscope.widget.views import VIEW_NAMES
 
     view_option = next(a for a in build_parser()._subparsers._group_actions[0].choices["render"]._actions if a.dest == "view")
     assert tuple(view_option.choices) == VIEW_NAMES
@@ -375,7 +375,7 @@ def test_cli_opens_the_page_on_any_declared_view_and_says_which_a_run_cannot_sho
 
 
 def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
-    from attnscope import cli
+    from attnscope.edges import cli
 
     def crash(_args):
         raise RuntimeError("CUDA error: device-side assert triggered\nsecond line")
@@ -433,7 +433,7 @@ def test_masked_heads_are_refused_by_their_size(engine):
 
 
 def test_word_groups_of_many_precomputed_tokens_take_linear_time():
-    from attnscope.texts import groups_from_tokens
+    from attnscope.engine.texts import groups_from_tokens
 
     # Whether the tokens mark spaces was asked again for every token: 20,000 tokens took 43 s.
     tokens = ["[CLS]", *(["word", "##piece"] * 10_000), "[SEP]"]
@@ -456,14 +456,14 @@ def long_result(engine):
     (list(range(1_000_000)), r"^rows must be a \(start, end\) pair of positions, not \[0, 1, 2, 3, 4, 5, \.\.\.\]\.$"),
 ], ids=["float", "bool", "string", "None", "a million"])
 def test_a_tile_request_with_bad_spans_names_them_briefly(long_result, rows, message):
-    from attnscope import payloads
+    from attnscope.widget import payloads
 
     with pytest.raises(InputError, match=message):
         payloads.long_tile_payload(long_result, 0, 0, rows, [0, 5], 4)
 
 
 def test_messages_never_echo_a_megabyte_back(long_result):
-    from attnscope import payloads
+    from attnscope.widget import payloads
 
     for action in (lambda: checks.integer("layer", "x" * 2_000_000), lambda: checks.fraction("residual", "x" * 2_000_000),
                    lambda: payloads.long_rows_payload(long_result, 0, 0, 1, "x" * 2_000_000),
@@ -549,7 +549,7 @@ def test_precomputed_tokens_with_a_surrogate_are_shown_as_replacement_characters
 
 
 def test_the_command_line_names_a_byte_that_is_not_utf8(tmp_path):
-    out = subprocess.run([sys.executable.encode(), b"-m", b"attnscope.cli", b"render", b"ab\xffc", b"-o", str(tmp_path / "x.html").encode()],
+    out = subprocess.run([sys.executable.encode(), b"-m", b"attnscope.edges.cli", b"render", b"ab\xffc", b"-o", str(tmp_path / "x.html").encode()],
                          capture_output=True, timeout=300)
     assert out.returncode == 2
     assert out.stderr.decode().strip().splitlines() == [

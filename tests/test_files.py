@@ -253,7 +253,7 @@ def test_save_html_and_render_html_refuse_a_notebook_path(precomputed, default_m
     def no_run(*args, **kwargs):
         raise AssertionError("the model ran for a page that cannot be written")
 
-    monkeypatch.setattr(attnscope.widget.AttentionWidget, "__init__", no_run)
+    monkeypatch.setattr(attnscope.widget.attention_widget.AttentionWidget, "__init__", no_run)
     with pytest.raises(attnscope.InputError, match=r"Not writing HTML to '.*analysis\.ipynb'"):
         attnscope.render_html("Dogs bark.", model=default_model, path=notebook)
     assert notebook.read_bytes() == NOTEBOOK and listing(tmp_path) == ["analysis.ipynb"]
@@ -276,7 +276,7 @@ def test_save_image_refuses_a_path_named_for_another_format(precomputed, tmp_pat
 def test_the_command_line_refuses_a_notebook_and_says_it_replaced_a_page(tmp_path):
     notebook = tmp_path / "analysis.ipynb"
     notebook.write_bytes(NOTEBOOK)
-    out = subprocess.run([sys.executable, "-m", "attnscope.cli", "render", "Hi.", "-o", str(notebook)],
+    out = subprocess.run([sys.executable, "-m", "attnscope.edges.cli", "render", "Hi.", "-o", str(notebook)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
@@ -285,7 +285,7 @@ def test_the_command_line_refuses_a_notebook_and_says_it_replaced_a_page(tmp_pat
     assert notebook.read_bytes() == NOTEBOOK
     page = tmp_path / "page"
     for said in ("wrote", "replaced"):
-        out = subprocess.run([sys.executable, "-m", "attnscope.cli", "render", "Hi.", "-o", str(page)],
+        out = subprocess.run([sys.executable, "-m", "attnscope.edges.cli", "render", "Hi.", "-o", str(page)],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         last = out.stderr.strip().splitlines()[-1]

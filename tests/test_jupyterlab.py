@@ -332,8 +332,8 @@ def test_long_context_notebook_text_and_map_views_ask_the_kernel(watched_page, j
     import base64
     import json
 
-    from attnscope.messages import WINDOW_TOKENS
-    from attnscope.payloads import window_around
+    from attnscope.widget.messages import WINDOW_TOKENS
+    from attnscope.widget.payloads import window_around
 
     def put(path: str, model: dict) -> None:
         request = urllib.request.Request(f"{jupyterlab}/api/contents/{path}?token={TOKEN}", method="PUT",
@@ -664,7 +664,7 @@ def test_reopened_pictures_fit_the_output_whatever_its_width(watched_page, jupyt
 INTERRUPT_CELLS = [
     # The model view's thumbnails take a minute, the first time the tab asks (a long text would);
     # the picture beside the widget, made in the cell, gets them at once.
-    "import time, attnscope\nfrom attnscope import payloads\nmade, slow = [], payloads.thumbnails_payload\n"
+    "import time, attnscope\nfrom attnscope.widget import payloads\nmade, slow = [], payloads.thumbnails_payload\n"
     "def thumbnails_after_a_minute(*args, **kwargs):\n"
     "    shown = globals().get('widget')  # None while show() makes the picture\n"
     "    if not made and shown is not None and shown.view == 'model':\n        made.append(1)\n        time.sleep(60)\n"

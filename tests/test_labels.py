@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 import attnscope
+from attnscope.engine.nonfinite import nonfinite_message
 from attnscope.errors import InputError
 from attnscope.labels import EXAMPLES, head_label, head_name, label_examples
-from attnscope.nonfinite import nonfinite_message
 
 ROOT = Path(__file__).resolve().parent.parent
 

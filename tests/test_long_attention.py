@@ -15,10 +15,11 @@ import transformers
 from test_token_labels import byte_level_bpe
 
 import attnscope
-from attnscope import InputError, NoAttentionError, fast_capture
-from attnscope import engine as engine_module
-from attnscope.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
-from attnscope.results import LongAttentionResult
+from attnscope import InputError, NoAttentionError
+from attnscope.engine import fast_capture
+from attnscope.engine import attention_model as engine_module
+from attnscope.engine.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
+from attnscope.engine.results import LongAttentionResult
 
 TEXT = "The café is naïve, and the lake near Zürich is cold. " * 4
 SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
@@ -107,7 +108,7 @@ def test_a_map_refined_in_passes_ends_as_the_pooled_map_and_each_pass_is_its_row
     """Issue 32: a large map is answered in passes over 1 / passes of the rows each (bit-reversed
     offsets); the passes' max is the pooled max, their sum the pooled mean, for one head and for
     the mean of the heads, and the first pass alone is the pooled map of its rows."""
-    from attnscope import payloads as pl
+    from attnscope.widget import payloads as pl
 
     _, engine = family
     full = engine.run(TEXT, attention="full").attention.cpu()
@@ -250,7 +251,7 @@ def test_a_max_pooled_from_the_scores_equals_the_max_of_the_weights(monkeypatch)
     """The GPU's way to max-pool bins of unequal size (exact_attention.scores_first: each column
     bin's largest score, gathered, then exp) gives the CPU's numbers (every weight scattered into
     its bin), for whole maps, passes over a share of the rows, spans and blocks cut mid-bin."""
-    from attnscope import exact_attention
+    from attnscope.engine import exact_attention
 
     torch.manual_seed(2)
     q, k = torch.randn(4, 61, 8) * 2, torch.randn(2, 61, 8)
@@ -274,7 +275,7 @@ def test_a_max_pooled_from_the_scores_equals_the_max_of_the_weights(monkeypatch)
 
 def test_a_long_run_computes_scores_a_bounded_block_at_a_time(tokenizer, monkeypatch):
     # 3,000 tokens, 4 heads: one layer's scores would be 144 MB; every block stays under BLOCK_BYTES.
-    from attnscope import exact_attention
+    from attnscope.engine import exact_attention
 
     torch.manual_seed(0)
     config = transformers.Qwen2Config(vocab_size=320, use_sliding_window=True, sliding_window=2900, max_window_layers=0,
@@ -345,8 +346,8 @@ def test_a_fused_kernel_whose_log_sum_exps_disagree_is_not_kept(tokenizer, monke
 def test_a_gpu_scores_larger_blocks_within_its_free_memory_and_refines_in_fewer_passes(monkeypatch):
     from types import SimpleNamespace
 
-    from attnscope import exact_attention
-    from attnscope import payloads as pl
+    from attnscope.engine import exact_attention
+    from attnscope.widget import payloads as pl
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * 2**30, 141 * 2**30))

@@ -15,9 +15,9 @@ from test_token_labels import byte_level_bpe
 
 import attnscope
 from attnscope import InputError
-from attnscope.messages import MESSAGES
-from attnscope.payloads import window_around
 from attnscope.serialize import decode
+from attnscope.widget.messages import MESSAGES
+from attnscope.widget.payloads import window_around
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_the_head_views_window_is_every_heads_full_attention_around_the_token(wi
     n = len(full.tokens)
     token %= n
     # A window smaller than the text, so that it has to be placed.
-    monkeypatch.setattr(attnscope.long_answers, "WINDOW_TOKENS", 16)
+    monkeypatch.setattr(attnscope.widget.long_answers, "WINDOW_TOKENS", 16)
     content, buffers = ask(widget, "attention_window", layer=1, token=token)
     assert "error" not in content, content
     start, end = content["rows"]
@@ -218,8 +218,8 @@ def test_thumbnails_too_large_to_make_at_once_are_asked_for_in_passes(engine, fu
     """Issue 32: a long run whose thumbnails take more than a pass (32,768 tokens: tens of seconds)
     leaves the trait empty, and the view's "thumbnails" requests answer passes whose max is every
     head's pooled map; the picture of such a view says why it is not drawn, the text view's is."""
-    from attnscope import payloads as pl
-    from attnscope.picture import picture_svg
+    from attnscope.widget import payloads as pl
+    from attnscope.widget.picture import picture_svg
 
     n = len(full.tokens)
     monkeypatch.setattr(pl, "PASS_PAIRS", 2 * 4 * n * n // 6)  # 2 layers × 4 heads in about 6 passes

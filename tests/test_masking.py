@@ -6,7 +6,7 @@ from test_engine import small_models
 
 import attnscope
 from attnscope import InputError
-from attnscope.texts import groups_from_tokens
+from attnscope.engine.texts import groups_from_tokens
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 

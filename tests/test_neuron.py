@@ -5,7 +5,7 @@ import torch
 import transformers
 
 import attnscope
-from attnscope.neuron_numbers import neuron_slice
+from attnscope.widget.neuron_numbers import neuron_slice
 
 
 def test_slice_reproduces_attention_row(default_model):

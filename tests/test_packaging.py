@@ -88,7 +88,8 @@ def test_the_wheel_holds_the_bundle_its_licences_and_no_cdn(artifacts):
     files = files_of(artifacts["wheel"])
     info = f"attnscope-{declared_version()}.dist-info"
     for name in ("attnscope/static/widget.js", "attnscope/static/widget.css", "attnscope/static/standalone.js",
-                 "attnscope/static/standalone.css", "attnscope/static/picture.js", "attnscope/widget.py",
+                 "attnscope/static/standalone.css", "attnscope/static/picture.js", "attnscope/widget/attention_widget.py",
+                 "attnscope/engine/attention_model.py", "attnscope/edges/cli.py",
                  f"{info}/licenses/LICENSE", f"{info}/licenses/src/attnscope/static/THIRD_PARTY_LICENSES.txt"):
         assert name in files, name
     metadata = files[f"{info}/METADATA"].decode()
@@ -171,7 +172,7 @@ def test_the_wheel_alone_renders_a_page_that_paints_offline(artifacts, tmp_path,
 
 
 def test_a_saved_pages_licence_comment_holds_every_notice_and_cannot_end_early():
-    from attnscope.export import bundled_licenses
+    from attnscope.widget.export import bundled_licenses
 
     text = bundled_licenses()
     assert "--" not in text  # "-->" would end the comment; "--" alone is not allowed in one

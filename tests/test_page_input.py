@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 import attnscope
 from attnscope import InputError
-from attnscope import payloads as pl
-from attnscope.contract import contract_traits, page_writable
-from attnscope.messages import MESSAGES
-from attnscope.results import LongAttentionResult
-from attnscope.widget import AttentionWidget
+from attnscope.engine.results import LongAttentionResult
+from attnscope.widget.attention_widget import AttentionWidget
+from attnscope.widget import payloads as pl
+from attnscope.widget.contract import contract_traits, page_writable
+from attnscope.widget.messages import MESSAGES
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
 KERNEL_WRITTEN = sorted(name for name in contract_traits(AttentionWidget) if name not in page_writable(AttentionWidget))
@@ -312,7 +312,7 @@ def test_a_write_and_a_request_are_interruptible_where_the_kernel_left_sigint_ig
         assert seen == [signal.default_int_handler] * 2
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # set back after the work
         # Outside the main thread nothing is touched (a signal handler can only be set there).
-        from attnscope.messages import interruptible
+        from attnscope.widget.messages import interruptible
 
         inside = []
         thread = threading.Thread(target=lambda: inside.append(interruptible().__enter__() or signal.getsignal(signal.SIGINT)))
@@ -375,11 +375,11 @@ def test_an_edits_text_is_not_kept_in_the_request_after_it_is_answered(widget):
 
 
 def test_save_html_refuses_a_notebook_path_before_building_the_page(widget, tmp_path, monkeypatch):
-    import attnscope.export
+    import attnscope.widget.export
 
     notebook = tmp_path / "analysis.ipynb"
     notebook.write_text("{}")
-    monkeypatch.setattr(attnscope.export, "widget_html", lambda *a, **k: pytest.fail("the page was built"))
+    monkeypatch.setattr(attnscope.widget.export, "widget_html", lambda *a, **k: pytest.fail("the page was built"))
     with pytest.raises(InputError, match="analysis.ipynb"):
         widget.save_html(notebook)
     assert notebook.read_text() == "{}"
@@ -505,7 +505,7 @@ def test_the_pages_messages_stay_on_the_kernels_main_shell():
     where the kernel's interrupt reaches and cells do not run beside them."""
     from ipykernel.comm.comm import BaseComm
 
-    from attnscope.messages import on_the_main_shell
+    from attnscope.widget.messages import on_the_main_shell
 
     comm = BaseComm(target_name="attnscope-test", primary=False)
     comm._reply_subshell_id = "widgets-subshell"  # as publish_msg records it while answering a tagged message

@@ -21,9 +21,9 @@ from test_long_attention import SHAPE, TEXT, sharpened
 from test_token_labels import byte_level_bpe
 
 import attnscope
-from attnscope import picture as picture_module
 from attnscope.analyses import head_stats
-from attnscope.picture import PICTURE_BYTES, picture_bundle, picture_svg
+from attnscope.widget import picture as picture_module
+from attnscope.widget.picture import PICTURE_BYTES, picture_bundle, picture_svg
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 OUTPUT_LIMIT = 200_000

@@ -14,8 +14,8 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 import attnscope
-from attnscope.results import word_attention
-from attnscope.token_labels import CONTINUATION, join_labels, label_tokens
+from attnscope.engine.results import word_attention
+from attnscope.engine.token_labels import CONTINUATION, join_labels, label_tokens
 
 TEXT = "The café is naïve, 日本 🙂 שלום e\u0301cole Zürich."
 CORPUS = ["The café is naïve.", "Hello world, this is a test of the tokenizer.", "Zürich has a lake.",

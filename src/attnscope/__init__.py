@@ -14,13 +14,13 @@ from .analyses import (
     rollout,
     syntax_heads,
 )
-from .bertviz_compat import head_view, model_view
-from .engine import AttentionModel, AttentionResult, load
+from .edges.bertviz_compat import head_view, model_view
+from .edges.render import render_html
+from .engine.attention_model import AttentionModel, AttentionResult, load
+from .engine.results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult, word_attention
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
-from .render import render_html
-from .results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult, word_attention
-from .widget import AttentionWidget, show
-from .widget_checks import SettingError
+from .widget.attention_widget import AttentionWidget, show
+from .widget.widget_checks import SettingError
 
 try:  # declared once, in pyproject.toml
     __version__ = importlib.metadata.version("attnscope")

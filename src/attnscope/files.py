@@ -16,6 +16,10 @@ from .errors import InputError
 
 # What each kind of file attnscope writes may be called; the first suffix is the one added to a
 # name without any.
+# The front end's bundles (js/, built by `make js`): the widget's module, a saved page's script
+# and the picture's drawer.
+STATIC = Path(__file__).resolve().parent / "static"
+
 FORMATS = {"html": (".html", ".htm"), "png": (".png",), "svg": (".svg",)}
 FORMAT_NAMES = {"html": "HTML", "png": "PNG", "svg": "SVG"}
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,7 @@ works as BertViz users expect from the other two views.
 import sys
 import types
 
-from .bertviz_compat import neuron_view as show
+from .edges.bertviz_compat import neuron_view as show
 
 __all__ = ["show"]
 

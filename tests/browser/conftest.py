@@ -40,7 +40,7 @@ def open_widget(watched_page, server):
     """open_widget(widget, width=, height=) → the harness page drawing a real widget's state (its traits as Python has them)."""
     from real_widget import wire
 
-    from attnscope.contract import contract_traits
+    from attnscope.widget.contract import contract_traits
 
     def open_(widget, width: int = 1100, height: int = 900):
         page = watched_page(viewport={"width": width, "height": height})

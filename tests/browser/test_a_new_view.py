@@ -1,4 +1,4 @@
-"""A new view is one JS module and one line in src/attnscope/views.py (issue 33): a toy view,
+"""A new view is one JS module and one line in src/attnscope/widget/views.py (issue 33): a toy view,
 added to a copy of the repository that way, appears in the live widget, the saved page, the
 picture of a saved output and `attnscope render --view`, once `make contract` and the JS build
 have run (both are what `make` runs; nothing else is edited)."""
@@ -58,8 +58,8 @@ WIDGET_SCRIPT = """\
 import json, sys
 from pathlib import Path
 import attnscope
-from attnscope.contract import contract_traits
-from attnscope.picture import picture_svg
+from attnscope.widget.contract import contract_traits
+from attnscope.widget.picture import picture_svg
 sys.path.insert(0, sys.argv[2])
 from real_widget import wire
 
@@ -85,7 +85,7 @@ def copy_with_a_toy_view(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, copy / name)
     (copy / "node_modules").symlink_to(ROOT / "node_modules")
     (copy / "js" / "toy_view.js").write_text(TOY_MODULE)
-    registry = copy / "src" / "attnscope" / "views.py"
+    registry = copy / "src" / "attnscope" / "widget" / "views.py"
     text = registry.read_text()
     last = '    View("analysis", "Analysis", ("short", "long")),\n'
     assert text.count(last) == 1
@@ -98,7 +98,7 @@ def copy_with_a_toy_view(tmp_path_factory) -> Path:
     out.mkdir()
     subprocess.run([sys.executable, "-c", WIDGET_SCRIPT, str(out), str(ROOT / "tests" / "browser")],
                    cwd=copy, env=env, check=True, timeout=300)
-    subprocess.run([sys.executable, "-m", "attnscope.cli", "render", "The dog ran.", "--view", "toy", "-o", str(out / "cli.html")],
+    subprocess.run([sys.executable, "-m", "attnscope.edges.cli", "render", "The dog ran.", "--view", "toy", "-o", str(out / "cli.html")],
                    cwd=copy, env=env, check=True, timeout=300)
     return copy
 
@@ -109,8 +109,8 @@ def test_the_copy_differs_by_one_module_and_one_registry_line(copy_with_a_toy_vi
     added = {path.relative_to(copy / "js").as_posix() for path in (copy / "js").glob("*.js")} - {
         path.relative_to(ROOT / "js").as_posix() for path in (ROOT / "js").glob("*.js")}
     assert added == {"toy_view.js"}
-    theirs = (ROOT / "src/attnscope/views.py").read_text().splitlines(keepends=True)
-    ours = (copy / "src/attnscope/views.py").read_text().splitlines(keepends=True)
+    theirs = (ROOT / "src/attnscope/widget/views.py").read_text().splitlines(keepends=True)
+    ours = (copy / "src/attnscope/widget/views.py").read_text().splitlines(keepends=True)
     assert [line for line in ours if line not in theirs] == [TOY_LINE]
     assert 'import { adapter as toy } from "./toy_view.js";' in (copy / "js/view_modules.js").read_text()
 

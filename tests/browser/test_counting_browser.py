@@ -12,7 +12,7 @@ from test_export_geometry import exported
 from test_head_view_browser import BUNDLE
 
 import attnscope
-from attnscope.picture import picture_svg
+from attnscope.widget.picture import picture_svg
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 

@@ -17,9 +17,9 @@ from real_widget import wire
 from test_head_view_browser import BUNDLE
 
 import attnscope
-from attnscope.contract import contract_traits
-from attnscope.neuron_numbers import neuron_slice
-from attnscope.payloads import window_around
+from attnscope.widget.contract import contract_traits
+from attnscope.widget.neuron_numbers import neuron_slice
+from attnscope.widget.payloads import window_around
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
@@ -201,7 +201,7 @@ def test_a_long_runs_head_view_shows_the_same_window_saved_as_live(live_and_save
 
     model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
     engine = attnscope.load(model, byte_level_bpe(), device="cpu")
-    monkeypatch.setattr(attnscope.long_answers, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
+    monkeypatch.setattr(attnscope.widget.long_answers, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
     widget = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", view="head", layer=1)
     widget.focus_token = 20
     live, saved = live_and_saved(widget, HEAD_READY, kernel_answers=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import attnscope
-from attnscope.cli import main as cli_main
-from attnscope.export import script_safe_json
+from attnscope.edges.cli import main as cli_main
+from attnscope.widget.export import script_safe_json
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDALONE = ROOT / "src" / "attnscope" / "static" / "standalone.js"

@@ -2,7 +2,7 @@
 heads counted from 0 in `layer`/`head`, and `label` "layer-head": Clark et al.'s head 8-10 is 7-9
 here). Each corpus analysis is a partial aggregate per part of a corpus (`*_partial`, with its
 `merge`), which runner.run_partial runs here or on a Ray cluster; corpus.py reads the corpus and
-makes its batches. The formulas are the pure functions of attnscope.analysis."""
+makes its batches. The formulas are the pure functions of attnscope.engine.formulas."""
 
 from .corpus import documents
 from .head_stats import behaviours, head_distances, head_stats

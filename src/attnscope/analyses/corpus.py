@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from .. import analysis as an
 from .. import checks
-from ..engine import MAX_TEXT_CHARACTERS, PIECE_CHARACTERS, AttentionModel
+from ..engine import formulas as an
+from ..engine.attention_model import MAX_TEXT_CHARACTERS, PIECE_CHARACTERS, AttentionModel
+from ..engine.models import max_positions
+from ..engine.nonfinite import describe_heads, has_nonfinite, nonfinite_heads
 from ..errors import InputError
-from ..models import max_positions
-from ..nonfinite import describe_heads, has_nonfinite, nonfinite_heads
 from ..progress import progress as progress_bar
 
 Document = tuple[str, "str | None"]

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from .. import analysis as an
 from .. import checks
-from ..engine import (
+from ..engine import formulas as an
+from ..engine.attention_model import (
     AttentionModel,
     model_of,
 )
@@ -69,7 +69,7 @@ def head_stats(
     """Clark et al.'s per-head statistics, per document then averaged over documents.
 
     Returns a tidy DataFrame (layer, head, label, measure, value); measures are the keys of
-    `attnscope.analysis.MEASURE_LABELS` (cls, sep, punct, sep_sep, other_sep, prev, current, next,
+    `attnscope.engine.formulas.MEASURE_LABELS` (cls, sep, punct, sep_sep, other_sep, prev, current, next,
     entropy, entropy_cls). Show it with `widget.show_analysis(frame)`.
 
     backend: "local" (this process, batches of `batch_size` on the model's device) or "ray": the

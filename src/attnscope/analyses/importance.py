@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from .. import analysis as an
-from ..engine import (
+from ..engine import formulas as an
+from ..engine.attention_model import (
     AttentionModel,
     model_of,
 )

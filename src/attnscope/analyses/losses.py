@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..engine import (
+from ..engine.attention_model import (
     AttentionModel,
 )
 from ..errors import InputError

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from .. import analysis as an
 from .. import checks
-from ..engine import (
+from ..engine import formulas as an
+from ..engine.attention_model import (
     AttentionResult,
 )
+from ..engine.results import key_tokens_of, run_of
 from ..errors import InputError
-from ..results import key_tokens_of, run_of
 
 
 def rollout(result: AttentionResult, residual: float = 0.5) -> torch.Tensor:

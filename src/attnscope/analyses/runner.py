@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import load
+from ..engine.attention_model import load
 from ..errors import InputError
 from ..progress import progress as progress_bar
 from .corpus import Documents

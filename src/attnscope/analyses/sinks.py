@@ -7,16 +7,16 @@ from typing import Any
 
 import torch
 
-from .. import analysis as an
 from .. import checks
-from ..engine import (
+from ..engine import formulas as an
+from ..engine.attention_model import (
     AttentionModel,
 )
+from ..engine.exact_attention import key_head as exact_key_head
+from ..engine.results import LongAttentionResult, run_of
 from ..errors import InputError
-from ..exact_attention import key_head as exact_key_head
 from ..labels import head_label
 from ..progress import progress as progress_bar
-from ..results import LongAttentionResult, run_of
 from .corpus import Documents, document_position, documents
 from .runner import run_partial
 from .tables import Grid, HeadSums, SumsPartial, analysis_view

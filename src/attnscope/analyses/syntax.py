@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from .. import analysis as an
 from .. import checks
-from ..engine import (
+from ..engine import formulas as an
+from ..engine.attention_model import (
     AttentionModel,
     model_of,
 )

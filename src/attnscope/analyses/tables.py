@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ..engine import (
+from ..engine.attention_model import (
     AttentionModel,
 )
 from ..labels import head_label

@@ -3,7 +3,7 @@
 (page_input.take_page_write). A refused value raises SettingError, naming the setting and the range
 it takes; nothing is changed.
 
-The checks read what the widget keeps (widget.py): `_engine` and its runs, `_drawn_run` (what
+The checks read what the widget keeps (attention_widget.py): `_engine` and its runs, `_drawn_run` (what
 the views draw), `_per_token_run` and `_computed_run`; before the first run there is nothing to
 check a count against, and the constructor checks its arguments itself.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import traitlets
 
-from . import checks
-from .checks import head_pair
-from .errors import InputError
-from .results import LongAttentionResult
+from .. import checks
+from ..checks import head_pair
+from ..engine.results import LongAttentionResult
+from ..errors import InputError
 from .views import LONG_VIEWS, SHORT_VIEWS
 from .widget_state import NEEDS_A_MODEL, layer_in_range, long_only, short_only
 from .widget_traits import WidgetTraits

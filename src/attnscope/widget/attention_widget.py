@@ -18,20 +18,20 @@ from typing import Any
 
 import traitlets
 
-from . import checks
+from .. import checks
+from ..checks import head_pair
+from ..engine.attention_model import AttentionModel, load
+from ..engine.nonfinite import NonFiniteAttentionWarning
+from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run_of
+from ..errors import AttnscopeError, InputError
+from ..files import ImageRequest, output_path, write_atomic
 from . import payloads as pl
-from .checks import head_pair
 from .contract import contract_traits
-from .engine import AttentionModel, load
-from .errors import AttnscopeError, InputError
 from .export import slide_html, widget_html
-from .files import ImageRequest, output_path, write_atomic
 from .long_answers import LongAnswers
 from .messages import Channel
-from .nonfinite import NonFiniteAttentionWarning
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
-from .results import AttentionResult, LongAttentionResult, parts_of, run_of
 from .views import VIEW_NAMES
 from .widget_checks import CheckedTraits
 from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads

@@ -12,16 +12,25 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import analysis as an
-from . import checks
-from .analyses.tables import ANALYSIS_VIEWS, analysis_kind
-from .errors import InputError
-from .exact_attention import describe_bytes, full_attention_bytes
-from .labels import head_label, head_name
+from .. import checks
+from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind
+from ..engine import formulas as an
+from ..engine.exact_attention import describe_bytes, full_attention_bytes
+from ..engine.nonfinite import nonfinite_message
+from ..engine.results import (
+    AttentionResult,
+    EncoderDecoderResult,
+    LongAttentionResult,
+    key_labels_of,
+    key_tokens_of,
+    labels_of,
+    parts_of,
+    word_attention,
+)
+from ..errors import InputError
+from ..labels import head_label, head_name
+from ..serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
 from .neuron_numbers import neuron_slice
-from .nonfinite import nonfinite_message
-from .results import AttentionResult, EncoderDecoderResult, LongAttentionResult, key_labels_of, key_tokens_of, labels_of, parts_of, word_attention
-from .serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
 from .views import VIEW
 
 

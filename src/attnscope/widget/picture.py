@@ -28,17 +28,16 @@ import threading
 import time
 import warnings
 import weakref
-from pathlib import Path
 from typing import Any
 
+from ..engine.results import LongAttentionResult
+from ..files import STATIC
 from . import payloads as pl
 from .contract import contract_traits
 from .export import page_state, split_buffers, strict_json
 from .messages import OVERVIEW_BINS
-from .results import LongAttentionResult
 from .views import VIEW
 
-STATIC = Path(__file__).parent / "static"
 # An output holds the SVG twice: base64 in an <img> of its text/html (JupyterLab, nbconvert,
 # jupyterlab-rise) and as image/svg+xml (GitHub, nbviewer). 80 kB of SVG keeps it under 200 kB.
 PICTURE_BYTES = 80_000

@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
-from . import checks
-from .engine import load
-from .errors import InputError
-from .export import widget_html
-from .picture import shown
-from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, fallback_labels
-from .texts import groups_from_tokens
-from .widget import AttentionWidget
+from .. import checks
+from ..engine.attention_model import load
+from ..engine.results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, fallback_labels
+from ..engine.texts import groups_from_tokens
+from ..errors import InputError
+from ..widget.attention_widget import AttentionWidget
+from ..widget.export import widget_html
+from ..widget.picture import shown
 
 HTML_ACTIONS = ("view", "return")
 ENCODER_DECODER_ARGS = ("encoder_attention", "decoder_attention", "cross_attention", "encoder_tokens", "decoder_tokens")

@@ -1,4 +1,5 @@
-"""BERTology analyses as pure tensor functions (no model, no widget).
+"""The papers' attention formulas as pure tensor functions (no model, no widget): Clark et al.'s
+statistics and behaviours, entropy, JS divergence and MDS, rollout, word merging, syntax scoring.
 
 Notation follows Clark et al. 2019: A[l, h, i, j] is the attention from query token i to key token
 j; every row sums to 1. Functions take one document's attention, L × H × n × n (or any leading
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import checks
+from .. import checks
 
 # Clark et al. smooth before taking logs, so that zeros do not dominate.
 ENTROPY_SMOOTHING = 0.0001  # A' = 0.9999·A + 0.0001/n (General_Analysis.ipynb)

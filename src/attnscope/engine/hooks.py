@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .errors import NoAttentionError
+from ..errors import NoAttentionError
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .export import widget_html
-from .files import output_path, write_atomic
-from .widget import AttentionWidget
+from ..files import output_path, write_atomic
+from ..widget.attention_widget import AttentionWidget
+from ..widget.export import widget_html
 
 
 def render_html(

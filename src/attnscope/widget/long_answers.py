@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import checks
+from .. import checks
+from ..engine.results import LongAttentionResult
 from . import payloads as pl
 from .messages import WINDOW_TOKENS
-from .results import LongAttentionResult
 
 Answer = tuple[dict, list]
 

@@ -8,13 +8,13 @@ import time
 import warnings
 from pathlib import Path
 
-from .checks import first_surrogate
-from .engine import load
-from .errors import AttnscopeError, InputError
-from .export import widget_html
-from .files import describe_size, output_path, write_atomic
-from .views import VIEW_NAMES
-from .widget import AttentionWidget
+from ..checks import first_surrogate
+from ..engine.attention_model import load
+from ..errors import AttnscopeError, InputError
+from ..files import describe_size, output_path, write_atomic
+from ..widget.attention_widget import AttentionWidget
+from ..widget.export import widget_html
+from ..widget.views import VIEW_NAMES
 
 
 def _layers(value: str) -> list[int]:

@@ -12,11 +12,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..analyses.sinks import attention_sinks
+from ..engine.exact_attention import describe_bytes, full_attention_bytes
+from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
+from ..errors import InputError
 from . import payloads as pl
-from .analyses.sinks import attention_sinks
-from .errors import InputError
-from .exact_attention import describe_bytes, full_attention_bytes
-from .results import AttentionResult, LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
 from .views import LONG_VIEWS, SHORT_VIEWS
 
 NEEDS_A_MODEL = (

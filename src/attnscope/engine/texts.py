@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import checks
-from .analysis import word_groups
-from .errors import InputError
+from .. import checks
+from ..errors import InputError
+from .formulas import word_groups
 
 
 def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> list[list[int]]:

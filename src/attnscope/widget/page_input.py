@@ -10,9 +10,9 @@ from typing import Any
 
 from traitlets import Bool
 
-from . import checks
+from .. import checks
+from ..errors import AttnscopeError
 from .contract import page_writable
-from .errors import AttnscopeError
 from .messages import interruptible
 
 

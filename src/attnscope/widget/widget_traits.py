@@ -1,18 +1,15 @@
 """The widget's synced traits, declared once with `synced(trait, doc, writer=, page=)` (the trait
 contract: contract.py reads them, js/contract.js is generated from them), and its bundle. The
-widget (widget.py) adds what the traits do: runs, checks and answers."""
+widget (attention_widget.py) adds what the traits do: runs, checks and answers."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import anywidget
 from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
+from ..files import STATIC
 from .contract import synced
 from .views import VIEW_NAMES
-
-STATIC = Path(__file__).parent / "static"
 
 # Shown instead of a blank cell when the package was installed without its built front end.
 _MISSING_BUNDLE_ESM = """

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from . import checks
-from .errors import AttnscopeError, InputError, ModelNotFoundError
+from .. import checks
+from ..errors import AttnscopeError, InputError, ModelNotFoundError
 
 DEFAULT_MODEL_LABEL = "all-MiniLM-L6-v2 (embedded)"
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .labels import head_label
+from ..labels import head_label
 
 
 def has_nonfinite(values: torch.Tensor) -> torch.Tensor:

@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from . import analysis as an
-from . import checks
+from .. import checks
+from ..errors import InputError, NoAttentionError
 from . import exact_attention as exact
-from .errors import InputError, NoAttentionError
+from . import formulas as an
 from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 

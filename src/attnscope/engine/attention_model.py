@@ -16,9 +16,10 @@ from typing import Any
 
 import torch
 
-from . import checks, fast_capture
-from .checks import head_pair
-from .errors import InputError, NoAttentionError
+from .. import checks
+from ..checks import head_pair
+from ..errors import InputError, NoAttentionError
+from . import fast_capture
 from .exact_attention import describe_bytes, full_attention_bytes
 from .hooks import (
     capture_queries_keys,
@@ -302,7 +303,7 @@ class AttentionModel:
                "Masking heads, which needs the full attention," if masked_heads else "The full attention")
         raise InputError(
             f"{why} would keep {n_layers} layers × {n_heads} heads × {n_tokens:,}² weights, {describe_bytes(size)}, "
-            f"more than the {describe_bytes(FULL_ATTENTION_MAX)} a run may hold (attnscope.engine.FULL_ATTENTION_MAX): "
+            f"more than the {describe_bytes(FULL_ATTENTION_MAX)} a run may hold (attnscope.engine.attention_model.FULL_ATTENTION_MAX): "
             "use attention='on_demand' (exact rows and tiles from the queries and keys), or a shorter text (max_length=)."
         )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .engine import AttentionResult
+from ..engine.attention_model import AttentionResult
 
 
 @dataclass

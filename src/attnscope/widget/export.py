@@ -14,18 +14,16 @@ import json
 import math
 import re
 import secrets
-from pathlib import Path
 from typing import Any
 
-from . import checks
+from .. import checks
+from ..engine.results import LongAttentionResult
+from ..files import STATIC
 from . import payloads as pl
 from .contract import contract_traits, page_traits
 from .long_answers import LongAnswers
 from .messages import OVERVIEW_BINS
-from .results import LongAttentionResult
 from .views import VIEW
-
-STATIC = Path(__file__).parent / "static"
 
 _PAGE = """<!doctype html>
 <html lang="en">

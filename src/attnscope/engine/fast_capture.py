@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .errors import NoAttentionError
+from ..errors import NoAttentionError
 from .exact_attention import ScoreRule, attend, block_rows, probabilities, row_logsumexp, scores
 
 IMPLEMENTATION = "attnscope_exact_rows"
