@@ -16,8 +16,8 @@ from test_token_labels import byte_level_bpe
 
 import attnscope
 from attnscope import InputError, NoAttentionError
-from attnscope.engine import fast_capture
 from attnscope.engine import attention_model as engine_module
+from attnscope.engine import fast_capture
 from attnscope.engine.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
 from attnscope.engine.results import LongAttentionResult
 

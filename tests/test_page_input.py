@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import attnscope
 from attnscope import InputError
 from attnscope.engine.results import LongAttentionResult
-from attnscope.widget.attention_widget import AttentionWidget
 from attnscope.widget import payloads as pl
+from attnscope.widget.attention_widget import AttentionWidget
 from attnscope.widget.contract import contract_traits, page_writable
 from attnscope.widget.messages import MESSAGES
 
