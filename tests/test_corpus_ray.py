@@ -50,6 +50,14 @@ def test_head_stats_on_ray_equals_the_single_process_run(cluster, default_model,
     assert distributed.attrs["documents"] == len(corpus)
 
 
+def test_head_roles_on_ray_equal_the_single_process_run(cluster, default_model):
+    """Voita et al.'s measures (issue 34): token counts made once, on the driver, for every worker."""
+    local = attnscope.head_roles(default_model, TEXTS, batch_size=4, progress=False)
+    distributed = attnscope.head_roles(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
+    same_numbers(local, distributed)
+    assert set(distributed.measure) == {"confidence", "previous", "next", "rare"}
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

@@ -5,6 +5,7 @@ here). Each corpus analysis is a partial aggregate per part of a corpus (`*_part
 makes its batches. The formulas are the pure functions of attnscope.engine.formulas."""
 
 from .corpus import documents
+from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
 from .importance import attention_gradients, head_importance
 from .rollout import rollout
@@ -13,5 +14,5 @@ from .syntax import read_conllu, syntax_heads
 
 __all__ = [
     "attention_gradients", "attention_sinks", "behaviours", "documents", "head_distances", "head_importance",
-    "head_stats", "read_conllu", "rollout", "syntax_heads",
+    "head_roles", "head_stats", "read_conllu", "roles", "rollout", "syntax_heads",
 ]

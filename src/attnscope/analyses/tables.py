@@ -43,15 +43,17 @@ class HeadSums:
         self.total: dict[str, torch.Tensor] = {}
         self.count: dict[str, torch.Tensor] = {}
 
-    def add(self, values: dict[str, torch.Tensor]) -> None:
+    def add(self, values: dict[str, torch.Tensor], weight: float = 1.0) -> None:
+        """One document's values; `weight`: how many it averages (its tokens), for a mean over
+        tokens rather than over documents."""
         for key, value in values.items():
             value = value.detach().double().cpu()
             valid = ~torch.isnan(value)
             if key not in self.total:
                 self.total[key] = torch.zeros_like(value)
                 self.count[key] = torch.zeros_like(value)
-            self.total[key] += torch.where(valid, value, torch.zeros_like(value))
-            self.count[key] += valid.double()
+            self.total[key] += torch.where(valid, value * weight, torch.zeros_like(value))
+            self.count[key] += valid.double() * weight
 
     def merge(self, other: HeadSums) -> HeadSums:
         merged = HeadSums()

@@ -1,0 +1,179 @@
+"""The heads' confidence and roles of Voita et al. 2019 (§4 and §5): how confident each head is,
+and whether it is positional (its largest weight on the token before or after), rare-word (on the
+sentence's least frequent token) or syntactic (from a `syntax_heads` result), over a corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import checks
+from ..engine.attention_model import AttentionModel, model_of
+from ..errors import InputError
+from .corpus import Documents, corpus_settings, documents, encode_batch, in_batches, iter_attention, tokens_at
+from .runner import run_partial
+from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+
+MEASURES = {
+    "confidence": "Confidence: mean largest weight of a token's row",
+    "previous": "Largest weight on the token before (share of tokens)",
+    "next": "Largest weight on the token after (share of tokens)",
+    "rare": "Largest weight on the sentence's rarest token (share of tokens)",
+}
+# Voita et al.'s thresholds (§5.1, §5.2): positional when the largest weight is on one neighbour in
+# at least 90 % of cases; syntactic when a relation's accuracy is "at least 10 % higher" than the
+# baseline at the relation's most frequent offset, read here as 10 percentage points.
+POSITIONAL = 0.9
+SYNTACTIC_MARGIN = 0.10
+# Voita et al. give no threshold for rare-word heads (§5.3: they found one per model by its
+# importance, in layer 1; on OpenSubtitles it points to the rarest token in 66 % of the cases where
+# that token is outside the 500 most frequent): ours is half of the tokens.
+RARE = 0.5
+# The relations Voita et al. score (English, Universal Dependencies names: dobj is UD's obj).
+RELATIONS = ("nsubj", "obj", "dobj", "amod", "advmod")
+
+
+@dataclass
+class RolesPartial:
+    """What a part of a corpus adds: per head, the token-weighted sums of each measure."""
+
+    sums: HeadSums
+    documents: int
+
+    def merge(self, other: RolesPartial) -> RolesPartial:
+        return RolesPartial(self.sums.merge(other.sums), self.documents + other.documents)
+
+
+def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int]) -> tuple[dict[str, torch.Tensor], int]:
+    """One document's measures (L × H each, means over its queries) and how many queries they
+    average: the tokens that are not special ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
+    counts: each token's count in the corpus (the rarest non-special token is the sentence's
+    least frequent; a tie counts each of the tied tokens)."""
+    queries = (~special).nonzero().flatten()
+    if len(queries) == 0:
+        return {}, 0
+    rows = attention[..., queries, :]  # L × H × q × n
+    largest, at = rows.max(-1)
+    offsets = at - queries.to(at.device)
+    measures = {
+        "confidence": largest.mean(-1),
+        "previous": (offsets == -1).double().mean(-1),
+        "next": (offsets == 1).double().mean(-1),
+    }
+    ordinary = [int(i) for i in queries]
+    if len(ordinary) > 1:
+        fewest = min(counts[i] for i in ordinary)
+        rare = torch.zeros(attention.shape[-1], dtype=torch.bool, device=at.device)
+        rare[[i for i in ordinary if counts[i] == fewest]] = True
+        measures["rare"] = rare[at].double().mean(-1)
+    return measures, len(queries)
+
+
+def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], max_length: int | None,
+                  batch_size: int, progress: bool) -> RolesPartial:
+    sums = HeadSums()
+    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head roles", progress=progress):
+        special = doc.kinds.cls | doc.kinds.sep
+        measures, weight = document_measures(doc.attention, special, [counts.get(token, 0) for token in doc.tokens])
+        if weight:
+            sums.add(measures, weight=weight)
+    return RolesPartial(sums, len(docs))
+
+
+def token_counts(model: AttentionModel, docs: Documents, max_length: int, batch_size: int) -> dict[str, int]:
+    """How often each token occurs in the corpus, as the runs read it (the same truncation)."""
+    counts: Counter[str] = Counter()
+    for batch in in_batches(docs, batch_size):
+        encoded = encode_batch(model, batch, max_length)
+        for index in range(len(batch)):
+            keep = encoded["attention_mask"][index].nonzero().flatten()
+            counts.update(tokens_at(model, encoded, index, keep))
+    return dict(counts)
+
+
+def head_roles(
+    model: AttentionModel,
+    corpus: Any,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int | str = "auto",
+    progress: bool = True,
+    backend: str = "local",
+):
+    """Voita et al. 2019's measures of every head over a corpus, averaged over its tokens (each
+    token a query; [CLS], [SEP], BOS and EOS left out, as Voita et al. leave out EOS):
+
+    - confidence: the mean of each row's largest weight;
+    - previous, next: how often the largest weight is on the token before, or after;
+    - rare: how often it is on the sentence's least frequent token, its frequency counted over the
+      corpus as the model reads it (ties: any of the tied tokens).
+
+    Returns a tidy DataFrame (layer, head, label, measure, value); `roles(frame)` names each head's
+    roles. backend: "local" or "ray", as in `head_stats`.
+    """
+    model = model_of(model, "head_roles")
+    docs = documents(corpus, column)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
+    counts = token_counts(model, docs, max_length, batch_size if isinstance(batch_size, int) else 8)
+    partial = run_partial(functools.partial(roles_partial, counts=counts), model, docs, progress=progress, backend=backend,
+                          max_length=max_length, batch_size=batch_size)
+    return tagged(heads_frame(partial.sums.result()), "head_roles", model, len(docs))
+
+
+def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: float = RARE,
+          margin: float = SYNTACTIC_MARGIN, relations: Sequence[str] = RELATIONS):
+    """Each head's roles from a `head_roles` frame: "positional" (previous or next at least
+    `positional`), "rare words" (rare at least `rare`) and, given a `syntax_heads` result,
+    "syntactic: <relation>" for each of `relations` whose accuracy (either direction) beats that
+    relation's best fixed-offset baseline by at least `margin`. → DataFrame: layer, head, label,
+    confidence, roles (a list, empty for none), role (the first, or "none")."""
+    import pandas as pd
+
+    needed = {"layer", "head", "label", "measure", "value"}
+    if not (isinstance(frame, pd.DataFrame) and needed <= set(frame.columns) and frame.attrs.get("attnscope") == "head_roles"):
+        raise InputError(f"roles names heads from what head_roles returns, not {checks.kind_of(frame)}.")
+    wide = frame.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
+    wide.columns.name = None
+    syntactic = _syntactic(syntax, margin, relations) if syntax is not None else {}
+    named = []
+    for row in wide.to_dict("records"):
+        found = []
+        if max(row.get("previous", 0), row.get("next", 0)) >= positional:
+            found.append("positional")
+        if row.get("rare", 0) >= rare:
+            found.append("rare words")
+        found += [f"syntactic: {relation}" for relation in syntactic.get((row["layer"], row["head"]), [])]
+        named.append(found)
+    wide["roles"] = named
+    wide["role"] = [found[0] if found else "none" for found in named]
+    return pd.DataFrame(wide[["layer", "head", "label", "confidence", "roles", "role"]])
+
+
+def _syntactic(syntax: Any, margin: float, relations: Sequence[str]) -> dict[tuple[int, int], list[str]]:
+    if getattr(syntax, "analysis_kind", None) != "syntax_heads":
+        raise InputError(f"roles reads syntactic heads from what syntax_heads returns, not {checks.kind_of(syntax)}.")
+    found: dict[tuple[int, int], list[str]] = {}
+    for relation in relations:
+        accuracy = syntax.accuracy[syntax.accuracy.relation == relation]
+        if accuracy.empty:
+            continue
+        baseline = float(syntax.baseline[syntax.baseline.relation == relation]["accuracy"].max())
+        best = accuracy.groupby(["layer", "head"])["accuracy"].max()
+        for (layer, head), value in best.items():
+            if value >= baseline + margin:
+                found.setdefault((int(layer), int(head)), []).append(relation)
+    return found
+
+
+@analysis_view("head_roles")
+def head_roles_view(data: Any, grid: Grid) -> dict:
+    measures = [{"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
+                for key, label in MEASURES.items() if key in set(data.measure)]
+    return {"measures": measures, "note": f"Voita et al. 2019, over {data.attrs.get('documents', '?')} documents."}
