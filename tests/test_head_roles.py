@@ -74,6 +74,22 @@ def test_head_roles_over_a_corpus_are_its_tokens_means(default_model):
     assert torch.allclose(torch.tensor(one_by_one.value.to_numpy()), torch.tensor(frame.value.to_numpy()), atol=1e-9)
 
 
+def test_token_counts_may_come_from_a_larger_corpus(default_model):
+    """Given counts, the rarest token is the one they say: here "mat", though every word of the
+    corpus occurs once."""
+    text = "The cat sat on the mat."
+    tokens = default_model.tokenizer.convert_ids_to_tokens(default_model.tokenizer(text)["input_ids"])
+    counts = {token: 1000 for token in tokens} | {"mat": 3}
+    frame = attnscope.head_roles(default_model, [text], counts=counts, progress=False)
+    attention = default_model.run(text).attention
+    queries = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+    expected = (attention[:, :, queries].argmax(-1) == tokens.index("mat")).double().mean(-1)
+    got = torch.tensor(frame[frame.measure == "rare"].sort_values(["layer", "head"]).value.to_numpy())
+    assert torch.allclose(got, expected.flatten(), atol=1e-9)
+    with pytest.raises(InputError, match=r"counts maps each token to how often it occurs"):
+        attnscope.head_roles(default_model, [text], counts=["mat"], progress=False)
+
+
 def frame_of(rows):
     frame = pd.DataFrame([(layer, head, f"{layer}-{head}", measure, value) for layer, head, measure, value in rows],
                          columns=["layer", "head", "label", "measure", "value"])

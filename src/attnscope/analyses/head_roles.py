@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +86,11 @@ def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, i
     return RolesPartial(sums, len(docs))
 
 
-def token_counts(model: AttentionModel, docs: Documents, max_length: int, batch_size: int) -> dict[str, int]:
-    """How often each token occurs in the corpus, as the runs read it (the same truncation)."""
+def token_counts(model: AttentionModel, docs: Documents, max_length: int) -> dict[str, int]:
+    """How often each token occurs in the corpus, as the runs read it (the same truncation); the
+    tokenizer alone, in batches of 64 documents."""
     counts: Counter[str] = Counter()
-    for batch in in_batches(docs, batch_size):
+    for batch in in_batches(docs, 64):
         encoded = encode_batch(model, batch, max_length)
         for index in range(len(batch)):
             keep = encoded["attention_mask"][index].nonzero().flatten()
@@ -106,6 +107,7 @@ def head_roles(
     batch_size: int | str = "auto",
     progress: bool = True,
     backend: str = "local",
+    counts: Mapping[str, int] | None = None,
 ):
     """Voita et al. 2019's measures of every head over a corpus, averaged over its tokens (each
     token a query; [CLS], [SEP], BOS and EOS left out, as Voita et al. leave out EOS):
@@ -113,7 +115,9 @@ def head_roles(
     - confidence: the mean of each row's largest weight;
     - previous, next: how often the largest weight is on the token before, or after;
     - rare: how often it is on the sentence's least frequent token, its frequency counted over the
-      corpus as the model reads it (ties: any of the tied tokens).
+      corpus as the model reads it (ties: any of the tied tokens). On a small corpus most words
+      occur once and tie: give `counts` (token → count, as the tokenizer writes tokens) from a
+      larger one, as Voita et al. counted over their training data.
 
     Returns a tidy DataFrame (layer, head, label, measure, value); `roles(frame)` names each head's
     roles. backend: "local" or "ray", as in `head_stats`.
@@ -121,7 +125,12 @@ def head_roles(
     model = model_of(model, "head_roles")
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    counts = token_counts(model, docs, max_length, batch_size if isinstance(batch_size, int) else 8)
+    if counts is None:
+        counts = token_counts(model, docs, max_length)
+    elif not isinstance(counts, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()):
+        raise InputError(f"counts maps each token to how often it occurs (a dict of str → int), not {checks.kind_of(counts)}.")
+    else:
+        counts = dict(counts)
     partial = run_partial(functools.partial(roles_partial, counts=counts), model, docs, progress=progress, backend=backend,
                           max_length=max_length, batch_size=batch_size)
     return tagged(heads_frame(partial.sums.result()), "head_roles", model, len(docs))
