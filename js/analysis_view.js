@@ -25,7 +25,7 @@ function analysisState({ get, decoded, width }) {
       behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, width } };
   }
   const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
-    values: Float32Array.from(m.values, analysisNumber) }));
+    values: Float32Array.from(m.values, analysisNumber), ...(m.categories ? { categories: m.categories } : {}) }));
   return { note: analysis.note, scatter: false, state: { nLayers, nHeads, measures, measure: analysis.measure } };
 }
 

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
-import { cellAt, createHeadMapView, HEATMAP_CELL } from "./head_map_view.js";
+import { categoryColor, cellAt, createHeadMapView, HEATMAP_CELL, heatmapScene } from "./head_map_view.js";
 import { axisExtent, BEHAVIOUR_COLORS, createHeadScatterView, nearestPoint, scatterLayout } from "./head_scatter_view.js";
 import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { BEHAVIOURS } from "./contract.js";
@@ -24,6 +24,33 @@ it("finds the cell under the pointer, including the last one, and nothing outsid
   expect(cellAt(10, 56, 28, 2, 3)).toBeNull();
   expect(cellAt(-1, 10, 28, 2, 3)).toBeNull();
 });
+
+it("heatmap: a measure of categories (heads' roles) colours each head by its category and names them", () => {
+  const roles = { key: "role", label: "Role", categories: ["none", "positional", "rare words", "syntactic: nsubj"],
+    values: Float32Array.from([1, 0, 0, 3, 0, NaN]) };
+  const container = document.createElement("div");
+  const view = createHeadMapView(container, {});
+  view.update({ nLayers: 2, nHeads: 3, measures: [roles], measure: "role" });
+  // The legend names the categories present (not "rare words"), each with its colour.
+  const items = [...container.querySelectorAll(".attnscope-legend-item")];
+  expect(items.map((item) => item.textContent)).toEqual(["none", "positional", "syntactic: nsubj"]);
+  expect(items[1].querySelector(".attnscope-category").style.background).toBe(hexToRgb(categoryColor(1)));
+  const canvas = container.querySelector("canvas.attnscope-headmap");
+  move(canvas, 3, 3);
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("0-0 · Role: positional");
+  move(canvas, 3, HEATMAP_CELL + 3);
+  expect(container.querySelector(".attnscope-tooltip").textContent).toBe("1-0 · Role: syntactic: nsubj");
+  // The picture: each cell in its category's colour, NaN grey, the legend's names, no "0 to" range.
+  const scene = heatmapScene({ nLayers: 2, nHeads: 3 }, roles, 3, { title: "m" });
+  const cells = scene.items.filter((item) => item.type === "rect" && item.width === HEATMAP_CELL - 1).map((item) => item.fill);
+  expect(cells).toEqual([categoryColor(1), categoryColor(0), categoryColor(0), categoryColor(3), categoryColor(0), "#bbb"]);
+  const texts = scene.items.filter((item) => item.type === "text").map((item) => item.text);
+  expect(texts).toContain("m · Role");
+  expect(texts).toEqual(expect.arrayContaining(["none", "positional", "syntactic: nsubj"]));
+  expect(texts).not.toContain("rare words");
+});
+
+const hexToRgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(", ")})`;
 
 it("heatmap: lists the measures, switches between them, shows values and opens heads", () => {
   const container = document.createElement("div");

@@ -1,12 +1,13 @@
 // The analysis view's layer × head heatmaps (head statistics, importance, syntax accuracy, sinks):
 // a cell per head, coloured by the chosen measure; a click opens the head. Plain data in;
 // heads are labelled "layer-head", counted from 0 (labels.js).
-import { interpolateViridis } from "d3-scale-chromatic";
+import { interpolateViridis, schemeTableau10 } from "d3-scale-chromatic";
 import { el, placeTooltip, pointerIn, sizeCanvas } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { headLabel, layerText } from "./labels.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatValue, renderColorBar } from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
 /** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
@@ -24,6 +25,19 @@ export function heatmapImage(state, options) {
   return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), options);
 }
 
+// A measure of categories (a head's role): values are indices into measure.categories, the first
+// ("none") light grey, the others Tableau's ten colours.
+const NONE_COLOR = "#e4e4e4";
+/** The colour of category `index` of a categorical measure. */
+export const categoryColor = (index) => (index === 0 ? NONE_COLOR : schemeTableau10[(index - 1) % schemeTableau10.length]);
+/** A categorical measure's legend: [[name, colour]] of the categories its heads have. */
+export function categoryLegend(measure) {
+  const present = new Set(Array.from(measure.values).filter(Number.isFinite));
+  return measure.categories.map((name, i) => [name, categoryColor(i), i]).filter(([, , i]) => present.has(i))
+    .map(([name, color]) => [name, color]);
+}
+const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, 3));
+
 /** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
 export function heatmapBar(measure, max) {
   return colorBar(measure.label, 0, max, interpolateViridis);
@@ -39,7 +53,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
   const width = labels ? Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8) : nHeads * HEATMAP_CELL;
   const s = createScene(width, top + nLayers * HEATMAP_CELL + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
   if (labels) {
-    s.text(6, 12, `${title}${title ? " · " : ""}${measure.label} (0 to ${formatValue(max, 2)})`, { role: "title" });
+    const range = measure.categories ? "" : ` (0 to ${formatValue(max, 2)})`;
+    s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
       left, top, cell: HEATMAP_CELL, columnY: 36,
       columnTexts: Array.from({ length: nHeads }, (_, h) => String(h)),
@@ -50,17 +65,27 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
     for (let h = 0; h < nHeads; h++) {
       const value = measure.values[l * nHeads + h];
       // Missing (NaN) is grey; ±∞ is the scale's end it lies beyond.
-      const fill = Number.isNaN(value) ? "#bbb" : interpolateViridis(Math.min(1, Math.max(0, value / max)));
+      const fill = Number.isNaN(value) ? "#bbb"
+        : measure.categories ? categoryColor(value) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
       s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
     }
   }
-  if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
+  if (labels && measure.categories) {
+    let x = 6;
+    for (const [name, color] of categoryLegend(measure)) {
+      s.rect(x, top + nLayers * HEATMAP_CELL + 14, 10, 10, color);
+      s.text(x + 14, top + nLayers * HEATMAP_CELL + 23, name, { size: 11 });
+      x += 14 + textWidth(name, 11) + 12;
+    }
+    s.scene.width = Math.max(s.scene.width, Math.ceil(x));
+  } else if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
   return s.scene;
 }
 
 /**
  * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
- * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?}], measure}
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?}], measure}
+ * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none")
  */
 export function createHeadMapView(container, callbacks = {}) {
   const root = el("div", "attnscope-headmap-view", container);
@@ -88,7 +113,14 @@ export function createHeadMapView(container, callbacks = {}) {
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
-    renderColorBar(legend, heatmapBar(measure, max));
+    if (measure.categories) {
+      legend.replaceChildren();
+      for (const [name, color] of categoryLegend(measure)) {
+        const item = el("span", "attnscope-legend-item", legend);
+        el("span", "attnscope-category", item).style.background = color;
+        item.append(name);
+      }
+    } else renderColorBar(legend, heatmapBar(measure, max));
   }
 
   select.addEventListener("change", () => { chosen = select.value; draw(); });
@@ -99,7 +131,7 @@ export function createHeadMapView(container, callbacks = {}) {
     if (!cell) { tooltip.hidden = true; return; }
     const measure = current();
     const value = measure.values[cell.layer * state.nHeads + cell.head];
-    tooltip.textContent = `${headLabel(cell.layer, cell.head)} · ${measure.label}: ${formatValue(value, 3)}`;
+    tooltip.textContent = `${headLabel(cell.layer, cell.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
     placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });

@@ -131,3 +131,18 @@ def test_the_widget_shows_head_roles_as_heatmaps(default_model):
     assert widget.view == "analysis" and widget.analysis["kind"] == "head_roles"
     assert [m["key"] for m in widget.analysis["measures"]] == ["confidence", "previous", "next", "rare"]
     assert widget.analysis["note"].startswith("Voita et al. 2019")
+
+
+def test_the_widget_shows_the_role_map(default_model):
+    frame = attnscope.head_roles(default_model, TEXTS, progress=False)
+    named = roles(frame, positional=0.5)
+    assert named.attrs["attnscope"] == "roles" and named.attrs["documents"] == 3
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model).show_analysis(named)
+    role, confidence = widget.analysis["measures"]
+    assert role["key"] == "role" and role["categories"][:3] == ["none", "positional", "rare words"]
+    by_head = dict(zip(zip(named["layer"], named["head"]), named["role"], strict=True))
+    n_heads = widget.n_heads
+    for (layer, head), name in by_head.items():
+        assert role["categories"][int(role["values"][layer * n_heads + head])] == name
+    assert "positional" in set(named.role)  # MiniLM's head 0-2 looks at the token before
+    assert confidence["key"] == "confidence" and "Syntactic roles need a syntax_heads result" in widget.analysis["note"]

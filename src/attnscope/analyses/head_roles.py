@@ -162,7 +162,10 @@ def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: fl
         named.append(found)
     wide["roles"] = named
     wide["role"] = [found[0] if found else "none" for found in named]
-    return pd.DataFrame(wide[["layer", "head", "label", "confidence", "roles", "role"]])
+    result = pd.DataFrame(wide[["layer", "head", "label", "confidence", "roles", "role"]])
+    result.attrs.update({"attnscope": "roles", "model": frame.attrs.get("model", ""), "documents": frame.attrs.get("documents"),
+                         "syntax": syntax is not None})
+    return result
 
 
 def _syntactic(syntax: Any, margin: float, relations: Sequence[str]) -> dict[tuple[int, int], list[str]]:
@@ -186,3 +189,16 @@ def head_roles_view(data: Any, grid: Grid) -> dict:
     measures = [{"key": key, "label": label, "values": grid(data[data.measure == key], "value")}
                 for key, label in MEASURES.items() if key in set(data.measure)]
     return {"measures": measures, "note": f"Voita et al. 2019, over {data.attrs.get('documents', '?')} documents."}
+
+
+@analysis_view("roles")
+def roles_view(data: Any, grid: Grid) -> dict:
+    """The role map: each head coloured by its (first) role; its confidence beside."""
+    categories = ["none", "positional", "rare words", *sorted({role for role in data.role if role.startswith("syntactic")})]
+    index = data.assign(category=[float(categories.index(role)) if role in categories else float("nan") for role in data.role])
+    syntax = "" if data.attrs.get("syntax") else " Syntactic roles need a syntax_heads result: roles(frame, syntax)."
+    return {"measures": [{"key": "role", "label": "Role (Voita et al. 2019)", "values": grid(index, "category"), "categories": categories},
+                         {"key": "confidence", "label": MEASURES["confidence"], "values": grid(data, "confidence")}],
+            "note": f"Voita et al. 2019's roles, over {data.attrs.get('documents', '?')} documents: positional (the largest "
+                    f"weight on one neighbour in ≥ {POSITIONAL:.0%} of tokens), rare words (on the rarest token in ≥ {RARE:.0%}; "
+                    f"our threshold).{syntax}"}
