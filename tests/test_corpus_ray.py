@@ -58,6 +58,15 @@ def test_head_roles_on_ray_equal_the_single_process_run(cluster, default_model):
     assert set(distributed.measure) == {"confidence", "previous", "next", "rare"}
 
 
+def test_the_pruning_curve_on_ray_equals_the_single_process_run(cluster, default_model):
+    """Issue 34: each step's loss summed over the workers' batches; the order made by importance on Ray too."""
+    local = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=4, progress=False)
+    distributed = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=4, progress=False, backend="ray")
+    assert distributed.attrs["order"] == local.attrs["order"]
+    assert distributed.removed.tolist() == local.removed.tolist()
+    np.testing.assert_allclose(distributed.loss, local.loss, rtol=1e-6, atol=1e-9)
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
