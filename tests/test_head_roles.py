@@ -23,15 +23,30 @@ def test_one_documents_measures_count_each_querys_largest_weight():
         attention[0, 1, i, min(i + 1, n - 1)] = weight
         attention[0, 2, i, 3] = weight
     special = torch.tensor([True, False, False, False, False, True])
-    measures, queries = document_measures(attention, special, [0, 5, 5, 1, 5, 0])
-    assert queries == 4
+    measures, queries, rare_queries = document_measures(attention, special, [0, 5, 5, 1, 5, 0])
+    assert queries == rare_queries == 4
     assert torch.allclose(measures["confidence"], torch.full((1, 3), weight))
     assert measures["previous"].tolist() == [[1.0, 0.0, 0.25]]  # head 2 from token 4 looks at 3, its previous
     assert measures["next"].tolist() == [[0.0, 1.0, 0.25]]  # head 2 from token 2 looks at 3, its next
     assert measures["rare"].tolist() == [[0.25, 0.25, 1.0]]
     # A tie for the rarest: either tied token counts.
-    tied, _ = document_measures(attention, special, [0, 1, 5, 1, 5, 0])
+    tied, _, _ = document_measures(attention, special, [0, 1, 5, 1, 5, 0])
     assert tied["rare"].tolist() == [[0.5, 0.25, 1.0]]
+
+
+def test_on_a_decoder_the_first_token_is_no_rare_candidate_and_only_queries_that_see_it_count():
+    # No special tokens; token 0 is the rarest by count but a decoder's sink: token 2 is taken.
+    n = 5
+    attention = torch.zeros(1, 2, n, n)
+    for i in range(n):
+        attention[0, 0, i, 0] = 1.0  # head 0 rests on the first token (a sink)
+        attention[0, 1, i, min(i, 2)] = 1.0  # head 1 looks at token 2 once it can
+    special = torch.zeros(n, dtype=torch.bool)
+    measures, queries, rare_queries = document_measures(attention, special, [1, 9, 2, 9, 9], causal=True)
+    assert (queries, rare_queries) == (5, 3)  # queries 2, 3, 4 see token 2
+    assert measures["rare"].tolist() == [[0.0, 1.0]]
+    encoder, _, _ = document_measures(attention, special, [1, 9, 2, 9, 9])
+    assert encoder["rare"].tolist() == [[1.0, 0.2]]  # an encoder's rarest is token 0: head 1 from query 0 alone
 
 
 def direct(engine, texts):

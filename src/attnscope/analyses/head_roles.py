@@ -50,14 +50,17 @@ class RolesPartial:
         return RolesPartial(self.sums.merge(other.sums), self.documents + other.documents)
 
 
-def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int]) -> tuple[dict[str, torch.Tensor], int]:
+def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int],
+                      causal: bool = False) -> tuple[dict[str, torch.Tensor], int, int]:
     """One document's measures (L × H each, means over its queries) and how many queries they
-    average: the tokens that are not special ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
+    average (the measures, and "rare" apart): the tokens that are not special ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
     counts: each token's count in the corpus (the rarest non-special token is the sentence's
-    least frequent; a tie counts each of the tied tokens)."""
+    least frequent; a tie counts each of the tied tokens). causal: a decoder's first token is no
+    candidate for the rarest (most heads rest their weight on it, an attention sink, whatever it
+    is), and "rare" is over the queries that can see the rarest token (those at or after it)."""
     queries = (~special).nonzero().flatten()
     if len(queries) == 0:
-        return {}, 0
+        return {}, 0, 0
     rows = attention[..., queries, :]  # L × H × q × n
     largest, at = rows.max(-1)
     offsets = at - queries.to(at.device)
@@ -66,13 +69,17 @@ def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Se
         "previous": (offsets == -1).double().mean(-1),
         "next": (offsets == 1).double().mean(-1),
     }
-    ordinary = [int(i) for i in queries]
-    if len(ordinary) > 1:
-        fewest = min(counts[i] for i in ordinary)
+    candidates = [int(i) for i in queries if not (causal and int(i) == 0)]
+    if len(candidates) > 1:
+        fewest = min(counts[i] for i in candidates)
+        rarest = [i for i in candidates if counts[i] == fewest]
         rare = torch.zeros(attention.shape[-1], dtype=torch.bool, device=at.device)
-        rare[[i for i in ordinary if counts[i] == fewest]] = True
-        measures["rare"] = rare[at].double().mean(-1)
-    return measures, len(queries)
+        rare[rarest] = True
+        seeing = (queries >= min(rarest)) if causal else torch.ones_like(queries, dtype=torch.bool)
+        hits = rare[at][..., seeing.to(at.device)]
+        measures["rare"] = hits.double().mean(-1)
+        return measures, len(queries), int(seeing.sum())
+    return measures, len(queries), 0
 
 
 def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], max_length: int | None,
@@ -80,9 +87,13 @@ def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, i
     sums = HeadSums()
     for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head roles", progress=progress):
         special = doc.kinds.cls | doc.kinds.sep
-        measures, weight = document_measures(doc.attention, special, [counts.get(token, 0) for token in doc.tokens])
+        measures, weight, rare_weight = document_measures(doc.attention, special, [counts.get(token, 0) for token in doc.tokens],
+                                                          causal=model.causal)
+        rare = measures.pop("rare", None)
         if weight:
             sums.add(measures, weight=weight)
+        if rare_weight:
+            sums.add({"rare": rare}, weight=rare_weight)
     return RolesPartial(sums, len(docs))
 
 
