@@ -87,3 +87,14 @@ def test_long_context_notebook_runs_offline_on_a_trained_decoder():
     assert sorted(len(s["tokens"]) for s in states)[-1] == n_tokens
     for state in states:
         assert "truncated" not in state["notice"] and state["focus_token"] == len(state["tokens"]) - 1
+
+
+def test_voita_notebook_finds_roles_and_prunes_on_both_models():
+    """Issue 34: Voita et al. 2019 offline, on the embedded encoder and the SmolLM2 decoder."""
+    outputs = run_notebook("voita.ipynb", NOTEBOOKS)
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) >= 2
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "positional: layers [0] (0-2)" in text  # MiniLM's head 0-2 looks at the token before
+    assert "rare words: layers [0]" in text
+    assert "SmolLM2-135M-Instruct (30 layers × 9 heads)" in text
+    assert "with all 72 heads the loss is" in text
