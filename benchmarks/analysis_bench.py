@@ -72,6 +72,61 @@ def bench_analyses(label: str, model: attnscope.AttentionModel, n_docs: int = DO
     return rows
 
 
+# Issue 34's setting: 1,000 sentences of about 25 words, the embedded model.
+READING_LIST_SENTENCES = int(os.environ.get("BENCH_READING_LIST_SENTENCES", "1000"))
+SUBJECTS = ["the committee", "a young doctor", "the old lighthouse keeper", "my neighbour", "the students", "a tired engineer"]
+VERBS = ["postponed", "discussed", "carefully read", "quietly repaired", "praised", "ignored"]
+OBJECTS = ["the report", "every letter from the ministry", "a broken radio", "the long budget", "their plans", "the new bridge"]
+ENDINGS = ["because it arrived late on a rainy Monday morning", "before anyone in the village had woken up",
+           "although several members argued about it for hours", "while the children played outside near the river"]
+
+
+def reading_list_sentences(n: int) -> list[str]:
+    """n varied sentences of 20 to 27 words."""
+    out = []
+    for i in range(n):
+        s = f"{SUBJECTS[i % 6]} {VERBS[(i // 6) % 6]} {OBJECTS[(i // 36) % 6]} {ENDINGS[i % 4]}, and then {SUBJECTS[(i + 3) % 6]} {VERBS[(i + 1) % 6]} {OBJECTS[(i + 2) % 6]}."
+        out.append(s[0].upper() + s[1:])
+    return out
+
+
+def forward_passes_s(model: attnscope.AttentionModel, texts: list[str], passes: int = 1) -> float:
+    """The model's forward passes alone over `texts` (batches of 8, as the analyses run them)."""
+    import torch
+
+    from attnscope.analyses.corpus import documents, encode_batch, in_batches
+
+    docs = documents(texts)
+    batches = [encode_batch(model, batch, 128) for batch in in_batches(docs, 8)]
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for _ in range(passes):
+            for encoded in batches:
+                model.forward(encoded)
+    return time.perf_counter() - start
+
+
+def bench_reading_list(model: attnscope.AttentionModel, n: int = READING_LIST_SENTENCES) -> list[dict]:
+    """Issue 34's targets: each analysis over 1,000 sentences of 25 words in at most 2 minutes and
+    at most 4 × its forward passes alone (the pruning curve runs one pass per step it measures)."""
+    texts = reading_list_sentences(n)
+    steps = 8
+    one_pass = forward_passes_s(model, texts)
+    runs = {
+        "head_roles (Voita et al.)": (lambda: attnscope.head_roles(model, texts, progress=False), 1),
+        f"pruning_curve, {steps} steps (importance + {steps + 1} passes)": (
+            lambda: attnscope.pruning_curve(model, texts, steps=steps, progress=False), steps + 1),
+    }
+    rows = []
+    for name, (fn, passes) in runs.items():
+        seconds = timed(fn)
+        rows.append({"model": "all-MiniLM-L6-v2 (embedded)", "analysis": name, "documents": n, "seconds": round(seconds, 1),
+                     "forward_s": round(one_pass * passes, 1), "over_forward": round(seconds / (one_pass * passes), 2),
+                     "reading_list": True})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def table(rows: list[dict]) -> list[str]:
     lines = [
         "### Corpus analyses (issue 5): 128-token documents, batches of 8, this 2-core CPU machine",
@@ -80,10 +135,23 @@ def table(rows: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
+        if r.get("reading_list"):
+            continue
         lines.append(
             f"| {r['model']} | {r['analysis']} | {r['documents']} | {r['seconds']:.1f} s | {r['docs_per_s']} "
             f"| {r['seconds_for_1000']:.0f} s |"
         )
+    reading = [r for r in rows if r.get("reading_list")]
+    if reading:
+        lines += [
+            "",
+            "### The reading list's analyses (issue 34): 1,000 sentences of 20–27 words, all-MiniLM-L6-v2, this 2-core CPU",
+            "",
+            "| analysis | sentences | time (≤ 2 min) | its forward passes alone | time / forward passes (≤ 4) |",
+            "|---|---|---|---|---|",
+            *[f"| {r['analysis']} | {r['documents']:,} | {r['seconds']:.1f} s {'✅' if r['seconds'] <= 120 else '❌'} "
+              f"| {r['forward_s']:.1f} s | {r['over_forward']:.2f} {'✅' if r['over_forward'] <= 4 else '❌'} |" for r in reading],
+        ]
     return lines
 
 

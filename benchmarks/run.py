@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--only-ray", action="store_true", help="rerun the Ray corpus bench, keep the rest")
     parser.add_argument("--only-jupyterlab", action="store_true", help="rerun the real-JupyterLab bench, keep the rest")
     args = parser.parse_args()
-    from analysis_bench import bench_analyses
+    from analysis_bench import bench_analyses, bench_reading_list
     from browser_bench import bench_front_end
     from jupyterlab_bench import bench_jupyterlab
     from long_bench import bench_long
@@ -157,7 +157,7 @@ def main() -> None:
     minilm = attnscope.load(device="cpu")
     bert_base = attnscope.load(transformers.BertModel(transformers.BertConfig()).eval(), minilm.tokenizer, device="cpu")
     models = (("bert-base shape (random)", bert_base), ("all-MiniLM-L6-v2 (embedded)", minilm))
-    analysis_rows = [row for label, engine in models for row in bench_analyses(label, engine)]
+    analysis_rows = [row for label, engine in models for row in bench_analyses(label, engine)] + bench_reading_list(minilm)
     if args.only_analysis:
         results = json.loads((HERE / "results.json").read_text())
         results["analysis"] = analysis_rows
