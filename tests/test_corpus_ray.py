@@ -67,6 +67,14 @@ def test_the_pruning_curve_on_ray_equals_the_single_process_run(cluster, default
     np.testing.assert_allclose(distributed.loss, local.loss, rtol=1e-6, atol=1e-9)
 
 
+def test_head_ablation_on_ray_equals_the_single_process_run(cluster, default_model):
+    """Issue 34 (Kovaleva et al.): each layer disabled in turn, its loss summed over the workers' batches."""
+    local = attnscope.head_ablation(default_model, TEXTS, unit="layer", batch_size=4, progress=False)
+    distributed = attnscope.head_ablation(default_model, TEXTS, unit="layer", batch_size=4, progress=False, backend="ray")
+    np.testing.assert_allclose(distributed.value, local.value, rtol=1e-6, atol=1e-9)
+    assert distributed.attrs["base_loss"] == pytest.approx(local.attrs["base_loss"], rel=1e-6)
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

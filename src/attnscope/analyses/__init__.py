@@ -4,6 +4,7 @@ here). Each corpus analysis is a partial aggregate per part of a corpus (`*_part
 `merge`), which runner.run_partial runs here or on a Ray cluster; corpus.py reads the corpus and
 makes its batches. The formulas are the pure functions of attnscope.engine.formulas."""
 
+from .ablation import head_ablation
 from .corpus import documents
 from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
@@ -14,6 +15,6 @@ from .sinks import attention_sinks
 from .syntax import read_conllu, syntax_heads
 
 __all__ = [
-    "attention_gradients", "attention_sinks", "behaviours", "documents", "head_distances", "head_importance",
+    "attention_gradients", "attention_sinks", "head_ablation", "behaviours", "documents", "head_distances", "head_importance",
     "head_roles", "head_stats", "pruning_curve", "read_conllu", "roles", "rollout", "syntax_heads",
 ]

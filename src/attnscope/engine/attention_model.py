@@ -30,6 +30,7 @@ from .hooks import (
     head_mask_hooks,
     no_capture,
     stacked_first,
+    uniform_heads_hooks,
 )
 from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
@@ -138,16 +139,19 @@ class AttentionModel:
             mask[pair] = 0.0
         return mask
 
-    def forward(self, encoded: Any, head_mask: torch.Tensor | None = None, track_grad: bool = False) -> Any:
+    def forward(self, encoded: Any, head_mask: torch.Tensor | None = None, track_grad: bool = False,
+                uniform: torch.Tensor | None = None) -> Any:
         """The model's forward on tokenizer output (any batch), attention returned, dropout off.
 
         head_mask: layers × heads factors for each head's output (ξ of Michel et al.); with
         track_grad it may require grad, and the returned attentions are part of the graph.
+        uniform: layers × heads booleans, the heads that attend uniformly (hooks.uniform_heads_hooks).
         """
         inputs = self._model_inputs(encoded)
         context = torch.enable_grad() if track_grad else torch.inference_mode()
         # Dropout off (attention must be deterministic) and eager attention, both undone after.
-        with self._lock, borrowed(self.model), context, head_mask_hooks(self.attention_modules, self.layout, head_mask):
+        with (self._lock, borrowed(self.model), context, head_mask_hooks(self.attention_modules, self.layout, head_mask),
+              uniform_heads_hooks(self.attention_modules, self.layout, uniform)):
             return self.model(**inputs, output_attentions=True)
 
     def _model_inputs(self, encoded: Any) -> dict:

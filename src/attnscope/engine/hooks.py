@@ -242,6 +242,46 @@ def head_mask_hooks(
             handle.remove()
 
 
+@contextmanager
+def uniform_heads_hooks(
+    modules: Sequence[torch.nn.Module], layout: ProjectionLayout | None, uniform: torch.Tensor | None
+) -> Iterator[None]:
+    """Heads where `uniform[layer, head]` is set attend uniformly, for the block (Kovaleva et al.
+    2019's disabled head): their queries are zeroed where the query projection returns them, so
+    every score is 0 before the mask and the softmax spreads each row evenly over the keys it may
+    see (padding, causal and window masks kept; rotary and q-norm leave a zero query zero). A
+    model's own score bias (T5's relative positions) is still added."""
+    if uniform is None or not bool(uniform.any()):
+        yield
+        return
+    if layout is None:
+        raise NoAttentionError("Uniform attention needs the model's query projections, which were not found.")
+    n_layers, n_heads = uniform.shape
+    calls = [0]
+    owner = threading.get_ident()
+
+    def zero_queries(_module, _inputs, output):
+        if threading.get_ident() != owner:
+            return None
+        layer = calls[0] % n_layers
+        calls[0] += 1
+        keep = (~uniform[layer].bool()).to(device=output.device, dtype=output.dtype)
+        if layout.fused_qkv:
+            width = output.shape[-1] // 3
+            q = (output[..., :width].unflatten(-1, (n_heads, -1)) * keep[:, None]).flatten(-2)
+            return torch.cat([q, output[..., width:]], dim=-1)
+        return (output.unflatten(-1, (n_heads, -1)) * keep[:, None]).flatten(-2)
+
+    handles = []
+    try:
+        for module in modules:
+            handles.append(getattr(module, layout.fused_qkv or layout.query).register_forward_hook(zero_queries))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _output_projection(module: torch.nn.Module) -> torch.nn.Module | None:
     for name in ("o_proj", "out_proj"):
         candidate = getattr(module, name, None)
