@@ -75,6 +75,12 @@ def test_head_ablation_on_ray_equals_the_single_process_run(cluster, default_mod
     assert distributed.attrs["base_loss"] == pytest.approx(local.attrs["base_loss"], rel=1e-6)
 
 
+def test_attention_patterns_on_ray_equal_the_single_process_run(cluster, default_model):
+    local = attnscope.attention_patterns(default_model, PAIRS, batch_size=4, progress=False)
+    distributed = attnscope.attention_patterns(default_model, PAIRS, batch_size=4, progress=False, backend="ray")
+    same_numbers(local, distributed)
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

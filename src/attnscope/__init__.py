@@ -5,6 +5,7 @@ import importlib.metadata
 from . import neuron_view  # a callable module: attnscope.neuron_view(...) and attnscope.neuron_view.show
 from .analyses import (
     attention_gradients,
+    attention_patterns,
     attention_sinks,
     behaviours,
     head_ablation,
@@ -12,6 +13,7 @@ from .analyses import (
     head_importance,
     head_roles,
     head_stats,
+    patterns_by_layer,
     pruning_curve,
     read_conllu,
     roles,
@@ -44,6 +46,7 @@ __all__ = [
     "NoAttentionError",
     "SettingError",
     "attention_gradients",
+    "attention_patterns",
     "attention_sinks",
     "behaviours",
     "head_ablation",
@@ -54,6 +57,7 @@ __all__ = [
     "head_view",
     "load",
     "model_view",
+    "patterns_by_layer",
     "pruning_curve",
     "neuron_view",
     "read_conllu",

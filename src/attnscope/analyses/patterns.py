@@ -1,0 +1,136 @@
+"""The self-attention patterns of Kovaleva et al. 2019 (§4, Figure 1): each head's map on each
+document classed as vertical, diagonal, vertical + diagonal, block or heterogeneous, and each
+class's share per head and per layer over a corpus.
+
+Kovaleva et al. classed maps with a CNN trained on about 400 maps they labelled by hand (F1 0.86).
+Ours is a stated rule over three shares of each row's weight (`pattern_shares`), tested on
+synthetic maps of each class; its thresholds are ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..engine.attention_model import AttentionModel, model_of
+from .corpus import Documents, corpus_settings, documents, iter_attention
+from .runner import run_partial
+from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+
+PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneous")
+# The rule's thresholds (ours): a class when its share of the rows' weight passes them.
+VERTICAL = 0.5  # on the two most attended columns (in BERT: [CLS], [SEP], punctuation)
+DIAGONAL = 0.5  # on the token itself and its neighbours
+BOTH = 0.6  # vertical + diagonal together, each at least MIXED
+MIXED = 0.2
+BLOCK = 0.75  # inside the row's own sentence of a pair (a map neither vertical nor diagonal)
+
+
+def pattern_shares(attention: torch.Tensor, segment: torch.Tensor, columns: int = 2) -> dict[str, torch.Tensor]:
+    """For maps ... × n × n, the mean share of each row's weight that is vertical (on the
+    `columns` most attended columns of the map), diagonal (on the token itself and its
+    neighbours, those columns left out) and block (on the row's own sentence: segment ids, 0 and
+    1 for a pair; a single sentence has no block)."""
+    n = attention.shape[-1]
+    top = attention.mean(-2).topk(min(columns, n), dim=-1).indices  # ... × columns
+    vertical_columns = torch.zeros(attention.shape[:-2] + (n,), dtype=torch.bool, device=attention.device)
+    vertical_columns.scatter_(-1, top, True)
+    index = torch.arange(n, device=attention.device)
+    band = (index[:, None] - index[None, :]).abs() <= 1
+    same = segment[:, None] == segment[None, :]
+    pair = bool((segment != segment[0]).any())
+    vertical = (attention * vertical_columns[..., None, :]).sum(-1).mean(-1)
+    off_columns = ~vertical_columns[..., None, :]
+    diagonal = (attention * (band & off_columns)).sum(-1).mean(-1)
+    block = (attention * same).sum(-1).mean(-1) if pair else torch.zeros_like(vertical)
+    return {"vertical": vertical, "diagonal": diagonal, "block": block}
+
+
+def classify(shares: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Each map's class, an index into PATTERNS, by the rule (first match): vertical + diagonal
+    (together ≥ 0.6, each ≥ 0.2), vertical (≥ 0.5), diagonal (≥ 0.5), block (≥ 0.75), else
+    heterogeneous."""
+    v, d, b = shares["vertical"], shares["diagonal"], shares["block"]
+    out = torch.full(v.shape, PATTERNS.index("heterogeneous"), dtype=torch.long, device=v.device)
+    for name, hit in reversed([
+        ("vertical + diagonal", (v + d >= BOTH) & (v >= MIXED) & (d >= MIXED)),
+        ("vertical", v >= VERTICAL),
+        ("diagonal", d >= DIAGONAL),
+        ("block", b >= BLOCK),
+    ]):
+        out = torch.where(hit, PATTERNS.index(name), out)
+    return out
+
+
+def segments_of(sep: torch.Tensor) -> torch.Tensor:
+    """Segment ids from the [SEP] positions: 0 up to and including the first [SEP], then 1."""
+    first = sep.nonzero().flatten()
+    segment = torch.zeros(len(sep), dtype=torch.long, device=sep.device)
+    if len(first) > 1:  # a pair: [CLS] A [SEP] B [SEP]
+        segment[int(first[0]) + 1:] = 1
+    return segment
+
+
+@dataclass
+class PatternsPartial:
+    sums: HeadSums
+    documents: int
+
+    def merge(self, other: PatternsPartial) -> PatternsPartial:
+        return PatternsPartial(self.sums.merge(other.sums), self.documents + other.documents)
+
+
+def patterns_partial(model: AttentionModel, docs: Documents, *, max_length: int | None, batch_size: int,
+                     progress: bool) -> PatternsPartial:
+    sums = HeadSums()
+    for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="patterns", progress=progress):
+        classes = classify(pattern_shares(doc.attention, segments_of(doc.kinds.sep)))
+        sums.add({name: (classes == i).double() for i, name in enumerate(PATTERNS)})
+    return PatternsPartial(sums, len(docs))
+
+
+def attention_patterns(
+    model: AttentionModel,
+    corpus: Any,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int | str = "auto",
+    progress: bool = True,
+    backend: str = "local",
+):
+    """Kovaleva et al. 2019's patterns: for every head, the share of the corpus's documents on which
+    its map is vertical, diagonal, vertical + diagonal, block or heterogeneous (`classify`).
+    Returns a tidy DataFrame (layer, head, label, measure: the pattern, value: its share);
+    `patterns_by_layer(frame)` gives their Figure 1's shares per layer. Sentence pairs show blocks.
+    backend: "local" or "ray", as in `head_stats`."""
+    model = model_of(model, "attention_patterns")
+    docs = documents(corpus, column)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
+    partial = run_partial(patterns_partial, model, docs, progress=progress, backend=backend, max_length=max_length,
+                          batch_size=batch_size)
+    return tagged(heads_frame(partial.sums.result()), "attention_patterns", model, len(docs))
+
+
+def patterns_by_layer(frame):
+    """Each pattern's share of the maps of each layer (rows: layers, columns: the patterns)."""
+    table = frame.pivot_table(index="layer", columns="measure", values="value", aggfunc="mean")
+    return table[[name for name in PATTERNS if name in table.columns]]
+
+
+@analysis_view("attention_patterns")
+def attention_patterns_view(data: Any, grid: Grid) -> dict:
+    wide = data.pivot_table(index=["layer", "head"], columns="measure", values="value").reset_index()
+    names = [name for name in PATTERNS if name in wide.columns]
+    # Heterogeneous first: the map's first category is drawn grey, as "no pattern".
+    categories = ["heterogeneous", *(name for name in PATTERNS if name != "heterogeneous")]
+    wide["pattern"] = [float(categories.index(max(names, key=lambda name: row[name]))) for row in wide.to_dict("records")]
+    measures = [{"key": "pattern", "label": "Most frequent pattern (Kovaleva et al. 2019)", "values": grid(wide, "pattern"),
+                 "categories": categories}]
+    measures += [{"key": name, "label": f"Share of documents: {name}", "values": grid(data[data.measure == name], "value")}
+                 for name in names]
+    return {"measures": measures, "note": f"Kovaleva et al. 2019's patterns over {data.attrs.get('documents', '?')} documents, "
+                                          "by our rule (not their classifier)."}
