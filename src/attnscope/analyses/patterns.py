@@ -4,7 +4,9 @@ class's share per head and per layer over a corpus.
 
 Kovaleva et al. classed maps with a CNN trained on about 400 maps they labelled by hand (F1 0.86).
 Ours is a stated rule over three shares of each row's weight (`pattern_shares`), tested on
-synthetic maps of each class; its thresholds are ours.
+synthetic maps of each class and on 60 maps of the embedded model labelled by hand: it is right on
+60 % of those it was not tuned on (vertical and heterogeneous maps mostly right; vertical +
+diagonal half; the few diagonal and block maps missed). Its thresholds are ours.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from .runner import run_partial
 from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
 
 PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneous")
-# The rule's thresholds (ours): a class when its share of the rows' weight passes them.
-VERTICAL = 0.5  # on the two most attended columns (in BERT: [CLS], [SEP], punctuation)
-DIAGONAL = 0.5  # on the token itself and its neighbours
+# The rule's thresholds (ours): a class when its share of the rows' weight passes them. VERTICAL
+# and DIAGONAL were chosen on the first 30 of the 60 hand-labelled maps of the embedded model
+# (tests/data/pattern_labels.json), among those that class every synthetic map right; on the other
+# 30 the rule is right on 18 (60 %): tests/test_patterns.py says so per class.
+VERTICAL = 0.4  # on the two most attended columns (in BERT: [CLS], [SEP], punctuation)
+DIAGONAL = 0.3  # on the token itself and its neighbours
 BOTH = 0.6  # vertical + diagonal together, each at least MIXED
 MIXED = 0.2
 BLOCK = 0.75  # inside the row's own sentence of a pair (a map neither vertical nor diagonal)
@@ -51,7 +56,7 @@ def pattern_shares(attention: torch.Tensor, segment: torch.Tensor, columns: int 
 
 def classify(shares: dict[str, torch.Tensor]) -> torch.Tensor:
     """Each map's class, an index into PATTERNS, by the rule (first match): vertical + diagonal
-    (together ≥ 0.6, each ≥ 0.2), vertical (≥ 0.5), diagonal (≥ 0.5), block (≥ 0.75), else
+    (together ≥ 0.6, each ≥ 0.2), vertical (≥ 0.4), diagonal (≥ 0.3), block (≥ 0.75), else
     heterogeneous."""
     v, d, b = shares["vertical"], shares["diagonal"], shares["block"]
     out = torch.full(v.shape, PATTERNS.index("heterogeneous"), dtype=torch.long, device=v.device)
