@@ -98,3 +98,12 @@ def test_voita_notebook_finds_roles_and_prunes_on_both_models():
     assert "rare words: layers [0]" in text
     assert "SmolLM2-135M-Instruct (30 layers × 9 heads)" in text
     assert "with all 72 heads the loss is" in text
+
+
+def test_kovaleva_notebook_classes_patterns_and_disables_layers():
+    """Issue 34: Kovaleva et al. 2019 offline, on the embedded encoder and the SmolLM2 decoder."""
+    outputs = run_notebook("kovaleva.ipynb", NOTEBOOKS)
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) >= 2
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "over all layers: vertical " in text and "cls: largest in layer" in text
+    assert "next-token loss with every head:" in text and "of 30 layers lower the loss" in text
