@@ -195,8 +195,12 @@ def test_classic_rise_keeps_the_widget_live_and_every_view_fits_the_slide(watche
     page.keyboard.press("Escape")
     page.keyboard.press("Alt+r")
     page.wait_for_selector("body.rise-enabled", timeout=30_000)
+    # reveal.js takes keys once it is ready: a key pressed before is lost (a fresh clone's suite
+    # once pressed it too early and stayed on the title).
+    page.wait_for_function("window.Reveal?.isReady?.() === true", timeout=30_000)
     present = ".reveal .slides section.present"
     page.keyboard.press("ArrowRight")  # the title → the head view's slide
+    page.wait_for_function("Reveal.getIndices().h + Reveal.getIndices().v > 0", timeout=30_000)
     lines = page.locator(f"{present} .attnscope-root .attnscope-lines")
     lines.wait_for(timeout=30_000)
     page.wait_for_timeout(1000)  # the slide transition
