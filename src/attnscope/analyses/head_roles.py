@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,7 +17,7 @@ from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from .corpus import Documents, corpus_settings, documents, encode_batch, in_batches, iter_attention, tokens_at
 from .runner import run_partial
-from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
 
 MEASURES = {
     "confidence": "Confidence: mean largest weight of a token's row",
@@ -38,16 +37,6 @@ RARE = 0.5
 # The relations Voita et al. score (English, Universal Dependencies names: dobj is UD's obj).
 RELATIONS = ("nsubj", "obj", "dobj", "amod", "advmod")
 
-
-@dataclass
-class RolesPartial:
-    """What a part of a corpus adds: per head, the token-weighted sums of each measure."""
-
-    sums: HeadSums
-    documents: int
-
-    def merge(self, other: RolesPartial) -> RolesPartial:
-        return RolesPartial(self.sums.merge(other.sums), self.documents + other.documents)
 
 
 def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int],
@@ -83,7 +72,7 @@ def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Se
 
 
 def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], max_length: int | None,
-                  batch_size: int, progress: bool) -> RolesPartial:
+                  batch_size: int, progress: bool) -> SumsPartial:
     sums = HeadSums()
     for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head roles", progress=progress):
         special = doc.kinds.cls | doc.kinds.sep
@@ -94,7 +83,7 @@ def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, i
             sums.add(measures, weight=weight)
         if rare_weight:
             sums.add({"rare": rare}, weight=rare_weight)
-    return RolesPartial(sums, len(docs))
+    return SumsPartial(sums, len(docs))
 
 
 def token_counts(model: AttentionModel, docs: Documents, max_length: int) -> dict[str, int]:

@@ -12,7 +12,6 @@ diagonal half; the few diagonal and block maps missed). Its thresholds are ours.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +19,7 @@ import torch
 from ..engine.attention_model import AttentionModel, model_of
 from .corpus import Documents, corpus_settings, documents, iter_attention
 from .runner import run_partial
-from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
 
 PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneous")
 # The rule's thresholds (ours): a class when its share of the rows' weight passes them. VERTICAL
@@ -79,22 +78,14 @@ def segments_of(sep: torch.Tensor) -> torch.Tensor:
     return segment
 
 
-@dataclass
-class PatternsPartial:
-    sums: HeadSums
-    documents: int
-
-    def merge(self, other: PatternsPartial) -> PatternsPartial:
-        return PatternsPartial(self.sums.merge(other.sums), self.documents + other.documents)
-
 
 def patterns_partial(model: AttentionModel, docs: Documents, *, max_length: int | None, batch_size: int,
-                     progress: bool) -> PatternsPartial:
+                     progress: bool) -> SumsPartial:
     sums = HeadSums()
     for doc in iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="patterns", progress=progress):
         classes = classify(pattern_shares(doc.attention, segments_of(doc.kinds.sep)))
         sums.add({name: (classes == i).double() for i, name in enumerate(PATTERNS)})
-    return PatternsPartial(sums, len(docs))
+    return SumsPartial(sums, len(docs))
 
 
 def attention_patterns(

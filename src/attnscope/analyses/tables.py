@@ -69,7 +69,8 @@ class HeadSums:
 
 @dataclass
 class SumsPartial:
-    """What a part of a corpus adds to head_importance or attention_gradients: sums and counts."""
+    """What a part of a corpus adds to an analysis of per-head sums (head_importance, attention_gradients,
+    head_roles, attention_patterns): the sums and counts, and the documents."""
 
     sums: HeadSums
     documents: int
