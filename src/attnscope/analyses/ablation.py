@@ -6,7 +6,6 @@ zeroed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,28 +13,13 @@ import torch
 from .. import checks
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, documents, refuse_nonfinite
-from .losses import Loss, UserLoss, default_loss, loss_batches
+from .corpus import corpus_settings, documents
+from .losses import Loss, UserLoss, default_loss, heads_off_partial
 from .runner import run_partial
 from .tables import Grid, analysis_view, heads_frame, tagged
 
 MODES = ("uniform", "zero")
 UNITS = ("head", "layer")
-
-
-@dataclass
-class AblationPartial:
-    """What a part of a corpus adds: the summed per-example loss with nothing disabled, with each
-    unit disabled (units × ...), and the examples."""
-
-    base: float
-    disabled: torch.Tensor  # one summed loss per unit, float64
-    examples: int
-    documents: int
-
-    def merge(self, other: AblationPartial) -> AblationPartial:
-        return AblationPartial(self.base + other.base, self.disabled + other.disabled, self.examples + other.examples,
-                               self.documents + other.documents)
 
 
 def unit_masks(n_layers: int, n_heads: int, unit: str) -> torch.Tensor:
@@ -44,25 +28,6 @@ def unit_masks(n_layers: int, n_heads: int, unit: str) -> torch.Tensor:
     if unit == "head":
         return torch.eye(n_layers * n_heads, dtype=torch.bool).view(-1, n_layers, n_heads)
     return torch.eye(n_layers, dtype=torch.bool)[:, :, None].expand(n_layers, n_layers, n_heads).clone()
-
-
-def ablation_partial(model: AttentionModel, docs: Documents, *, masks: torch.Tensor, mode: str, loss: Loss | None,
-                     max_length: int, batch_size: int, progress: bool) -> AblationPartial:
-    objective = UserLoss(loss) if loss is not None else default_loss(model)
-    base, disabled = 0.0, torch.zeros(len(masks), dtype=torch.float64)
-    examples = 0
-    for _, prepared, inputs in loss_batches(model, docs, objective, batch_size, max_length, "disabling heads", progress):
-        outputs = model.forward(inputs)
-        refuse_nonfinite(outputs.attentions, docs, examples)
-        base += float(objective(outputs, prepared).double().sum())
-        for index, mask in enumerate(masks):
-            if mode == "uniform":
-                outputs = model.forward(inputs, uniform=mask.to(model.device))
-            else:
-                outputs = model.forward(inputs, head_mask=(~mask).float().to(model.device))
-            disabled[index] += objective(outputs, prepared).double().sum().cpu()
-        examples += inputs["input_ids"].shape[0]
-    return AblationPartial(base, disabled, examples, len(docs))
 
 
 def head_ablation(
@@ -98,12 +63,12 @@ def head_ablation(
     objective = UserLoss(loss) if loss is not None else default_loss(model)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
     n_layers, n_heads = model.n_layers, model.n_heads
-    masks = unit_masks(n_layers, n_heads, unit)
-    partial = run_partial(ablation_partial, model, docs, progress=progress, backend=backend, masks=masks, mode=mode,
-                          loss=loss, max_length=max_length, batch_size=batch_size)
-    examples = max(1, partial.examples)
-    base = partial.base / examples
-    per_unit = partial.disabled / examples
+    # The first set switches nothing off: the loss whole.
+    off = torch.cat([torch.zeros(1, n_layers, n_heads, dtype=torch.bool), unit_masks(n_layers, n_heads, unit)])
+    partial = run_partial(heads_off_partial, model, docs, progress=progress, backend=backend, off=off, mode=mode,
+                          loss=loss, max_length=max_length, batch_size=batch_size, desc="disabling heads")
+    mean = partial.loss / max(1, partial.examples)
+    base, per_unit = float(mean[0]), mean[1:]
     grid = per_unit.view(n_layers, n_heads) if unit == "head" else per_unit[:, None].expand(n_layers, n_heads)
     frame = heads_frame({"change": grid - base, "loss": grid})
     return tagged(frame, "head_ablation", model, len(docs), loss=objective.name, mode=mode, unit=unit, base_loss=base)

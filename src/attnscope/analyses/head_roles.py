@@ -38,11 +38,11 @@ RARE = 0.5
 RELATIONS = ("nsubj", "obj", "dobj", "amod", "advmod")
 
 
-
 def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int],
                       causal: bool = False) -> tuple[dict[str, torch.Tensor], int, int]:
-    """One document's measures (L × H each, means over its queries) and how many queries they
-    average (the measures, and "rare" apart): the tokens that are not special ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
+    """One document's measures (L × H each, means over its queries), how many queries the
+    measures average and how many "rare" averages. The queries are the tokens that are not special
+    ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
     counts: each token's count in the corpus (the rarest non-special token is the sentence's
     least frequent; a tie counts each of the tied tokens). causal: a decoder's first token is no
     candidate for the rarest (most heads rest their weight on it, an attention sink, whatever it
@@ -164,7 +164,7 @@ def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: fl
     wide["role"] = [found[0] if found else "none" for found in named]
     result = pd.DataFrame(wide[["layer", "head", "label", "confidence", "roles", "role"]])
     result.attrs.update({"attnscope": "roles", "model": frame.attrs.get("model", ""), "documents": frame.attrs.get("documents"),
-                         "syntax": syntax is not None})
+                         "syntax": syntax is not None, "positional": positional, "rare": rare})
     return result
 
 
@@ -200,5 +200,6 @@ def roles_view(data: Any, grid: Grid) -> dict:
     return {"measures": [{"key": "role", "label": "Role (Voita et al. 2019)", "values": grid(index, "category"), "categories": categories},
                          {"key": "confidence", "label": MEASURES["confidence"], "values": grid(data, "confidence")}],
             "note": f"Voita et al. 2019's roles, over {data.attrs.get('documents', '?')} documents: positional (the largest "
-                    f"weight on one neighbour in ≥ {POSITIONAL:.0%} of tokens), rare words (on the rarest token in ≥ {RARE:.0%}; "
+                    f"weight on one neighbour in ≥ {data.attrs.get('positional', POSITIONAL):.0%} of tokens), rare words (on the "
+                    f"rarest token in ≥ {data.attrs.get('rare', RARE):.0%}; "
                     f"our threshold).{syntax}"}

@@ -5,6 +5,7 @@ in-batch contrastive, or the user's own.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,7 +15,7 @@ from ..engine.attention_model import (
 )
 from ..errors import InputError
 from ..progress import progress as progress_bar
-from .corpus import Document, corpus_settings, device_batch_size, encode_batch, in_batches
+from .corpus import Document, corpus_settings, device_batch_size, encode_batch, in_batches, refuse_nonfinite
 
 Loss = Callable[[Any, Any], torch.Tensor]
 
@@ -145,3 +146,40 @@ def loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
         prepared = loss.prepare(encoded)
         forward_inputs = {k: v for k, v in prepared.items() if k != "labels_for_loss"}
         yield encoded, prepared, forward_inputs
+
+
+@dataclass
+class LossesPartial:
+    """What a part of a corpus adds to an analysis that switches heads off (the pruning curve,
+    head ablation): per set of heads switched off, the summed per-example loss; the examples."""
+
+    loss: torch.Tensor  # one sum per set, float64
+    examples: int
+    documents: int
+
+    def merge(self, other: LossesPartial) -> LossesPartial:
+        return LossesPartial(self.loss + other.loss, self.examples + other.examples, self.documents + other.documents)
+
+
+def heads_off_partial(model: AttentionModel, docs: Sequence[Document], *, off: torch.Tensor, mode: str, loss: Loss | None,
+                      max_length: int, batch_size: int, progress: bool, desc: str) -> LossesPartial:
+    """Σ over `docs` of each example's loss with each set of heads in `off` (sets × layers × heads,
+    True where a head is off) switched off: their output zeroed (mode "zero": Michel et al.'s
+    ξ_h = 0) or their attention made uniform ("uniform": Kovaleva et al.'s disabled head). A set
+    with no head off is the plain run. Each batch is prepared once (the same masked tokens, for a
+    masked-LM loss) and run once per set."""
+    objective = UserLoss(loss) if loss is not None else default_loss(model)
+    total = torch.zeros(len(off), dtype=torch.float64)
+    examples = 0
+    for _, prepared, inputs in loss_batches(model, docs, objective, batch_size, max_length, desc, progress):
+        for index, heads in enumerate(off):
+            if not bool(heads.any()):
+                outputs = model.forward(inputs)
+            elif mode == "uniform":
+                outputs = model.forward(inputs, uniform=heads.to(model.device))
+            else:
+                outputs = model.forward(inputs, head_mask=(~heads).float().to(model.device))
+            refuse_nonfinite(outputs.attentions, docs, examples)
+            total[index] += objective(outputs, prepared).double().sum().cpu()
+        examples += inputs["input_ids"].shape[0]
+    return LossesPartial(total, examples, len(docs))

@@ -5,7 +5,6 @@ important first, and the loss over a corpus measured after each removal.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,23 +13,11 @@ from .. import checks
 from ..checks import head_pair
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, documents, refuse_nonfinite
+from .corpus import corpus_settings, documents
 from .importance import head_importance
-from .losses import Loss, UserLoss, default_loss, loss_batches
+from .losses import Loss, UserLoss, default_loss, heads_off_partial
 from .runner import run_partial
 from .tables import Grid, analysis_view, tagged
-
-
-@dataclass
-class PruningPartial:
-    """What a part of a corpus adds: per step, the summed per-example loss, and the examples."""
-
-    loss: torch.Tensor  # steps, float64
-    examples: int
-    documents: int
-
-    def merge(self, other: PruningPartial) -> PruningPartial:
-        return PruningPartial(self.loss + other.loss, self.examples + other.examples, self.documents + other.documents)
 
 
 def step_masks(order: Sequence[tuple[int, int]], n_layers: int, n_heads: int, steps: Sequence[int]) -> torch.Tensor:
@@ -41,24 +28,6 @@ def step_masks(order: Sequence[tuple[int, int]], n_layers: int, n_heads: int, st
         for layer, head in order[:removed]:
             masks[index, layer, head] = 0.0
     return masks
-
-
-def pruning_partial(model: AttentionModel, docs: Documents, *, masks: torch.Tensor, loss: Loss | None, max_length: int,
-                    batch_size: int, progress: bool) -> PruningPartial:
-    """Σ over `docs` of each example's loss with each step's heads off. Each batch is prepared
-    once (the same masked tokens, for a masked-LM loss) and run once per step."""
-    objective = UserLoss(loss) if loss is not None else default_loss(model)
-    total = torch.zeros(len(masks), dtype=torch.float64)
-    examples = done = 0
-    for _, prepared, inputs in loss_batches(model, docs, objective, batch_size, max_length, "pruning", progress):
-        batch = inputs["input_ids"].shape[0]
-        for index, mask in enumerate(masks):
-            outputs = model.forward(inputs, head_mask=mask.to(model.device))
-            refuse_nonfinite(outputs.attentions, docs, done)
-            total[index] += objective(outputs, prepared).double().sum().cpu()
-        done += batch
-        examples += batch
-    return PruningPartial(total, examples, len(docs))
 
 
 def pruning_curve(
@@ -95,8 +64,9 @@ def pruning_curve(
     counts = _steps(steps, len(order))
     objective = UserLoss(loss) if loss is not None else default_loss(model)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
-    partial = run_partial(pruning_partial, model, docs, progress=progress, backend=backend, loss=loss,
-                          masks=step_masks(order, n_layers, n_heads, counts), max_length=max_length, batch_size=batch_size)
+    partial = run_partial(heads_off_partial, model, docs, progress=progress, backend=backend, loss=loss, mode="zero",
+                          off=step_masks(order, n_layers, n_heads, counts) == 0, max_length=max_length, batch_size=batch_size,
+                          desc="pruning")
     mean = (partial.loss / max(1, partial.examples)).tolist()
     rows = []
     for removed, value in zip(counts, mean, strict=True):

@@ -180,6 +180,39 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             handle.remove()
 
 
+class _LayerFactors:
+    """Per-head factors for each layer's call in turn, taken from `mask` (layers × heads, or
+    batch × layers × heads: one row per example), for the calls of the thread that made it only
+    (another thread's forward of the same model is left alone). Calls are counted, so a module
+    shared by all layers (ALBERT) gets each layer's row in turn."""
+
+    def __init__(self, mask: torch.Tensor):
+        self.mask = mask
+        self.n_layers, self.n_heads = mask.shape[-2:]
+        self.calls = 0
+        self.owner = threading.get_ident()
+
+    def mine(self) -> bool:
+        return threading.get_ident() == self.owner
+
+    def scale_next(self, values: torch.Tensor) -> torch.Tensor:
+        """`values` (..., heads · d, the heads concatenated) with each head scaled by the next
+        layer's factors."""
+        layer = self.calls % self.n_layers
+        self.calls += 1
+        factors = self.mask[..., layer, :].to(device=values.device, dtype=values.dtype)
+        factors = factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
+        return (values.unflatten(-1, (self.n_heads, -1)) * factors).flatten(-2)
+
+
+def _fused_part(output: torch.Tensor, part: int, change) -> torch.Tensor:
+    """A fused [q | k | v] projection's output with its part 0, 1 or 2 changed by `change`."""
+    width = output.shape[-1] // 3
+    pieces = [output[..., i * width : (i + 1) * width] for i in range(3)]
+    pieces[part] = change(pieces[part])
+    return torch.cat(pieces, dim=-1)
+
+
 @contextmanager
 def head_mask_hooks(
     modules: Sequence[torch.nn.Module], layout: ProjectionLayout, mask: torch.Tensor | None
@@ -191,40 +224,23 @@ def head_mask_hooks(
     for grouped-query attention, where value heads are shared. Otherwise the value vectors are
     scaled (BERT's output projection lives in another module), which is the same ξ_h·Att_h. Either
     way gradients flow to ξ, model code is untouched, the masked head's own attention weights are
-    unchanged and every later layer sees the change. Calls are counted, so a module shared by all
-    layers (ALBERT) gets each layer's row in turn.
+    unchanged and every later layer sees the change.
     """
     if mask is None:
         yield
         return
-    n_layers, n_heads = mask.shape[-2:]
-    calls = [0]
-    owner = threading.get_ident()  # another thread's forward of the same model is not masked
-
-    def factors_for(dtype):
-        layer = calls[0] % n_layers
-        calls[0] += 1
-        # layers × heads, or batch × layers × heads (one ξ per example, for per-example gradients)
-        factors = mask[..., layer, :].to(dtype)
-        return factors[:, None, :, None] if factors.dim() == 2 else factors[:, None]
-
-    def per_head(values, factors):
-        return (values.unflatten(-1, (n_heads, -1)) * factors).flatten(-2)
+    factors = _LayerFactors(mask)
 
     def scale_value(_module, _inputs, output):
-        if threading.get_ident() != owner:
+        if not factors.mine():
             return None
-        factors = factors_for(output.dtype)
-        if layout.fused_qkv:
-            width = output.shape[-1] // 3
-            return torch.cat([output[..., : 2 * width], per_head(output[..., 2 * width :], factors)], dim=-1)
-        return per_head(output, factors)
+        return _fused_part(output, 2, factors.scale_next) if layout.fused_qkv else factors.scale_next(output)
 
     def scale_heads_input(_module, args):
-        if threading.get_ident() != owner:
+        if not factors.mine():
             return None
         (heads_concatenated, *rest) = args
-        return (per_head(heads_concatenated, factors_for(heads_concatenated.dtype)), *rest)
+        return (factors.scale_next(heads_concatenated), *rest)
 
     handles = []
     try:
@@ -256,21 +272,12 @@ def uniform_heads_hooks(
         return
     if layout is None:
         raise NoAttentionError("Uniform attention needs the model's query projections, which were not found.")
-    n_layers, n_heads = uniform.shape
-    calls = [0]
-    owner = threading.get_ident()
+    factors = _LayerFactors((~uniform.bool()).float())  # 0 zeroes a head's queries
 
     def zero_queries(_module, _inputs, output):
-        if threading.get_ident() != owner:
+        if not factors.mine():
             return None
-        layer = calls[0] % n_layers
-        calls[0] += 1
-        keep = (~uniform[layer].bool()).to(device=output.device, dtype=output.dtype)
-        if layout.fused_qkv:
-            width = output.shape[-1] // 3
-            q = (output[..., :width].unflatten(-1, (n_heads, -1)) * keep[:, None]).flatten(-2)
-            return torch.cat([q, output[..., width:]], dim=-1)
-        return (output.unflatten(-1, (n_heads, -1)) * keep[:, None]).flatten(-2)
+        return _fused_part(output, 0, factors.scale_next) if layout.fused_qkv else factors.scale_next(output)
 
     handles = []
     try:
