@@ -37,7 +37,7 @@ REPEATS = 7
 # --trace DIR: a Chromium trace of each interaction's first run (what the profiling read).
 TRACE_DIR: Path | None = None
 TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8", "blink", "cc", "toplevel",
-                    "blink.user_timing"]
+                    "blink.user_timing", "disabled-by-default-v8.cpu_profiler"]
 # Past this length the model view's thumbnails are not waited for to the end (minutes: 4× a
 # doubling); their first pass is.
 REFINE_WAITED_TOKENS = 32768

@@ -40,9 +40,6 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
     for (let from = ranges.from[0]; from < ranges.from[1]; from++) rows.push([head, from, (head * nTokens + from) * nKeys + toLo]);
   }
   const width = toHi - toLo;
-  // Two tight passes: count the weights at each threshold level, then keep those at or above
-  // the level that fits the budget. One-byte weights (the kernel's layer payload) are read as
-  // bytes, their 256 weights looked up: nothing is decoded to floats.
   const counts = new Array(THRESHOLDS.length).fill(0); // counts[k] = weights in [T_k, T_k+1)
   const countWeight = (w, times) => {
     if (!(w >= THRESHOLDS[0])) return;
@@ -50,64 +47,88 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
     while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
     counts[k] += times;
   };
-  const { bytes } = attention;
-  const byteWeights = bytes ? Float32Array.from({ length: 256 }, (_, b) => b * attention.scale) : null;
-  const values = bytes ? null : attention.values;
-  // One-byte weights: one pass keeps every weight at or above the floor (where each is, its byte)
-  // and counts them by byte; the lines are then picked from those few, not from every weight again.
-  let candidates = null;
-  if (bytes) {
-    let floorByte = 0;
-    while (floorByte < 256 && byteWeights[floorByte] < THRESHOLDS[0]) floorByte++;
-    const histogram = new Int32Array(256);
-    let at = new Int32Array(4096);
-    let n = 0;
-    rows.forEach(([, , first], r) => {
-      for (let i = first, end = first + width; i < end; i++) {
-        const b = bytes[i];
-        if (b < floorByte) continue;
-        histogram[b]++;
-        if (n + 2 > at.length) {
-          const grown = new Int32Array(at.length * 2);
-          grown.set(at);
-          at = grown;
-        }
-        at[n++] = r;
-        at[n++] = i - first;
-      }
-    });
-    histogram.forEach((times, b) => { if (times) countWeight(byteWeights[b], times); });
-    candidates = at.subarray(0, n);
-  } else {
-    for (const [, , first] of rows) {
-      for (let i = first, end = first + width; i < end; i++) {
-        const w = values[i];
-        if (w >= THRESHOLDS[0]) countWeight(w, 1);
-      }
-    }
-  }
-  const total = counts.reduce((a, b) => a + b, 0);
-  let fitting = total;
-  let level = 0;
-  while (level < THRESHOLDS.length - 1 && fitting > budget) fitting -= counts[level++];
-  const minWeight = THRESHOLDS[level];
+  const levelFitting = () => {
+    let fitting = counts.reduce((a, b) => a + b, 0);
+    let level = 0;
+    while (level < THRESHOLDS.length - 1 && fitting > budget) fitting -= counts[level++];
+    return level;
+  };
+  const total = () => counts.reduce((a, b) => a + b, 0);
   const lines = [];
+  const { bytes } = attention;
   if (bytes) {
-    let minByte = 0;
-    while (minByte < 256 && byteWeights[minByte] < minWeight) minByte++;
-    for (let k = 0; k < candidates.length; k += 2) {
-      const [head, from, first] = rows[candidates[k]];
-      const b = bytes[first + candidates[k + 1]];
-      if (b >= minByte) lines.push({ head, from, to: toLo + candidates[k + 1], weight: byteWeights[b] });
+    // One-byte weights (the kernel's layer payload) are read as bytes, never decoded to floats:
+    // a histogram of the bytes in view, then one pass keeping those at or above the byte that
+    // fits (a 512-token layer is 3 MB, and an edit redraws it). Where bytes 0 and 1 weigh less
+    // than the first threshold (the payload's scale, 1/255), most weights are one of them, and
+    // both passes skip four such bytes at a time.
+    const byteWeights = Float32Array.from({ length: 256 }, (_, b) => b * attention.scale);
+    const words = bytes.byteOffset % 4 === 0 && byteWeights[1] < THRESHOLDS[0]
+      ? new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.length >> 2) : null;
+    // Each row's bytes as [start, end) spans to read one by one: the unaligned ends, and the
+    // aligned words (of `words`) with a byte above 1.
+    let spans = new Int32Array(4096);
+    let n = 0;
+    const push = (start, end) => {
+      if (n + 2 > spans.length) {
+        const grown = new Int32Array(spans.length * 2);
+        grown.set(spans);
+        spans = grown;
+      }
+      spans[n++] = start;
+      spans[n++] = end;
+    };
+    for (const row of rows) {
+      const first = row[2];
+      const end = first + width;
+      if (!words) {
+        push(first, end);
+      } else {
+        const alignedStart = Math.min(end, (first + 3) & ~3);
+        const alignedEnd = Math.max(alignedStart, end & ~3);
+        if (first < alignedStart) push(first, alignedStart);
+        for (let w = alignedStart >> 2, last = alignedEnd >> 2; w < last; w++) {
+          if ((words[w] & 0xfefefefe) !== 0) push(w << 2, (w << 2) + 4);
+        }
+        if (alignedEnd < end) push(alignedEnd, end);
+      }
+      row.push(n); // where this row's spans end
     }
-  } else {
-    for (const [head, from, first] of rows) {
-      for (let i = first, end = first + width; i < end; i++) {
-        if (values[i] >= minWeight) lines.push({ head, from, to: toLo + i - first, weight: values[i] });
+    const histogram = new Int32Array(256);
+    for (let s = 0; s < n; s += 2) {
+      for (let i = spans[s], end = spans[s + 1]; i < end; i++) histogram[bytes[i]]++;
+    }
+    if (words) histogram[0] = histogram[1] = 0; // partly skipped: weigh less than any line anyway
+    histogram.forEach((times, b) => { if (times) countWeight(byteWeights[b], times); });
+    const minWeight = THRESHOLDS[levelFitting()];
+    let minByte = 1; // a zero weight is never a line
+    while (minByte < 256 && byteWeights[minByte] < minWeight) minByte++;
+    let s = 0;
+    for (const row of rows) {
+      const [head, from, first] = row;
+      for (const rowEnd = row[3]; s < rowEnd; s += 2) {
+        for (let i = spans[s], end = spans[s + 1]; i < end; i++) {
+          const b = bytes[i];
+          if (b >= minByte) lines.push({ head, from, to: toLo + i - first, weight: byteWeights[b] });
+        }
       }
     }
+    return { lines, minWeight, kept: lines.length, total: total() };
   }
-  return { lines, minWeight, kept: lines.length, total };
+  const values = attention.values;
+  for (const [, , first] of rows) {
+    for (let i = first, end = first + width; i < end; i++) {
+      const w = values[i];
+      if (w >= THRESHOLDS[0]) countWeight(w, 1);
+    }
+  }
+  const minWeight = THRESHOLDS[levelFitting()];
+  for (const [head, from, first] of rows) {
+    for (let i = first, end = first + width; i < end; i++) {
+      if (values[i] >= minWeight) lines.push({ head, from, to: toLo + i - first, weight: values[i] });
+    }
+  }
+  return { lines, minWeight, kept: lines.length, total: total() };
 }
 
 /** Which token ranges [start, end) each column shows for a sentence filter. */

@@ -185,6 +185,26 @@ describe("strongestLines", () => {
     expect(strongestLines(payload, {}, 500).minWeight).toBeGreaterThan(DEFAULT_MIN_WEIGHT); // the budget bit
   });
 
+  it("skips faint bytes four at a time and finds the same lines as byte by byte", () => {
+    // Mostly 0 and 1 (under the first threshold), some lines, rows of 37 keys (unaligned rows).
+    const n = 2 * 37 * 37;
+    const faint = Uint8Array.from({ length: n }, (_, i) => (i % 11 === 0 ? (i * 31) % 256 : i % 2));
+    const aligned = { bytes: faint, scale: 1 / 255, shape: [2, 37, 37] };
+    // The same bytes at an odd offset cannot be read as words: read byte by byte.
+    const odd = new Uint8Array(n + 1).subarray(1);
+    odd.set(faint);
+    const byteByByte = { bytes: odd, scale: 1 / 255, shape: [2, 37, 37] };
+    const floats = { values: Float32Array.from(faint, (b) => b / 255), shape: [2, 37, 37] };
+    for (const budget of [20000, 100, 0]) {
+      for (const shown of [{}, { visibleHeads: [1] }, { sentenceBStart: 13, sentenceFilter: "ba" }]) {
+        const found = strongestLines(aligned, shown, budget);
+        expect(found).toEqual(strongestLines(byteByByte, shown, budget));
+        expect(found).toEqual(strongestLines(floats, shown, budget));
+      }
+    }
+    expect(strongestLines(aligned).kept).toBeGreaterThan(100);
+  });
+
   it("finds the same lines as computeLines for every head set and sentence filter", () => {
     const opts = { sentenceBStart: 2 };
     for (const sentenceFilter of ["all", "aa", "ab", "ba", "bb"]) {

@@ -8,7 +8,7 @@
 // A change of lines then costs the visible part; scrolling draws the new tiles in the frame
 // that shows them.
 import { sizeCanvas, visibleSpan } from "./dom.js";
-import { strokeWeightedLines } from "./draw_lines.js";
+import { groupWeightedLines } from "./draw_lines.js";
 
 export const TILE_HEIGHT = 256;
 // The tiles drawn ahead reach this share of the visible height above and below it (≥ a tile).
@@ -24,20 +24,37 @@ export function tilesBetween(top, bottom, height, tileHeight = TILE_HEIGHT) {
   return [first, Math.max(first, end)];
 }
 
-/** Each line's vertical extent, [min y, max y] pairs in one array (computed once per show). */
-export function verticalExtents(lines, ends) {
-  const extents = new Float64Array(2 * lines.length);
-  lines.forEach((line, i) => {
-    const [, y0, , y1] = ends(line);
-    extents[2 * i] = Math.min(y0, y1);
-    extents[2 * i + 1] = Math.max(y0, y1);
+/** The lines in stroke groups (draw_lines.groupWeightedLines: one colour and opacity each), each
+ * group's ends as flat [x0, y0, x1, y1, ...]: made once per show, read by every tile. */
+export function strokeGroups(lines, colorOf, ends) {
+  return groupWeightedLines(lines, colorOf).map(({ color, alpha, lines: group }) => {
+    const at = new Float64Array(4 * group.length);
+    group.forEach((line, i) => { at.set(ends(line), 4 * i); });
+    return { color, alpha, ends: at };
   });
-  return extents;
 }
 
-/** The lines that meet the band [top, bottom) (with `pad` px of slack). */
-export function linesCrossing(lines, extents, top, bottom, pad = 2) {
-  return lines.filter((_, i) => extents[2 * i + 1] >= top - pad && extents[2 * i] <= bottom + pad);
+/** Strokes the groups' lines that meet the band [top, bottom) of the plot (with `pad` px of slack
+ * at its edges, the line's width by default), whichever end is higher, shifted up by `top`. */
+export function strokeBand(ctx, groups, top, bottom, lineWidth, pad = lineWidth) {
+  const [low, high] = [top - pad, bottom + pad];
+  ctx.lineWidth = lineWidth;
+  for (const { color, alpha, ends } of groups) {
+    ctx.globalAlpha = alpha;
+    ctx.strokeStyle = color;
+    ctx.beginPath();
+    let any = false;
+    for (let i = 0; i < ends.length; i += 4) {
+      const y0 = ends[i + 1];
+      const y1 = ends[i + 3];
+      if ((y0 < low && y1 < low) || (y0 > high && y1 > high)) continue;
+      ctx.moveTo(ends[i], y0 - top);
+      ctx.lineTo(ends[i + 2], y1 - top);
+      any = true;
+    }
+    if (any) ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
 }
 
 /**
@@ -69,12 +86,7 @@ export function createLineTiles(track, { width, tileHeight = TILE_HEIGHT }) {
     tile.canvas.style.top = `${top}px`;
     tile.version = version;
     if (!ctx) return;
-    const { lines, colorOf, ends, lineWidth, extents } = drawing;
-    const shifted = (line) => {
-      const [x0, y0, x1, y1] = ends(line);
-      return [x0, y0 - top, x1, y1 - top];
-    };
-    strokeWeightedLines(ctx, linesCrossing(lines, extents, top, bottom, lineWidth), colorOf, shifted, lineWidth);
+    strokeBand(ctx, drawing.groups, top, bottom, drawing.lineWidth ?? 1.5);
   }
 
   function span() {
@@ -155,7 +167,7 @@ export function createLineTiles(track, { width, tileHeight = TILE_HEIGHT }) {
   return {
     show(next) {
       listenToShadowRoot();
-      drawing = { ...next, extents: verticalExtents(next.lines, next.ends) };
+      drawing = { ...next, groups: strokeGroups(next.lines, next.colorOf, next.ends) };
       version += 1;
       track.style.height = `${next.height}px`;
       refresh();

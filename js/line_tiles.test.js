@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it } from "vitest";
-import { createLineTiles, linesCrossing, tilesBetween, TILE_HEIGHT, verticalExtents } from "./line_tiles.js";
+import { createLineTiles, strokeBand, strokeGroups, tilesBetween, TILE_HEIGHT } from "./line_tiles.js";
 
 describe("tilesBetween", () => {
   it("gives the tiles a band meets, within the plot", () => {
@@ -11,21 +11,31 @@ describe("tilesBetween", () => {
   });
 });
 
-describe("linesCrossing", () => {
+describe("strokeBand", () => {
   const ends = ({ from, to }) => [0, from, 100, to];
-  const lines = [{ from: 10, to: 20 }, { from: 300, to: 0 }, { from: 600, to: 700 }];
-  const extents = verticalExtents(lines, ends);
+  const lines = [{ from: 10, to: 20, weight: 1 }, { from: 300, to: 0, weight: 0.5 }, { from: 600, to: 700, weight: 1 }];
+  const groups = strokeGroups(lines, () => "#000", ends);
+  // A context that notes each line's start (in the band's own px) and each stroke's opacity.
+  const recorded = (top, bottom, pad) => {
+    const starts = [];
+    const strokes = [];
+    const ctx = { moveTo: (_x, y) => starts.push(y + top), lineTo() {}, beginPath() {},
+      stroke() { strokes.push(ctx.globalAlpha); } };
+    strokeBand(ctx, groups, top, bottom, 1, pad);
+    return { starts: starts.sort((a, b) => a - b), strokes };
+  };
 
-  it("keeps lines with a part in the band, whichever end is higher", () => {
-    expect(linesCrossing(lines, extents, 0, 256, 0)).toEqual(lines.slice(0, 2));
-    expect(linesCrossing(lines, extents, 256, 512, 0)).toEqual([lines[1]]);
-    expect(linesCrossing(lines, extents, 512, 768, 0)).toEqual([lines[2]]);
-    expect(linesCrossing(lines, extents, 768, 1024, 0)).toEqual([]);
+  it("strokes lines with a part in the band, whichever end is higher, a stroke per group", () => {
+    expect(recorded(0, 256, 0).starts).toEqual([10, 300]);
+    expect(recorded(0, 256, 0).strokes).toEqual([1, 0.5]);
+    expect(recorded(256, 512, 0)).toEqual({ starts: [300], strokes: [0.5] });
+    expect(recorded(512, 768, 0)).toEqual({ starts: [600], strokes: [1] });
+    expect(recorded(768, 1024, 0)).toEqual({ starts: [], strokes: [] });
   });
 
   it("counts the line's width as slack at the band's edges", () => {
-    expect(linesCrossing(lines, extents, 21, 100, 0)).toEqual([lines[1]]);
-    expect(linesCrossing(lines, extents, 21, 100, 2)).toEqual(lines.slice(0, 2));
+    expect(recorded(21, 100, 0).starts).toEqual([300]);
+    expect(recorded(21, 100, 2).starts).toEqual([10, 300]);
   });
 });
 

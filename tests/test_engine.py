@@ -376,3 +376,32 @@ def test_full_attention_past_the_budget_is_refused_before_the_model_runs(default
     monkeypatch.setattr(engine_module, "FULL_ATTENTION_MAX", 2**20)
     # "auto" keeps it on demand instead, as past FULL_ATTENTION_LIMIT.
     assert isinstance(default_model.run(text), attnscope.LongAttentionResult)
+
+
+def test_a_run_keeps_its_layers_apart_until_every_layer_is_read(bert_tokenizer):
+    """The head view draws one layer: an edit reads it without the layers × heads × T × T copy
+    (results.LayerMaps). Reading `attention` stacks them once, to the same numbers."""
+    torch.manual_seed(0)
+    model = small_models()["bert"]()
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    text = "The quick brown fox jumps over the lazy dog."
+    result = engine.run(text)
+    held = result.__dict__["_attention"]
+    assert type(held).__name__ == "LayerMaps"
+    assert (result.n_layers, result.n_heads) == (3, 4)
+    layers = [result.layer_attention(layer).clone() for layer in range(3)]
+    assert type(result.__dict__["_attention"]).__name__ == "LayerMaps"  # layers read one by one: still apart
+    assert torch.equal(result.attention, torch.stack(layers))
+    assert (result.attention_from_qk() - result.attention).abs().max().item() <= 1e-5
+    assert isinstance(result.__dict__["_attention"], torch.Tensor)
+    assert held.layers == [None, None, None]  # the apart layers were released as they were copied
+    assert torch.equal(result.layer_attention(1), layers[1])
+
+
+def test_nonfinite_heads_are_found_per_layer_as_in_one_tensor():
+    from attnscope.engine.nonfinite import nonfinite_heads
+
+    attention = torch.rand(3, 4, 5, 5)
+    attention[1, 2, 3, 0] = float("nan")
+    attention[2, 0, 0, 4] = float("inf")
+    assert nonfinite_heads(attention) == nonfinite_heads(list(attention)) == [(1, 2), (2, 0)]

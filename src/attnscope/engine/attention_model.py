@@ -27,14 +27,14 @@ from .hooks import (
     captured_score_bias,
     encoder_decoder_groups,
     find_attention_modules,
+    first_of_each,
     head_mask_hooks,
     no_capture,
-    stacked_first,
     uniform_heads_hooks,
 )
 from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
-from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LongAttentionResult
+from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LayerMaps, LongAttentionResult
 from .texts import groups_from_tokens, single_text, text_pieces, word_groups_of
 from .token_labels import TokenLabels, labels_for_tokenizer
 
@@ -395,7 +395,8 @@ class AttentionModel:
                 f"Model {self.name} returned no attention weights, so there is nothing to show. "
                 "attnscope needs a transformer whose attention layers support output_attentions."
             )
-        attention = stacked_first(attentions)
+        # Stacked only when something reads every layer (results.LayerMaps).
+        attention = LayerMaps(first_of_each(attentions))
         n_layers, n_heads, _, _ = attention.shape
         queries, keys, scaling = captured_queries_keys(capture, n_layers, n_heads, self.name)
 
@@ -421,8 +422,8 @@ class AttentionModel:
             nonfinite_heads=self._warn_nonfinite(attention),
         )
 
-    def _warn_nonfinite(self, attention: torch.Tensor) -> list[tuple[int, int]]:
-        heads = nonfinite_heads(attention)
+    def _warn_nonfinite(self, attention: LayerMaps) -> list[tuple[int, int]]:
+        heads = nonfinite_heads(attention.layers)
         if heads:
             warnings.warn(nonfinite_message(heads, attention.shape[0] * attention.shape[1]), NonFiniteAttentionWarning, stacklevel=4)
         return heads
@@ -511,7 +512,7 @@ class AttentionModel:
         for part, attentions in found.items():
             if not attentions or any(a is None for a in attentions):
                 raise NoAttentionError(f"Model {self.name} returned no {part} attention weights.")
-            attention = stacked_first(attentions)
+            attention = LayerMaps(first_of_each(attentions))
             found[part] = None
             n_layers, n_heads = attention.shape[:2]
             queries, keys, scaling = captured_queries_keys(captures[part], n_layers, n_heads, self.name)

@@ -327,7 +327,8 @@ def captured_queries_keys(
             q, k = (t[0] for t in capture.apply_rotary(q[None], k[None], cos[:1], sin[:1]))
         # Grouped-query attention: query head h uses key head h // (query heads per key head).
         queries.append(q)
-        keys.append(k.repeat_interleave(n_heads // k.shape[0], dim=0))
+        per_key_head = n_heads // k.shape[0]
+        keys.append(k if per_key_head == 1 else k.repeat_interleave(per_key_head, dim=0))
     # A model split over GPUs (device_map) gives each layer's q and k on its own device.
     device = queries[0].device
     queries_t = torch.stack([q.to(device) for q in queries]).float()
@@ -336,25 +337,23 @@ def captured_queries_keys(
     scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
     return queries_t, keys_t, scaling
 
-def captured_score_bias(capture: Capture | None, attention: torch.Tensor) -> torch.Tensor | None:
-    """T5's position bias of every layer (layers × heads × Tq × Tk), or None."""
+def captured_score_bias(capture: Capture | None, attention: Any) -> torch.Tensor | None:
+    """T5's position bias of every layer (layers × heads × Tq × Tk, the shape of `attention`), or None."""
     if capture is None or len(capture.bias) != attention.shape[0]:
         return None
     return torch.stack([b[0].expand(attention.shape[1:]) for b in capture.bias]).float()
 
 
-def stacked_first(layers: list[torch.Tensor | None]) -> torch.Tensor:
-    """Batch item 0 of every layer's map as one float32 tensor (layers × ...), on the first
-    layer's device. Each layer is released from `layers` (a list the caller owns, emptied here)
-    as it is copied, so the peak is one copy plus a layer, not two (150 MB at 512 tokens on
-    bert-base)."""
-    first = layers[0][0]
-    stacked = torch.empty((len(layers), *first.shape), dtype=torch.float32, device=first.device)
+def first_of_each(layers: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Batch item 0 of every layer's map, float32, on the first layer's device (a model split
+    over GPUs gives each layer on its own), as views where they already are. `layers` (a list the
+    caller owns) is emptied: what it held is released as the views take over."""
+    device = layers[0].device
+    first = []
     for index in range(len(layers)):
-        stacked[index] = layers[index][0]
+        first.append(layers[index][0].to(device, torch.float32))
         layers[index] = None
-    del first
-    return stacked
+    return first
 
 
 @contextmanager

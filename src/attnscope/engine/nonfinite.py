@@ -16,10 +16,16 @@ def has_nonfinite(values: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(values.sum(-1, dtype=torch.float32))
 
 
-def nonfinite_heads(attention: torch.Tensor) -> list[tuple[int, int]]:
-    """(layer, head) of every map in layers × heads × ... that holds NaN or ±inf."""
-    bad = has_nonfinite(attention).flatten(2).any(-1)
-    return [(int(layer), int(head)) for layer, head in bad.nonzero().tolist()]
+def nonfinite_heads(attention: torch.Tensor | Sequence[torch.Tensor]) -> list[tuple[int, int]]:
+    """(layer, head) of every map in layers × heads × ... (one tensor, or one per layer) that holds
+    NaN or ±inf."""
+    layers = [attention] if isinstance(attention, torch.Tensor) else [layer.unsqueeze(0) for layer in attention]
+    heads, first = [], 0
+    for block in layers:
+        bad = has_nonfinite(block).flatten(2).any(-1)
+        heads += [(first + int(layer), int(head)) for layer, head in bad.nonzero().tolist()]
+        first += block.shape[0]
+    return heads
 
 
 def describe_heads(heads: Sequence[tuple[int, int]], limit: int = 12) -> str:

@@ -19,6 +19,31 @@ from . import formulas as an
 from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 
+class LayerMaps:
+    """Each layer's attention as the model returned it (heads × Tq × Tk, float32, on one device),
+    not yet stacked. A view that draws one layer (the head view after an edit) reads it as it is;
+    the layers × heads × Tq × Tk tensor is copied together the first time something asks for
+    `attention` (a 67 MB copy at 512 tokens on MiniLM, most of it page faults of fresh memory)."""
+
+    def __init__(self, layers: list[torch.Tensor]):
+        self.layers = layers
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.layers), *self.layers[0].shape))
+
+    def stacked(self) -> torch.Tensor:
+        """layers × heads × Tq × Tk; the layers are released as they are copied (the peak is one
+        copy and a layer, not two)."""
+        first = self.layers[0]
+        stacked = torch.empty(self.shape, dtype=torch.float32, device=first.device)
+        for index in range(len(self.layers)):
+            stacked[index] = self.layers[index]
+            self.layers[index] = None
+        del first
+        return stacked
+
+
 @dataclass(kw_only=True)
 class AttentionResult:
     """Self-attention of one run (an encoder, a decoder-only model, or one part of an
@@ -63,11 +88,21 @@ class AttentionResult:
 
     @property
     def n_layers(self) -> int:
-        return int(self.attention.shape[0])
+        return int(self.attention_shape[0])
 
     @property
     def n_heads(self) -> int:
-        return int(self.attention.shape[1])
+        return int(self.attention_shape[1])
+
+    @property
+    def attention_shape(self) -> torch.Size:
+        """layers × heads × Tq × Tk, without stacking layers the engine left apart (LayerMaps)."""
+        return self.__dict__["_attention"].shape
+
+    def layer_attention(self, layer: int) -> torch.Tensor:
+        """One layer's attention, heads × Tq × Tk, without stacking the others (LayerMaps)."""
+        held = self.__dict__["_attention"]
+        return held.layers[layer] if isinstance(held, LayerMaps) and held.layers[0] is not None else self.attention[layer]
 
     def scores(self) -> torch.Tensor:
         """q·kᵀ scaled as the model scales it, plus the model's mask: layers × heads × T × T."""
@@ -97,6 +132,22 @@ class AttentionResult:
         layer, head = _layer_head(layer, head, self.n_layers, self.n_heads)
         index = _query_index(queries, self.attention.shape[-2])
         return self.attention[layer, head][index.to(self.attention.device)].float().cpu()
+
+
+def _attention_stacked(self: AttentionResult) -> torch.Tensor:
+    held = self.__dict__["_attention"]
+    if isinstance(held, LayerMaps):
+        held = self.__dict__["_attention"] = held.stacked()
+    return held
+
+
+def _hold_attention(self: AttentionResult, value: torch.Tensor | LayerMaps) -> None:
+    self.__dict__["_attention"] = value
+
+
+# `attention` stays a dataclass field (constructors, `dataclasses.replace` and `fields` name it) and
+# reads as a tensor: a LayerMaps given to it is stacked on first read.
+AttentionResult.attention = property(_attention_stacked, _hold_attention, doc=AttentionResult.__doc__)
 
 
 @dataclass(kw_only=True)

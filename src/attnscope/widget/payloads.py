@@ -66,7 +66,7 @@ def layer_payload(result: AttentionResult, layer: int, source: str | None = None
     """One layer's attention, heads × Tq × Tk, one byte per weight. `source` names what it was
     made from (the widget's run and how it is shown): a page holding several layers files them
     under it, and drops them when the source changes."""
-    payload = {"layer": layer, **quantize_uint8(result.attention[layer])}
+    payload = {"layer": layer, **quantize_uint8(result.layer_attention(layer))}
     if source is not None:
         payload["source"] = source
     return payload
