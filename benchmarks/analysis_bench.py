@@ -7,11 +7,14 @@ Run alone: python benchmarks/analysis_bench.py  (run.py calls it for `make bench
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
 
 import attnscope
 
@@ -112,8 +115,17 @@ def bench_reading_list(model: attnscope.AttentionModel, n: int = READING_LIST_SE
     texts = reading_list_sentences(n)
     steps = 8
     one_pass = forward_passes_s(model, texts)
+    # A copy with other weights, as a fine-tuned model is (the comparison reads both models' maps).
+    copied = copy.deepcopy(model.model)
+    with torch.no_grad():
+        for parameter in copied.parameters():
+            parameter.mul_(1.01)
+    tuned = attnscope.load(copied, model.tokenizer, device=str(model.device))
     runs = {
         "head_roles (Voita et al.)": (lambda: attnscope.head_roles(model, texts, progress=False), 1),
+        "attention_patterns (Kovaleva et al.)": (lambda: attnscope.attention_patterns(model, texts, progress=False), 1),
+        "attention_similarity, base against a copy (Kovaleva et al.)": (
+            lambda: attnscope.attention_similarity(model, tuned, texts, progress=False), 2),
         f"pruning_curve, {steps} steps (importance + {steps + 1} passes)": (
             lambda: attnscope.pruning_curve(model, texts, steps=steps, progress=False), steps + 1),
     }

@@ -81,6 +81,21 @@ def test_attention_patterns_on_ray_equal_the_single_process_run(cluster, default
     same_numbers(local, distributed)
 
 
+def test_attention_similarity_on_ray_equals_the_single_process_run(cluster, default_model, bert_tokenizer):
+    """Two models on every worker (Kovaleva et al.'s fine-tuning comparison): each rebuilt there."""
+    import copy
+
+    tuned_model = copy.deepcopy(default_model.model)
+    with torch.no_grad():
+        tuned_model.encoder.layer[4].attention.self.query.weight.mul_(1.5)
+    tuned = attnscope.load(tuned_model, bert_tokenizer, device="cpu")
+    local = attnscope.attention_similarity(default_model, tuned, PAIRS, batch_size=4, progress=False)
+    distributed = attnscope.attention_similarity(default_model, tuned, PAIRS, batch_size=4, progress=False, backend="ray")
+    same_numbers(local, distributed)
+    by_layer = attnscope.similarity_by_layer(distributed)
+    assert by_layer[:4].tolist() == pytest.approx([1.0] * 4, abs=1e-6) and by_layer[4] < 1 - 1e-4
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

@@ -1,5 +1,6 @@
 """The shipped notebooks run top to bottom in a real kernel and display the widget."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -107,3 +108,9 @@ def test_kovaleva_notebook_classes_patterns_and_disables_layers():
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
     assert "over all layers: vertical " in text and "cls: largest in layer" in text
     assert "next-token loss with every head:" in text and "of 30 layers lower the loss" in text
+    # Fine-tuning (§5): the copy learns the task, and as in the paper the first layer moves least.
+    accuracy = re.search(r"held-out accuracy .*: before (\d+)%, after (\d+)%", text)
+    assert accuracy and int(accuracy[2]) > int(accuracy[1]), text
+    line = text.split("cosine per layer:")[1].splitlines()[0]
+    cosines = [float(value) for _, value in re.findall(r"(\d): (\d\.\d+)", line)]
+    assert len(cosines) == 6 and cosines[0] > 0.99 and min(cosines[4:]) < cosines[0] - 0.05, cosines

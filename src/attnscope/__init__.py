@@ -6,6 +6,7 @@ from . import neuron_view  # a callable module: attnscope.neuron_view(...) and a
 from .analyses import (
     attention_gradients,
     attention_patterns,
+    attention_similarity,
     attention_sinks,
     behaviours,
     head_ablation,
@@ -18,6 +19,7 @@ from .analyses import (
     read_conllu,
     roles,
     rollout,
+    similarity_by_layer,
     syntax_heads,
 )
 from .edges.bertviz_compat import head_view, model_view
@@ -47,6 +49,7 @@ __all__ = [
     "SettingError",
     "attention_gradients",
     "attention_patterns",
+    "attention_similarity",
     "attention_sinks",
     "behaviours",
     "head_ablation",
@@ -63,6 +66,7 @@ __all__ = [
     "read_conllu",
     "roles",
     "rollout",
+    "similarity_by_layer",
     "syntax_heads",
     "word_attention",
     "render_html",

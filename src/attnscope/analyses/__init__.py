@@ -5,6 +5,7 @@ here). Each corpus analysis is a partial aggregate per part of a corpus (`*_part
 makes its batches. The formulas are the pure functions of attnscope.engine.formulas."""
 
 from .ablation import head_ablation
+from .comparison import attention_similarity, similarity_by_layer
 from .corpus import documents
 from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
@@ -16,6 +17,7 @@ from .sinks import attention_sinks
 from .syntax import read_conllu, syntax_heads
 
 __all__ = [
-    "attention_gradients", "attention_patterns", "attention_sinks", "head_ablation", "behaviours", "documents", "head_distances", "head_importance",
-    "head_roles", "head_stats", "patterns_by_layer", "pruning_curve", "read_conllu", "roles", "rollout", "syntax_heads",
+    "attention_gradients", "attention_patterns", "attention_similarity", "attention_sinks", "head_ablation", "behaviours",
+    "documents", "head_distances", "head_importance", "head_roles", "head_stats", "patterns_by_layer", "pruning_curve",
+    "read_conllu", "roles", "rollout", "similarity_by_layer", "syntax_heads",
 ]

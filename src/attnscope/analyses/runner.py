@@ -39,8 +39,9 @@ def run_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress
     sentences, with their corpus positions), run where `backend` says: `partial(model, items,
     progress=, **options)` over the whole corpus here, or over parts of it on Ray's workers, the
     parts' results merged (`.merge`). `partial` is a module-level function (or a functools.partial
-    of one), so that it pickles. The settings in `options` are resolved by the caller, once,
-    before any batch runs anywhere."""
+    of one), so that it pickles. `model` may be a tuple of models (an analysis comparing them):
+    each worker then rebuilds every one. The settings in `options` are resolved by the caller,
+    once, before any batch runs anywhere."""
     backend = check_backend(backend)
     if backend == "local":
         return partial(model, items, progress=progress, **options)
@@ -64,11 +65,14 @@ class _PartialWorker:
         import ray
         import torch
 
-        model_class, config, weights, dtype, tokenizer = ray.get(model_box[0])
-        model = model_class(config)  # the user's model, rebuilt from its class, config and weights
-        model.load_state_dict(weights)
         device = "cuda" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu"
-        self.engine = load(model.to(dtype), tokenizer, device=device)
+        engines = []
+        for shipped in ray.get(model_box[0]):
+            model_class, config, weights, dtype, tokenizer = shipped
+            model = model_class(config)  # the user's model, rebuilt from its class, config and weights
+            model.load_state_dict(weights)
+            engines.append(load(model.to(dtype), tokenizer, device=device))
+        self.engine = engines[0] if len(engines) == 1 else tuple(engines)
         self.run = partial
         self.options = options
 
@@ -113,7 +117,7 @@ def _ray_partial(partial: Callable[..., Any], model: Any, items: Any, *, progres
     spans = chunks_of(len(items), AUTO_CHUNK_UNIT if batch_size == "auto" else int(batch_size), workers)
     rows = [{"chunk": pickle.dumps((positions[a:b], list(items[a:b])))} for a, b in spans]
     dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
-    model_box = [ray.put(_shippable(model))]
+    model_box = [ray.put([_shippable(m) for m in (model if isinstance(model, tuple) else (model,))])]
     partials = dataset.map_batches(
         _PartialWorker,
         fn_constructor_kwargs={"model_box": model_box, "partial": partial, "options": options},

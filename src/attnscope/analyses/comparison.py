@@ -1,0 +1,99 @@
+"""What fine-tuning changes in attention (Kovaleva et al. 2019, §5, Figure 4): two models that share
+a tokenizer, a base and its fine-tuned copy, read the same corpus, and each head's maps are
+compared. For every head, the cosine similarity of the two models' maps of a document (each map
+flattened, special tokens kept, as the paper's), averaged over the corpus; per layer, the mean of
+its heads. Kovaleva et al. found the last two layers of BERT-base changed most by fine-tuning on
+GLUE tasks, and the early layers hardly at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..engine.attention_model import AttentionModel, model_of
+from ..errors import InputError
+from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
+from .runner import run_partial
+from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
+
+
+def check_comparable(base: AttentionModel, tuned: AttentionModel) -> None:
+    """The two models must read a text into the same tokens and have the same heads."""
+    if (base.n_layers, base.n_heads) != (tuned.n_layers, tuned.n_heads):
+        raise InputError(
+            f"attention_similarity compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
+            f"{base.n_heads} heads and {tuned.name} {tuned.n_layers} × {tuned.n_heads}."
+        )
+    if base.tokenizer.get_vocab() != tuned.tokenizer.get_vocab():
+        raise InputError(
+            f"attention_similarity compares maps token by token, so both models need one tokenizer: "
+            f"{base.name}'s vocabulary ({len(base.tokenizer)}) and {tuned.name}'s ({len(tuned.tokenizer)}) differ."
+        )
+
+
+def map_cosines(base: torch.Tensor, tuned: torch.Tensor) -> torch.Tensor:
+    """Per head, the cosine similarity of two L × H × n × n attention maps, each flattened: L × H."""
+    x, y = base.flatten(2).double(), tuned.flatten(2).to(base.device).double()
+    return (x * y).sum(-1) / (x.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
+
+
+def similarity_partial(models: tuple[AttentionModel, AttentionModel], docs: Documents, *, max_length: int,
+                       batch_size: int | str, progress: bool) -> SumsPartial:
+    base, tuned = models
+    sums = HeadSums()
+    both = zip(
+        iter_attention(base, docs, max_length=max_length, batch_size=batch_size, desc="similarity", progress=progress),
+        iter_attention(tuned, docs, max_length=max_length, batch_size=batch_size, progress=False),
+        strict=True,
+    )
+    for index, (a, b) in enumerate(both):
+        if a.tokens != b.tokens:  # same vocabulary, other special tokens or truncation
+            raise InputError(f"Text {document_position(docs, index)} of the corpus is read into other tokens by the two "
+                             f"models ({len(a.tokens)} and {len(b.tokens)}): their tokenizers differ.")
+        sums.add({"cosine": map_cosines(a.attention, b.attention)})
+    return SumsPartial(sums, len(docs))
+
+
+def attention_similarity(
+    model: AttentionModel,
+    tuned: AttentionModel,
+    corpus: Any,
+    *,
+    column: str | Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int | str = "auto",
+    progress: bool = True,
+    backend: str = "local",
+):
+    """Kovaleva et al. 2019's comparison of a model and its fine-tuned copy (both from
+    attnscope.load, one tokenizer): for every head, the cosine similarity of the two models' maps
+    of each document, averaged over the corpus. Returns a tidy DataFrame (layer, head, label,
+    measure "cosine", value); `similarity_by_layer(frame)` gives each layer's mean, their Figure 4.
+    backend: "local" or "ray", as in `head_stats` (each worker rebuilds both models)."""
+    model = model_of(model, "attention_similarity")
+    tuned = model_of(tuned, "attention_similarity (its second model)")
+    check_comparable(model, tuned)
+    docs = documents(corpus, column)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
+    partial = run_partial(similarity_partial, (model, tuned), docs, progress=progress, backend=backend,
+                          max_length=max_length, batch_size=batch_size)
+    return tagged(heads_frame(partial.sums.result()), "attention_similarity", model, len(docs), compared_with=tuned.name)
+
+
+def similarity_by_layer(frame):
+    """Each layer's mean cosine similarity over its heads (a Series indexed by layer)."""
+    return frame[frame.measure == "cosine"].groupby("layer").value.mean().rename("cosine")
+
+
+@analysis_view("attention_similarity")
+def attention_similarity_view(data: Any, grid: Grid) -> dict:
+    other = data.attrs.get("compared_with", "the other model")
+    return {
+        "measures": [{"key": "cosine", "label": f"Cosine similarity of the maps: {data.attrs.get('model', '?')} and {other}",
+                      "values": grid(data[data.measure == "cosine"], "value")}],
+        "note": f"Per head, the cosine similarity of the two models' maps, averaged over {data.attrs.get('documents', '?')} "
+                "documents (Kovaleva et al. 2019, Figure 4): low where fine-tuning changed the head.",
+    }

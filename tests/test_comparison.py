@@ -1,0 +1,100 @@
+"""What fine-tuning changes (Kovaleva et al. 2019, §5; issue 34): the per-head cosine similarity of
+two models' maps over a corpus, its mean per layer, its refusals and its analysis view."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope.analyses.comparison import map_cosines
+from attnscope.errors import InputError
+
+VOCAB = 30522
+TEXTS = ["The keeper fed the lion before the storm.", "Paris is the capital of France.",
+         "She read the book twice, then gave it away.", "Dogs bark."]
+
+
+def small_bert(layers: int = 3) -> transformers.BertModel:
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                                     intermediate_size=37, max_position_embeddings=64)
+    return transformers.BertModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def base_and_tuned(bert_tokenizer):
+    """A model and a copy whose layer 1 queries were changed (as fine-tuning would): layer 0 reads the
+    same input with the same weights, so its maps are equal; layer 1's are not."""
+    base = small_bert()
+    tuned = copy.deepcopy(base)
+    with torch.no_grad():
+        query = tuned.encoder.layer[1].attention.self.query
+        query.weight.copy_(torch.randn(query.weight.shape, generator=torch.Generator().manual_seed(1)) * 2.0)
+    return attnscope.load(base, bert_tokenizer, device="cpu"), attnscope.load(tuned, bert_tokenizer, device="cpu")
+
+
+def test_a_model_and_its_copy_compare_head_by_head(base_and_tuned):
+    base, tuned = base_and_tuned
+    frame = attnscope.attention_similarity(base, tuned, TEXTS, progress=False)
+    assert list(frame.columns) == ["layer", "head", "label", "measure", "value"]
+    assert len(frame) == 3 * 4 and set(frame.measure) == {"cosine"}
+    by_layer = attnscope.similarity_by_layer(frame)
+    assert by_layer[0] == pytest.approx(1.0, abs=1e-9)  # before the changed layer: the same maps
+    assert by_layer[1] < 0.95  # the changed queries move the heads of layer 1
+    assert frame.attrs["attnscope"] == "attention_similarity" and frame.attrs["documents"] == len(TEXTS)
+    # A model against itself is 1 everywhere.
+    same = attnscope.attention_similarity(base, base, TEXTS, progress=False)
+    assert same.value.to_numpy() == pytest.approx(1.0, abs=1e-9)
+
+
+def test_each_head_is_the_mean_over_documents_of_its_maps_cosine(base_and_tuned):
+    base, tuned = base_and_tuned
+    frame = attnscope.attention_similarity(base, tuned, TEXTS, batch_size=3, progress=False)
+    expected = torch.stack([map_cosines(base.run(t).attention, tuned.run(t).attention) for t in TEXTS]).mean(0)
+    got = torch.tensor(frame.sort_values(["layer", "head"]).value.to_numpy()).view(3, 4)
+    torch.testing.assert_close(got, expected.double(), rtol=0, atol=1e-6)
+    # The direct formula, for one head: Σ a·b / (‖a‖‖b‖).
+    a, b = base.run(TEXTS[0]).attention[1, 2].flatten(), tuned.run(TEXTS[0]).attention[1, 2].flatten()
+    assert float(map_cosines(base.run(TEXTS[0]).attention, tuned.run(TEXTS[0]).attention)[1, 2]) == pytest.approx(
+        float(a @ b / (a.norm() * b.norm())), abs=1e-6)
+
+
+def test_models_that_cannot_be_compared_are_refused_by_name(base_and_tuned, bert_tokenizer):
+    base, _ = base_and_tuned
+    deeper = attnscope.load(small_bert(layers=4), bert_tokenizer, device="cpu")
+    with pytest.raises(InputError, match="3 layers × 4 heads.*4 × 4"):
+        attnscope.attention_similarity(base, deeper, TEXTS, progress=False)
+    other_vocab = transformers.BertTokenizerFast(vocab_file=None, tokenizer_object=_tiny_tokenizer())
+    stranger = attnscope.load(small_bert(), other_vocab, device="cpu")
+    with pytest.raises(InputError, match="one tokenizer"):
+        attnscope.attention_similarity(base, stranger, TEXTS, progress=False)
+    with pytest.raises(InputError, match="second model.*attnscope.load"):
+        attnscope.attention_similarity(base, "bert-base-uncased", TEXTS, progress=False)
+
+
+def _tiny_tokenizer():
+    """A WordPiece vocabulary trained here (another tokenizer than the embedded model's)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordPieceTrainer(vocab_size=60, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tokenizer.train_from_iterator(TEXTS * 5, trainer)
+    return tokenizer
+
+
+def test_the_similarity_map_is_shown_in_the_analysis_view(base_and_tuned):
+    base, tuned = base_and_tuned
+    frame = attnscope.attention_similarity(base, tuned, TEXTS, progress=False)
+    widget = attnscope.AttentionWidget(TEXTS[0], model=base)
+    widget.show_analysis(frame)
+    measures = widget.analysis["measures"]
+    assert [m["key"] for m in measures] == ["cosine"]
+    values = measures[0]["values"]  # layer by layer, head by head
+    assert values == pytest.approx(frame.sort_values(["layer", "head"]).value.tolist(), abs=1e-6)
+    assert values[:4] == pytest.approx([1.0] * 4, abs=1e-6)
+    assert "Kovaleva" in widget.analysis["note"]
