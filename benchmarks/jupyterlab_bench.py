@@ -240,6 +240,11 @@ INTERACTIONS = {
         "  input.dispatchEvent(new Event('input')); input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); }",
         "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
     ),
+    "compare shown": (
+        "box.querySelector('select.attnscope-compare').value = arg;"
+        "box.querySelector('select.attnscope-compare').dispatchEvent(new Event('change'))",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
     "model view opened": (
         "box.querySelector(\".attnscope-tab[data-view='model']\").click()",
         "Number(box.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0"
@@ -424,6 +429,45 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
     }
 
 
+COMPARE_TOKENS = 128
+
+
+def bench_compare_view(browser, base: str, n_tokens: int = COMPARE_TOKENS, repeats: int = REPEATS) -> dict:
+    """Issue 34's compare mode: the embedded MiniLM and a fine-tuned-like copy (every weight × 1.01)
+    on one n_tokens text, the head view drawing |second − first|; a layer switch and a switch of
+    what is shown, timed as the head view's are."""
+    name = f"compare{n_tokens}.ipynb"
+    put_notebook(base, name, [
+        "import attnscope, copy, sys, torch\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "from jupyterlab_bench import bench_text\n"
+        "model = attnscope.load()\n"
+        "copied = copy.deepcopy(model.model)\n"
+        "with torch.no_grad():\n"
+        "    for p in copied.parameters():\n"
+        "        p.mul_(1.01)\n"
+        "tuned = attnscope.load(copied, model.tokenizer)\n"
+        f"text = bench_text(model.tokenizer, {n_tokens})\n"
+        "widget = attnscope.AttentionWidget(text, model=model, compare=tuned, compare_shown='difference')\n"
+        "widget",
+        KERNEL_STAMPS,
+    ])
+    page = open_notebook(browser, base, name)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=180_000)
+    lines = widget.locator(".attnscope-lines").first
+    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    lab = KernelPage(page, widget)
+    n_layers = int(kernel_value(page, "widget.n_layers"))
+    rows = {"compare: layer switch": [lab.time("layer switch", 1 + i % (n_layers - 1)) for i in range(repeats)]}
+    rows["compare: first ↔ difference"] = [lab.time("compare shown", "first" if i % 2 == 0 else "difference")
+                                           for i in range(repeats)]
+    page.close()
+    return {"n_tokens": n_tokens,
+            "interactions": {k: {"median": medians(v), "each_ms": [round(r["ms"], 1) for r in v]} for k, v in rows.items()}}
+
+
 def long_engine():
     """The long-input bench's model (benchmarks/long_bench.py): a 4-layer Qwen2 shape, random
     weights, with a byte-level BPE tokenizer trained in the tests."""
@@ -551,13 +595,15 @@ def bench_jupyterlab(long_lengths=(8192, 32768), repeats: int = REPEATS) -> dict
             try:
                 head = bench_head_view(browser, base, 512, repeats)
                 print(json.dumps(head), flush=True)
+                compare = bench_compare_view(browser, base, COMPARE_TOKENS, repeats)
+                print(json.dumps(compare), flush=True)
                 long_rows = []
                 for n in long_lengths:
                     long_rows.append(bench_long_views(browser, base, n, repeats))
                     print(json.dumps(long_rows[-1]), flush=True)
             finally:
                 browser.close()
-    return {"head": head, "long": long_rows}
+    return {"head": head, "compare": compare, "long": long_rows}
 
 
 def _ms(value) -> str:
@@ -622,6 +668,19 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
         f"({_ms(median('edited sentence', 'page_to_pixels_ms'))}); the forward with attention weights alone, in the same "
         f"kernel: {_ms(forward)} |"
     )
+    compare = (results.get("compare") or {}).get("interactions", {})
+    if compare:
+        lines += [
+            "",
+            f"### Compare mode in real JupyterLab 4 (issue 34): all-MiniLM-L6-v2 and a copy, {COMPARE_TOKENS} tokens, "
+            "the head view drawing |second − first|",
+            "",
+            "| interaction | target | JupyterLab | met |",
+            "|---|---|---|---|",
+        ]
+        for name, limit in (("compare: layer switch", 100), ("compare: first ↔ difference", None)):
+            value = (compare.get(name) or {}).get("median", {}).get("ms")
+            lines.append(f"| {name} | {'–' if limit is None else f'≤ {limit} ms'} | {_ms(value)} | {met(value, limit)} |")
     if long_rows:
         lines += [
             "",
@@ -650,7 +709,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", default=["head"], help="'head' (MiniLM, 512 tokens) and/or long-input lengths")
+    parser.add_argument("cases", nargs="*", default=["head"], help="'head' (MiniLM, 512 tokens), 'compare' (two models, 128 tokens) and/or long-input lengths")
     parser.add_argument("--trace", metavar="DIR", help="write a Chromium trace (chrome://tracing, Perfetto) of each interaction's first run")
     args = parser.parse_args()
     global TRACE_DIR
@@ -665,6 +724,8 @@ def main() -> None:
                 started = time.perf_counter()
                 if "head" in args.cases:
                     print(json.dumps(bench_head_view(browser, base, 512, REPEATS), indent=1))
+                if "compare" in args.cases:
+                    print(json.dumps(bench_compare_view(browser, base, COMPARE_TOKENS, REPEATS), indent=1))
                 for n in (int(c) for c in args.cases if c.isdigit()):
                     print(json.dumps(bench_long_views(browser, base, n, REPEATS), indent=1))
                 print(f"({time.perf_counter() - started:.0f} s)")

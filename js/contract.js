@@ -9,6 +9,8 @@
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
+ * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on the attention's own scale.
+ * @property {string} compared_model [kernel] The second model's name when the widget compares two (compare=), else "".
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
@@ -58,6 +60,8 @@ export const TRAITS = [
   "attention",
   "attention_part",
   "causal",
+  "compare_shown",
+  "compared_model",
   "direction",
   "editable",
   "error",

@@ -14,6 +14,8 @@ const FILTERS = [
   ["ab", "A → B"],
   ["ba", "B → A"],
 ];
+/** What a widget comparing two models (compare=) draws, as the controls name it. */
+export const COMPARED = [["first", "First model"], ["second", "Second model"], ["difference", "|Second − first|"]];
 /** The parts of an encoder-decoder model, as the controls name them. */
 export const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
@@ -76,6 +78,11 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const wordsControl = labelled(header, "Words", wordsBox);
   wordsControl.title = "Merge wordpieces into words: attention to a word is summed over its pieces, from a word averaged.";
   wordsBox.addEventListener("change", () => setTraits({ word_level: wordsBox.checked }));
+  // Two models (compare=): which one the views draw, or the size of their difference.
+  const compareSelect = select("attnscope-compare", COMPARED);
+  const compareControl = labelled(header, "Show", compareSelect);
+  compareSelect.addEventListener("change", () => setTraits({ compare_shown: compareSelect.value }));
+  compareSelect.disabled = page; // a saved copy holds what was shown, not both models' runs
   const exportBox = el("span", "attnscope-export", header);
   const imageButtons = ["svg", "png"].map((format) => {
     const node = button("attnscope-export-button", exportBox, format.toUpperCase());
@@ -146,6 +153,10 @@ export function createControls(root, views, actions, { page = false } = {}) {
       wordsBox.checked = Boolean(get("word_level"));
       wordsControl.classList.toggle("attnscope-idle", !uses("words"));
       wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
+      compareControl.hidden = !get("compared_model");
+      compareSelect.value = get("compare_shown") ?? "first";
+      compareControl.title = `Second model: ${get("compared_model") ?? ""}. |Second − first| draws each weight's `
+        + "difference on the attention's own scale.";
       for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
       // Masking reruns the model: not for precomputed attention (none to rerun, as the editor goes) nor a

@@ -133,3 +133,18 @@ it("leaves idle the controls a view does not use, as src/attnscope/widget/views.
     document.body.replaceChildren();
   }
 });
+
+it("offers the Compare choice only while two models are compared, and writes it as a trait", () => {
+  const one = mount();
+  expect(one.root.querySelector(".attnscope-compare").closest("label").hidden).toBe(true);
+  const { root, actions, get, controls } = mount({ compared_model: "tuned", compare_shown: "first" });
+  const choice = root.querySelector(".attnscope-compare");
+  expect(choice.closest("label").hidden).toBe(false);
+  expect(choice.closest("label").title).toMatch(/Second model: tuned/);
+  expect([...choice.options].map((o) => o.value)).toEqual(["first", "second", "difference"]);
+  choice.value = "difference";
+  choice.dispatchEvent(new Event("change"));
+  expect(actions.setTraits).toHaveBeenLastCalledWith({ compare_shown: "difference" });
+  controls.update(get);
+  expect(choice.value).toBe("difference");
+});

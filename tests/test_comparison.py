@@ -98,3 +98,73 @@ def test_the_similarity_map_is_shown_in_the_analysis_view(base_and_tuned):
     assert values == pytest.approx(frame.sort_values(["layer", "head"]).value.tolist(), abs=1e-6)
     assert values[:4] == pytest.approx([1.0] * 4, abs=1e-6)
     assert "Kovaleva" in widget.analysis["note"]
+
+
+# The widget's compare mode: two models' runs of one text, either drawn, or their difference.
+
+
+def layer_of(widget) -> torch.Tensor:
+    from attnscope.serialize import decode
+
+    return decode(widget.attention)
+
+
+def test_the_widget_shows_either_model_or_their_difference_on_one_scale(base_and_tuned):
+    base, tuned = base_and_tuned
+    text = TEXTS[0]
+    widget = attnscope.AttentionWidget(text, model=base, compare=tuned, layer=1)
+    assert widget.compared_model == tuned.name and widget.compare_shown == "first"
+    first, second = base.run(text).attention[1], tuned.run(text).attention[1]
+    step = 1 / 255  # the layer payload's one-byte weights
+    torch.testing.assert_close(layer_of(widget), first, rtol=0, atol=step)
+    widget.compare_shown = "second"
+    torch.testing.assert_close(layer_of(widget), second, rtol=0, atol=step)
+    widget.compare_shown = "difference"
+    difference = (second - first).abs()
+    assert difference.max() > 0.05  # the copy's changed layer draws lines
+    torch.testing.assert_close(layer_of(widget), difference, rtol=0, atol=step)  # unscaled: the weights' own scale
+    assert widget.model_name.startswith("|")
+    widget.layer = 0  # before the changed layer: nothing differs
+    assert float(layer_of(widget).max()) == 0.0
+    # An edit reruns both models; the choice stays.
+    widget.text = TEXTS[1]
+    torch.testing.assert_close(layer_of(widget), (tuned.run(TEXTS[1]).attention[0] - base.run(TEXTS[1]).attention[0]).abs(),
+                               rtol=0, atol=step)
+    assert widget.compare_shown == "difference"
+    # The neuron view reads the shown model's queries and keys.
+    widget.compare_shown = "second"
+    assert torch.equal(widget.token_result.queries, tuned.run(TEXTS[1]).queries)
+
+
+def test_compare_mode_refuses_what_it_cannot_show_and_keeps_the_view(base_and_tuned, bert_tokenizer):
+    base, tuned = base_and_tuned
+    widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, compare_shown="second", layer=2)
+    shown = layer_of(widget)
+    with pytest.raises(InputError, match="Masking heads while comparing"):
+        widget.masked_heads = [[0, 1]]
+    assert widget.masked_heads == [] and torch.equal(layer_of(widget), shown)
+    with pytest.raises(InputError, match="compare=.*one tokenizer"):
+        attnscope.AttentionWidget(TEXTS[0], model=base, compare=attnscope.load(small_bert(), transformers.BertTokenizerFast(
+            tokenizer_object=_tiny_tokenizer()), device="cpu"))
+    with pytest.raises(InputError, match="compare=.*4 × 4"):
+        attnscope.AttentionWidget(TEXTS[0], model=base, compare=attnscope.load(small_bert(layers=4), bert_tokenizer, device="cpu"))
+    alone = attnscope.AttentionWidget(TEXTS[0], model=base)
+    with pytest.raises(InputError, match="needs a second model"):
+        alone.compare_shown = "difference"
+    assert alone.compare_shown == "first" and alone.compared_model == ""
+    with pytest.raises(InputError, match="Comparing two models needs a model"):
+        attnscope.AttentionWidget(result=base.run(TEXTS[0]), compare=tuned)
+
+
+def test_a_page_write_of_the_compare_choice_is_checked_like_any_other(base_and_tuned):
+    """The page is untrusted: a value outside the choices, or a choice without a second model, is
+    refused with a visible message and the view stays."""
+    base, tuned = base_and_tuned
+    alone = attnscope.AttentionWidget(TEXTS[0], model=base)
+    shown = layer_of(alone)
+    alone.set_state({"compare_shown": "second"})
+    assert alone.compare_shown == "first" and "needs a second model" in alone.error
+    assert torch.equal(layer_of(alone), shown)
+    pair = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned)
+    pair.set_state({"compare_shown": "both"})
+    assert pair.compare_shown == "first" and "compare_shown" in pair.error

@@ -20,16 +20,16 @@ from .runner import run_partial
 from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
 
 
-def check_comparable(base: AttentionModel, tuned: AttentionModel) -> None:
+def check_comparable(base: AttentionModel, tuned: AttentionModel, what: str = "attention_similarity") -> None:
     """The two models must read a text into the same tokens and have the same heads."""
     if (base.n_layers, base.n_heads) != (tuned.n_layers, tuned.n_heads):
         raise InputError(
-            f"attention_similarity compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
+            f"{what} compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
             f"{base.n_heads} heads and {tuned.name} {tuned.n_layers} × {tuned.n_heads}."
         )
     if base.tokenizer.get_vocab() != tuned.tokenizer.get_vocab():
         raise InputError(
-            f"attention_similarity compares maps token by token, so both models need one tokenizer: "
+            f"{what} compares maps token by token, so both models need one tokenizer: "
             f"{base.name}'s vocabulary ({len(base.tokenizer)}) and {tuned.name}'s ({len(tuned.tokenizer)}) differ."
         )
 

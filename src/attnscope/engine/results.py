@@ -73,6 +73,9 @@ class AttentionResult:
     masked_heads: list[tuple[int, int]] = field(default_factory=list)
     # The same input without masking, when the caller keeps it to show what masking changed.
     unmasked: AttentionResult | None = field(default=None, repr=False)
+    # The same input through a second model that shares the tokenizer (a widget's compare mode:
+    # a model and its fine-tuned copy), when the caller keeps it to show both.
+    compared: AttentionResult | None = field(default=None, repr=False)
     # Added to q·kᵀ·scale before the softmax (T5's relative-position bias): layers × heads × Tq × Tk.
     score_bias: torch.Tensor | None = field(default=None, repr=False)
     # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,

@@ -19,6 +19,7 @@ from typing import Any
 import traitlets
 
 from .. import checks
+from ..analyses.comparison import check_comparable
 from ..checks import head_pair
 from ..engine.attention_model import AttentionModel, load
 from ..engine.nonfinite import NonFiniteAttentionWarning
@@ -87,6 +88,7 @@ class AttentionWidget(CheckedTraits):
         prettify_tokens: bool = True,
         attention: str = "auto",
         neuron_query: int | None = None,
+        compare: Any = None,
         **kwargs: Any,
     ):
         # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
@@ -102,6 +104,12 @@ class AttentionWidget(CheckedTraits):
         if heads is not None:
             heads = checks.indices("heads", heads, None, "heads")  # the range once the model is known
         self._engine = None if result is not None else resolve_engine(model, tokenizer, device)
+        self._compare_engine = None
+        if compare is not None:
+            if self._engine is None:
+                raise InputError(NEEDS_A_MODEL.format(what="Comparing two models"))
+            self._compare_engine = resolve_engine(compare, tokenizer or self._engine.tokenizer, device)
+            check_comparable(self._engine, self._compare_engine, "compare=")
         self._prettify = bool(prettify_tokens)
         self._max_length = max_length
         self._attention_mode = attention
@@ -192,7 +200,12 @@ class AttentionWidget(CheckedTraits):
             # same under the cell too.
             warnings.filterwarnings("ignore", message="(Input|Decoder text) truncated", category=UserWarning)
             warnings.filterwarnings("ignore", category=NonFiniteAttentionWarning)
+            if self._compare_engine is not None and self._masks:
+                raise InputError("Masking heads while comparing two models is not supported: unmask the heads, or "
+                                 "show each model in a widget of its own.")
             plain = self._engine.run(text, text_b, self._max_length, attention=self._attention_mode)
+            if self._compare_engine is not None:
+                plain.compared = self._second_run(plain, text, text_b)
             if isinstance(plain, LongAttentionResult) and self._masks:
                 raise InputError(f"Masking heads needs the full attention, and this text of {plain.n_tokens:,} tokens "
                                  "keeps it on demand: unmask the heads, or give a shorter text.")
@@ -202,11 +215,23 @@ class AttentionWidget(CheckedTraits):
         masked.unmasked = plain
         return masked
 
+    def _second_run(self, first: AttentionResult | LongAttentionResult, text: str, text_b: str | None) -> AttentionResult:
+        """The compared model's run of the same text, token for token."""
+        if isinstance(first, LongAttentionResult):
+            raise InputError(f"Comparing two models draws both full attentions, and this text of {first.n_tokens:,} "
+                             "tokens keeps its attention on demand: give a shorter text.")
+        second = self._compare_engine.run(text, text_b, self._max_length, attention="full")
+        if second.tokens != first.tokens:
+            raise InputError(f"The two models read this text into other tokens ({len(first.tokens)} and "
+                             f"{len(second.tokens)}): comparing needs one tokenizer.")
+        return second
+
     def _settings(self) -> Settings:
         """What the state of a run depends on besides the run (widget_state.run_state)."""
         return Settings(
             view=self.view, layer=self.layer, heads=list(self.heads), n_heads=self.n_heads,
             attention_part=self.attention_part, word_level=self.word_level, show_change=self.show_change,
+            compare_shown=self.compare_shown,
             sentence_filter=self.sentence_filter, neuron_head=self.neuron_head, neuron_query=self.neuron_query,
             focus_token=self.focus_token, focus_head=self.focus_head, analysis=self.analysis,
             include_layers=self.include_layers, include_heads=self.include_heads, thumbnail_size=self._thumbnail_size,
@@ -292,7 +317,7 @@ class AttentionWidget(CheckedTraits):
             self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
             self._quietly(thumbnails=thumbnails, rollout=rollout)
 
-    @traitlets.observe("attention_part", "word_level", "show_change")
+    @traitlets.observe("attention_part", "word_level", "show_change", "compare_shown")
     def _on_display_mode(self, change: dict) -> None:
         """What the views show of the same run changed: re-shown from the kept run, no rerun."""
         if self._applying or "_computed_run" not in self.__dict__ and not self._closed:

@@ -48,8 +48,10 @@ def shown_key_tokens(result: AttentionResult, prettify: bool = True) -> list[str
     return key_labels_of(result) or [] if prettify else list(keys)
 
 
-def displayed(token_result: AttentionResult, word_level: bool, show_change: bool) -> AttentionResult:
-    """What the views draw: word-level or not, and |A_masked − A| when showing a masking's change."""
+def displayed(token_result: AttentionResult, word_level: bool, show_change: bool,
+              against: AttentionResult | None = None) -> AttentionResult:
+    """What the views draw: word-level or not, |A_masked − A| when showing a masking's change, and
+    |A_against − A| when comparing with a second model's run of the same tokens (`against`)."""
     plain = token_result.unmasked or token_result
     shown, reference = token_result, plain
     if word_level:
@@ -59,6 +61,12 @@ def displayed(token_result: AttentionResult, word_level: bool, show_change: bool
         # Changes are small next to attention itself: scaled so the largest (in any layer) is a
         # full-strength line; mask_summary gives the unscaled size.
         shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
+    if against is not None:
+        other = word_attention(against) if word_level else against
+        # Unscaled: a difference of 0.3 is drawn as a weight of 0.3, on the views' one scale.
+        names = (f"|{other.model_name} − {shown.model_name}|" if other.model_name != shown.model_name
+                 else f"|second − first| ({shown.model_name})")
+        shown = dataclasses.replace(shown, attention=(other.attention - shown.attention).abs(), model_name=names)
     return shown
 
 

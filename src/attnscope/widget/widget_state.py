@@ -52,6 +52,7 @@ class Settings:
     attention_part: str
     word_level: bool
     show_change: bool
+    compare_shown: str
     sentence_filter: str
     neuron_head: int
     neuron_query: int
@@ -91,7 +92,8 @@ def source(result_id: int, settings: Any) -> str:
     """What a short run's layer payloads are made from: the run and how it is shown (part,
     words, change; read from Settings or the widget itself, which has the same names). The page
     files the layers it holds under it (the "layer" request)."""
-    return f"{result_id}:{settings.attention_part}:{int(settings.word_level)}:{int(settings.show_change)}"
+    return (f"{result_id}:{settings.attention_part}:{int(settings.word_level)}:{int(settings.show_change)}"
+            f":{settings.compare_shown}")
 
 
 def run_state(computed: AttentionResult | LongAttentionResult, settings: Settings, request_id: int,
@@ -104,7 +106,11 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     if parts and settings.attention_part not in parts:
         raise InputError(f"attention_part must be one of {list(parts)}.")
     per_token = parts.get(settings.attention_part, computed)
-    drawn = pl.displayed(per_token, settings.word_level, settings.show_change)
+    second = compared_part(computed, settings)
+    if settings.compare_shown == "second":
+        per_token = second
+    drawn = pl.displayed(per_token, settings.word_level, settings.show_change,
+                         against=second if settings.compare_shown == "difference" else None)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
     # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
     layer = _layer_in(settings, n_layers, layer)
@@ -132,9 +138,22 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         neuron_unavailable="" if per_token.queries is not None else _no_queries_keys(drawn.model_name, settings),
         causal=bool(drawn.causal), thumbnails=thumbnails, rollout=rollout,
         mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
+        compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
         long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
     )
     return RunState(traits, drawn, per_token, computed, thumbnails_of, rollout_of, opened_query)
+
+
+def compared_part(computed: AttentionResult, settings: Settings) -> AttentionResult | None:
+    """The second model's run of the shown part, when the widget compares two models; a Compare
+    setting other than "first" without one is refused."""
+    second = computed.compared
+    if second is None:
+        if settings.compare_shown != "first":
+            raise InputError(f"compare_shown={settings.compare_shown!r} needs a second model: "
+                             "attnscope.show(text, model=first, compare=second).")
+        return None
+    return parts_of(second).get(settings.attention_part, second)
 
 
 def _long_run_state(result: LongAttentionResult, settings: Settings, request_id: int, layer: int | None) -> RunState:
@@ -164,6 +183,7 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         neuron_unavailable=short_only("neuron", result), causal=bool(result.causal),
         analysis=analysis, view=view, thumbnails=thumbnails, rollout={},
         mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
+        compared_model="", compare_shown="first",
     )
     return RunState(traits, result, result, result, thumbnails_of, None, settings.opened_query)
 

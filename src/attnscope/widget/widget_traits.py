@@ -94,6 +94,11 @@ class WidgetTraits(anywidget.AnyWidget):
     show_change = synced(Bool(False), "With masked heads, the head and model views draw |A_masked − A|.",
                          writer="both", page="fixed", label="Show change")
     mask_summary = synced(Unicode(""), "One line on what masking changed.")
+    compared_model = synced(Unicode(""), "The second model's name when the widget compares two (compare=), else \"\".")
+    compare_shown = synced(Enum(("first", "second", "difference"), default_value="first"),
+                           "With a second model (compare=): what the views draw, the first model's attention, the "
+                           "second's, or |A_second − A_first| on the attention's own scale.",
+                           writer="both", page="fixed", label="the Compare setting")
 
     # The neuron, rollout and analysis views
     neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
