@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -72,6 +73,16 @@ def bench_analyses(label: str, model: attnscope.AttentionModel, n_docs: int = DO
             }
         )
         print(json.dumps(rows[-1]), flush=True)
+    # Clark's Table 3 on the shipped sentences (spaCy's parses): every probe to its best epoch.
+    data = Path(__file__).resolve().parent.parent / "notebooks" / "data"
+    shipped = [s for name in ("sentences.txt", "more_sentences.txt")
+               for s in (data / name).read_text(encoding="utf-8").splitlines() if s.strip()]
+    seconds = timed(lambda: attnscope.attention_probes(model, shipped, progress=False))
+    passes = forward_passes_s(model, shipped) * 2  # the model's maps and a random copy's
+    rows.append({"model": "all-MiniLM-L6-v2 (embedded)", "analysis": "attention_probes, 5 probes × 10 epochs (Clark et al. Table 3)",
+                 "documents": len(shipped), "seconds": round(seconds, 1), "forward_s": round(passes, 1),
+                 "over_forward": round(seconds / passes, 2), "reading_list": True, "limit_s": 180, "no_ratio": True})
+    print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -136,6 +147,16 @@ def bench_reading_list(model: attnscope.AttentionModel, n: int = READING_LIST_SE
                      "forward_s": round(one_pass * passes, 1), "over_forward": round(seconds / (one_pass * passes), 2),
                      "reading_list": True})
         print(json.dumps(rows[-1]), flush=True)
+    # Clark's Table 3 on the shipped sentences (spaCy's parses): every probe to its best epoch.
+    data = Path(__file__).resolve().parent.parent / "notebooks" / "data"
+    shipped = [s for name in ("sentences.txt", "more_sentences.txt")
+               for s in (data / name).read_text(encoding="utf-8").splitlines() if s.strip()]
+    seconds = timed(lambda: attnscope.attention_probes(model, shipped, progress=False))
+    passes = forward_passes_s(model, shipped) * 2  # the model's maps and a random copy's
+    rows.append({"model": "all-MiniLM-L6-v2 (embedded)", "analysis": "attention_probes, 5 probes × 10 epochs (Clark et al. Table 3)",
+                 "documents": len(shipped), "seconds": round(seconds, 1), "forward_s": round(passes, 1),
+                 "over_forward": round(seconds / passes, 2), "reading_list": True, "limit_s": 180, "no_ratio": True})
+    print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -161,8 +182,10 @@ def table(rows: list[dict]) -> list[str]:
             "",
             "| analysis | sentences | time (≤ 2 min) | its forward passes alone | time / forward passes (≤ 4) |",
             "|---|---|---|---|---|",
-            *[f"| {r['analysis']} | {r['documents']:,} | {r['seconds']:.1f} s {'✅' if r['seconds'] <= 120 else '❌'} "
-              f"| {r['forward_s']:.1f} s | {r['over_forward']:.2f} {'✅' if r['over_forward'] <= 4 else '❌'} |" for r in reading],
+            *[f"| {r['analysis']} | {r['documents']:,} | {r['seconds']:.1f} s "
+              f"{'✅' if r['seconds'] <= r.get('limit_s', 120) else '❌'}{' (≤ 3 min: the probe)' if r.get('limit_s') else ''} "
+              f"| {r['forward_s']:.1f} s | {r['over_forward']:.2f} "
+              f"{'(training, not passes)' if r.get('no_ratio') else '✅' if r['over_forward'] <= 4 else '❌'} |" for r in reading],
         ]
     return lines
 

@@ -96,6 +96,19 @@ def test_attention_similarity_on_ray_equals_the_single_process_run(cluster, defa
     assert by_layer[:4].tolist() == pytest.approx([1.0] * 4, abs=1e-6) and by_layer[4] < 1 - 1e-4
 
 
+def test_attention_probes_on_ray_equal_the_single_process_run(cluster, default_model):
+    """Clark's Table 3: the word-level maps are read on Ray's workers, the probes trained here."""
+    sentences = [f"The keeper fed lion number {i} before the storm came." for i in range(12)]
+    words = {w: torch.randn(6, generator=torch.Generator().manual_seed(len(w))) for s in sentences for w in s.split()}
+    options = dict(vectors=words, probes=["right-branching", "attn", "attn + vectors"], epochs=2, batch_size=4,
+                   progress=False)
+    local = attnscope.attention_probes(default_model, sentences, **options)
+    distributed = attnscope.attention_probes(default_model, sentences, backend="ray", **options)
+    assert local.table.probe.tolist() == distributed.table.probe.tolist()
+    np.testing.assert_allclose(local.table.uas.to_numpy(float), distributed.table.uas.to_numpy(float), rtol=0, atol=1e-6)
+    same_numbers(local.weights, distributed.weights)
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

@@ -49,6 +49,10 @@ def test_what_does_bert_look_at_reproduces_each_analysis():
     assert "machine parses by spaCy" in text  # the syntax table says what its parses are
     assert "Masked " in text and "attention changes from layer" in text
     assert "torch.Size([6, 10, 10])" in text  # rollout: layers × tokens × tokens
+    # Table 3 (§5): every probe, beside Clark's number; the trained attention carries the tree.
+    uas = {name: float(value) for name, value in re.findall(r"^([a-z +-]+): UAS ([\d.]+) \(Clark", text, re.M)}
+    assert list(uas) == ["right-branching", "distances + vectors", "random-init attn + vectors", "attn", "attn + vectors"]
+    assert uas["attn + vectors"] > uas["attn"] > uas["right-branching"] and uas["attn"] > uas["random-init attn + vectors"]
 
 
 def test_bertviz_tutorial_runs_with_only_the_import_changed(tmp_path):

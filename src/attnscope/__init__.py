@@ -6,6 +6,7 @@ from . import neuron_view  # a callable module: attnscope.neuron_view(...) and a
 from .analyses import (
     attention_gradients,
     attention_patterns,
+    attention_probes,
     attention_similarity,
     attention_sinks,
     behaviours,
@@ -49,6 +50,7 @@ __all__ = [
     "SettingError",
     "attention_gradients",
     "attention_patterns",
+    "attention_probes",
     "attention_similarity",
     "attention_sinks",
     "behaviours",

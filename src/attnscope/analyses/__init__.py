@@ -11,13 +11,14 @@ from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
 from .importance import attention_gradients, head_importance
 from .patterns import attention_patterns, patterns_by_layer
+from .probes import attention_probes, glove_vectors
 from .pruning import pruning_curve
 from .rollout import rollout
 from .sinks import attention_sinks
 from .syntax import read_conllu, syntax_heads
 
 __all__ = [
-    "attention_gradients", "attention_patterns", "attention_similarity", "attention_sinks", "head_ablation", "behaviours",
-    "documents", "head_distances", "head_importance", "head_roles", "head_stats", "patterns_by_layer", "pruning_curve",
+    "attention_gradients", "attention_patterns", "attention_probes", "attention_similarity", "attention_sinks", "head_ablation", "behaviours",
+    "documents", "glove_vectors", "head_distances", "head_importance", "head_roles", "head_stats", "patterns_by_layer", "pruning_curve",
     "read_conllu", "roles", "rollout", "similarity_by_layer", "syntax_heads",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,20 @@ def parse_with_spacy(texts: Sequence[str]) -> list[ParsedSentence]:
                 )
             )
     return sentences
+
+
+def parsed_sentences(conllu_or_texts: Any) -> tuple[list[ParsedSentence], str]:
+    """Dependency trees and where they come from: a CoNLL-U file (its path or text: gold parses),
+    ParsedSentence objects, or plain texts (any corpus `documents` reads) parsed by spaCy."""
+    given = conllu_or_texts
+    if isinstance(given, os.PathLike) or isinstance(given, str) and (
+        "\t" in given or looks_like_conllu_path(given) or checks.existing_file(given) is not None
+    ):
+        return read_conllu(given), "gold parses from a CoNLL-U file"
+    if isinstance(given, Sequence) and given and isinstance(given[0], ParsedSentence):
+        return list(given), "parses given by the caller"
+    texts = documents(given)
+    return parse_with_spacy([a for a, _ in texts]), f"machine parses by spaCy {SPACY_MODEL} (silver, not gold)"
 
 
 @dataclass
@@ -249,34 +263,57 @@ class SyntaxPartial:
                              self.documents + other.documents)
 
 
+@dataclass
+class SentenceAttention:
+    """One parsed sentence's word-level attention, L × H × n × n over its n positions: the words
+    in order, with the special tokens ([CLS], [SEP]) as positions of their own; `words` are the
+    positions of the sentence's words (len(sentence.words) of them)."""
+
+    sentence: ParsedSentence
+    attention: torch.Tensor
+    words: list[int]
+    index: int  # in the Documents given
+
+
+def iter_sentence_attention(model: AttentionModel, sentences: Documents, *, max_length: int, batch_size: int | str,
+                            desc: str, progress: bool, skipped: list[int]) -> Iterator[SentenceAttention]:
+    """Word-level attention of each parsed sentence, from batched forward passes over its words as
+    split. A sentence cut by max_length (some words without tokens) is not yielded: its corpus
+    index is added to `skipped`."""
+    if batch_size == "auto":  # a Ray worker: batches sized to its own device
+        batch_size = auto_batch_size(model, max_length)
+    size = device_batch_size(model, batch_size)
+    done = 0
+    for batch in progress_bar(in_batches(sentences, size), math.ceil(len(sentences) / size), desc, progress):
+        encoded = _encode_words(model, [s.words for s in batch], max_length)
+        outputs = model.forward(encoded)
+        refuse_nonfinite(outputs.attentions, sentences, done)
+        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
+        for index, sentence in enumerate(batch):
+            keep, attention = unpadded(encoded, attentions, index)
+            word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
+            if len({w for w in word_ids if w is not None}) != len(sentence.words):
+                skipped.append(done + index)  # truncated: some words have no tokens
+                continue
+            sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
+            groups = an.word_groups(word_ids, sequence_ids)
+            words = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
+            yield SentenceAttention(sentence, an.merge_words(attention, groups), words, done + index)
+        done += len(batch)
+
+
 def syntax_partial(model: AttentionModel, sentences: Documents, *, max_length: int, batch_size: int, scoring: str,
                    progress: bool) -> SyntaxPartial:
     """The hit counts of `sentences` (ParsedSentence, with their corpus positions) for syntax_heads."""
     correct: dict[tuple[str, str], torch.Tensor] = {}
     totals: dict[str, int] = {}
     base_correct: dict[tuple[str, int], int] = {}
-    skipped = done = 0
-    if batch_size == "auto":  # a Ray worker: batches sized to its own device
-        batch_size = auto_batch_size(model, max_length)
-    size = device_batch_size(model, batch_size)
-    for batch in progress_bar(in_batches(sentences, size), math.ceil(len(sentences) / size), "syntax heads", progress):
-        encoded = _encode_words(model, [s.words for s in batch], max_length)
-        outputs = model.forward(encoded)
-        refuse_nonfinite(outputs.attentions, sentences, done)
-        done += len(batch)
-        attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
-        for index, sentence in enumerate(batch):
-            keep, attention = unpadded(encoded, attentions, index)
-            word_ids = [encoded.word_ids(index)[p] for p in keep.tolist()]
-            if len({w for w in word_ids if w is not None}) != len(sentence.words):
-                skipped += 1  # truncated: some words have no tokens
-                continue
-            sequence_ids = [encoded.sequence_ids(index)[p] for p in keep.tolist()]
-            groups = an.word_groups(word_ids, sequence_ids)
-            words_only = [k for k, g in enumerate(groups) if word_ids[g[0]] is not None]
-            word_attn = an.merge_words(attention, groups)[..., words_only, :][..., words_only]
-            _score_sentence(sentence, word_attn, correct, totals, base_correct, scoring)
-    return SyntaxPartial(correct, totals, base_correct, skipped, len(sentences))
+    skipped: list[int] = []
+    for item in iter_sentence_attention(model, sentences, max_length=max_length, batch_size=batch_size,
+                                        desc="syntax heads", progress=progress, skipped=skipped):
+        word_attn = item.attention[..., item.words, :][..., item.words]
+        _score_sentence(item.sentence, word_attn, correct, totals, base_correct, scoring)
+    return SyntaxPartial(correct, totals, base_correct, len(skipped), len(sentences))
 
 
 def syntax_heads(
@@ -325,19 +362,7 @@ def syntax_heads(
         raise InputError(f"scoring must be one of {list(an.SCORINGS)}, not {scoring!r}.")
     max_length, batch_size = corpus_settings(model, [], max_length, batch_size, backend=backend)  # sentences, never pairs
 
-    given = conllu_or_texts
-    if isinstance(given, os.PathLike) or isinstance(given, str) and (
-        "\t" in given or looks_like_conllu_path(given) or checks.existing_file(given) is not None
-    ):
-        sentences = read_conllu(given)
-        source = "gold parses from a CoNLL-U file"
-    elif isinstance(conllu_or_texts, Sequence) and conllu_or_texts and isinstance(conllu_or_texts[0], ParsedSentence):
-        sentences, source = list(conllu_or_texts), "parses given by the caller"
-    else:
-        texts = documents(conllu_or_texts)
-        sentences = parse_with_spacy([a for a, _ in texts])
-        source = f"machine parses by spaCy {SPACY_MODEL} (silver, not gold)"
-
+    sentences, source = parsed_sentences(conllu_or_texts)
 
     parsed = Documents(sentences)
     parsed.positions = list(range(len(sentences)))
