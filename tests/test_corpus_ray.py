@@ -109,6 +109,17 @@ def test_attention_probes_on_ray_equal_the_single_process_run(cluster, default_m
     same_numbers(local.weights, distributed.weights)
 
 
+def test_coref_heads_on_ray_equal_the_single_process_run(cluster, default_model):
+    """Clark's Table 2 over the shipped hand-annotated sample."""
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "notebooks" / "data" / "coref_sample.conll"
+    local = attnscope.coref_heads(default_model, sample, batch_size=4, progress=False)
+    distributed = attnscope.coref_heads(default_model, sample, batch_size=4, progress=False, backend="ray")
+    same_numbers(local.accuracy, distributed.accuracy)
+    assert local.table().equals(distributed.table())
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

@@ -49,6 +49,9 @@ def test_what_does_bert_look_at_reproduces_each_analysis():
     assert "machine parses by spaCy" in text  # the syntax table says what its parses are
     assert "Masked " in text and "attention changes from layer" in text
     assert "torch.Size([6, 10, 10])" in text  # rollout: layers × tokens × tokens
+    # Table 2 (§4.2): the baselines and the best head, on the shipped hand-annotated sample.
+    table2 = dict(re.findall(r"^(Nearest mention|Head-word match|Best head \(\d-\d+\)): All ([\d.]+)", text, re.M))
+    assert len(table2) == 3 and float(table2["Head-word match"]) > float(table2["Nearest mention"]), table2
     # Table 3 (§5): every probe, beside Clark's number; the trained attention carries the tree.
     uas = {name: float(value) for name, value in re.findall(r"^([a-z +-]+): UAS ([\d.]+) \(Clark", text, re.M)}
     assert list(uas) == ["right-branching", "distances + vectors", "random-init attn + vectors", "attn", "attn + vectors"]
