@@ -34,9 +34,10 @@ test: install chromium
 	$(MAKE) docs
 
 # The documentation site (mkdocs-material, the API from the docstrings), offline, into site/.
-# Strict: a broken link, a missing README section or an unresolved API reference fails it.
+# Strict: a broken link, a missing README section or an unresolved API reference fails it. Each
+# notebook is a page, executed (scripts/executed_notebooks.py: the runs `make test` kept, else run here).
 docs: install
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	ATTNSCOPE_EXECUTE_NOTEBOOKS=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json

@@ -56,12 +56,16 @@ export const longNumbers = (msg, buffers) => ({ ...msg, values: decodeArray({ da
 export function createNeuronRequests(channel, get, onAnswer) {
   const requests = createRequestCache(channel, onAnswer);
   const part = () => ((get("parts") ?? []).length > 1 ? get("attention_part") : "");
+  // Comparing two models: which one's numbers (the same run, layer and query differ by model).
+  const shown = () => (get("compared_model") ? get("compare_shown") : "");
   return {
     data() {
-      const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part()].join(":");
+      const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part(),
+        shown()].join(":");
       const params = { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") };
       return requests.ask(key, "neuron", params, (msg, buffers) => {
-        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? ""].join(":");
+        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? "",
+          msg.shown ?? ""].join(":");
         return [answered, neuronNumbers(msg, buffers)];
       });
     },

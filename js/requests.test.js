@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeArray } from "./codec.js";
-import { createLayerRequests, createLongRequests, LAYER_BYTES } from "./requests.js";
+import { createLayerRequests, createLongRequests, createNeuronRequests, LAYER_BYTES } from "./requests.js";
 
 // One layer of `heads` × n × n, every byte `fill`, as the kernel sends it (payloads.layer_payload).
 const payload = (layer, source, { n = 2, heads = 1, fill = layer } = {}) => ({
@@ -160,5 +160,34 @@ describe("createLongRequests().refined", () => {
     await new Promise((r) => setTimeout(r, 0));
     expect(k.long.refined(other).error).toContain("saved page");
     expect(k.asked).toHaveLength(2);
+  });
+});
+
+describe("createNeuronRequests", () => {
+  // One query's numbers as the kernel answers them (five float16 buffers), for model `shown`.
+  const numbers = (shown, value) => ({
+    content: { layer: 1, head: 0, query: 2, d: 1, n_tokens: 1, n_queries: 3, part: "", shown, result_id: 4,
+      shapes: [[1], [1, 1], [1, 1], [1], [1]] },
+    buffers: Array.from({ length: 5 }, () => new DataView(new Uint16Array([value]).buffer)),
+  });
+
+  it("files each compared model's numbers apart: switching models asks again", async () => {
+    const state = { result_id: 4, layer: 1, neuron_head: 0, neuron_query: 2, tokens: ["a", "b", "c"], parts: [],
+      compared_model: "tuned", compare_shown: "first" };
+    const asked = [];
+    const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
+    const neuron = createNeuronRequests(channel, (name) => state[name], () => {});
+    expect(neuron.data()).toBeNull();
+    asked[0].resolve(numbers("first", 0x3c00)); // 1.0
+    await new Promise((r) => setTimeout(r, 0));
+    expect(neuron.data().query[0]).toBe(1);
+    state.compare_shown = "second";
+    expect(neuron.data()).toBeNull(); // not the first model's numbers
+    expect(asked).toHaveLength(2);
+    asked[1].resolve(numbers("second", 0x4000)); // 2.0
+    await new Promise((r) => setTimeout(r, 0));
+    expect(neuron.data().query[0]).toBe(2);
+    state.compare_shown = "first";
+    expect(neuron.data().query[0]).toBe(1);
   });
 });

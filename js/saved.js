@@ -77,7 +77,7 @@ export function neuronAnswer(store, request, state) {
   const softmax = exps.map((e) => e / total);
   return {
     content: { layer, head, query, d, n_tokens: n, n_queries: store.n_queries, part: store.part,
-      result_id: state.result_id, score_label: store.score_labels[String(layer)], shapes: [[d], [n, d], [n, d], [n], [n]] },
+      shown: state.compared_model ? state.compare_shown : "", result_id: state.result_id, score_label: store.score_labels[String(layer)], shapes: [[d], [n, d], [n, d], [n], [n]] },
     buffers: [q, keys, products, scores, softmax].map(toHalfView),
   };
 }

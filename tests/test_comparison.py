@@ -168,3 +168,25 @@ def test_a_page_write_of_the_compare_choice_is_checked_like_any_other(base_and_t
     pair = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned)
     pair.set_state({"compare_shown": "both"})
     assert pair.compare_shown == "first" and "compare_shown" in pair.error
+
+
+def test_each_view_says_which_model_it_shows(base_and_tuned):
+    """The title names the model drawn (a copy of the same name: which one); the neuron view's
+    answers name the model, so the page never shows one model's numbers under the other's; the
+    neuron and rollout views, which follow one model, say so for the difference."""
+    base, tuned = base_and_tuned
+    widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, layer=1)
+    assert base.name == tuned.name and widget.model_name == f"{base.name} (first model)"
+    first, _ = widget._answer_neuron({"layer": 1, "head": 0, "query": 2}, [])
+    widget.compare_shown = "second"
+    assert widget.model_name == f"{base.name} (second model)"
+    second, _ = widget._answer_neuron({"layer": 1, "head": 0, "query": 2}, [])
+    assert (first["shown"], second["shown"]) == ("first", "second")
+    widget.compare_shown = "difference"
+    assert "choose the first or the second model" in widget.neuron_unavailable
+    widget.view = "rollout"
+    assert "choose the first or the second model" in widget.rollout["error"]
+    widget.compare_shown = "first"
+    assert "error" not in widget.rollout and widget.rollout["shape"][0] == 3
+    alone = attnscope.AttentionWidget(TEXTS[0], model=base)
+    assert alone.model_name == base.name and alone._answer_neuron({"layer": 0, "head": 0, "query": 1}, [])[0]["shown"] == ""

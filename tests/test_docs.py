@@ -57,6 +57,31 @@ def test_every_notebook_is_linked_from_the_site_and_downloadable_offline(site):
     assert 'href="notebooks/"' in home  # in the navigation
 
 
+def test_every_notebook_is_a_page_of_its_own(site):
+    """Issue 34: each notebook reads on the site; executed when a current run was kept (make test's
+    notebook tests keep theirs, make docs runs the rest), else its cells with a note saying so."""
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        page = (site / "notebooks" / path.stem / "index.html").read_text(encoding="utf-8")
+        assert f'href="../{path.name}"' in page and "attnscope-notebook" in page, path.name
+        assert ("Executed when this site was built" in page) != ("did not execute the notebook" in page), path.name
+
+
+def test_an_executed_notebook_shows_its_results_and_pictures_and_fetches_nothing(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import executed_notebooks as executed
+
+    monkeypatch.setattr(executed, "CACHE", tmp_path)
+    assert executed.executed("quickstart.ipynb", run_missing=False) is None  # nothing kept, nothing run
+    notebook = executed.execute("quickstart.ipynb")
+    assert executed.cached("quickstart.ipynb") is not None  # kept, keyed by what made it
+    monkeypatch.setattr(executed, "source_key", lambda name: "another version of the code")
+    assert executed.cached("quickstart.ipynb") is None  # stale once the code or the notebook changes
+    html = executed.as_html(notebook)
+    assert 'class="attnscope-picture ' in html and "attention: (6, 12, 20, 20)" in html
+    assert executed.WIDGET_MIME not in html and "widget-state" not in html
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"https?:", html)  # nothing fetched from anywhere
+
+
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass

@@ -1,18 +1,23 @@
 """The shipped notebooks run top to bottom in a real kernel and display the widget."""
 
 import re
+import sys
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+sys.path.insert(0, str(NOTEBOOKS.parent / "scripts"))
+
+from executed_notebooks import store  # noqa: E402  (the docs build shows the runs kept here)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def run_notebook(name: str, cwd) -> list:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    store(name, notebook)
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     # Saved and reopened without its kernel, a widget output reads "Error displaying widget": each

@@ -361,7 +361,7 @@ class AttentionWidget(CheckedTraits):
             self.token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
         )
         return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._computed_run) else "",
-                "n_queries": len(self.token_result.tokens)}, buffers
+                "shown": self.compare_shown if self.compared_model else "", "n_queries": len(self.token_result.tokens)}, buffers
 
     def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
         """The shown long run's answers to the views' requests (long_answers.LongAnswers)."""

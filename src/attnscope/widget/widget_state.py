@@ -105,10 +105,9 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     parts = parts_of(computed)
     if parts and settings.attention_part not in parts:
         raise InputError(f"attention_part must be one of {list(parts)}.")
-    per_token = parts.get(settings.attention_part, computed)
+    first = parts.get(settings.attention_part, computed)
     second = compared_part(computed, settings)
-    if settings.compare_shown == "second":
-        per_token = second
+    per_token = second if settings.compare_shown == "second" else first
     drawn = pl.displayed(per_token, settings.word_level, settings.show_change,
                          against=second if settings.compare_shown == "difference" else None)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
@@ -131,11 +130,11 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         token_notes=notes_of(drawn) if prettify else [],
         key_token_notes=key_notes_of(drawn) if prettify else [],
         token_reading=[], parts=list(parts), sentence_b_start=drawn.sentence_b_start,
-        n_layers=n_layers, n_heads=n_heads, model_name=drawn.model_name, heads=list(heads),
+        n_layers=n_layers, n_heads=n_heads, model_name=_shown_name(drawn, first, second, settings), heads=list(heads),
         sentence_filter=settings.sentence_filter if drawn.sentence_b_start is not None else "all",
         layer=layer, attention=attention,
         neuron_head=min(settings.neuron_head, n_heads - 1), neuron_query=neuron_query,
-        neuron_unavailable="" if per_token.queries is not None else _no_queries_keys(drawn.model_name, settings),
+        neuron_unavailable=_neuron_unavailable(per_token, drawn, settings),
         causal=bool(drawn.causal), thumbnails=thumbnails, rollout=rollout,
         mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
         compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
@@ -212,6 +211,25 @@ def _neuron_query(per_token: AttentionResult, settings: Settings) -> tuple[int, 
     return min(settings.neuron_query, len(per_token.tokens) - 1), now_opened
 
 
+COMPARED_ONE_MODEL = ("The {view} view follows one model's {what}: choose the first or the second model in Show "
+                      "(|second − first| is drawn by the head and model views).")
+
+
+def _neuron_unavailable(per_token: AttentionResult, drawn: AttentionResult, settings: Settings) -> str:
+    if settings.compare_shown == "difference":
+        return COMPARED_ONE_MODEL.format(view="neuron", what="queries and keys")
+    return "" if per_token.queries is not None else _no_queries_keys(drawn.model_name, settings)
+
+
+def _shown_name(drawn: AttentionResult, first: AttentionResult, second: AttentionResult | None,
+                settings: Settings) -> str:
+    """The title: the model drawn, and which of the two when a model is compared with a copy of
+    the same name."""
+    if second is None or settings.compare_shown == "difference" or first.model_name != second.model_name:
+        return drawn.model_name
+    return f"{drawn.model_name} ({settings.compare_shown} model)"
+
+
 def _no_queries_keys(model_name: str, settings: Settings) -> str:
     """Why a run has no queries and keys: precomputed attention has no model to capture them from."""
     if not settings.has_model:
@@ -247,6 +265,8 @@ def view_payloads(result: Any, token_result: Any, view: str,
         rollout = (settings.rollout, made_from)
     elif view != "rollout" or isinstance(result, LongAttentionResult):
         rollout = ({}, None)
+    elif settings.compare_shown == "difference":  # rollout multiplies one model's layers
+        rollout = ({"error": COMPARED_ONE_MODEL.format(view="rollout", what="attention through its layers")}, made_from)
     else:
         rollout = (pl.rollout_payload(token_result, settings.word_level), made_from)
     return thumbnails, rollout
