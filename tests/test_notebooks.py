@@ -11,6 +11,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 sys.path.insert(0, str(NOTEBOOKS.parent / "scripts"))
 
 from executed_notebooks import store  # noqa: E402  (the docs build shows the runs kept here)
+
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
