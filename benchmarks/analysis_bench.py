@@ -54,6 +54,8 @@ def bench_analyses(label: str, model: attnscope.AttentionModel, n_docs: int = DO
     attnscope.head_stats(model, docs[:8], progress=False)  # warm-up
     runs = {
         "head_stats": lambda: attnscope.head_stats(model, docs, progress=False),
+        "head_finder (every metric and the top examples; issue 35: ≤ 60 s for 1,000)": lambda: attnscope.head_finder(
+            model, docs, progress=False),
         "head_distances": lambda: attnscope.head_distances(model, docs, progress=False),
         "syntax_heads (25-word sentences, spaCy parse included)": lambda: attnscope.syntax_heads(model, texts, progress=False),
         "head_importance": lambda: attnscope.head_importance(model, docs, progress=False),
@@ -73,16 +75,6 @@ def bench_analyses(label: str, model: attnscope.AttentionModel, n_docs: int = DO
             }
         )
         print(json.dumps(rows[-1]), flush=True)
-    # Clark's Table 3 on the shipped sentences (spaCy's parses): every probe to its best epoch.
-    data = Path(__file__).resolve().parent.parent / "notebooks" / "data"
-    shipped = [s for name in ("sentences.txt", "more_sentences.txt")
-               for s in (data / name).read_text(encoding="utf-8").splitlines() if s.strip()]
-    seconds = timed(lambda: attnscope.attention_probes(model, shipped, progress=False))
-    passes = forward_passes_s(model, shipped) * 2  # the model's maps and a random copy's
-    rows.append({"model": "all-MiniLM-L6-v2 (embedded)", "analysis": "attention_probes, 5 probes × 10 epochs (Clark et al. Table 3)",
-                 "documents": len(shipped), "seconds": round(seconds, 1), "forward_s": round(passes, 1),
-                 "over_forward": round(seconds / passes, 2), "reading_list": True, "limit_s": 180, "no_ratio": True})
-    print(json.dumps(rows[-1]), flush=True)
     return rows
 
 

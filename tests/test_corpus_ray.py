@@ -120,6 +120,17 @@ def test_coref_heads_on_ray_equal_the_single_process_run(cluster, default_model)
     assert local.table().equals(distributed.table())
 
 
+def test_the_head_finder_on_ray_equals_the_single_process_run(cluster, default_model):
+    """Issue 35: every metric, and the top examples merged across workers, as one process finds them."""
+    local = attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False)
+    distributed = attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
+    same_numbers(local.tidy(), distributed.tidy())
+    for layer, head in [(0, 0), (3, 7), (5, 11)]:
+        a, b = local.examples(layer, head), distributed.examples(layer, head)
+        assert a[["doc", "query", "text"]].equals(b[["doc", "query", "text"]])
+        np.testing.assert_allclose(a.score.to_numpy(float), b.score.to_numpy(float), rtol=0, atol=1e-6)
+
+
 def test_head_distances_on_ray_equals_the_single_process_run(cluster, default_model):
     local = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False)
     distributed = attnscope.head_distances(default_model, TEXTS, batch_size=4, progress=False, backend="ray")

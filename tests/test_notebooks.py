@@ -127,3 +127,14 @@ def test_kovaleva_notebook_classes_patterns_and_disables_layers():
     line = text.split("cosine per layer:")[1].splitlines()[0]
     cosines = [float(value) for _, value in re.findall(r"(\d): (\d\.\d+)", line)]
     assert len(cosines) == 6 and cosines[0] > 0.99 and min(cosines[4:]) < cosines[0] - 0.05, cosines
+
+
+def test_head_finder_notebook_finds_heads_and_the_decoders_induction_heads():
+    """Issue 35: the finder over a generated corpus on MiniLM, and SmolLM2's induction heads, whose
+    top five the direct test (other random tokens) mostly finds too."""
+    outputs = run_notebook("head_finder.ipynb", NOTEBOOKS)
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) >= 1
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "72 heads over 1000 documents" in text and "strongest previous-token head:" in text
+    found = re.search(r"the finder's top 5 induction heads found by the direct test: (\d) of 5", text)
+    assert found and int(found[1]) >= 3, text[-2000:]

@@ -8,6 +8,7 @@ from .ablation import head_ablation
 from .comparison import attention_similarity, similarity_by_layer
 from .coreference import coref_heads, read_conll2012
 from .corpus import documents
+from .head_finder import head_finder
 from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
 from .importance import attention_gradients, head_importance
@@ -20,7 +21,7 @@ from .syntax import read_conllu, syntax_heads
 
 __all__ = [
     "attention_gradients", "attention_patterns", "attention_probes", "attention_similarity", "attention_sinks",
-    "behaviours", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_importance",
+    "behaviours", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_finder", "head_importance",
     "head_roles", "head_stats", "patterns_by_layer", "pruning_curve", "read_conll2012", "read_conllu", "roles", "rollout",
     "similarity_by_layer", "syntax_heads",
 ]

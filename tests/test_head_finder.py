@@ -1,0 +1,113 @@
+"""The head finder (issue 35): one pass gives the numbers each analysis gives alone, top examples
+that are what the attention says, a filter that reads as users write it and refuses anything else,
+and an induction score that is Olsson et al.'s formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import attnscope
+from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, induction_scores
+from attnscope.errors import InputError
+
+TEXTS = [f"The keeper fed lion number {i} before the storm, and it slept." for i in range(6)] + [
+    "Dogs bark at the mailman every morning.", "Paris is the capital of France.", "She read the book twice."]
+
+
+@pytest.fixture(scope="module")
+def finder(default_model):
+    return attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False)
+
+
+def by_head(frame, measure):
+    rows = frame[frame.measure == measure].sort_values(["layer", "head"])
+    return rows.value.to_numpy(float)
+
+
+def test_one_pass_gives_what_each_analysis_gives_alone(finder, default_model):
+    metrics = finder.metrics.sort_values(["layer", "head"])
+    stats = attnscope.head_stats(default_model, TEXTS, batch_size=4, progress=False)
+    for ours, theirs in [("cls", "cls"), ("sep", "sep"), ("punct", "punct"), ("prev_token", "prev"), ("self", "current"),
+                         ("next_token", "next"), ("entropy", "entropy")]:
+        np.testing.assert_allclose(metrics[ours].to_numpy(), by_head(stats, theirs), rtol=0, atol=1e-9, err_msg=ours)
+    roles = attnscope.head_roles(default_model, TEXTS, batch_size=4, progress=False)
+    for name in ("confidence", "rare"):
+        np.testing.assert_allclose(metrics[name].to_numpy(), by_head(roles, name), rtol=0, atol=1e-9, err_msg=name)
+    patterns = attnscope.attention_patterns(default_model, TEXTS, batch_size=4, progress=False)
+    np.testing.assert_allclose(metrics["vertical_diagonal"].to_numpy(), by_head(patterns, "vertical + diagonal"), atol=1e-9)
+    sinks = attnscope.attention_sinks(default_model, TEXTS, progress=False).sort_values(["layer", "head"])
+    np.testing.assert_allclose(metrics["alpha_first"].to_numpy(), sinks.alpha_first.to_numpy(), rtol=0, atol=1e-5)
+    assert "induction" not in metrics  # an encoder: no induction score
+    assert len(metrics) == 6 * 12 and finder.documents == len(TEXTS)
+
+
+def test_top_examples_are_the_queries_where_the_head_weighs_an_ordinary_token_most(finder, default_model):
+    examples = finder.examples(2, 5)
+    assert 0 < len(examples) <= TOP_EXAMPLES
+    assert examples.score.is_monotonic_decreasing
+    for row in examples.itertuples():
+        result = default_model.run(TEXTS[row.doc])
+        weights = result.attention[2, 5, row.query]
+        ordinary = [i for i, t in enumerate(result.tokens) if t not in ("[CLS]", "[SEP]")]
+        assert row.score == pytest.approx(float(weights[ordinary].max()), abs=1e-5)
+        assert row.query_token == result.tokens[row.query] and f"[[{row.query_token}]]" in row.text
+        assert 0 < len(row.keys) <= TOP_KEYS and all(w > 0.005 for _, w in row.keys)
+        assert row.keys[0][1] == pytest.approx(float(weights.max()), abs=1e-5)  # strongest key first
+    # The whole corpus ranks each head's examples: no other query of any text scores higher than the last kept.
+    lowest = examples.score.min()
+    best_elsewhere = []
+    for doc, text in enumerate(TEXTS):
+        result = default_model.run(text)
+        ordinary = torch.tensor([t not in ("[CLS]", "[SEP]") for t in result.tokens])
+        scores = result.attention[2, 5][:, ordinary].max(-1).values
+        kept = set(examples[examples.doc == doc]["query"])
+        best_elsewhere += [float(s) for q, s in enumerate(scores) if q not in kept]
+    assert max(best_elsewhere) <= lowest + 1e-6
+    assert finder.kept_bytes() < 1_000_000 * len(finder.metrics)
+
+
+def test_a_filter_reads_as_users_write_it_and_refuses_anything_else(finder):
+    found = finder.find("layer >= 4 and (entropy > 1.5 or not cls < 0.9)")
+    metrics = finder.metrics
+    expected = metrics[(metrics.layer >= 4) & ((metrics.entropy > 1.5) | ~(metrics.cls < 0.9))]
+    assert found.label.tolist() == expected.label.tolist()
+    assert finder.find("0.2 < sink_rate <= 1").label.tolist() == metrics[(metrics.sink_rate > 0.2)].label.tolist()
+    for bad, message in [("__import__('os').system('true')", "may only compare"), ("cls.real > 0", "may only compare"),
+                         ("weird > 1", "no metric"), ("layer >=", "does not read"), ("layer in [1, 2]", "use <")]:
+        with pytest.raises(InputError, match=message):
+            finder.find(bad)
+    with pytest.raises(InputError, match="condition as text"):
+        finder.find(3)
+
+
+def test_the_induction_score_is_olssons_formula_on_repeated_random_tokens(bert_tokenizer):
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=37, max_position_embeddings=256)
+    decoder = attnscope.load(transformers.Qwen2Model(config).eval(), bert_tokenizer, device="cpu")
+    scores = induction_scores(decoder, length=20, sequences=2, seed=3)
+    assert scores.shape == (2, 4)
+    # The same by hand: the sequences the function draws, run one by one.
+    generator = torch.Generator().manual_seed(3)
+    special = set(bert_tokenizer.all_special_ids)
+    ordinary = torch.tensor([i for i in range(30522) if i not in special])
+    total = torch.zeros(2, 4, dtype=torch.float64)
+    for _ in range(2):
+        first = ordinary[torch.randint(len(ordinary), (20,), generator=generator)]
+        with torch.no_grad():
+            attention = torch.stack(decoder.forward({"input_ids": torch.cat([first, first])[None],
+                                                     "attention_mask": torch.ones(1, 40, dtype=torch.long)}).attentions)[:, 0]
+        total += torch.stack([attention[..., q, q - 19] for q in range(20, 39)], -1).mean(-1).double()
+    torch.testing.assert_close(scores, total / 2)
+    finder = attnscope.head_finder(decoder, TEXTS[:3], progress=False)
+    assert "induction" in finder.metrics and finder.metrics.induction.between(0, 1).all()
+
+
+def test_the_finder_is_shown_in_the_analysis_view(finder):
+    widget = attnscope.AttentionWidget(TEXTS[0])
+    widget.show_analysis(finder, measure="sink_rate")
+    keys = [m["key"] for m in widget.analysis["measures"]]
+    assert keys == finder.metric_names and "sink_rate" in keys
