@@ -363,6 +363,17 @@ class KernelPage:
         self.page.evaluate(f"([box, arg]) => {{ {js}; }}", [self.widget.element_handle(), arg])
 
 
+def open_head_view(browser, base: str, name: str):
+    """Runs notebook `name` (its widget in the head view) and waits for its lines and an idle kernel."""
+    page = open_notebook(browser, base, name)
+    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
+    widget.wait_for(timeout=180_000)
+    lines = widget.locator(".attnscope-lines").first
+    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    return page, widget, KernelPage(page, widget)
+
+
 def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
     """The embedded MiniLM at n_tokens in real JupyterLab: every short-input interaction."""
     name = f"head{n_tokens}.ipynb"
@@ -376,13 +387,7 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
         "widget",
         KERNEL_STAMPS,
     ])
-    page = open_notebook(browser, base, name)
-    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
-    widget.wait_for(timeout=180_000)
-    lines = widget.locator(".attnscope-lines").first
-    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=120_000)
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    lab = KernelPage(page, widget)
+    page, widget, lab = open_head_view(browser, base, name)
     n_layers = int(kernel_value(page, "widget.n_layers"))
     assert kernel_value(page, "len(widget.tokens)") == n_tokens
     rows: dict[str, list[dict]] = {}
@@ -452,13 +457,7 @@ def bench_compare_view(browser, base: str, n_tokens: int = COMPARE_TOKENS, repea
         "widget",
         KERNEL_STAMPS,
     ])
-    page = open_notebook(browser, base, name)
-    widget = page.locator(".jp-OutputArea-output .attnscope-root").first
-    widget.wait_for(timeout=180_000)
-    lines = widget.locator(".attnscope-lines").first
-    page.wait_for_function("c => Number(c.dataset.lineCount) > 0", arg=lines.element_handle(), timeout=120_000)
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
-    lab = KernelPage(page, widget)
+    page, widget, lab = open_head_view(browser, base, name)
     n_layers = int(kernel_value(page, "widget.n_layers"))
     rows = {"compare: layer switch": [lab.time("layer switch", 1 + i % (n_layers - 1)) for i in range(repeats)]}
     rows["compare: first ↔ difference"] = [lab.time("compare shown", "first" if i % 2 == 0 else "difference")
