@@ -1,6 +1,7 @@
 // The analysis tab: an analysis the kernel sent (widget.show_analysis) as layer × head heatmaps
 // (head_map_view.js) or the heads' MDS scatter (head_scatter_view.js).
 import { el } from "./dom.js";
+import { createHeadFinderView } from "./head_finder_view.js";
 import { createHeadMapView, heatmapImage } from "./head_map_view.js";
 import { createHeadScatterView, scatterScene } from "./head_scatter_view.js";
 import { declared, openHead } from "./view_adapter.js";
@@ -11,7 +12,17 @@ const NO_ANALYSIS = "No analysis yet: call widget.show_analysis(attnscope.head_s
 // (payloads.json_number).
 const analysisNumber = (v) => (v === null ? NaN : v === "inf" ? Infinity : v === "-inf" ? -Infinity : v);
 
-/** The analysis tab's state: {note, scatter, state} for the heatmap or the MDS scatter, or a line
+// Each analysis payload's measures decoded once: the finder keeps its choices while they stand.
+const decodedMeasures = new WeakMap();
+function measuresOf(analysis) {
+  if (!decodedMeasures.has(analysis)) {
+    decodedMeasures.set(analysis, analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
+      values: Float32Array.from(m.values, analysisNumber), ...(m.categories ? { categories: m.categories } : {}) })));
+  }
+  return decodedMeasures.get(analysis);
+}
+
+/** The analysis tab's state: {note, kind ("heatmap", "scatter" or "finder"), state}, or a line
  * saying there is none. */
 function analysisState({ get, decoded, width }) {
   const analysis = get("analysis");
@@ -21,42 +32,63 @@ function analysisState({ get, decoded, width }) {
     const thumbs = get("thumbnails");
     // The scatter's hover shows a head's thumbnail when every head's is there.
     const complete = thumbs?.data && thumbs.layers.length === nLayers && thumbs.heads.length === nHeads;
-    return { note: analysis.note, scatter: true, state: { nLayers, nHeads, points: Float32Array.from(analysis.points),
+    return { note: analysis.note, kind: "scatter", state: { nLayers, nHeads, points: Float32Array.from(analysis.points),
       behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, width } };
   }
-  const measures = analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
-    values: Float32Array.from(m.values, analysisNumber), ...(m.categories ? { categories: m.categories } : {}) }));
-  return { note: analysis.note, scatter: false, state: { nLayers, nHeads, measures, measure: analysis.measure } };
+  const measures = measuresOf(analysis);
+  const state = { nLayers, nHeads, measures, measure: analysis.measure };
+  if (analysis.finder) return { note: analysis.note, kind: "finder", state: { ...state, finder: analysis.finder } };
+  return { note: analysis.note, kind: "heatmap", state };
 }
 
 // What the screen adds to an analysis's note (its pictures carry the note alone).
 const OPEN_HEAD_HINT = "Click a head to open it.";
+const FINDER_HINT = "Click a head to list where it fires, double-click to open it; click a text to open it with that head. "
+  + "The Analysis tab brings you back.";
 
-// The analysis tab shows one of two views, by the kind of analysis the kernel sent.
-function createAnalysisView(body, { setTraits }, get) {
+// The analysis tab shows one of three views, by the kind of analysis the kernel sent.
+/** @param {HTMLElement} body @param {{setTraits: Function, openText?: Function}} actions @param {Function} get */
+function createAnalysisView(body, actions, get) {
+  const { setTraits, openText } = actions;
   const note = el("div", "attnscope-hint", body);
-  const heatmapBox = el("div", "", body);
-  const scatterBox = el("div", "", body);
-  const heatmap = createHeadMapView(heatmapBox, { onOpenHead: openHead(setTraits, get) });
-  const scatter = createHeadScatterView(scatterBox, { onOpenHead: openHead(setTraits, get) });
-  const shown = () => (scatterBox.hidden ? heatmap : scatter);
+  const boxes = { heatmap: el("div", "", body), scatter: el("div", "", body), finder: el("div", "", body) };
+  const heatmap = createHeadMapView(boxes.heatmap, { onOpenHead: openHead(setTraits, get) });
+  const scatter = createHeadScatterView(boxes.scatter, { onOpenHead: openHead(setTraits, get) });
+  const finder = createHeadFinderView(boxes.finder, {
+    onOpenHead: openHead(setTraits, get),
+    onOpenExample(doc, layer, head) {
+      if (!openText?.(doc.text, doc.text_b)) return false;
+      openHead(setTraits, get)(layer, head);
+      return true;
+    },
+  });
+  let kind = "heatmap";
+  let finderState = null;
+  // The finder's picture: its colour metric as a layer × head map (drawn by the heatmap's scene).
+  const shown = () => {
+    if (kind !== "finder") return kind === "scatter" ? scatter : heatmap;
+    heatmap.update({ ...finderState, measure: finder.colorMetric() });
+    return heatmap;
+  };
   return {
     update(shownState) {
       if (typeof shownState === "string") {
         note.textContent = shownState;
-        heatmapBox.hidden = scatterBox.hidden = true;
+        for (const box of Object.values(boxes)) box.hidden = true;
         return;
       }
-      note.textContent = [shownState.note, OPEN_HEAD_HINT].filter(Boolean).join(" ");
-      heatmapBox.hidden = shownState.scatter;
-      scatterBox.hidden = !shownState.scatter;
-      (shownState.scatter ? scatter : heatmap).update(shownState.state);
+      kind = shownState.kind;
+      note.textContent = [shownState.note, kind === "finder" ? FINDER_HINT : OPEN_HEAD_HINT].filter(Boolean).join(" ");
+      for (const [name, box] of Object.entries(boxes)) box.hidden = name !== kind;
+      if (kind === "finder") finderState = shownState.state;
+      ({ heatmap, scatter, finder })[kind].update(shownState.state);
     },
     toSvg: (options) => shown().toSvg(options),
     toPng: (options) => shown().toPng(options),
     destroy() {
       heatmap.destroy();
       scatter.destroy();
+      finder.destroy();
     },
   };
 }
@@ -72,7 +104,7 @@ export const adapter = {
   picture(context, options) {
     const state = analysisState(context);
     if (typeof state === "string") return state;
-    return state.scatter ? scatterScene(state.state, "behaviour", options) : heatmapImage(state.state, options);
+    return state.kind === "scatter" ? scatterScene(state.state, "behaviour", options) : heatmapImage(state.state, options);
   },
   title: ({ get }) => get("model_name"),
   shows: ["analysis"],

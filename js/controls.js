@@ -245,6 +245,19 @@ function createEditor(root, actions, page) {
   return {
     /** An edit is waiting to be sent or to be answered: what is drawn is older than the text. */
     computing() { return timer !== null || waiting || inFlight(); },
+    /** Runs another text (the head finder opens an example's document): as typed and sent, now.
+     * A saved copy or precomputed attention has no model to rerun: → false. */
+    open(text, textB) {
+      if (page || state === null || state("editable") === false) return false;
+      clearTimeout(timer);
+      timer = null;
+      waiting = false;
+      inputA.value = text;
+      inputB.value = textB ?? "";
+      lastSentId = Math.max(lastSentId, state("result_id")) + 1;
+      actions.sendRequest({ id: lastSentId, text, text_b: textB ?? null });
+      return true;
+    },
     update(get) {
       state = get;
       if (waiting && !inFlight()) send();

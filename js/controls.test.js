@@ -148,3 +148,16 @@ it("offers the Compare choice only while two models are compared, and writes it 
   controls.update(get);
   expect(choice.value).toBe("difference");
 });
+
+it("opens another text as if typed and sent at once (the head finder's examples), never in a saved copy", () => {
+  const { root, actions, controls, values } = mount({ result_id: 3 });
+  expect(controls.editor.open("a dog barks", "it is loud")).toBe(true);
+  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 4, text: "a dog barks", text_b: "it is loud" });
+  expect(root.querySelector("input.attnscope-text").value).toBe("a dog barks");
+  values.result_id = 4;
+  expect(controls.editor.open("a cat", null)).toBe(true);
+  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 5, text: "a cat", text_b: null });
+  const saved = createControls(document.body.appendChild(document.createElement("div")), VIEWS, actions, { page: true });
+  saved.update((name) => values[name]);
+  expect(saved.editor.open("a cat", null)).toBe(false);
+});

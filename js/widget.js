@@ -76,7 +76,8 @@ function render({ model, el: host, page = false, fit = false }) {
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
-    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule }, get) }];
+    const openText = (text, textB) => controls.editor.open(text, textB);
+    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule, openText }, get) }];
   }));
 
   // The kernel asks the view for images (save_image); the view asks the kernel for neuron numbers.

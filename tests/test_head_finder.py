@@ -83,6 +83,23 @@ def test_a_filter_reads_as_users_write_it_and_refuses_anything_else(finder):
         finder.find(3)
 
 
+def test_the_filter_grammar_is_the_pages_one():
+    """The same cases as js/head_finder_view.test.js: one grammar in both languages."""
+    import json
+    from pathlib import Path
+
+    from attnscope.analyses.head_finder import _safe_filter
+
+    cases = json.loads((Path(__file__).resolve().parent / "data" / "filter_cases.json").read_text(encoding="utf-8"))
+    names = ["layer", "head", "sink_rate", "entropy", "prev_token"]
+    for expression, labels in cases["keeps"]:
+        keep = _safe_filter(expression, names)
+        assert [h["label"] for h in cases["heads"] if keep(h)] == labels, expression
+    for expression in cases["refused"]:
+        with pytest.raises(InputError):
+            _safe_filter(expression, names)
+
+
 def test_the_induction_score_is_olssons_formula_on_repeated_random_tokens(bert_tokenizer):
     torch.manual_seed(0)
     config = transformers.Qwen2Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -111,3 +128,22 @@ def test_the_finder_is_shown_in_the_analysis_view(finder):
     widget.show_analysis(finder, measure="sink_rate")
     keys = [m["key"] for m in widget.analysis["measures"]]
     assert keys == finder.metric_names and "sink_rate" in keys
+
+
+def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_that_head_alone(finder):
+    """What the page's finder reads (the analysis payload), and what opening an example does in the
+    kernel: the page sends the document's text as an edit and asks for the head view with that head
+    alone; the analysis stays for the way back."""
+    widget = attnscope.AttentionWidget(TEXTS[-1])
+    widget.show_analysis(finder)
+    payload = widget.analysis["finder"]
+    doc, query, score, keys = payload["examples"]["2-5"][0]
+    assert payload["docs"][str(doc)]["text"] == TEXTS[doc] and payload["docs"][str(doc)]["text_b"] is None
+    assert score == pytest.approx(float(finder.examples(2, 5).score.iloc[0]))
+    assert len(keys) <= TOP_KEYS and all(0 <= p < len(payload["docs"][str(doc)]["tokens"]) for p, _ in keys)
+    widget.set_state({"request": {"id": 1, "text": TEXTS[doc], "text_b": None}})
+    widget.set_state({"view": "head", "layer": 2, "heads": [5], "neuron_head": 5})
+    assert (widget.text, widget.view, widget.layer, widget.heads) == (TEXTS[doc], "head", 2, [5])
+    assert widget.analysis["finder"] == payload  # one click on the Analysis tab goes back to it
+    widget.set_state({"view": "analysis"})
+    assert widget.view == "analysis"

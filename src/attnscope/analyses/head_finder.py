@@ -63,6 +63,7 @@ class FinderPartial:
     sums: HeadSums
     examples: dict  # (layer, head) → heap of Example
     tokens: dict  # doc → its tokens (those some example needs)
+    texts: dict  # doc → (text, text_b), for opening it in the widget
     documents: int
 
     def merge(self, other: FinderPartial) -> FinderPartial:
@@ -70,7 +71,8 @@ class FinderPartial:
                     for key in {**self.examples, **other.examples}}
         needed = {e.doc for heap in examples.values() for e in heap}
         tokens = {d: t for d, t in {**self.tokens, **other.tokens}.items() if d in needed}
-        return FinderPartial(self.sums.merge(other.sums), examples, tokens, self.documents + other.documents)
+        texts = {d: t for d, t in {**self.texts, **other.texts}.items() if d in needed}
+        return FinderPartial(self.sums.merge(other.sums), examples, tokens, texts, self.documents + other.documents)
 
 
 def _top(examples: list[Example], k: int = TOP_EXAMPLES) -> list[Example]:
@@ -106,6 +108,7 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
     sums = HeadSums()
     examples: dict[tuple[int, int], list[Example]] = {}
     tokens: dict[int, list[str]] = {}
+    texts: dict[int, tuple[str, str | None]] = {}
     causal = bool(getattr(model, "causal", False))
     for k, doc in enumerate(iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head finder",
                                            progress=progress)):
@@ -131,8 +134,10 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
         for key, heap in document_examples(attention, ordinary, position).items():
             examples[key] = _top(examples.get(key, []) + heap)
         tokens[position] = list(doc.tokens)
+        texts[position] = tuple(docs[k])
     needed = {e.doc for heap in examples.values() for e in heap}
-    return FinderPartial(sums, examples, {d: t for d, t in tokens.items() if d in needed}, len(docs))
+    return FinderPartial(sums, examples, {d: t for d, t in tokens.items() if d in needed},
+                         {d: t for d, t in texts.items() if d in needed}, len(docs))
 
 
 def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequences: int = INDUCTION_SEQUENCES,
@@ -159,8 +164,10 @@ def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequ
 
 def _safe_filter(expression: str, columns: Sequence[str]):
     """A filter as users write it ("layer >= 6 and sink_rate > 0.5"): comparisons of metric names and
-    numbers, joined by and / or / not and parentheses. → a function of a row (dict). Anything else
-    (calls, attributes, names that are no metric) is refused by name: a page may send it."""
+    numbers, joined by and / or / not and parentheses (nothing: every head). → a function of a row
+    (dict). Anything else (calls, attributes, names that are no metric) is refused by name."""
+    if not expression.strip():
+        return lambda row: True
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as error:
@@ -210,6 +217,7 @@ class HeadFinder:
     metrics: Any
     top: dict  # (layer, head) → [Example], best first
     tokens: dict  # doc → tokens
+    texts: dict  # doc → (text, text_b)
     documents: int
     model_name: str
 
@@ -298,13 +306,18 @@ def head_finder(
             rows.append(row)
     metrics = pd.DataFrame(rows)
     top = {key: sorted(heap, reverse=True) for key, heap in partial.examples.items()}
-    return HeadFinder(metrics, top, partial.tokens, len(docs), model.name)
+    return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name)
 
 
 @analysis_view("head_finder")
 def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
+    """Every metric as a measure (the finder's scatter and table read them; a picture draws one as a
+    map), and each head's top examples with the documents they point at."""
     tidy = data.tidy()
-    measures = [{"key": name, "label": f"Head finder: {name}", "values": grid(tidy[tidy.measure == name], "value")}
+    measures = [{"key": name, "label": name, "values": grid(tidy[tidy.measure == name], "value")}
                 for name in data.metric_names]
-    return {"measures": measures, "note": f"Every head of {data.model_name} over {data.documents} documents "
-                                          "(attnscope.head_finder): pick a metric above the map; click a head to open it."}
+    examples = {f"{layer}-{head}": [[e.doc, e.query, e.score, [[p, w] for p, w in e.keys]] for e in heap]
+                for (layer, head), heap in data.top.items() if heap}
+    docs = {str(d): {"tokens": data.tokens[d], "text": data.texts[d][0], "text_b": data.texts[d][1]} for d in data.tokens}
+    return {"measures": measures, "finder": {"examples": examples, "docs": docs},
+            "note": f"Every head of {data.model_name} over {data.documents} documents (attnscope.head_finder)."}
