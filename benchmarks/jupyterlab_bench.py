@@ -540,11 +540,13 @@ def bench_finder(browser, base: str, repeats: int = REPEATS) -> dict:
                       [widget.element_handle(), 3 + 7 * i])
         timing = page.evaluate("""box => {
             const example = box.querySelectorAll('.attnscope-finder-example')[0];
-            const text = box.querySelector('input.attnscope-text');
             const lines = box.querySelector('.attnscope-lines');
-            const [textBefore, pixelsBefore] = [text.value, window.__pixels(lines)];
+            // The new text's tokens in the head view's column and its lines painted: the input and the
+            // tab change first, while the old text's lines are still shown.
+            const column = () => [...box.querySelectorAll('.attnscope-left .attnscope-token')].map((t) => t.textContent).join(' ');
+            const [columnBefore, pixelsBefore] = [column(), window.__pixels(lines)];
             const headOpen = () => box.querySelector(".attnscope-tab[data-view='head']").getAttribute('aria-selected') === 'true';
-            return window.__timeUntil(() => example.click(), () => headOpen() && text.value !== textBefore
+            return window.__timeUntil(() => example.click(), () => headOpen() && column() !== columnBefore
               && Number(lines.dataset.lineCount) > 0 && window.__pixels(lines) !== pixelsBefore, 60000, box);
         }""", widget.element_handle())
         times.append(timing["ms"])

@@ -189,6 +189,8 @@ export function createHeadFinderView(container, callbacks = {}) {
     ctx.restore();
     ctx.fillText(`${x0.toPrecision(2)}`, PAD, PLOT - 6);
     ctx.fillText(`${x1.toPrecision(2)}`, PLOT - PAD - 16, PLOT - 6);
+    ctx.fillText(`${y1.toPrecision(2)}`, 14, PAD);
+    ctx.fillText(`${y0.toPrecision(2)}`, 14, PLOT - PAD);
     const order = [...rows.keys()].sort((a, b) => Number(kept.has(a)) - Number(kept.has(b))); // kept drawn last, on top
     for (const i of order) {
       const row = rows[i];
@@ -199,7 +201,8 @@ export function createHeadFinderView(container, callbacks = {}) {
       if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
       ctx.beginPath();
       ctx.arc(x, y, kept.has(i) ? RADIUS : RADIUS - 1.5, 0, 2 * Math.PI);
-      ctx.fillStyle = kept.has(i) ? interpolateViridis((row[ui.color] - c0) / (c1 - c0) || 0) : FADED;
+      // Viridis from its second fifth: its darkest purples vanish on a dark theme's background.
+      ctx.fillStyle = kept.has(i) ? interpolateViridis(0.2 + 0.8 * ((row[ui.color] - c0) / (c1 - c0) || 0)) : FADED;
       ctx.fill();
       if (i === selected) {
         ctx.lineWidth = 2;
@@ -225,9 +228,10 @@ export function createHeadFinderView(container, callbacks = {}) {
     const body = el("tbody", "", table);
     const value = (i) => (sort.key === "label" ? rows[i].layer * 1e6 + rows[i].head : rows[i][sort.key]);
     const shown = [...kept].sort((a, b) => (sort.down ? value(b) - value(a) : value(a) - value(b))).slice(0, TABLE_ROWS);
+    const focusable = shown.includes(selected) ? selected : shown[0];
     for (const i of shown) {
       const tr = el("tr", i === selected ? "attnscope-selected" : "", body);
-      tr.tabIndex = 0;
+      tr.tabIndex = i === focusable ? 0 : -1; // one tab stop; the arrows move through the rows
       tr.dataset.head = rows[i].label;
       for (const key of keys) {
         const td = el("td", "", tr);
@@ -260,10 +264,10 @@ export function createHeadFinderView(container, callbacks = {}) {
     open.addEventListener("click", () => callbacks.onOpenHead?.(layer, head));
     const list = state.finder.examples[`${layer}-${head}`] ?? [];
     if (!list.length) el("div", "attnscope-hint", examplesBox).textContent = "No example kept for this head.";
-    for (const [doc, query, score, keys] of list) {
+    for (const [k, [doc, query, score, keys]] of list.entries()) {
       const saved = state.finder.docs[String(doc)];
       const item = el("div", "attnscope-finder-example", examplesBox);
-      item.tabIndex = 0;
+      item.tabIndex = k === 0 ? 0 : -1; // one tab stop; the arrows move through the examples
       item.dataset.doc = String(doc);
       el("span", "attnscope-finder-score", item).textContent = `${score.toFixed(2)} · text ${doc}: `;
       exampleText(item, saved.tokens, query, keys[0]?.[0]);
