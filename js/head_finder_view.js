@@ -130,7 +130,7 @@ export function createHeadFinderView(container, callbacks = {}) {
   filterInput.placeholder = "layer >= 3 and sink_rate > 0.5";
   filterInput.size = 34;
   const count = el("span", "attnscope-hint", bar);
-  const problem = el("div", "attnscope-error", root);
+  const problem = el("div", "attnscope-finder-problem", root); // not .attnscope-error: that is the widget's one error line
   problem.hidden = true;
   const panes = el("div", "attnscope-finder-panes", root);
   const canvas = el("canvas", "attnscope-finder-scatter", panes);

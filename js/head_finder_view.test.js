@@ -56,7 +56,7 @@ describe("createHeadFinderView", () => {
     expect(rows()).toEqual(["1-0"]);
     expect(box.querySelector(".attnscope-hint").textContent).toBe("1 of 4 heads");
     view.filter("nonsense >");
-    expect(box.querySelector(".attnscope-error").hidden).toBe(false);
+    expect(box.querySelector(".attnscope-finder-problem").hidden).toBe(false);
     expect(rows()).toHaveLength(4); // a filter that does not read keeps every head, and says why
   });
 
@@ -82,6 +82,6 @@ describe("createHeadFinderView", () => {
     callbacks.onOpenExample.mockReturnValue(false);
     box.querySelector('tr[data-head="1-0"]').dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
     box.querySelector(".attnscope-finder-example").click();
-    expect(box.querySelector(".attnscope-error").textContent).toMatch(/saved copy/);
+    expect(box.querySelector(".attnscope-finder-problem").textContent).toMatch(/saved copy/);
   });
 });

@@ -147,3 +147,15 @@ def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_
     assert widget.analysis["finder"] == payload  # one click on the Analysis tab goes back to it
     widget.set_state({"view": "analysis"})
     assert widget.view == "analysis"
+
+
+def test_importance_and_syntax_join_from_their_own_analyses(default_model):
+    texts = TEXTS[:4]
+    finder = attnscope.head_finder(default_model, texts, importance=True, syntax=texts, batch_size=4, progress=False)
+    metrics = finder.metrics.sort_values(["layer", "head"])
+    importance = attnscope.head_importance(default_model, texts, batch_size=4, progress=False)
+    np.testing.assert_allclose(metrics.importance.to_numpy(), by_head(importance, "importance"), rtol=0, atol=1e-9)
+    accuracy = attnscope.syntax_heads(default_model, texts, progress=False).accuracy
+    best = accuracy[accuracy.relation == "All"].groupby(["layer", "head"])["accuracy"].max().to_numpy()
+    np.testing.assert_allclose(metrics.syntax.to_numpy(), best, rtol=0, atol=1e-12)
+    assert finder.find("syntax > 0.3 and importance > 0").shape[0] <= len(metrics)

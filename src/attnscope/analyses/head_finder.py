@@ -28,8 +28,10 @@ from ..errors import InputError
 from ..labels import head_label
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
 from .head_roles import document_measures, token_counts
+from .importance import head_importance
 from .patterns import PATTERNS, classify, pattern_shares, segments_of
 from .runner import run_partial
+from .syntax import syntax_heads
 from .tables import Grid, HeadSums, analysis_view
 
 SINK_EPSILON = 0.3  # Gu et al. 2024's ε
@@ -276,12 +278,18 @@ def head_finder(
     max_length: int | None = None,
     batch_size: int | str = "auto",
     induction: bool | None = None,
+    importance: bool = False,
+    syntax: Any = None,
     progress: bool = True,
     backend: str = "local",
 ) -> HeadFinder:
     """Every head of `model` measured on `corpus` in one pass over it, with its top examples
     (module docstring). induction: Olsson et al.'s induction score (default: for decoders, whose
-    causal attention makes it mean what it says). backend: "local" or "ray", as in `head_stats`."""
+    causal attention makes it mean what it says). The metrics that need more than the attention
+    come from their own analyses, each a pass of its own: importance=True adds Michel et al.'s
+    importance (`head_importance`: gradients, about three forwards); syntax= (a CoNLL-U file, parsed
+    sentences or texts, as `syntax_heads` takes) adds each head's syntax accuracy over every
+    relation ("syntax", its better direction). backend: "local" or "ray", as in `head_stats`."""
     import pandas as pd
 
     model = model_of(model, "head_finder")
@@ -295,8 +303,16 @@ def head_finder(
         induction = bool(getattr(model, "causal", False))
     if induction:
         values["induction"] = induction_scores(model)
+    if importance:
+        frame = head_importance(model, corpus, column=column, max_length=max_length, batch_size=batch_size,
+                                progress=progress, backend=backend)
+        values["importance"] = _grid(frame[frame.measure == "importance"], "value", values["cls"].shape)
+    if syntax is not None:
+        heads = syntax_heads(model, syntax, progress=progress, backend=backend).accuracy
+        best = heads[heads.relation == "All"].groupby(["layer", "head"], as_index=False)["accuracy"].max()
+        values["syntax"] = _grid(best, "accuracy", values["cls"].shape)
     order = ["cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "alpha_first", "sink_rate",
-             "confidence", "rare", *PATTERN_NAMES.values(), "induction"]
+             "confidence", "rare", *PATTERN_NAMES.values(), "induction", "importance", "syntax"]
     n_layers, n_heads = values["cls"].shape
     rows = []
     for layer in range(n_layers):
@@ -307,6 +323,14 @@ def head_finder(
     metrics = pd.DataFrame(rows)
     top = {key: sorted(heap, reverse=True) for key, heap in partial.examples.items()}
     return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name)
+
+
+def _grid(rows, column: str, shape) -> torch.Tensor:
+    """A tidy frame's per-head column as a layers × heads tensor."""
+    grid = torch.full(tuple(shape), float("nan"), dtype=torch.float64)
+    for layer, head, value in zip(rows["layer"], rows["head"], rows[column]):
+        grid[int(layer), int(head)] = float(value)
+    return grid
 
 
 @analysis_view("head_finder")
