@@ -81,27 +81,28 @@ def _top(examples: list[Example], k: int = TOP_EXAMPLES) -> list[Example]:
     return heapq.nlargest(k, examples)
 
 
-def document_examples(attention: torch.Tensor, ordinary: torch.Tensor, doc: int, k: int = TOP_EXAMPLES) -> dict:
-    """Each head's best queries of one document: (layer, head) → its top k Examples."""
+def document_examples(attention: torch.Tensor, ordinary: torch.Tensor, doc: int, floors: torch.Tensor | None = None,
+                      k: int = TOP_EXAMPLES) -> dict:
+    """Each head's best queries of one document: (layer, head) → its top k Examples, only those
+    above the head's `floors` (L × H: the k-th score kept so far, −inf while fewer are kept). A
+    query scoring no more than that would not be kept: documents come in corpus order, and of two
+    equal scores the earlier document's is kept."""
     masked = attention.masked_fill(~ordinary.to(attention.device), float("-inf"))  # keys that are ordinary tokens
     best, _ = masked.max(-1)  # L × H × n: each query's largest weight on an ordinary token
-    n_queries = best.shape[-1]
-    top_scores, top_queries = best.topk(min(k, n_queries), dim=-1)
-    keys_w, keys_at = attention.topk(min(TOP_KEYS, attention.shape[-1]), dim=-1)  # L × H × n × TOP_KEYS
-    top_scores, top_queries = top_scores.cpu(), top_queries.cpu()
-    keys_w, keys_at = keys_w.cpu(), keys_at.cpu()
-    out = {}
-    n_layers, n_heads = best.shape[:2]
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            heap = []
-            for score, query in zip(top_scores[layer, head].tolist(), top_queries[layer, head].tolist()):
-                if score == float("-inf"):
-                    continue
-                keys = [(int(p), round(float(w), 6)) for p, w in zip(keys_at[layer, head, query].tolist(),
-                                                                      keys_w[layer, head, query].tolist()) if w > KEY_FLOOR]
-                heap.append(Example((score, -doc, -query), score, doc, query, keys))
-            out[(layer, head)] = heap
+    top_scores, top_queries = best.topk(min(k, best.shape[-1]), dim=-1)
+    floor = torch.full(best.shape[:2], float("-inf")) if floors is None else floors
+    kept = (top_scores > floor.to(top_scores.device)[..., None]).nonzero()  # candidates: layer, head, rank
+    out: dict[tuple[int, int], list[Example]] = {}
+    if len(kept) == 0:
+        return out
+    layers, heads, ranks = kept.unbind(-1)
+    queries = top_queries[layers, heads, ranks]
+    keys_w, keys_at = attention[layers, heads, queries].topk(min(TOP_KEYS, attention.shape[-1]), dim=-1)
+    rows = zip(layers.tolist(), heads.tolist(), queries.tolist(), top_scores[layers, heads, ranks].tolist(),
+               keys_at.tolist(), keys_w.tolist())
+    for layer, head, query, score, at, weights in rows:
+        keys = [(p, round(w, 6)) for p, w in zip(at, weights) if w > KEY_FLOOR]
+        out.setdefault((layer, head), []).append(Example((score, -doc, -query), score, doc, query, keys))
     return out
 
 
@@ -112,6 +113,7 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
     tokens: dict[int, list[str]] = {}
     texts: dict[int, tuple[str, str | None]] = {}
     causal = bool(getattr(model, "causal", False))
+    floors = None  # each head's k-th example score so far (document_examples)
     for k, doc in enumerate(iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head finder",
                                            progress=progress)):
         attention, kinds = doc.attention, doc.kinds
@@ -133,8 +135,12 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
             ordinary = ordinary.clone()
             ordinary[0] = False
         position = document_position(docs, k)
-        for key, heap in document_examples(attention, ordinary, position).items():
+        if floors is None:
+            floors = torch.full(attention.shape[:2], float("-inf"))
+        for key, heap in document_examples(attention, ordinary, position, floors).items():
             examples[key] = _top(examples.get(key, []) + heap)
+            if len(examples[key]) == TOP_EXAMPLES:
+                floors[key] = examples[key][-1].score
         tokens[position] = list(doc.tokens)
         texts[position] = tuple(docs[k])
     needed = {e.doc for heap in examples.values() for e in heap}
