@@ -12,6 +12,7 @@ followed by its picture (what a saved notebook shows), and the widget state woul
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -25,12 +26,17 @@ EXECUTE_ENV = "ATTNSCOPE_EXECUTE_NOTEBOOKS"
 
 
 def source_key(name: str) -> str:
-    """What the outputs of notebook `name` depend on: its text, its data, the package's code and bundle."""
+    """What the outputs of notebook `name` depend on: its text, and what every notebook shares."""
+    return hashlib.sha256((NOTEBOOKS / name).read_bytes() + _shared_key().encode()).hexdigest()
+
+
+@functools.cache
+def _shared_key() -> str:
+    """The notebooks' data, the package's code and its bundle: read once a process (a docs build
+    keys eight notebooks)."""
     digest = hashlib.sha256()
     package = ROOT / "src" / "attnscope"
-    inputs = [NOTEBOOKS / name, *sorted((NOTEBOOKS / "data").glob("*")), *sorted(package.rglob("*.py")),
-              *sorted((package / "static").glob("*.js"))]
-    for path in inputs:
+    for path in [*sorted((NOTEBOOKS / "data").glob("*")), *sorted(package.rglob("*.py")), *sorted((package / "static").glob("*.js"))]:
         if path.is_file():
             digest.update(path.relative_to(ROOT).as_posix().encode())
             digest.update(path.read_bytes())

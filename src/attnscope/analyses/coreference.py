@@ -205,11 +205,12 @@ def coref_partial(model: AttentionModel, docs: Documents, *, max_length: int, ba
             row[..., mention.head] = float("-inf")
             guess = row.argmax(-1)  # L × H
             hit = torch.isin(guess, targets).double().cpu()
+            baselines = {name: antecedent is not None and antecedent.cluster == mention.cluster
+                         for name, antecedent in baseline_guesses(doc, mention).items()}
             for kind in ("all", mention.kind):
                 hits[kind] = hits.get(kind, 0) + hit
                 totals[kind] = totals.get(kind, 0) + 1
-                for name, antecedent in baseline_guesses(doc, mention).items():
-                    right = antecedent is not None and antecedent.cluster == mention.cluster
+                for name, right in baselines.items():
                     baseline_hits[(name, kind)] = baseline_hits.get((name, kind), 0) + int(right)
     if skipped:
         raise InputError(f"Document {docs.positions[skipped[0]]} did not fit max_length after its cut: a word longer "
