@@ -4,6 +4,8 @@ and an induction score that is Olsson et al.'s formula."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ import transformers
 
 import attnscope
 from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, induction_scores
+from attnscope.engine import exact_attention
 from attnscope.errors import InputError
 
 TEXTS = [f"The keeper fed lion number {i} before the storm, and it slept." for i in range(6)] + [
@@ -159,3 +162,75 @@ def test_importance_and_syntax_join_from_their_own_analyses(default_model):
     best = accuracy[accuracy.relation == "All"].groupby(["layer", "head"])["accuracy"].max().to_numpy()
     np.testing.assert_allclose(metrics.syntax.to_numpy(), best, rtol=0, atol=1e-12)
     assert finder.find("syntax > 0.3 and importance > 0").shape[0] <= len(metrics)
+
+
+def _sharp_decoder(tokenizer):
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=37, max_position_embeddings=256)
+    model = transformers.Qwen2Model(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(4)  # sharp attention: a wrong row, mask or key would show
+    return attnscope.load(model, tokenizer, device="cpu")
+
+
+def _assert_same_finder(ours, whole):
+    for name in whole.metric_names:
+        np.testing.assert_allclose(ours.metrics[name].to_numpy(), whole.metrics[name].to_numpy(), rtol=0, atol=1e-6,
+                                   err_msg=name)
+    assert ours.top.keys() == whole.top.keys()
+    # A row kept on demand is recomputed from q·k and the model's fused log-sum-exp, in float32: a
+    # weight near 1 comes out a few 1e-6 from the eager softmax's (the means above agree to 1e-6).
+    for key, heap in whole.top.items():
+        np.testing.assert_allclose([e.score for e in ours.top[key]], [e.score for e in heap], rtol=0, atol=1e-5)
+        scores = [e.score for e in heap]
+        for a, b in zip(ours.top[key], heap):
+            # The same query, or another of a score tied to that (the corpus repeats a sentence).
+            tied = sum(abs(s - b.score) <= 1e-5 for s in scores) > 1 or b is heap[-1]
+            assert (a.doc, a.query) == (b.doc, b.query) or tied, key
+            if (a.doc, a.query) == (b.doc, b.query):
+                assert [p for p, _ in a.keys][:3] == [p for p, _ in b.keys][:3]
+    assert ours.tokens == whole.tokens and ours.texts == whole.texts
+
+
+@pytest.mark.parametrize("kind", ["encoder, pairs", "decoder"])
+def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_the_same_numbers(
+        kind, default_model, bert_tokenizer, monkeypatch):
+    """A document whose full attention would pass ON_DEMAND_BYTES runs on demand (queries, keys,
+    row log-sum-exps) and its rows come a block at a time: every metric and example is the one the
+    whole attention gives, and no document's layers × heads × n × n is ever made."""
+    module = importlib.import_module("attnscope.analyses.head_finder")
+
+    if kind == "decoder":
+        model, corpus = _sharp_decoder(bert_tokenizer), TEXTS
+    else:
+        model, corpus = default_model, [(TEXTS[i], TEXTS[-1 - i]) for i in range(5)] + [("Short.", "Shorter still.")]
+    whole = attnscope.head_finder(model, corpus, batch_size=3, progress=False)
+    lengths = [len(t) for t in [model.run(*doc if isinstance(doc, tuple) else (doc,)).tokens for doc in corpus]]
+    heads = model.n_layers * model.n_heads
+    blocks = []
+    tile = exact_attention.tile
+
+    def counted_tile(*args, **kwargs):
+        block = tile(*args, **kwargs)
+        blocks.append(block.shape)
+        return block
+
+    monkeypatch.setattr(exact_attention, "tile", counted_tile)
+    budget = 4 * model.n_heads * max(lengths) * 5  # 5 rows a block of the longest
+    monkeypatch.setattr(exact_attention, "BLOCK_BYTES", budget)
+    seen = []
+    run_whole = module.iter_attention
+    monkeypatch.setattr(module, "iter_attention", lambda model, docs, **k: seen.extend(docs) or run_whole(model, docs, **k))
+    # Some documents long, some not (the longest ones), then every one.
+    middle = sorted(set(lengths))[-2]
+    for limit, n_long in [(4 * heads * middle**2, sum(n > middle for n in lengths)), (0, len(corpus))]:
+        monkeypatch.setattr(module, "ON_DEMAND_BYTES", limit)
+        blocks.clear()
+        seen.clear()
+        ours = attnscope.head_finder(model, corpus, batch_size=3, progress=False)
+        _assert_same_finder(ours, whole)
+        assert 0 < n_long and len(seen) == len(corpus) - n_long
+        assert all(4 * shape.numel() <= budget for shape in blocks) and any(shape[-2] < shape[-1] for shape in blocks)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import heapq
-from collections.abc import Sequence
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +26,13 @@ import torch
 from .. import checks
 from ..engine import formulas as an
 from ..engine.attention_model import AttentionModel, model_of
+from ..engine.exact_attention import full_attention_bytes
+from ..engine.results import LongAttentionResult
 from ..errors import InputError
 from ..labels import head_label
-from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
-from .head_roles import document_measures, token_counts
+from ..progress import progress as progress_bar
+from .corpus import Documents, corpus_settings, document_position, documents, iter_attention, token_kinds_for
+from .head_roles import corpus_tokens, document_measures, rarest_tokens
 from .importance import head_importance
 from .patterns import PATTERNS, classify, pattern_shares, segments_of
 from .runner import run_partial
@@ -38,6 +43,10 @@ SINK_EPSILON = 0.3  # Gu et al. 2024's ε
 TOP_EXAMPLES = 8  # per head
 TOP_KEYS = 8  # per example, each above KEY_FLOOR (Neuronpedia's HeadVis keeps the top 8 above 0.005)
 KEY_FLOOR = 0.005
+# A document whose full attention (layers × heads × n² float32) would take more is kept on demand
+# (queries, keys, row log-sum-exps) and measured a block of rows at a time: 8k tokens on a 4-layer,
+# 14-head model would be 15 GB whole.
+ON_DEMAND_BYTES = 2**28
 INDUCTION_LENGTH = 50  # random tokens, repeated once
 INDUCTION_SEQUENCES = 4
 # The metrics as the finder names them (columns of `metrics`), from each source's own names.
@@ -81,14 +90,14 @@ def _top(examples: list[Example], k: int = TOP_EXAMPLES) -> list[Example]:
     return heapq.nlargest(k, examples)
 
 
-def document_examples(attention: torch.Tensor, ordinary: torch.Tensor, doc: int, floors: torch.Tensor | None = None,
+def document_examples(best: torch.Tensor, row_of, doc: int, floors: torch.Tensor | None = None,
                       k: int = TOP_EXAMPLES) -> dict:
     """Each head's best queries of one document: (layer, head) → its top k Examples, only those
     above the head's `floors` (L × H: the k-th score kept so far, −inf while fewer are kept). A
     query scoring no more than that would not be kept: documents come in corpus order, and of two
-    equal scores the earlier document's is kept."""
-    masked = attention.masked_fill(~ordinary.to(attention.device), float("-inf"))  # keys that are ordinary tokens
-    best, _ = masked.max(-1)  # L × H × n: each query's largest weight on an ordinary token
+    equal scores the earlier document's is kept.
+    best: L × H × n, each query's largest weight on an ordinary token; row_of(layers, heads,
+    queries): those rows of the document's attention (m × n), for the strongest keys."""
     top_scores, top_queries = best.topk(min(k, best.shape[-1]), dim=-1)
     floor = torch.full(best.shape[:2], float("-inf")) if floors is None else floors
     kept = (top_scores > floor.to(top_scores.device)[..., None]).nonzero()  # candidates: layer, head, rank
@@ -97,52 +106,192 @@ def document_examples(attention: torch.Tensor, ordinary: torch.Tensor, doc: int,
         return out
     layers, heads, ranks = kept.unbind(-1)
     queries = top_queries[layers, heads, ranks]
-    keys_w, keys_at = attention[layers, heads, queries].topk(min(TOP_KEYS, attention.shape[-1]), dim=-1)
-    rows = zip(layers.tolist(), heads.tolist(), queries.tolist(), top_scores[layers, heads, ranks].tolist(),
-               keys_at.tolist(), keys_w.tolist())
-    for layer, head, query, score, at, weights in rows:
+    rows = row_of(layers, heads, queries)
+    keys_w, keys_at = rows.topk(min(TOP_KEYS, rows.shape[-1]), dim=-1)
+    found = zip(layers.tolist(), heads.tolist(), queries.tolist(), top_scores[layers, heads, ranks].tolist(),
+                keys_at.tolist(), keys_w.tolist())
+    for layer, head, query, score, at, weights in found:
         keys = [(p, round(w, 6)) for p, w in zip(at, weights) if w > KEY_FLOOR]
         out.setdefault((layer, head), []).append(Example((score, -doc, -query), score, doc, query, keys))
     return out
 
 
-def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], max_length: int | None,
-                   batch_size: int | str, progress: bool) -> FinderPartial:
+@dataclass
+class DocumentMeasures:
+    """One document's measures as the finder adds them up: `values` (metric → L × H, a mean over
+    the document's queries), Voita et al.'s `roles` over `weight` queries ("rare" over
+    `rare_weight`), Kovaleva et al.'s pattern of each map (`classes`), and for the examples each
+    query's largest weight on an ordinary token (`best`, L × H × n) with `row_of` to read rows."""
+
+    values: dict
+    roles: dict
+    weight: int
+    rare_weight: int
+    classes: torch.Tensor
+    best: torch.Tensor
+    row_of: Any
+
+
+def _ordinary(special: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The keys an example's score reads: not [CLS] or [SEP], nor a decoder's first token (its sink)."""
+    ordinary = ~special
+    if causal:
+        ordinary = ordinary.clone()
+        ordinary[0] = False
+    return ordinary
+
+
+def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
+    """A document whose attention (L × H × n × n) is held whole: each metric by its own analysis's
+    formula."""
+    stats = an.head_statistics(attention, kinds)
+    values = {name: stats[source] for source, name in STATS.items()}
+    sink = an.sink_measures(attention[..., :1], 1, SINK_EPSILON)
+    values.update(alpha_first=sink["alpha_first"], sink_rate=sink["sink"])
+    special = kinds.cls | kinds.sep
+    roles, weight, rare_weight = document_measures(attention, special, counts, causal)
+    classes = classify(pattern_shares(attention, segments_of(kinds.sep)))
+    ordinary = _ordinary(special, causal).to(attention.device)
+    best = attention.masked_fill(~ordinary, float("-inf")).max(-1).values
+    return DocumentMeasures(values, roles, weight, rare_weight, classes, best,
+                            lambda layers, heads, queries: attention[layers, heads, queries])
+
+
+def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
+    """A long document kept on demand (queries, keys and row log-sum-exps): the same metrics as
+    `full_measures`, summed a block of rows at a time (LongAttentionResult.row_blocks), so that
+    no layer's heads × n × n is ever held. Each is a mean over rows of what a row gives, but the
+    patterns' vertical columns (the two most attended, known after every row): those read the
+    column sums, and the diagonal share keeps each row's three band weights until they are known."""
+    n, n_layers, n_heads = result.n_tokens, result.n_layers, result.n_heads
+    device = result.queries[0].device
+    special = (kinds.cls | kinds.sep).cpu()
+    ordinary = _ordinary(special, causal).to(device)
+    to = {name: mask.to(device) for name, mask in (("cls", kinds.cls), ("sep", kinds.sep), ("punct", kinds.punct))}
+    segment = segments_of(kinds.sep.cpu()).to(device)
+    pair = bool((segment != segment[0]).any())
+    queries = (~special).nonzero().flatten()
+    is_query = (~special).to(device)
+    target = rarest_tokens(queries, counts, causal, n)
+    seeing_row = torch.zeros(n, dtype=torch.bool, device=device)
+    if target is not None:
+        rare, seeing = target
+        rare = rare.to(device)
+        seeing_row[queries[seeing]] = True
+    shape = (n_layers, n_heads)
+    sums = {name: torch.zeros(shape, dtype=torch.float64, device=device)
+            for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "first", "block",
+                         "confidence", "rare")}
+    best = torch.empty(n_layers, n_heads, n, device=device)
+    classes = torch.empty(shape, dtype=torch.long, device=device)
+    positions = torch.arange(n, device=device)
+    for layer in range(n_layers):
+        columns = torch.zeros(n_heads, n, dtype=torch.float64, device=device)
+        band = torch.zeros(n_heads, n, 3, device=device)  # each row's weight on keys i − 1, i, i + 1
+        here = {name: total[layer] for name, total in sums.items()}  # this layer's row of each sum
+
+        def add(name: str, value: torch.Tensor, here=here) -> None:
+            here[name].add_(value.double())
+
+        for start, end, block in result.row_blocks(layer):  # heads × r × n
+            rows = positions[start:end]
+            for name, mask in to.items():
+                add(name, block[..., mask].sum((-1, -2)))
+            for d, name in ((-1, "prev_token"), (0, "self"), (1, "next_token")):
+                at = rows + d
+                inside = (at >= 0) & (at < n)
+                weights = block[:, inside.nonzero().flatten(), at[inside]]
+                band[:, rows[inside], d + 1] = weights
+                add(name, weights.sum(-1))
+            add("entropy", an.entropy(block).sum(-1))
+            add("first", block[..., 0].sum(-1))
+            columns += block.sum(-2, dtype=torch.float64)
+            if pair:
+                add("block", (block * (segment[rows][:, None] == segment[None, :])).sum((-1, -2)))
+            largest, at = block[:, is_query[rows]].max(-1)
+            add("confidence", largest.sum(-1))
+            if target is not None:
+                add("rare", (rare[at] & seeing_row[rows][is_query[rows]]).sum(-1))
+            best[layer, :, start:end] = block.masked_fill(~ordinary, float("-inf")).max(-1).values
+        mean_columns = columns / n
+        top = mean_columns.topk(min(2, n), dim=-1).indices
+        vertical_columns = torch.zeros(n_heads, n, dtype=torch.bool, device=device)
+        vertical_columns.scatter_(-1, top, True)
+        keys = (positions[:, None] + torch.tensor([-1, 0, 1], device=device)).clamp(0, n - 1)  # n × 3
+        off_band = ~vertical_columns[:, keys]  # heads × n × 3 (a clamped key's weight is 0 in band)
+        classes[layer] = classify({
+            "vertical": mean_columns.gather(-1, top).sum(-1),
+            "diagonal": (band * off_band).sum((-1, -2)).double() / n,
+            "block": sums["block"][layer] / n if pair else torch.zeros(n_heads, dtype=torch.float64, device=device),
+        })
+    values = {name: sums[name] / n for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy")}
+    values["alpha_first"] = sums["first"] / n
+    values["sink_rate"] = (values["alpha_first"] > SINK_EPSILON).double()
+    weight = len(queries)
+    roles = {"confidence": sums["confidence"] / weight} if weight else {}
+    rare_weight = int(target[1].sum()) if target is not None else 0
+    if rare_weight:
+        roles["rare"] = sums["rare"] / rare_weight
+
+    def row_of(layers, heads, queries):
+        return torch.stack([result.attention_rows(int(a), int(h), [int(q)])[0] for a, h, q in zip(layers, heads, queries)])
+
+    return DocumentMeasures(values, roles, weight, rare_weight, classes, best, row_of)
+
+
+def _measured(model: AttentionModel, docs: Documents, long: frozenset, counts: dict[str, int], max_length: int,
+              batch_size: int | str) -> Iterator[tuple[int, list[str], DocumentMeasures]]:
+    """Every document's measures in corpus order, with its corpus position and tokens: a run of
+    short documents from batched forward passes (their attention whole), a long one (`long`:
+    corpus positions) kept on demand."""
+    causal = bool(getattr(model, "causal", False))
+    k = 0
+    while k < len(docs):
+        if document_position(docs, k) in long:
+            text, text_b = docs[k]
+            with warnings.catch_warnings():  # a cut text is the corpus settings' doing, as for every document
+                warnings.simplefilter("ignore")
+                result = model.run(text, text_b, max_length=max_length, attention="on_demand")
+            kinds = token_kinds_for(model, result.tokens, result.queries[0].device)
+            counted = [counts.get(t, 0) for t in result.tokens]
+            yield document_position(docs, k), list(result.tokens), long_measures(result, kinds, counted, causal)
+            k += 1
+            continue
+        end = k
+        while end < len(docs) and document_position(docs, end) not in long:
+            end += 1
+        part = Documents(docs[k:end])
+        part.positions = [document_position(docs, i) for i in range(k, end)]
+        for i, doc in enumerate(iter_attention(model, part, max_length=max_length, batch_size=batch_size, progress=False)):
+            counted = [counts.get(t, 0) for t in doc.tokens]
+            yield part.positions[i], list(doc.tokens), full_measures(doc.attention, doc.kinds, counted, causal)
+        k = end
+
+
+def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], long: frozenset = frozenset(),
+                   max_length: int | None, batch_size: int | str, progress: bool) -> FinderPartial:
     sums = HeadSums()
     examples: dict[tuple[int, int], list[Example]] = {}
     tokens: dict[int, list[str]] = {}
     texts: dict[int, tuple[str, str | None]] = {}
-    causal = bool(getattr(model, "causal", False))
     floors = None  # each head's k-th example score so far (document_examples)
-    for k, doc in enumerate(iter_attention(model, docs, max_length=max_length, batch_size=batch_size, desc="head finder",
-                                           progress=progress)):
-        attention, kinds = doc.attention, doc.kinds
-        stats = an.head_statistics(attention, kinds)
-        sums.add({name: stats[source] for source, name in STATS.items()})
-        first = attention[..., :1]
-        sink = an.sink_measures(first, 1, SINK_EPSILON)
-        sums.add({"alpha_first": sink["alpha_first"], "sink_rate": sink["sink"]})
-        special = kinds.cls | kinds.sep
-        roles, weight, rare_weight = document_measures(attention, special, [counts.get(t, 0) for t in doc.tokens], causal)
-        if weight:
-            sums.add({name: roles[source] for source, name in ROLES.items() if source != "rare"}, weight=weight)
-        if rare_weight:
-            sums.add({"rare": roles["rare"]}, weight=rare_weight)
-        classes = classify(pattern_shares(attention, segments_of(kinds.sep)))
-        sums.add({PATTERN_NAMES[name]: (classes == i).double() for i, name in enumerate(PATTERNS)})
-        ordinary = ~special
-        if causal:
-            ordinary = ordinary.clone()
-            ordinary[0] = False
-        position = document_position(docs, k)
+    text_of = {document_position(docs, k): tuple(doc) for k, doc in enumerate(docs)}
+    measured = _measured(model, docs, long, counts, max_length, batch_size)
+    for position, doc_tokens, m in progress_bar(measured, len(docs), "head finder", progress, unit="document"):
+        sums.add(m.values)
+        if m.weight:
+            sums.add({"confidence": m.roles["confidence"]}, weight=m.weight)
+        if m.rare_weight:
+            sums.add({"rare": m.roles["rare"]}, weight=m.rare_weight)
+        sums.add({PATTERN_NAMES[name]: (m.classes == i).double() for i, name in enumerate(PATTERNS)})
         if floors is None:
-            floors = torch.full(attention.shape[:2], float("-inf"))
-        for key, heap in document_examples(attention, ordinary, position, floors).items():
+            floors = torch.full(m.best.shape[:2], float("-inf"))
+        for key, heap in document_examples(m.best, m.row_of, position, floors).items():
             examples[key] = _top(examples.get(key, []) + heap)
             if len(examples[key]) == TOP_EXAMPLES:
                 floors[key] = examples[key][-1].score
-        tokens[position] = list(doc.tokens)
-        texts[position] = tuple(docs[k])
+        tokens[position] = doc_tokens
+        texts[position] = text_of[position]
     needed = {e.doc for heap in examples.values() for e in heap}
     return FinderPartial(sums, examples, {d: t for d, t in tokens.items() if d in needed},
                          {d: t for d, t in texts.items() if d in needed}, len(docs))
@@ -301,8 +450,8 @@ def head_finder(
     model = model_of(model, "head_finder")
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    counts = token_counts(model, docs, max_length)
-    partial = run_partial(finder_partial, model, docs, progress=progress, backend=backend, counts=counts,
+    counts, long = _corpus_tokens(model, docs, max_length)
+    partial = run_partial(finder_partial, model, docs, progress=progress, backend=backend, counts=counts, long=long,
                           max_length=max_length, batch_size=batch_size)
     values = partial.sums.result()
     if induction is None:
@@ -329,6 +478,19 @@ def head_finder(
     metrics = pd.DataFrame(rows)
     top = {key: sorted(heap, reverse=True) for key, heap in partial.examples.items()}
     return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name)
+
+
+def _corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> tuple[dict[str, int], frozenset]:
+    """How often each token occurs in the corpus (Voita et al.'s rare word), and which documents
+    (corpus positions) are long: their full attention, L × H × n² float32, would pass ON_DEMAND_BYTES."""
+    counts: Counter[str] = Counter()
+    long = set()
+    heads = model.n_layers * model.n_heads
+    for k, tokens in enumerate(corpus_tokens(model, docs, max_length)):
+        counts.update(tokens)
+        if not model.is_encoder_decoder and full_attention_bytes(1, heads, len(tokens), len(tokens)) > ON_DEMAND_BYTES:
+            long.add(document_position(docs, k))
+    return dict(counts), frozenset(long)
 
 
 def _grid(rows, column: str, shape) -> torch.Tensor:

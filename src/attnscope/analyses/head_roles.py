@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -38,15 +38,30 @@ RARE = 0.5
 RELATIONS = ("nsubj", "obj", "dobj", "amod", "advmod")
 
 
+def rarest_tokens(queries: torch.Tensor, counts: Sequence[int], causal: bool, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Voita et al.'s rare-word target of one document: the rarest of its non-special tokens
+    (`queries`) as a mask over its n positions, and which queries the "rare" share averages
+    (a decoder's: those at or after the rarest token). A decoder's first token is no candidate
+    (most heads rest their weight on it, an attention sink, whatever it is); a tie counts each of
+    the tied tokens. None when fewer than two tokens are candidates."""
+    candidates = [int(i) for i in queries if not (causal and int(i) == 0)]
+    if len(candidates) <= 1:
+        return None
+    fewest = min(counts[i] for i in candidates)
+    rarest = [i for i in candidates if counts[i] == fewest]
+    rare = torch.zeros(n, dtype=torch.bool)
+    rare[rarest] = True
+    seeing = (queries >= min(rarest)) if causal else torch.ones_like(queries, dtype=torch.bool)
+    return rare, seeing
+
+
 def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Sequence[int],
                       causal: bool = False) -> tuple[dict[str, torch.Tensor], int, int]:
     """One document's measures (L × H each, means over its queries), how many queries the
     measures average and how many "rare" averages. The queries are the tokens that are not special
     ([CLS], [SEP], BOS, EOS; Voita et al. leave out EOS).
-    counts: each token's count in the corpus (the rarest non-special token is the sentence's
-    least frequent; a tie counts each of the tied tokens). causal: a decoder's first token is no
-    candidate for the rarest (most heads rest their weight on it, an attention sink, whatever it
-    is), and "rare" is over the queries that can see the rarest token (those at or after it)."""
+    counts: each token's count in the corpus; "rare" is the share of queries whose largest weight
+    is on the rarest token (`rarest_tokens`)."""
     queries = (~special).nonzero().flatten()
     if len(queries) == 0:
         return {}, 0, 0
@@ -58,17 +73,13 @@ def document_measures(attention: torch.Tensor, special: torch.Tensor, counts: Se
         "previous": (offsets == -1).double().mean(-1),
         "next": (offsets == 1).double().mean(-1),
     }
-    candidates = [int(i) for i in queries if not (causal and int(i) == 0)]
-    if len(candidates) > 1:
-        fewest = min(counts[i] for i in candidates)
-        rarest = [i for i in candidates if counts[i] == fewest]
-        rare = torch.zeros(attention.shape[-1], dtype=torch.bool, device=at.device)
-        rare[rarest] = True
-        seeing = (queries >= min(rarest)) if causal else torch.ones_like(queries, dtype=torch.bool)
-        hits = rare[at][..., seeing.to(at.device)]
-        measures["rare"] = hits.double().mean(-1)
-        return measures, len(queries), int(seeing.sum())
-    return measures, len(queries), 0
+    target = rarest_tokens(queries, counts, causal, attention.shape[-1])
+    if target is None:
+        return measures, len(queries), 0
+    rare, seeing = target
+    hits = rare.to(at.device)[at][..., seeing.to(at.device)]
+    measures["rare"] = hits.double().mean(-1)
+    return measures, len(queries), int(seeing.sum())
 
 
 def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], max_length: int | None,
@@ -86,15 +97,21 @@ def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, i
     return SumsPartial(sums, len(docs))
 
 
-def token_counts(model: AttentionModel, docs: Documents, max_length: int) -> dict[str, int]:
-    """How often each token occurs in the corpus, as the runs read it (the same truncation); the
-    tokenizer alone, in batches of 64 documents."""
-    counts: Counter[str] = Counter()
+def corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> Iterator[list[str]]:
+    """Each document's tokens as the runs read them (the same truncation): the tokenizer alone, in
+    batches of 64 documents."""
     for batch in in_batches(docs, 64):
         encoded = encode_batch(model, batch, max_length)
         for index in range(len(batch)):
             keep = encoded["attention_mask"][index].nonzero().flatten()
-            counts.update(tokens_at(model, encoded, index, keep))
+            yield tokens_at(model, encoded, index, keep)
+
+
+def token_counts(model: AttentionModel, docs: Documents, max_length: int) -> dict[str, int]:
+    """How often each token occurs in the corpus, as the runs read it (`corpus_tokens`)."""
+    counts: Counter[str] = Counter()
+    for tokens in corpus_tokens(model, docs, max_length):
+        counts.update(tokens)
     return dict(counts)
 
 

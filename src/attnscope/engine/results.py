@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -327,6 +328,19 @@ class LongAttentionResult:
         with torch.inference_mode():
             block = exact.tile(*self._of_heads(layer, None), self.rules[layer], *spans)
         return block.cpu()
+
+    def row_blocks(self, layer: int, budget: int | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """Every head's rows of `layer`, a block at a time: (start, end, heads × (end − start) × T
+        float32 on the model's device, exact), each block under `budget` bytes
+        (exact.block_bytes by default). A measure over every row never holds T × T."""
+        layer, _ = self._layer(layer)
+        q, k, lse = self._of_heads(layer, None)
+        step = exact.block_rows(self.n_heads, self.n_tokens, budget, q.device)
+        for start in range(0, self.n_tokens, step):
+            end = min(self.n_tokens, start + step)
+            with torch.inference_mode():  # not held across the yield: the caller's code runs as it would
+                block = exact.tile(q, k, lse, self.rules[layer], (start, end), (0, self.n_tokens))
+            yield start, end, block
 
     def first_columns(self, layer: int, n: int) -> torch.Tensor:
         """Every head's attention on the first n keys, from every query: heads × T × n, float32,
