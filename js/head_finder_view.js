@@ -100,13 +100,29 @@ export function headRows(state) {
   return rows;
 }
 
-/** An example's text as DOM: its tokens, the query marked and its strongest key underlined. */
-function exampleText(parent, tokens, query, strongest) {
-  tokens.forEach((token, i) => {
-    const span = el(i === query ? "mark" : i === strongest ? "u" : "span", "", parent);
-    span.textContent = token; // token text is data, never markup
-    parent.append(" ");
+/**
+ * An example's text as DOM: the parts of its document it shows (`spans`, [start, end) positions
+ * from the kernel's example_spans: the query in its context, and a far strongest key in its own),
+ * "…" where text is left out, the query marked and its strongest key underlined.
+ * @param {HTMLElement} parent
+ * @param {{pieces: [number, string[]][], n: number}} doc its tokens that some example shows, and how many it has
+ */
+function exampleText(parent, doc, spans, query, strongest) {
+  const token = new Map();
+  for (const [start, tokens] of doc.pieces) {
+    for (const [i, t] of tokens.entries()) token.set(start + i, t);
+  }
+  const gap = () => parent.append("… ");
+  if (spans[0]?.[0] > 0) gap();
+  spans.forEach(([start, end], k) => {
+    if (k) gap();
+    for (let i = start; i < end; i++) {
+      const span = el(i === query ? "mark" : i === strongest ? "u" : "span", "", parent);
+      span.textContent = token.get(i) ?? ""; // token text is data, never markup
+      parent.append(" ");
+    }
   });
+  if (spans.length && spans[spans.length - 1][1] < doc.n) gap();
 }
 
 /**
@@ -264,13 +280,13 @@ export function createHeadFinderView(container, callbacks = {}) {
     open.addEventListener("click", () => callbacks.onOpenHead?.(layer, head));
     const list = state.finder.examples[`${layer}-${head}`] ?? [];
     if (!list.length) el("div", "attnscope-hint", examplesBox).textContent = "No example kept for this head.";
-    for (const [k, [doc, query, score, keys]] of list.entries()) {
+    for (const [k, [doc, query, score, keys, spans]] of list.entries()) {
       const saved = state.finder.docs[String(doc)];
       const item = el("div", "attnscope-finder-example", examplesBox);
       item.tabIndex = k === 0 ? 0 : -1; // one tab stop; the arrows move through the examples
       item.dataset.doc = String(doc);
       el("span", "attnscope-finder-score", item).textContent = `${score.toFixed(2)} · text ${doc}: `;
-      exampleText(item, saved.tokens, query, keys[0]?.[0]);
+      exampleText(item, saved, spans, query, keys[0]?.[0]);
       const go = () => {
         const opened = callbacks.onOpenExample?.({ text: saved.text, text_b: saved.text_b }, layer, head);
         if (opened === false) {

@@ -33,9 +33,15 @@ const state = {
     { key: "prev_token", values: Float32Array.from([0, 0.5, 0.7, 0.1]) },
   ],
   finder: {
-    examples: { "1-0": [[4, 1, 0.9, [[0, 0.9], [1, 0.05]]], [7, 2, 0.5, [[2, 0.5]]]] },
-    docs: { 4: { tokens: ["[CLS]", "the", "<b>cat</b>", "[SEP]"], text: "the <b>cat</b>", text_b: null },
-      7: { tokens: ["[CLS]", "a", "dog", "[SEP]"], text: "a dog", text_b: "it barks" } },
+    examples: {
+      "1-0": [[4, 1, 0.9, [[0, 0.9], [1, 0.05]], [[0, 4]]], [7, 2, 0.5, [[2, 0.5]], [[0, 4]]]],
+      // A long document: the query in its context, its strongest key far before it.
+      "1-1": [[9, 3000, 0.7, [[40, 0.7]], [[37, 44], [2998, 3003]]]],
+    },
+    docs: { 4: { pieces: [[0, ["[CLS]", "the", "<b>cat</b>", "[SEP]"]]], n: 4, text: "the <b>cat</b>", text_b: null },
+      7: { pieces: [[0, ["[CLS]", "a", "dog", "[SEP]"]]], n: 4, text: "a dog", text_b: "it barks" },
+      9: { pieces: [[37, ["a", "b", "c", "key", "d", "e", "f"]], [2998, ["x", "y", "query", "z", "w"]]], n: 5000,
+        text: "long", text_b: null } },
   },
 };
 
@@ -75,6 +81,15 @@ describe("createHeadFinderView", () => {
     expect(callbacks.onOpenExample).toHaveBeenCalledWith({ text: "a dog", text_b: "it barks" }, 1, 0);
     box.querySelector(".attnscope-finder-open").click();
     expect(callbacks.onOpenHead).toHaveBeenCalledWith(1, 0);
+  });
+
+  it("shows a long document's example as a line: the query in context, a far key beside it, … between", () => {
+    const { box } = mount();
+    box.querySelector('tr[data-head="1-1"]').click();
+    const example = box.querySelector(".attnscope-finder-example");
+    expect(example.querySelector("mark").textContent).toBe("query");
+    expect(example.querySelector("u").textContent).toBe("key");
+    expect(example.textContent.replace(/^[^:]*: /, "").trim()).toBe("… a b c key d e f … x y query z w …");
   });
 
   it("says so where an example cannot be opened (a saved copy)", () => {

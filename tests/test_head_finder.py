@@ -140,16 +140,40 @@ def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_
     widget = attnscope.AttentionWidget(TEXTS[-1])
     widget.show_analysis(finder)
     payload = widget.analysis["finder"]
-    doc, query, score, keys = payload["examples"]["2-5"][0]
+    doc, query, score, keys, spans = payload["examples"]["2-5"][0]
     assert payload["docs"][str(doc)]["text"] == TEXTS[doc] and payload["docs"][str(doc)]["text_b"] is None
     assert score == pytest.approx(float(finder.examples(2, 5).score.iloc[0]))
-    assert len(keys) <= TOP_KEYS and all(0 <= p < len(payload["docs"][str(doc)]["tokens"]) for p, _ in keys)
+    sent = {start + i: t for start, tokens in payload["docs"][str(doc)]["pieces"] for i, t in enumerate(tokens)}
+    assert all(sent[i] == finder.tokens[doc][i] for start, end in spans for i in range(start, end))
+    assert spans[0][0] <= query < spans[0][1] and len(keys) <= TOP_KEYS
     widget.set_state({"request": {"id": 1, "text": TEXTS[doc], "text_b": None}})
     widget.set_state({"view": "head", "layer": 2, "heads": [5], "neuron_head": 5})
     assert (widget.text, widget.view, widget.layer, widget.heads) == (TEXTS[doc], "head", 2, [5])
     assert widget.analysis["finder"] == payload  # one click on the Analysis tab goes back to it
     widget.set_state({"view": "analysis"})
     assert widget.view == "analysis"
+
+
+def test_an_example_shows_its_query_in_context_and_a_far_key_beside_it_never_a_whole_long_document(finder):
+    """A long document's example is a line: the query with EXAMPLE_CONTEXT tokens either side, its
+    strongest key with 3 either side when far, and … where text is left out; the page gets only
+    those tokens."""
+    from attnscope.analyses.head_finder import EXAMPLE_CONTEXT, Example, HeadFinder, example_spans
+
+    assert example_spans(10, 4, 1) == [(0, 10)]
+    assert example_spans(5000, 3000, 40) == [(37, 44), (3000 - EXAMPLE_CONTEXT, 3001 + EXAMPLE_CONTEXT)]
+    assert example_spans(5000, 3000, 3022) == [(3000 - EXAMPLE_CONTEXT, 3026)]  # overlapping: one span
+    tokens = [f"t{i}" for i in range(5000)]
+    example = Example((0.9, 0, -3000), 0.9, 0, 3000, [(40, 0.6), (2999, 0.2)])
+    long = HeadFinder(finder.metrics, {(0, 0): [example]}, {0: tokens}, {0: (" ".join(tokens), None)}, 1, "m")
+    text = long.examples(0, 0).text.iloc[0]
+    assert text.startswith("… t37 t38 t39 <<t40>> t41 t42 t43 … t2980") and "[[t3000]]" in text
+    assert text.endswith("t3020 …") and len(text.split()) == 7 + 41 + 3
+    widget = attnscope.AttentionWidget(TEXTS[0])
+    widget.show_analysis(long)
+    pieces = widget.analysis["finder"]["docs"]["0"]["pieces"]
+    assert [(start, len(part)) for start, part in pieces] == [(37, 7), (2980, 41)]
+    assert pieces[1][1][20] == "t3000"
 
 
 def test_importance_and_syntax_join_from_their_own_analyses(default_model):

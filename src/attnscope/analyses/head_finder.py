@@ -8,7 +8,8 @@ next and rare-word shares, Kovaleva et al.'s five patterns, and for a decoder Ol
 induction score (repeated random tokens: from the second copy, the attention on the token after the
 current token's first occurrence). And its top examples: the documents and query positions where
 its largest weight on an ordinary token (not [CLS], [SEP] or a decoder's first token) is highest,
-each kept sparse (its strongest keys), merged across batches and Ray workers.
+each kept sparse (its strongest keys), merged across batches and Ray workers. A long document is
+kept on demand (queries, keys, row log-sum-exps) and measured a block of rows at a time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ SINK_EPSILON = 0.3  # Gu et al. 2024's ε
 TOP_EXAMPLES = 8  # per head
 TOP_KEYS = 8  # per example, each above KEY_FLOOR (Neuronpedia's HeadVis keeps the top 8 above 0.005)
 KEY_FLOOR = 0.005
+EXAMPLE_CONTEXT = 20  # tokens shown either side of an example's query (and 3 either side of its strongest key)
 # A document whose full attention (layers × heads × n² float32) would take more is kept on demand
 # (queries, keys, row log-sum-exps) and measured a block of rows at a time: 8k tokens on a 4-layer,
 # 14-head model would be 15 GB whole.
@@ -84,6 +86,23 @@ class FinderPartial:
         tokens = {d: t for d, t in {**self.tokens, **other.tokens}.items() if d in needed}
         texts = {d: t for d, t in {**self.texts, **other.texts}.items() if d in needed}
         return FinderPartial(self.sums.merge(other.sums), examples, tokens, texts, self.documents + other.documents)
+
+
+def example_spans(n: int, query: int, strongest: int | None) -> list[tuple[int, int]]:
+    """The parts of an n-token document an example shows, as (start, end) positions in order: its
+    query with EXAMPLE_CONTEXT tokens either side, and its strongest key with 3 either side when
+    that lies outside (a long document's key may be thousands of tokens away)."""
+    spans = [(max(0, query - EXAMPLE_CONTEXT), min(n, query + EXAMPLE_CONTEXT + 1))]
+    if strongest is not None and not spans[0][0] <= strongest < spans[0][1]:
+        spans.append((max(0, strongest - 3), min(n, strongest + 4)))
+    spans.sort()
+    merged = [spans[0]]
+    for start, end in spans[1:]:
+        if start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _top(examples: list[Example], k: int = TOP_EXAMPLES) -> list[Example]:
@@ -393,8 +412,8 @@ class HeadFinder:
 
     def examples(self, layer: int, head: int):
         """The head's top examples: document, query position and token, score, the strongest keys
-        as (token, weight), and the document's text with the query [[marked]] and its strongest key
-        <<marked>>."""
+        as (token, weight), and the example's text (`example_spans`: the query in its context, and
+        its strongest key's) with the query [[marked]] and its strongest key <<marked>>."""
         import pandas as pd
 
         layer = checks.integer("layer", layer, minimum=0, maximum=int(self.metrics.layer.max()))
@@ -403,9 +422,15 @@ class HeadFinder:
         for e in self.top.get((layer, head), []):
             tokens = self.tokens[e.doc]
             strongest = e.keys[0][0] if e.keys else None
-            marked = [f"[[{t}]]" if i == e.query else f"<<{t}>>" if i == strongest else t for i, t in enumerate(tokens)]
+            mark = {strongest: "<<{}>>", e.query: "[[{}]]"}  # the query's mark wins when it is its own strongest key
+            spans = example_spans(len(tokens), e.query, strongest)
+            parts = ["…"] if spans[0][0] > 0 else []
+            for k, (start, end) in enumerate(spans):
+                parts += ["…"] if k else []
+                parts += [mark.get(i, "{}").format(tokens[i]) for i in range(start, end)]
+            parts += ["…"] if spans[-1][1] < len(tokens) else []
             rows.append({"doc": e.doc, "query": e.query, "query_token": tokens[e.query], "score": e.score,
-                         "keys": [(tokens[p], w) for p, w in e.keys], "text": " ".join(marked)})
+                         "keys": [(tokens[p], w) for p, w in e.keys], "text": " ".join(parts)})
         return pd.DataFrame(rows, columns=["doc", "query", "query_token", "score", "keys", "text"])
 
     def tidy(self):
@@ -444,7 +469,10 @@ def head_finder(
     come from their own analyses, each a pass of its own: importance=True adds Michel et al.'s
     importance (`head_importance`: gradients, about three forwards); syntax= (a CoNLL-U file, parsed
     sentences or texts, as `syntax_heads` takes) adds each head's syntax accuracy over every
-    relation ("syntax", its better direction). backend: "local" or "ray", as in `head_stats`."""
+    relation ("syntax", its better direction). backend: "local" or "ray", as in `head_stats`.
+    max_length: Clark et al.'s 128 tokens unless given; a longer document (max_length=32768 on a
+    long-context model) whose full attention would pass ON_DEMAND_BYTES is kept on demand and
+    measured a block of rows at a time, never layers × heads × T × T."""
     import pandas as pd
 
     model = model_of(model, "head_finder")
@@ -493,6 +521,17 @@ def _corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> t
     return dict(counts), frozenset(long)
 
 
+def _pieces(tokens: list[str], positions: set[int]) -> list[list]:
+    """The runs of `positions` in order, each as [start, its tokens]."""
+    pieces: list[list] = []
+    for i in sorted(positions):
+        if pieces and pieces[-1][0] + len(pieces[-1][1]) == i:
+            pieces[-1][1].append(tokens[i])
+        else:
+            pieces.append([i, [tokens[i]]])
+    return pieces
+
+
 def _grid(rows, column: str, shape) -> torch.Tensor:
     """A tidy frame's per-head column as a layers × heads tensor."""
     grid = torch.full(tuple(shape), float("nan"), dtype=torch.float64)
@@ -508,8 +547,16 @@ def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
     tidy = data.tidy()
     measures = [{"key": name, "label": name, "values": grid(tidy[tidy.measure == name], "value")}
                 for name in data.metric_names]
-    examples = {f"{layer}-{head}": [[e.doc, e.query, e.score, [[p, w] for p, w in e.keys]] for e in heap]
-                for (layer, head), heap in data.top.items() if heap}
-    docs = {str(d): {"tokens": data.tokens[d], "text": data.texts[d][0], "text_b": data.texts[d][1]} for d in data.tokens}
+    examples, shown = {}, {}  # shown: doc → the positions its examples show
+    for (layer, head), heap in data.top.items():
+        for e in heap:
+            spans = example_spans(len(data.tokens[e.doc]), e.query, e.keys[0][0] if e.keys else None)
+            examples.setdefault(f"{layer}-{head}", []).append([e.doc, e.query, e.score, [[p, w] for p, w in e.keys],
+                                                               [list(span) for span in spans]])
+            shown.setdefault(e.doc, set()).update(i for start, end in spans for i in range(start, end))
+    # Each document's tokens that some example shows, as pieces [start, tokens] (a long document's
+    # 32k tokens are not all sent), and its text for opening it.
+    docs = {str(d): {"pieces": _pieces(data.tokens[d], shown[d]), "n": len(data.tokens[d]), "text": data.texts[d][0],
+                     "text_b": data.texts[d][1]} for d in shown}
     return {"measures": measures, "finder": {"examples": examples, "docs": docs},
             "note": f"Every head of {data.model_name} over {data.documents} documents (attnscope.head_finder)."}
