@@ -56,10 +56,9 @@ function createAnalysisView(body, actions, get) {
   const scatter = createHeadScatterView(boxes.scatter, { onOpenHead: openHead(setTraits, get) });
   const finder = createHeadFinderView(boxes.finder, {
     onOpenHead: openHead(setTraits, get),
-    onOpenExample(doc, layer, head) {
-      if (!openText?.(doc.text, doc.text_b)) return false;
-      openHead(setTraits, get)(layer, head);
-      return true;
+    onOpenExample(doc, layer, head, query) {
+      // The kernel shows that head once the text has run: the head view, or a long run's text view on the query.
+      return Boolean(openText?.(doc.text, doc.text_b, { layer, head, query }));
     },
   });
   let kind = "heatmap";

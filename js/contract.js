@@ -36,7 +36,7 @@
  * @property {string} notice [kernel] Visible notes on the run, a line each: truncation, heads with NaN attention.
  * @property {Array<string>} parts [kernel] Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
- * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
+ * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
  * @property {number} result_id [kernel] The id of the edit the current run answers (0 for the first run).
  * @property {Object<string, any>} rollout [kernel] Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: {n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.
  * @property {(number | null)} sentence_b_start [kernel] Index of sentence B's first token, or None.

@@ -35,7 +35,7 @@ function button(className, parent, text) {
 /**
  * @typedef {object} ControlActions
  * @property {(values: object) => void} setTraits  write synced traits (and redraw)
- * @property {(request: {id: number, text: string, text_b: string|null}) => void} sendRequest  an edited text
+ * @property {(request: {id: number, text: string, text_b: string|null, open?: {layer: number, head: number, query: number}}) => void} sendRequest  an edited text
  * @property {(format: string) => void} saveImage  the SVG / PNG buttons
  * @property {() => void} redraw  a change that only the view shows (mask mode, typing)
  */
@@ -245,9 +245,10 @@ function createEditor(root, actions, page) {
   return {
     /** An edit is waiting to be sent or to be answered: what is drawn is older than the text. */
     computing() { return timer !== null || waiting || inFlight(); },
-    /** Runs another text (the head finder opens an example's document): as typed and sent, now.
+    /** Runs another text (the head finder opens an example's document): as typed and sent, now;
+     * `opening` ({layer, head, query}) asks the kernel to show that head on that query once run.
      * A saved copy or precomputed attention has no model to rerun: → false. */
-    open(text, textB) {
+    open(text, textB, opening = undefined) {
       if (page || state === null || state("editable") === false) return false;
       clearTimeout(timer);
       timer = null;
@@ -255,7 +256,7 @@ function createEditor(root, actions, page) {
       inputA.value = text;
       inputB.value = textB ?? "";
       lastSentId = Math.max(lastSentId, state("result_id")) + 1;
-      actions.sendRequest({ id: lastSentId, text, text_b: textB ?? null });
+      actions.sendRequest({ id: lastSentId, text, text_b: textB ?? null, ...(opening ? { open: opening } : {}) });
       return true;
     },
     update(get) {

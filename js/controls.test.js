@@ -155,8 +155,8 @@ it("opens another text as if typed and sent at once (the head finder's examples)
   expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 4, text: "a dog barks", text_b: "it is loud" });
   expect(root.querySelector("input.attnscope-text").value).toBe("a dog barks");
   values.result_id = 4;
-  expect(controls.editor.open("a cat", null)).toBe(true);
-  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 5, text: "a cat", text_b: null });
+  expect(controls.editor.open("a cat", null, { layer: 2, head: 5, query: 7 })).toBe(true);
+  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 5, text: "a cat", text_b: null, open: { layer: 2, head: 5, query: 7 } });
   const saved = createControls(document.body.appendChild(document.createElement("div")), VIEWS, actions, { page: true });
   saved.update((name) => values[name]);
   expect(saved.editor.open("a cat", null)).toBe(false);

@@ -128,7 +128,7 @@ function exampleText(parent, doc, spans, query, strongest) {
 /**
  * @param {HTMLElement} container
  * @param {{onOpenHead?: (layer: number, head: number) => void,
- *          onOpenExample?: (doc: {text: string, text_b: string|null}, layer: number, head: number) => boolean}} callbacks
+ *          onOpenExample?: (doc: {text: string, text_b: string|null}, layer: number, head: number, query: number) => boolean}} callbacks
  */
 export function createHeadFinderView(container, callbacks = {}) {
   const root = el("div", "attnscope-finder", container);
@@ -288,7 +288,7 @@ export function createHeadFinderView(container, callbacks = {}) {
       el("span", "attnscope-finder-score", item).textContent = `${score.toFixed(2)} · text ${doc}: `;
       exampleText(item, saved, spans, query, keys[0]?.[0]);
       const go = () => {
-        const opened = callbacks.onOpenExample?.({ text: saved.text, text_b: saved.text_b }, layer, head);
+        const opened = callbacks.onOpenExample?.({ text: saved.text, text_b: saved.text_b }, layer, head, query);
         if (opened === false) {
           problem.textContent = "Opening a text reruns the model: this saved copy has none. Run the notebook to open it.";
           problem.hidden = false;

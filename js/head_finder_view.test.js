@@ -78,7 +78,7 @@ describe("createHeadFinderView", () => {
     expect(examples[0].querySelector("u").textContent).toBe("[CLS]");
     expect(examples[0].innerHTML).not.toContain("<b>"); // token text is data, never markup
     examples[1].dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
-    expect(callbacks.onOpenExample).toHaveBeenCalledWith({ text: "a dog", text_b: "it barks" }, 1, 0);
+    expect(callbacks.onOpenExample).toHaveBeenCalledWith({ text: "a dog", text_b: "it barks" }, 1, 0, 2);
     box.querySelector(".attnscope-finder-open").click();
     expect(callbacks.onOpenHead).toHaveBeenCalledWith(1, 0);
   });

@@ -76,7 +76,7 @@ function render({ model, el: host, page = false, fit = false }) {
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
-    const openText = (text, textB) => controls.editor.open(text, textB);
+    const openText = (text, textB, opening) => controls.editor.open(text, textB, opening);
     return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule, openText }, get) }];
   }));
 

@@ -146,12 +146,28 @@ def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_
     sent = {start + i: t for start, tokens in payload["docs"][str(doc)]["pieces"] for i, t in enumerate(tokens)}
     assert all(sent[i] == finder.tokens[doc][i] for start, end in spans for i in range(start, end))
     assert spans[0][0] <= query < spans[0][1] and len(keys) <= TOP_KEYS
-    widget.set_state({"request": {"id": 1, "text": TEXTS[doc], "text_b": None}})
-    widget.set_state({"view": "head", "layer": 2, "heads": [5], "neuron_head": 5})
-    assert (widget.text, widget.view, widget.layer, widget.heads) == (TEXTS[doc], "head", 2, [5])
+    widget.set_state({"request": {"id": 1, "text": TEXTS[doc], "text_b": None, "open": {"layer": 2, "head": 5, "query": query}}})
+    assert (widget.text, widget.view, widget.layer, widget.heads, widget.neuron_head) == (TEXTS[doc], "head", 2, [5], 5)
     assert widget.analysis["finder"] == payload  # one click on the Analysis tab goes back to it
     widget.set_state({"view": "analysis"})
     assert widget.view == "analysis"
+    # What the page sends is checked: a wrong opening is refused by name, or against the run it made.
+    for bad in [{"layer": 2, "head": 5}, {"layer": "2", "head": 5, "query": 1}, {"layer": 2, "head": -1, "query": 1}]:
+        widget.set_state({"request": {"id": 2, "text": "Another text.", "text_b": None, "open": bad}})
+        assert widget.text == TEXTS[doc] and widget.view == "analysis"
+    widget.set_state({"request": {"id": 3, "text": "Another text.", "text_b": None, "open": {"layer": 2, "head": 5, "query": 999}}})
+    assert "query 999 is out of range" in widget.error and widget.text == TEXTS[doc] and widget.view == "analysis"
+
+
+def test_opening_a_long_documents_example_shows_the_text_view_on_its_query_with_that_head(default_model, monkeypatch):
+    from attnscope.engine import attention_model
+
+    monkeypatch.setattr(attention_model, "FULL_ATTENTION_LIMIT", 0)  # every run of the widget kept on demand
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
+    assert widget.long_context
+    widget.set_state({"view": "analysis"})
+    widget.set_state({"request": {"id": 1, "text": TEXTS[3], "text_b": None, "open": {"layer": 4, "head": 7, "query": 6}}})
+    assert (widget.text, widget.view, widget.layer, widget.focus_head, widget.focus_token) == (TEXTS[3], "text", 4, 7, 6)
 
 
 def test_an_example_shows_its_query_in_context_and_a_far_key_beside_it_never_a_whole_long_document(finder):

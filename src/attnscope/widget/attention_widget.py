@@ -408,7 +408,11 @@ class AttentionWidget(CheckedTraits):
         self._live()
         try:
             result = self._run(request["text"], request.get("text_b"))
-            self._apply(result, request["id"])
+            opening = request.get("open")
+            if opening is None:
+                self._apply(result, request["id"])
+            else:
+                self._open_example(result, request["id"], **opening)
         except Exception as exc:
             message = str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}"
             self._quietly(error=message, result_id=request["id"])
@@ -416,6 +420,20 @@ class AttentionWidget(CheckedTraits):
             # The page's text is kept as the run's, not here: a text the run refused (a lone
             # surrogate) would make every later send of the whole state fail.
             self._quietly(request={})
+
+    def _open_example(self, result: Any, request_id: int, layer: int, head: int, query: int) -> None:
+        """Show a head finder's example: its document's run with that head alone, the head view on
+        a short run, the text view on its query on a long one. Checked against the run first."""
+        for name, value, count in (("layer", layer, result.n_layers), ("head", head, result.n_heads),
+                                   ("query", query, len(result.tokens))):
+            if value >= count:
+                raise InputError(f"The example's {name} {value} is out of range: this run has {count} of them.")
+        long = isinstance(result, LongAttentionResult)
+        with self.hold_sync():  # the page moves to the example in one step
+            self._apply(result, request_id, layer=layer, heads=None if long else [head])
+            opened = {"focus_head": head, "focus_token": query, "view": "text"} if long else {"neuron_head": head, "view": "head"}
+            for name, value in opened.items():
+                setattr(self, name, value)
 
     @traitlets.observe("text", "text_b")
     def _on_text(self, change: dict) -> None:

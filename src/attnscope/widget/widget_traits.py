@@ -43,8 +43,9 @@ class WidgetTraits(anywidget.AnyWidget):
     picture_id = synced(Unicode(""), "Names this widget's picture output (picture.py), which the live view hides.")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
     text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
-    request = synced(Dict(), "An edit from the browser, {id, text, text_b}; the kernel reruns and answers with "
-                     "result_id = id, so the view ignores answers older than what is typed.",
+    request = synced(Dict(), "An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens "
+                     "a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores "
+                     "answers older than what is typed.",
                      writer="view", page="edit", label="the sentence")
     result_id = synced(Int(0), "The id of the edit the current run answers (0 for the first run).")
     error = synced(Unicode(""), "A visible message when an edit or setting failed; the previous view stays.")
