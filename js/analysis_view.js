@@ -1,7 +1,8 @@
 // The analysis tab: an analysis the kernel sent (widget.show_analysis) as layer × head heatmaps
-// (head_map_view.js) or the heads' MDS scatter (head_scatter_view.js).
+// (head_map_view.js), the heads' MDS scatter (head_scatter_view.js) or the head finder
+// (head_finder_view.js), whose reader's choice is the widget's finder_choice.
 import { el } from "./dom.js";
-import { createHeadFinderView } from "./head_finder_view.js";
+import { createHeadFinderView, finderScene } from "./head_finder_view.js";
 import { createHeadMapView, heatmapImage } from "./head_map_view.js";
 import { createHeadScatterView, scatterScene } from "./head_scatter_view.js";
 import { declared, openHead } from "./view_adapter.js";
@@ -23,7 +24,7 @@ function measuresOf(analysis) {
 }
 
 /** The analysis tab's state: {note, kind ("heatmap", "scatter" or "finder"), state}, or a line
- * saying there is none. */
+ * saying there is none. The finder's state carries finder_choice as `choice`. */
 function analysisState({ get, decoded, width }) {
   const analysis = get("analysis");
   if (!analysis?.kind) return NO_ANALYSIS;
@@ -37,7 +38,9 @@ function analysisState({ get, decoded, width }) {
   }
   const measures = measuresOf(analysis);
   const state = { nLayers, nHeads, measures, measure: analysis.measure };
-  if (analysis.finder) return { note: analysis.note, kind: "finder", state: { ...state, finder: analysis.finder } };
+  if (analysis.finder) {
+    return { note: analysis.note, kind: "finder", state: { ...state, finder: analysis.finder, choice: get("finder_choice") ?? {} } };
+  }
   return { note: analysis.note, kind: "heatmap", state };
 }
 
@@ -60,15 +63,10 @@ function createAnalysisView(body, actions, get) {
       // The kernel shows that head once the text has run: the head view, or a long run's text view on the query.
       return Boolean(openText?.(doc.text, doc.text_b, { layer, head, query }));
     },
+    onChoice: (choice) => setTraits({ finder_choice: choice }),
   });
   let kind = "heatmap";
-  let finderState = null;
-  // The finder's picture: its colour metric as a layer × head map (drawn by the heatmap's scene).
-  const shown = () => {
-    if (kind !== "finder") return kind === "scatter" ? scatter : heatmap;
-    heatmap.update({ ...finderState, measure: finder.colorMetric() });
-    return heatmap;
-  };
+  const shown = () => ({ heatmap, scatter, finder })[kind];
   return {
     update(shownState) {
       if (typeof shownState === "string") {
@@ -79,7 +77,6 @@ function createAnalysisView(body, actions, get) {
       kind = shownState.kind;
       note.textContent = [shownState.note, kind === "finder" ? FINDER_HINT : OPEN_HEAD_HINT].filter(Boolean).join(" ");
       for (const [name, box] of Object.entries(boxes)) box.hidden = name !== kind;
-      if (kind === "finder") finderState = shownState.state;
       ({ heatmap, scatter, finder })[kind].update(shownState.state);
     },
     toSvg: (options) => shown().toSvg(options),
@@ -103,6 +100,7 @@ export const adapter = {
   picture(context, options) {
     const state = analysisState(context);
     if (typeof state === "string") return state;
+    if (state.kind === "finder") return finderScene(state.state, options);
     return state.kind === "scatter" ? scatterScene(state.state, "behaviour", options) : heatmapImage(state.state, options);
   },
   title: ({ get }) => get("model_name"),

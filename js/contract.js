@@ -14,6 +14,7 @@
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
+ * @property {Object<string, any>} finder_choice [both] The head finder's plot as the reader chose it (show_analysis(head_finder(...))): {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}; a part left out, or {}, is the default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The text view's selected token. A causal long run opens on its last token (token 0 attends only to itself) until a token is chosen.
  * @property {Array<number>} heads [both] The visible heads, 0-based.
@@ -65,6 +66,7 @@ export const TRAITS = [
   "direction",
   "editable",
   "error",
+  "finder_choice",
   "focus_head",
   "focus_token",
   "heads",
@@ -137,7 +139,7 @@ export const VIEWS = [
   {"name": "rollout", "label": "Rollout", "modes": ["short"], "draws": "rollout", "asks": "", "controls": ["part", "words", "masks"], "thinning": [{}, {"maxTokens": 160}, {"maxTokens": 80}, {"maxTokens": 40}]},
   {"name": "text", "label": "Text", "modes": ["long"], "draws": "", "asks": "attention_rows", "controls": ["layer", "part", "words"], "thinning": [{"lines": 24}, {"lines": 12}, {"lines": 6}, {"lines": 3}]},
   {"name": "map", "label": "Map", "modes": ["long"], "draws": "", "asks": "attention_tile", "controls": ["layer", "part", "words"], "thinning": []},
-  {"name": "analysis", "label": "Analysis", "modes": ["short", "long"], "draws": "", "asks": "", "controls": [], "thinning": []},
+  {"name": "analysis", "label": "Analysis", "modes": ["short", "long"], "draws": "", "asks": "", "controls": [], "thinning": [{}, {"maxPoints": 1000}, {"maxPoints": 400}]},
 ];
 
 // Clark et al.'s head behaviours, as formulas.BEHAVIOURS names them (the scatter colours them).

@@ -12,3 +12,16 @@ for (const type of [Array, String, Object.getPrototypeOf(Int8Array)]) {
     });
   }
 }
+
+// Counts as the views write them ("5,120 heads"): this engine's toLocaleString does not group digits.
+if ((1000).toLocaleString("en") !== "1,000") {
+  Object.defineProperty(Number.prototype, "toLocaleString", {
+    value() {
+      const [whole, fraction] = String(this).split(".");
+      const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+      return fraction === undefined ? grouped : `${grouped}.${fraction}`;
+    },
+    configurable: true,
+    writable: true,
+  });
+}

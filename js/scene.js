@@ -14,7 +14,7 @@ const FONT = "sans-serif";
  * @typedef {{type: "text", x: number, y: number, text: string, anchor: string,
  *   size: number, color: string | null, rotate: number, role: string}} TextItem
  * @typedef {{type: "rect", x: number, y: number, width: number, height: number, fill: string, role: string}} RectItem
- * @typedef {{type: "circle", cx: number, cy: number, r: number, fill: string, role: string}} CircleItem
+ * @typedef {{type: "circle", cx: number, cy: number, r: number, fill: string, role: string, stroke?: string, strokeWidth?: number}} CircleItem
  * @typedef {{type: "segment", x0: number, y0: number, x1: number, y1: number, color: string, width: number}} SegmentItem
  * @typedef {{type: "lines", width: number, groups: Array<{color: string, alpha: number, count: number, segments: number[][]}>}} LinesItem
  * @typedef {{type: "raster", x: number, y: number, width: number, height: number, cols: number, rows: number, rgba: Uint8ClampedArray}} RasterItem
@@ -37,8 +37,9 @@ export function createScene(width, height, { background = true } = {}) {
     rect(x, y, width, height, fill, role = "") {
       items.push({ type: "rect", x, y, width, height, fill, role });
     },
-    circle(cx, cy, r, fill, role = "") {
-      items.push({ type: "circle", cx, cy, r, fill, role });
+    /** fill "none" and a stroke: a ring. */
+    circle(cx, cy, r, fill, role = "", { stroke = "", strokeWidth = 1 } = {}) {
+      items.push({ type: "circle", cx, cy, r, fill, role, ...(stroke ? { stroke, strokeWidth } : {}) });
     },
     segment(x0, y0, x1, y1, color, width = 1) {
       items.push({ type: "segment", x0, y0, x1, y1, color, width });
@@ -89,10 +90,17 @@ export function drawScene(ctx, scene, { dark = false } = {}) {
         ctx.imageSmoothingEnabled = true;
       }
     } else if (item.type === "circle") {
-      ctx.fillStyle = item.fill;
       ctx.beginPath();
       ctx.arc(item.cx, item.cy, item.r, 0, 2 * Math.PI);
-      ctx.fill();
+      if (item.fill !== "none") {
+        ctx.fillStyle = item.fill;
+        ctx.fill();
+      }
+      if (item.stroke) {
+        ctx.strokeStyle = item.stroke;
+        ctx.lineWidth = item.strokeWidth;
+        ctx.stroke();
+      }
     } else if (item.type === "segment") {
       ctx.strokeStyle = item.color;
       ctx.lineWidth = item.width;
@@ -155,7 +163,8 @@ function svgItem(item, foreground) {
   }
   if (item.type === "raster") return svgRaster(item);
   if (item.type === "circle") {
-    return svgTag("circle", { cx: round(item.cx), cy: round(item.cy), r: item.r, fill: item.fill, ...(item.role ? { class: item.role } : {}) });
+    return svgTag("circle", { cx: round(item.cx), cy: round(item.cy), r: item.r, fill: item.fill,
+      ...(item.stroke ? { stroke: item.stroke, "stroke-width": item.strokeWidth } : {}), ...(item.role ? { class: item.role } : {}) });
   }
   if (item.type === "segment") {
     return svgTag("line", { x1: item.x0, y1: item.y0, x2: item.x1, y2: item.y1, stroke: item.color, "stroke-width": item.width });

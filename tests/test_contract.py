@@ -156,5 +156,5 @@ def test_each_view_draws_a_synced_payload_or_a_served_store_and_asks_by_a_declar
         assert view.draws != "neuron" or "neuron" in MESSAGES
         assert view.asks == "" or view.asks in MESSAGES, view
         assert ("long" in view.modes) == (view.asks != "" or view.name == "analysis"), view
-        assert all(set(step) <= {"lineBudget", "maxTokens", "maxLines", "lines"} for step in view.thinning), view
+        assert all(set(step) <= {"lineBudget", "maxTokens", "maxLines", "lines", "maxPoints"} for step in view.thinning), view
         assert set(view.controls) <= {"layer", "filter", "part", "words", "masks", "mask mode"}, view

@@ -5,6 +5,7 @@ and an induction score that is Olsson et al.'s formula."""
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 import transformers
 
 import attnscope
-from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, induction_scores
+from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, HeadFinder, induction_scores
 from attnscope.engine import exact_attention
 from attnscope.errors import InputError
 
@@ -274,3 +275,144 @@ def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_th
         _assert_same_finder(ours, whole)
         assert 0 < n_long and len(seen) == len(corpus) - n_long
         assert all(4 * shape.numel() <= budget for shape in blocks) and any(shape[-2] < shape[-1] for shape in blocks)
+
+
+# The reader's choice of the finder's plot (finder_choice): checked by the kernel, drawn in the picture.
+
+SVG = "{http://www.w3.org/2000/svg}"
+CHOICE = {"x": "cls", "y": "entropy", "color": "sink_rate", "filter": "layer >= 3", "head": "2-5"}
+
+
+def page_writes(widget, **state) -> None:
+    """An update as a view sends it, through ipywidgets' own message handler."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
+
+
+@pytest.fixture
+def finder_widget(finder, default_model):
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
+    widget.show_analysis(finder)
+    yield widget
+    widget.close()
+
+
+def test_the_finders_picture_is_its_scatter_on_the_chosen_axes_with_the_filter(finder, finder_widget):
+    import xml.etree.ElementTree as ET
+
+    from attnscope.widget import picture as picture_module
+    from attnscope.widget.picture import PICTURE_BYTES, picture_svg
+
+    if not (picture_module.STATIC / "picture.js").is_file():
+        pytest.skip("JS bundle not built")
+    page_writes(finder_widget, finder_choice=CHOICE)
+    assert finder_widget.finder_choice == CHOICE and finder_widget.error == ""
+    svg, why = picture_svg(finder_widget)
+    assert why == "" and len(svg) <= PICTURE_BYTES
+    root = ET.fromstring(svg)
+    shown = [node.text for node in root.iter(f"{SVG}text")]
+    assert {"cls", "entropy", "colour: sink_rate"} <= set(shown)
+    assert "The filter “layer >= 3” keeps 36 of 72 heads; the others are faded." in " ".join(shown)
+    assert "Layer 0" not in shown  # not the colour metric's layer × head map
+    circles = {role: [c for c in root.iter(f"{SVG}circle") if c.get("class") == role] for role in ("point", "faded", "selected")}
+    kept = finder.find("layer >= 3")
+    assert (len(circles["point"]), len(circles["faded"]), len(circles["selected"])) == (len(kept), 72 - len(kept), 1)
+    # The kept heads, in order, across by their cls and up by their entropy: one linear map each.
+    for axis, metric, sign in (("cx", "cls", 1), ("cy", "entropy", -1)):
+        at, values = np.array([float(c.get(axis)) for c in circles["point"]]), kept[metric].to_numpy()
+        fit = np.polyfit(values, at, 1)
+        np.testing.assert_allclose(np.polyval(fit, values), at, atol=0.1)  # SVG rounds to 0.1 px
+        assert np.sign(fit[0]) == sign
+    ring = circles["selected"][0]
+    assert ring.get("fill") == "none" and ring.get("stroke")
+    assert len(finder.find("head == 5 and layer == 2")) == 1 and "Head 2-5 is ringed." in shown
+    # {}: the defaults, every head kept.
+    finder_widget.finder_choice = {}
+    svg, _ = picture_svg(finder_widget)
+    root = ET.fromstring(svg)
+    shown = [node.text for node in root.iter(f"{SVG}text")]
+    assert {"entropy", "sink_rate", "colour: prev_token"} <= set(shown)
+    assert not [c for c in root.iter(f"{SVG}circle") if c.get("class") in ("faded", "selected")]
+
+
+BAD_CHOICES = [
+    ({"x": "no_such_metric"}, "x must name one of the finder's metrics"),
+    ({"color": 3}, "color must name one of the finder's metrics"),
+    ({"y": ["entropy"]}, "y must name"),
+    ({"filter": "layer > 1 or " * 200}, "at most 2,000 characters"),
+    ({"filter": 5}, "filter is a condition as text"),
+    ({"filter": "layer > \ud800"}, "surrogate"),
+    ({"head": "6-0"}, "head must be a head of the finder's model"),
+    ({"head": "02-5"}, "head must be a head"),
+    ({"head": "2-5 or 1"}, "head must be a head"),
+    ({"head": 7}, "head must be a head"),
+    ({"head": True}, "head must be a head"),
+    ({"heads": "2-5"}, "finder_choice holds x, y, color, filter, head, not ['heads']"),
+]
+
+
+@pytest.mark.parametrize("bad, says", BAD_CHOICES, ids=[str(bad)[:30] for bad, _ in BAD_CHOICES])
+def test_a_bad_finder_choice_from_the_page_is_refused_and_changes_nothing(finder_widget, bad, says):
+    page_writes(finder_widget, finder_choice=CHOICE)
+    sent = []
+    finder_widget.send_state = lambda key=None: sent.append(key)
+    page_writes(finder_widget, finder_choice=bad, layer=3)
+    assert finder_widget.finder_choice == CHOICE and finder_widget.layer == 0, "the whole write is put back"
+    assert "finder_choice" in finder_widget.error and says in finder_widget.error
+    assert any("finder_choice" in keys for keys in sent), "the page's copy is set back to the kernel's"
+    finder_widget.error.encode("utf-8")  # sendable: no surrogate echoed
+    page_writes(finder_widget, finder_choice={**CHOICE, "x": "prev_token"})  # the next good write is taken
+    assert finder_widget.finder_choice["x"] == "prev_token" and finder_widget.error == ""
+
+
+@pytest.mark.parametrize("bad, says", BAD_CHOICES[:3] + BAD_CHOICES[6:7], ids=["x", "color", "y", "head"])
+def test_a_bad_finder_choice_from_python_raises_naming_the_problem(finder_widget, bad, says):
+    finder_widget.finder_choice = CHOICE
+    with pytest.raises(InputError, match=re.escape(says)):
+        finder_widget.finder_choice = bad
+    assert finder_widget.finder_choice == CHOICE
+
+
+def test_a_finder_choice_needs_a_shown_finder_and_keeps_what_a_new_analysis_still_has(finder, default_model):
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
+    with pytest.raises(InputError, match="no head finder is shown"):
+        widget.finder_choice = {"x": "cls"}
+    page_writes(widget, finder_choice={"x": "cls"})
+    assert widget.finder_choice == {} and "no head finder is shown" in widget.error
+    widget.finder_choice = {}  # the defaults always hold
+    widget.show_analysis(finder)
+    widget.finder_choice = CHOICE
+    widget.show_analysis(finder)  # the same finder again (a cell run twice): the choice stays
+    assert widget.finder_choice == CHOICE
+    fewer = HeadFinder(finder.metrics.drop(columns=["cls"]), finder.top, finder.tokens, finder.texts, finder.documents,
+                       finder.model_name)
+    widget.show_analysis(fewer)
+    assert widget.finder_choice == {key: value for key, value in CHOICE.items() if key != "x"}
+    widget.show_analysis(attnscope.head_stats(default_model, TEXTS[:2], progress=False))  # no finder: no choice
+    assert widget.finder_choice == {}
+    widget.close()
+
+
+def test_a_70b_shaped_finders_picture_fits_its_output_and_says_what_it_leaves_out():
+    """5,120 heads take 320 kB of SVG points: the picture draws the kept heads of the largest colour
+    values (views.py's thinning) and says so; the heads a filter drops go first."""
+    import pandas as pd
+
+    from attnscope.labels import head_label
+    from attnscope.widget import picture as picture_module
+    from attnscope.widget.picture import PICTURE_BYTES, picture_svg
+
+    if not (picture_module.STATIC / "picture.js").is_file():
+        pytest.skip("JS bundle not built")
+    rng = np.random.default_rng(0)
+    n_layers, n_heads = 80, 64
+    rows = [{"layer": layer, "head": head, "label": head_label(layer, head), "entropy": rng.uniform(0, 4),
+             "sink_rate": rng.uniform(), "prev_token": rng.uniform()} for layer in range(n_layers) for head in range(n_heads)]
+    widget = attnscope.head_view(tuple(torch.full((1, n_heads, 3, 3), 1 / 3) for _ in range(n_layers)), ["a", "b", "c"])
+    widget.show_analysis(HeadFinder(pd.DataFrame(rows), {}, {}, {}, 1000, "synthetic"))
+    svg, why = picture_svg(widget)
+    assert why == "" and len(svg) <= PICTURE_BYTES and svg.count('class="point"') == 1000
+    assert "Of the 5,120 heads kept, the 1,000 of the largest prev_token are drawn." in " ".join(re.findall(r'subtitle">([^<]*)', svg))
+    widget.finder_choice = {"filter": "layer >= 70", "head": "1-1"}
+    svg, why = picture_svg(widget)
+    assert (svg.count('class="point"'), svg.count('class="faded"'), svg.count('class="selected"')) == (640, 1, 1)
+    assert "The 4,480 heads it drops are not drawn here." in " ".join(re.findall(r'subtitle">([^<]*)', svg))

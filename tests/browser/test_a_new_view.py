@@ -87,9 +87,9 @@ def copy_with_a_toy_view(tmp_path_factory) -> Path:
     (copy / "js" / "toy_view.js").write_text(TOY_MODULE)
     registry = copy / "src" / "attnscope" / "widget" / "views.py"
     text = registry.read_text()
-    last = '    View("analysis", "Analysis", ("short", "long")),\n'
-    assert text.count(last) == 1
-    registry.write_text(text.replace(last, last + TOY_LINE))
+    last = [line for line in text.splitlines(keepends=True) if line.startswith('    View("analysis", ')]
+    assert len(last) == 1
+    registry.write_text(text.replace(last[0], last[0] + TOY_LINE))
 
     env = {**os.environ, "PYTHONPATH": str(copy / "src")}
     subprocess.run([sys.executable, "scripts/write_contract.py"], cwd=copy, env=env, check=True)

@@ -254,3 +254,65 @@ def test_a_saved_page_with_infinite_analysis_values_mounts_and_says_them(watched
         said.append(page.inner_text(".attnscope-headmap-view .attnscope-tooltip").split(": ")[-1])
     assert said[:3] == ["∞", "−∞", "n/a"] and float(said[3]) == pytest.approx(frame.alpha_first[3], abs=1e-3)
     assert page.problems == []
+
+
+def finder_points(page) -> list[tuple[float, float]]:
+    """Where the finder's canvas drew each head's point (the scene's positions), layer-major."""
+    values = page.get_attribute("canvas.attnscope-finder-scatter", "data-positions").split(",")
+    return [(float(x), float(y)) for x, y in zip(values[::2], values[1::2])]
+
+
+def test_the_finders_choice_is_the_widgets_and_a_click_picks_the_head_drawn_there(open_widget, watched_page, default_model,
+                                                                                 tmp_path):
+    """Issue 35: the axes, filter and head the reader picks are written to finder_choice (which the
+    kernel takes), the canvas's clicks land on the heads where its scene drew them on the new axes,
+    and a saved page reopens on the same plot."""
+    import math
+
+    finder = attnscope.head_finder(default_model, CORPUS, progress=False)
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    widget.show_analysis(finder)
+    page = open_widget(widget)
+    page.wait_for_function("document.querySelector('canvas.attnscope-finder-scatter')?.dataset.kept === '72'")
+    before = finder_points(page)
+    selects = page.locator(".attnscope-finder-bar select")
+    selects.nth(0).select_option("cls")
+    choice = saved(page)["finder_choice"]
+    assert choice == {"x": "cls", "y": "sink_rate", "color": "prev_token", "filter": "", "head": None}
+    widget.set_state({"finder_choice": choice})  # as the kernel gets it: taken
+    assert widget.finder_choice == choice and widget.error == ""
+    assert page.get_attribute("canvas.attnscope-finder-scatter", "data-x") == "cls"
+    points = finder_points(page)
+    assert points != before  # redrawn on the new x axis
+    # Across by cls: the head of the largest cls is rightmost, of the smallest leftmost.
+    cls = finder.metrics.sort_values(["layer", "head"]).cls.to_list()
+    xs = [x for x, _ in points]
+    assert xs.index(max(xs)) == cls.index(max(cls)) and xs.index(min(xs)) == cls.index(min(cls))
+    # A click on the head standing furthest from the others picks it.
+    def room(i):
+        return min(math.dist(points[i], p) for j, p in enumerate(points) if j != i)
+
+    target = max(range(len(points)), key=room)
+    label = f"{target // 12}-{target % 12}"
+    box = page.query_selector("canvas.attnscope-finder-scatter").bounding_box()
+    page.mouse.click(box["x"] + points[target][0] + 1, box["y"] + points[target][1] - 1)
+    assert saved(page)["finder_choice"] == {**choice, "head": label}
+    assert page.get_attribute(".attnscope-finder-table tr.attnscope-selected", "data-head") == label
+    assert page.inner_text(".attnscope-finder-examples .attnscope-finder-title").startswith(f"Where head {label} fires")
+    page.fill("input.attnscope-finder-filter", "layer >= 3")
+    assert saved(page)["finder_choice"]["filter"] == "layer >= 3"
+    assert page.get_attribute("canvas.attnscope-finder-scatter", "data-kept") == "36"
+    widget.set_state({"finder_choice": saved(page)["finder_choice"]})
+    assert widget.error == ""
+    assert page.problems == []
+
+    # The saved page opens on the same plot: the same axes, filter, head and points.
+    path = widget.save_html(tmp_path / "finder.html")
+    reopened = watched_page()
+    reopened.goto(path.as_uri())
+    reopened.wait_for_function("document.querySelector('canvas.attnscope-finder-scatter')?.dataset.kept === '36'")
+    assert [reopened.locator(".attnscope-finder-bar select").nth(i).input_value() for i in range(3)] == ["cls", "sink_rate", "prev_token"]
+    assert reopened.input_value("input.attnscope-finder-filter") == "layer >= 3"
+    assert reopened.inner_text(".attnscope-finder-examples .attnscope-finder-title").startswith(f"Where head {label} fires")
+    assert finder_points(reopened) == finder_points(page)
+    assert reopened.problems == []

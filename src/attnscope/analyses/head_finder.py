@@ -55,6 +55,7 @@ INDUCTION_SEQUENCES = 4
 STATS = {"cls": "cls", "sep": "sep", "punct": "punct", "prev": "prev_token", "current": "self", "next": "next_token",
          "entropy": "entropy"}
 ROLES = {"confidence": "confidence", "rare": "rare"}
+FILTER_CHARACTERS = 2000  # the longest filter taken (find, and the widget's finder_choice)
 # Kovaleva et al.'s patterns as names a filter can say ("vertical_diagonal > 0.5").
 PATTERN_NAMES = {name: name.replace(" + ", "_") for name in PATTERNS}
 
@@ -403,7 +404,7 @@ class HeadFinder:
 
     def find(self, expression: str):
         """The heads a filter keeps, as rows of `metrics` ("layer >= 6 and sink_rate > 0.5")."""
-        if not isinstance(expression, str) or len(expression) > 2000:
+        if not isinstance(expression, str) or len(expression) > FILTER_CHARACTERS:
             raise InputError(f"A filter is a condition as text, e.g. \"layer >= 6 and sink_rate > 0.5\", not "
                              f"{checks.kind_of(expression)}.")
         keep = _safe_filter(expression, ["layer", "head", *self.metric_names])
@@ -542,8 +543,8 @@ def _grid(rows, column: str, shape) -> torch.Tensor:
 
 @analysis_view("head_finder")
 def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
-    """Every metric as a measure (the finder's scatter and table read them; a picture draws one as a
-    map), and each head's top examples with the documents they point at."""
+    """Every metric as a measure (the finder's scatter, its picture and its table read them, as the
+    widget's finder_choice picks them), and each head's top examples with the documents they point at."""
     tidy = data.tidy()
     measures = [{"key": name, "label": name, "values": grid(tidy[tidy.measure == name], "value")}
                 for name in data.metric_names]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from traitlets import Bool
+from traitlets import Bool, Dict
 
 from .. import checks
 from ..errors import AttnscopeError
@@ -32,10 +32,10 @@ def take_page_write(widget: Any, sync_data: dict, set_traits: Callable[[dict], N
         messages.append(f"The page sent more values in {checks.page_names(too_big)} than this model has heads; ignored.")
         refused += too_big
     # true is not 1 here: traitlets' Int takes a bool, and stores one equal to the old value
-    # (layer 0, false) without checking it at all. (An edit's own check names its field; the
-    # request is {} between edits, so it is always checked.)
-    booleans = sorted(name for name in sync_data if name in writable and name not in too_big and name != "request"
-                      and not isinstance(widget.traits()[name], Bool) and checks.holds_a_bool(sync_data[name]))
+    # (layer 0, false) without checking it at all. (A dict's own check names its fields: an edit,
+    # {} between edits, and the finder's choice, whose parts are never numbers, are always checked.)
+    booleans = sorted(name for name in sync_data if name in writable and name not in too_big
+                      and not isinstance(widget.traits()[name], (Bool, Dict)) and checks.holds_a_bool(sync_data[name]))
     if booleans:
         messages.append(f"The page sent true or false for {checks.page_names(booleans)}, which takes numbers; ignored.")
         refused += booleans

@@ -27,7 +27,7 @@ class View:
     # heads); the others are shown idle or hidden while it is open.
     controls: tuple[str, ...] = ()
     # The picture's thinner versions, tried in turn until one fits (js/picture.js): the options
-    # its scene takes (lineBudget, maxTokens, maxLines, lines).
+    # its scene takes (lineBudget, maxTokens, maxLines, lines, maxPoints).
     thinning: tuple[dict, ...] = ()
 
     @property
@@ -54,7 +54,9 @@ VIEWS = (
     View("text", "Text", ("long",), asks="attention_rows", controls=("layer", "part", "words"),
          thinning=tuple({"lines": n} for n in (24, 12, 6, 3))),
     View("map", "Map", ("long",), asks="attention_tile", controls=("layer", "part", "words")),
-    View("analysis", "Analysis", ("short", "long")),
+    # The head finder's scatter: a point takes about 60 bytes of SVG (a 70B model has 5,120 heads);
+    # the heatmaps and the MDS scatter draw the same at any of these.
+    View("analysis", "Analysis", ("short", "long"), thinning=({}, *({"maxPoints": n} for n in (1000, 400)))),
 )
 VIEW = {view.name: view for view in VIEWS}
 SHORT_VIEWS = tuple(view.name for view in VIEWS if "short" in view.modes)

@@ -108,6 +108,11 @@ class WidgetTraits(anywidget.AnyWidget):
     rollout = synced(Dict(), "Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: "
                      "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
+    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (show_analysis(head_finder(...))): "
+                           "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
+                           "characters), head: a head's label, \"2-5\", or null}; a part left out, or {}, is the "
+                           "default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.",
+                           writer="both", page="view")
 
     # Long inputs: attention on request ("attention_rows" and "attention_tile" messages)
     long_context = synced(Bool(False), "The run kept q, k and row log-sum-exps (a long input): the text and map views "
