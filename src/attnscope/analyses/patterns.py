@@ -39,18 +39,36 @@ def pattern_shares(attention: torch.Tensor, segment: torch.Tensor, columns: int 
     neighbours, those columns left out) and block (on the row's own sentence: segment ids, 0 and
     1 for a pair; a single sentence has no block)."""
     n = attention.shape[-1]
-    top = attention.mean(-2).topk(min(columns, n), dim=-1).indices  # ... × columns
+    # Each from the column means and three diagonals, not a masked copy of every map: the same
+    # sums, a pass over the maps instead of three.
+    column_mean = attention.mean(-2)  # ... × n
+    top = column_mean.topk(min(columns, n), dim=-1).indices  # ... × columns
     vertical_columns = torch.zeros(attention.shape[:-2] + (n,), dtype=torch.bool, device=attention.device)
     vertical_columns.scatter_(-1, top, True)
-    index = torch.arange(n, device=attention.device)
-    band = (index[:, None] - index[None, :]).abs() <= 1
-    same = segment[:, None] == segment[None, :]
+    vertical = column_mean.gather(-1, top).sum(-1)
+    diagonal = torch.zeros_like(vertical)
+    for offset in (-1, 0, 1):  # A[i, i + offset], on keys that are not vertical columns
+        weights = torch.diagonal(attention, offset=offset, dim1=-2, dim2=-1)
+        keys = vertical_columns[..., max(offset, 0) : n + min(offset, 0)]
+        diagonal = diagonal + weights.masked_fill(keys, 0).sum(-1)
+    diagonal = diagonal / n
     pair = bool((segment != segment[0]).any())
-    vertical = (attention * vertical_columns[..., None, :]).sum(-1).mean(-1)
-    off_columns = ~vertical_columns[..., None, :]
-    diagonal = (attention * (band & off_columns)).sum(-1).mean(-1)
-    block = (attention * same).sum(-1).mean(-1) if pair else torch.zeros_like(vertical)
+    block = _own_segment(attention, segment) / n if pair else torch.zeros_like(vertical)
     return {"vertical": vertical, "diagonal": diagonal, "block": block}
+
+
+def _own_segment(attention: torch.Tensor, segment: torch.Tensor) -> torch.Tensor:
+    """Σ over rows of each row's weight on its own segment's keys: a sum of the diagonal blocks
+    when each segment is one run of tokens (a pair always is), else through a mask."""
+    values, counts = torch.unique_consecutive(segment, return_counts=True)
+    if len(values) != len(torch.unique(values)):
+        same = segment[:, None] == segment[None, :]
+        return (attention * same).sum((-1, -2))
+    total, start = torch.zeros(attention.shape[:-2], dtype=attention.dtype, device=attention.device), 0
+    for count in counts.tolist():
+        total = total + attention[..., start : start + count, start : start + count].sum((-1, -2))
+        start += count
+    return total
 
 
 def classify(shares: dict[str, torch.Tensor]) -> torch.Tensor:
