@@ -56,11 +56,18 @@ function render({ model, el: host, page = false, fit = false }) {
   const root = el("div", "attnscope-root", host);
   root.classList.toggle("attnscope-fit", fit);
   let frame = null;
+  let soon = false; // a draw is queued for the end of this task (drawSoon)
+  let setting = false; // the page is writing traits itself (setTraits)
 
   // now: draw in this event, not at the next frame (a selection asks the kernel for its row while
   // the click is handled: up to a frame sooner).
   function setTraits(values, { now = false } = {}) {
-    for (const [name, value] of Object.entries(values)) model.set(name, value);
+    setting = true; // the page's own writes draw as below, not as the kernel's do (drawSoon)
+    try {
+      for (const [name, value] of Object.entries(values)) model.set(name, value);
+    } finally {
+      setting = false;
+    }
     model.save_changes();
     if (!now) schedule();
     else {
@@ -84,8 +91,8 @@ function render({ model, el: host, page = false, fit = false }) {
   const channel = createChannel(model, {
     image: async ({ format }) => ({ content: { format }, buffers: [(await imageBytes(format)).buffer] }),
   });
-  const neuron = createNeuronRequests(channel, get, schedule);
-  const long = createLongRequests(channel, schedule);
+  const neuron = createNeuronRequests(channel, get, drawSoon);
+  const long = createLongRequests(channel, drawSoon);
   const decodedCache = new Map(); // trait name → {payload, value}: decode each payload once
   function decoded(name) {
     const payload = get(name);
@@ -96,7 +103,7 @@ function render({ model, el: host, page = false, fit = false }) {
     return value;
   }
   // The layers around the open one, asked for while the head view is open and the page idle.
-  const layers = createLayerRequests(channel, get, decoded, schedule);
+  const layers = createLayerRequests(channel, get, decoded, drawSoon);
   let prefetchTimer = 0;
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
@@ -157,19 +164,31 @@ function render({ model, el: host, page = false, fit = false }) {
       controls.showError(err.message);
     }
   }
-  // Several traits change in one kernel message: draw once per animation frame.
+  // The page's own events (a resize, a theme change) draw once per animation frame.
   function schedule() {
-    if (frame === null) frame = requestAnimationFrame(draw);
+    if (frame === null && !soon) frame = requestAnimationFrame(draw);
+  }
+  // What the kernel sends (a message's traits, an answer) is drawn in the task that brings it,
+  // once, after all of it is in: the next frame then shows it, where a frame callback would wait
+  // for that frame and show it in the one after (up to a frame later: an edit, a layer switch).
+  function drawSoon() {
+    if (soon || setting) return;
+    soon = true;
+    queueMicrotask(() => {
+      soon = false;
+      if (frame !== null) cancelAnimationFrame(frame);
+      draw();
+    });
   }
   const events = TRAITS.map((name) => `change:${name}`);
-  for (const event of events) model.on(event, schedule);
+  for (const event of events) model.on(event, drawSoon);
   const stopWatchingTheme = watchJupyterTheme(schedule);
   channel.notify("rendered"); // the kernel's save_image needs a view that can answer
   const stopHidingPictures = hidePictures(host, get("picture_id"));
   draw();
 
   return () => {
-    for (const event of events) model.off(event, schedule);
+    for (const event of events) model.off(event, drawSoon);
     channel.destroy();
     clearTimeout(prefetchTimer);
     stopHidingPictures();
