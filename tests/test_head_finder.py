@@ -416,3 +416,25 @@ def test_a_70b_shaped_finders_picture_fits_its_output_and_says_what_it_leaves_ou
     svg, why = picture_svg(widget)
     assert (svg.count('class="point"'), svg.count('class="faded"'), svg.count('class="selected"')) == (640, 1, 1)
     assert "The 4,480 heads it drops are not drawn here." in " ".join(re.findall(r'subtitle">([^<]*)', svg))
+
+
+def test_a_tokenizer_without_a_pad_token_and_a_long_document_beside_a_short_one(monkeypatch):
+    """A byte-level BPE trained here has no pad token (as GPT-2's): the finder tokenizes and runs
+    its documents one at a time, and a long document kept on demand sits beside a short one."""
+    from test_token_labels import byte_level_bpe
+
+    module = importlib.import_module("attnscope.analyses.head_finder")
+    tokenizer = byte_level_bpe()
+    assert tokenizer.pad_token is None
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=2048)
+    model = attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
+    corpus = [" ".join(["The lighthouse keeper wrote in his log every evening."] * 30), "A short one.", "Another one."]
+    whole = attnscope.head_finder(model, corpus, max_length=1024, progress=False)
+    monkeypatch.setattr(module, "ON_DEMAND_BYTES", 4 * 2 * 4 * 200**2)  # the first document only is long
+    ours = attnscope.head_finder(model, corpus, max_length=1024, progress=False)
+    assert len(ours.tokens.get(0, whole.tokens.get(0, []))) > 200
+    _assert_same_finder(ours, whole)
+    lines = [row.text for layer, head in ours.top for row in ours.examples(layer, head).itertuples() if row.doc == 0]
+    assert lines and all("…" in line and len(line.split()) <= 2 * 20 + 1 + 7 + 3 for line in lines)  # a line, not the document

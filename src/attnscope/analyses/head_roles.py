@@ -15,7 +15,7 @@ import torch
 from .. import checks
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, documents, encode_batch, in_batches, iter_attention, tokens_at
+from .corpus import Documents, corpus_settings, device_batch_size, documents, encode_batch, in_batches, iter_attention, tokens_at
 from .runner import run_partial
 from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
 
@@ -99,8 +99,8 @@ def roles_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, i
 
 def corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> Iterator[list[str]]:
     """Each document's tokens as the runs read them (the same truncation): the tokenizer alone, in
-    batches of 64 documents."""
-    for batch in in_batches(docs, 64):
+    batches of 64 documents (one at a time for a tokenizer without a pad token, as the runs do)."""
+    for batch in in_batches(docs, device_batch_size(model, 64)):
         encoded = encode_batch(model, batch, max_length)
         for index in range(len(batch)):
             keep = encoded["attention_mask"][index].nonzero().flatten()
