@@ -350,7 +350,13 @@ export function createHeadFinderView(container, callbacks = {}) {
       const th = el("th", "", head);
       th.textContent = key + (sort.key === key ? (sort.down ? " ↓" : " ↑") : "");
       th.tabIndex = 0;
-      const resort = () => { sort = { key, down: sort.key === key ? !sort.down : key !== "label" }; drawTable(); };
+      th.dataset.key = key;
+      const resort = () => {
+        sort = { key, down: sort.key === key ? !sort.down : key !== "label" };
+        drawTable();
+        // The table is drawn anew: focus stays on this column's header (a keyboard user sorts again or moves on).
+        [...tableBox.querySelectorAll("th")].find((cell) => cell.dataset.key === key)?.focus();
+      };
       th.addEventListener("click", resort);
       th.addEventListener("keydown", (e) => { if (e.key === "Enter") resort(); });
     }

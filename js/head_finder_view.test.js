@@ -85,6 +85,16 @@ describe("createHeadFinderView", () => {
     expect(callbacks.onOpenHead).toHaveBeenCalledWith(1, 0);
   });
 
+  it("keeps the keyboard on a column's header when Enter sorts by it", () => {
+    const { box, rows } = mount();
+    const entropy = [...box.querySelectorAll("th")].find((th) => th.textContent.startsWith("entropy"));
+    entropy.focus();
+    entropy.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    expect(rows()).toEqual(["1-1", "1-0", "0-1", "0-0"]);
+    expect(document.activeElement?.tagName).toBe("TH");
+    expect(document.activeElement?.textContent).toBe("entropy ↓");
+  });
+
   it("shows a long document's example as a line: the query in context, a far key beside it, … between", () => {
     const { box } = mount();
     box.querySelector('tr[data-head="1-1"]').click();

@@ -14,7 +14,7 @@ import transformers
 
 import attnscope
 from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, HeadFinder, induction_scores
-from attnscope.engine import exact_attention
+from attnscope.engine import attention_model, exact_attention
 from attnscope.errors import InputError
 
 TEXTS = [f"The keeper fed lion number {i} before the storm, and it slept." for i in range(6)] + [
@@ -161,8 +161,6 @@ def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_
 
 
 def test_opening_a_long_documents_example_shows_the_text_view_on_its_query_with_that_head(default_model, monkeypatch):
-    from attnscope.engine import attention_model
-
     monkeypatch.setattr(attention_model, "FULL_ATTENTION_LIMIT", 0)  # every run of the widget kept on demand
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
     assert widget.long_context
@@ -239,7 +237,8 @@ def _assert_same_finder(ours, whole):
 @pytest.mark.parametrize("kind", ["encoder, pairs", "decoder"])
 def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_the_same_numbers(
         kind, default_model, bert_tokenizer, monkeypatch):
-    """A document whose full attention would pass ON_DEMAND_BYTES runs on demand (queries, keys,
+    """A document that a run keeps on demand by itself (its full attention over FULL_ATTENTION_LIMIT,
+    as the widget decides) is measured on demand (queries, keys,
     row log-sum-exps) and its rows come a block at a time: every metric and example is the one the
     whole attention gives, and no document's layers × heads × n × n is ever made."""
     module = importlib.import_module("attnscope.analyses.head_finder")
@@ -268,7 +267,7 @@ def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_th
     # Some documents long, some not (the longest ones), then every one.
     middle = sorted(set(lengths))[-2]
     for limit, n_long in [(4 * heads * middle**2, sum(n > middle for n in lengths)), (0, len(corpus))]:
-        monkeypatch.setattr(module, "ON_DEMAND_BYTES", limit)
+        monkeypatch.setattr(attention_model, "FULL_ATTENTION_LIMIT", limit)
         blocks.clear()
         seen.clear()
         ours = attnscope.head_finder(model, corpus, batch_size=3, progress=False)
@@ -423,7 +422,6 @@ def test_a_tokenizer_without_a_pad_token_and_a_long_document_beside_a_short_one(
     its documents one at a time, and a long document kept on demand sits beside a short one."""
     from test_token_labels import byte_level_bpe
 
-    module = importlib.import_module("attnscope.analyses.head_finder")
     tokenizer = byte_level_bpe()
     assert tokenizer.pad_token is None
     torch.manual_seed(0)
@@ -432,9 +430,13 @@ def test_a_tokenizer_without_a_pad_token_and_a_long_document_beside_a_short_one(
     model = attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
     corpus = [" ".join(["The lighthouse keeper wrote in his log every evening."] * 30), "A short one.", "Another one."]
     whole = attnscope.head_finder(model, corpus, max_length=1024, progress=False)
-    monkeypatch.setattr(module, "ON_DEMAND_BYTES", 4 * 2 * 4 * 200**2)  # the first document only is long
+    monkeypatch.setattr(attention_model, "FULL_ATTENTION_LIMIT", 4 * 2 * 4 * 200**2)  # the first document only is long
     ours = attnscope.head_finder(model, corpus, max_length=1024, progress=False)
     assert len(ours.tokens.get(0, whole.tokens.get(0, []))) > 200
     _assert_same_finder(ours, whole)
+    # A decoder's first queries choose among a few tokens: never an example (FIRST_CAUSAL_QUERY).
+    assert ours.top and all(e.query >= 8 for heap in ours.top.values() for e in heap)
     lines = [row.text for layer, head in ours.top for row in ours.examples(layer, head).itertuples() if row.doc == 0]
     assert lines and all("…" in line and len(line.split()) <= 2 * 20 + 1 + 7 + 3 for line in lines)  # a line, not the document
+    assert not any("Ġ" in line for line in lines)  # byte-level pieces read as text
+    assert any("lighthouse" in re.sub(r"\[\[|\]\]|<<|>>|\s", "", line) for line in lines)

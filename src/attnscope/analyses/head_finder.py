@@ -7,7 +7,8 @@ share of documents where it passes ε, the sink rate), Voita et al.'s confidence
 next and rare-word shares, Kovaleva et al.'s five patterns, and for a decoder Olsson et al.'s
 induction score (repeated random tokens: from the second copy, the attention on the token after the
 current token's first occurrence). And its top examples: the documents and query positions where
-its largest weight on an ordinary token (not [CLS], [SEP] or a decoder's first token) is highest,
+its largest weight on an ordinary token (not [CLS], [SEP] or a decoder's first token) is highest
+(a decoder's from position FIRST_CAUSAL_QUERY on: its first queries have few tokens to choose from),
 each kept sparse (its strongest keys), merged across batches and Ray workers. A long document is
 kept on demand (queries, keys, row log-sum-exps) and measured a block of rows at a time.
 """
@@ -27,8 +28,7 @@ import torch
 from .. import checks
 from ..engine import formulas as an
 from ..engine.attention_model import AttentionModel, model_of
-from ..engine.exact_attention import full_attention_bytes
-from ..engine.results import LongAttentionResult
+from ..engine.results import LongAttentionResult, fallback_labels
 from ..errors import InputError
 from ..labels import head_label
 from ..progress import progress as progress_bar
@@ -44,11 +44,11 @@ SINK_EPSILON = 0.3  # Gu et al. 2024's ε
 TOP_EXAMPLES = 8  # per head
 TOP_KEYS = 8  # per example, each above KEY_FLOOR (Neuronpedia's HeadVis keeps the top 8 above 0.005)
 KEY_FLOOR = 0.005
+# A decoder's query sees only the tokens up to it: its first ones choose among a few, and their
+# largest weight is large whatever the head does (1/2 at the second token of a uniform head), so
+# every head's examples would be the documents' starts. A decoder's examples are queries from here.
+FIRST_CAUSAL_QUERY = 8
 EXAMPLE_CONTEXT = 20  # tokens shown either side of an example's query (and 3 either side of its strongest key)
-# A document whose full attention (layers × heads × n² float32) would take more is kept on demand
-# (queries, keys, row log-sum-exps) and measured a block of rows at a time: 8k tokens on a 4-layer,
-# 14-head model would be 15 GB whole.
-ON_DEMAND_BYTES = 2**28
 INDUCTION_LENGTH = 50  # random tokens, repeated once
 INDUCTION_SEQUENCES = 4
 # The metrics as the finder names them (columns of `metrics`), from each source's own names.
@@ -161,6 +161,14 @@ def _ordinary(special: torch.Tensor, causal: bool) -> torch.Tensor:
     return ordinary
 
 
+def _from_first_query(best: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Each query's score for the examples (... × n), a decoder's first queries left out
+    (FIRST_CAUSAL_QUERY)."""
+    if causal:
+        best[..., :FIRST_CAUSAL_QUERY] = float("-inf")
+    return best
+
+
 def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
     """A document whose attention (L × H × n × n) is held whole: each metric by its own analysis's
     formula."""
@@ -172,7 +180,7 @@ def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: boo
     roles, weight, rare_weight = document_measures(attention, special, counts, causal)
     classes = classify(pattern_shares(attention, segments_of(kinds.sep)))
     ordinary = _ordinary(special, causal).to(attention.device)
-    best = attention.masked_fill(~ordinary, float("-inf")).max(-1).values
+    best = _from_first_query(attention.masked_fill(~ordinary, float("-inf")).max(-1).values, causal)
     return DocumentMeasures(values, roles, weight, rare_weight, classes, best,
                             lambda layers, heads, queries: attention[layers, heads, queries])
 
@@ -233,6 +241,7 @@ def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal:
             if target is not None:
                 add("rare", (rare[at] & seeing_row[rows][is_query[rows]]).sum(-1))
             best[layer, :, start:end] = block.masked_fill(~ordinary, float("-inf")).max(-1).values
+        best[layer] = _from_first_query(best[layer], causal)
         mean_columns = columns / n
         top = mean_columns.topk(min(2, n), dim=-1).indices
         vertical_columns = torch.zeros(n_heads, n, dtype=torch.bool, device=device)
@@ -313,8 +322,15 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
         tokens[position] = doc_tokens
         texts[position] = text_of[position]
     needed = {e.doc for heap in examples.values() for e in heap}
-    return FinderPartial(sums, examples, {d: t for d, t in tokens.items() if d in needed},
+    return FinderPartial(sums, examples, {d: _shown_tokens(t) for d, t in tokens.items() if d in needed},
                          {d: t for d, t in texts.items() if d in needed}, len(docs))
+
+
+def _shown_tokens(tokens: list[str]) -> list[str]:
+    """A document's tokens as its examples show them: byte-level pieces decoded ("Ġkeeper" reads
+    "keeper", as the head view shows it), the spaces around a label dropped (the words are set
+    apart anyway), a piece of only spaces kept as the label says it."""
+    return [label.strip() or label for label in fallback_labels(tokens).labels]
 
 
 def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequences: int = INDUCTION_SEQUENCES,
@@ -472,8 +488,8 @@ def head_finder(
     sentences or texts, as `syntax_heads` takes) adds each head's syntax accuracy over every
     relation ("syntax", its better direction). backend: "local" or "ray", as in `head_stats`.
     max_length: Clark et al.'s 128 tokens unless given; a longer document (max_length=32768 on a
-    long-context model) whose full attention would pass ON_DEMAND_BYTES is kept on demand and
-    measured a block of rows at a time, never layers × heads × T × T."""
+    long-context model) that a run keeps on demand (as the widget does, past FULL_ATTENTION_LIMIT
+    bytes of full attention) is measured a block of rows at a time, never layers × heads × T × T."""
     import pandas as pd
 
     model = model_of(model, "head_finder")
@@ -511,13 +527,13 @@ def head_finder(
 
 def _corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> tuple[dict[str, int], frozenset]:
     """How often each token occurs in the corpus (Voita et al.'s rare word), and which documents
-    (corpus positions) are long: their full attention, L × H × n² float32, would pass ON_DEMAND_BYTES."""
+    (corpus positions) are long: those a run of the model keeps on demand by itself
+    (AttentionModel.keeps_on_demand: full attention over FULL_ATTENTION_LIMIT), as the widget opens them."""
     counts: Counter[str] = Counter()
     long = set()
-    heads = model.n_layers * model.n_heads
     for k, tokens in enumerate(corpus_tokens(model, docs, max_length)):
         counts.update(tokens)
-        if not model.is_encoder_decoder and full_attention_bytes(1, heads, len(tokens), len(tokens)) > ON_DEMAND_BYTES:
+        if model.keeps_on_demand(len(tokens)):
             long.add(document_position(docs, k))
     return dict(counts), frozenset(long)
 

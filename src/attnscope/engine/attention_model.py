@@ -281,6 +281,12 @@ class AttentionModel:
                     raise InputError("Masking heads needs the full attention: use attention='full' with masked_heads.")
             return self._run(text, text_b, max_length, reason, masked_heads, attention)
 
+    def keeps_on_demand(self, n_tokens: int) -> bool:
+        """Whether a run of n_tokens keeps its attention on demand by itself (attention="auto"):
+        the corpus analyses that keep a long document on demand follow the same rule, so that
+        the widget opens it as they read it."""
+        return self._on_demand("auto", n_tokens, ())
+
     def _on_demand(self, attention: str, n_tokens: int, masked_heads) -> bool:
         """Whether this run keeps q, k and log-sum-exps rather than the full attention."""
         if attention != "auto":
