@@ -150,15 +150,6 @@ class CheckedTraits(WidgetTraits):
             raise SettingError("An edit's open is {layer, head, query}, each a whole number from 0 (an example to open), "
                                f"not {checks.short_repr(opening)}.")
         return request
-        unknown = sorted(set(request) - {"id", "text", "text_b"})
-        request_id = request.get("id")
-        if unknown:
-            raise SettingError(f"An edit holds id, text and text_b, not {', '.join(map(repr, unknown))}.")
-        if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 < request_id < 2**53:
-            raise SettingError(f"An edit's id must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
-        if not isinstance(request.get("text"), str) or not isinstance(request.get("text_b"), (str, type(None))):
-            raise SettingError("An edit's text must be a string, and its text_b a string or null.")
-        return request
 
 
 FINDER_PARTS = ("x", "y", "color", "filter", "head")
