@@ -71,6 +71,16 @@ class Capture:
     rotary: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     apply_rotary: Any = None
     bias: list[torch.Tensor] = field(default_factory=list)
+    # Per call, the sum of the attention module's output (0-d, float32): a NaN weight makes its row
+    # of W·V NaN, and so the sum, so finite sums spare a scan of every T × T map.
+    output_sums: list[torch.Tensor] = field(default_factory=list)
+
+    def attention_finite(self, n_layers: int) -> bool:
+        """True when each of n_layers attention calls gave an output of finite sum (so no weight
+        is NaN; softmax gives no ±inf); False when any did not (a NaN, or a sum that overflows:
+        then the maps are scanned) or the calls were not all seen."""
+        sums = [s.to(self.output_sums[0].device) for s in self.output_sums]
+        return len(sums) == n_layers and bool(torch.isfinite(torch.stack(sums)).all())
 
 
 CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
@@ -161,14 +171,18 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             capture.apply_rotary = getattr(sys.modules.get(type(module).__module__), "apply_rotary_pos_emb", None)
 
     def on_attention_output(_module, _inputs, output):
-        if mine() and isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
+        if not mine():
+            return
+        main = output[0] if isinstance(output, tuple) else output
+        if isinstance(main, torch.Tensor):
+            capture.output_sums.append(main.detach().sum(dtype=torch.float32))
+        if layout.bias_output and isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor):
             capture.bias.append(output[1].detach())
 
     try:
         for module in modules:
             handles.append(module.register_forward_pre_hook(on_attention_call, with_kwargs=True))
-            if layout.bias_output:
-                handles.append(module.register_forward_hook(on_attention_output))
+            handles.append(module.register_forward_hook(on_attention_output))
             if layout.fused_qkv:
                 handles.append(getattr(module, layout.fused_qkv).register_forward_hook(on_query(module)))
             else:
@@ -305,37 +319,37 @@ def split_heads(projection: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def captured_queries_keys(
     capture: Capture | None, n_layers: int, n_heads: int, model_name: str
-) -> tuple[torch.Tensor | None, torch.Tensor | None, list[float]]:
-    """Every layer's queries and keys (layers × heads × T × d, float32, key heads repeated for
-    grouped-query attention, rotary embeddings applied) from what the hooks recorded, and each
-    layer's score scaling; (None, None, 1s) with a warning when they could not be captured."""
+) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None, list[float]]:
+    """Every layer's queries and keys (heads × T × d float32 each, key heads repeated for
+    grouped-query attention, rotary embeddings applied) from what the hooks recorded, as views
+    where they are (not stacked: results.LayerMaps), and each layer's score scaling; (None, None,
+    1s) with a warning when they could not be captured."""
     if capture is None or len(capture.queries) != n_layers or len(capture.keys) != n_layers:
         warnings.warn(
             f"Could not capture queries and keys of {model_name}; attention is shown without them.",
             stacklevel=3,
         )
         return None, None, [1.0] * n_layers
+    if capture.rotary and capture.apply_rotary is not None and len(capture.rotary) != n_layers:
+        warnings.warn(f"Could not capture the rotary embeddings of {model_name}.", stacklevel=3)
+        return None, None, [1.0] * n_layers
     queries, keys = [], []
+    # A model split over GPUs (device_map) gives each layer's q and k on its own device.
+    device = capture.queries[0].device
     for layer, (q, k) in enumerate(zip(capture.queries, capture.keys)):
         head_dim = q.shape[-1] // n_heads
         q, k = split_heads(q, n_heads), split_heads(k, k.shape[-1] // head_dim)
         if capture.rotary and capture.apply_rotary is not None:
-            if len(capture.rotary) != n_layers:
-                warnings.warn(f"Could not capture the rotary embeddings of {model_name}.", stacklevel=3)
-                return None, None, [1.0] * n_layers
             cos, sin = capture.rotary[layer]
             q, k = (t[0] for t in capture.apply_rotary(q[None], k[None], cos[:1], sin[:1]))
         # Grouped-query attention: query head h uses key head h // (query heads per key head).
-        queries.append(q)
         per_key_head = n_heads // k.shape[0]
-        keys.append(k if per_key_head == 1 else k.repeat_interleave(per_key_head, dim=0))
-    # A model split over GPUs (device_map) gives each layer's q and k on its own device.
-    device = queries[0].device
-    queries_t = torch.stack([q.to(device) for q in queries]).float()
-    keys_t = torch.stack([k.to(device) for k in keys]).float()
-    head_dim = queries_t.shape[-1]
+        k = k if per_key_head == 1 else k.repeat_interleave(per_key_head, dim=0)
+        queries.append(q.to(device, torch.float32))
+        keys.append(k.to(device, torch.float32))
+    head_dim = queries[0].shape[-1]
     scaling = [s if s is not None else 1.0 / math.sqrt(head_dim) for s in capture.scaling]
-    return queries_t, keys_t, scaling
+    return queries, keys, scaling
 
 def captured_score_bias(capture: Capture | None, attention: Any) -> torch.Tensor | None:
     """T5's position bias of every layer (layers × heads × Tq × Tk, the shape of `attention`), or None."""

@@ -181,16 +181,20 @@ def _quiet_fast_gguf() -> Iterator[None]:
             setattr(module, name, original)
 
 
-def use_attention(model: Any, implementation: str = "eager") -> None:
-    """Switch a model's attention implementation: eager, the only one that returns the weights,
-    or attnscope's capture for long inputs (fast_capture.py)."""
+def use_attention(model: Any, implementation: str = "eager", fallback: str | None = None) -> None:
+    """Switch a model's attention implementation: eager, the only one of transformers' that
+    returns the weights, attnscope's blocks of it (eager_blocks.py; `fallback` "eager" for a
+    model that refuses it) or its capture for long inputs (fast_capture.py)."""
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         try:
             setter(implementation)
             return
         except (ValueError, AttributeError, KeyError):
-            pass  # older models: fall back to the config attribute below
+            if fallback is not None:
+                use_attention(model, fallback)
+                return
+            # older models: fall back to the config attribute below
     config = getattr(model, "config", None)
     if config is not None:
         config._attn_implementation = implementation
@@ -219,7 +223,7 @@ _UNSET = object()
 
 
 @contextmanager
-def borrowed(model: Any, implementation: str = "eager") -> Iterator[None]:
+def borrowed(model: Any, implementation: str = "eager", fallback: str | None = None) -> Iterator[None]:
     """Run-time settings for a run (eval mode: dropout off; eager attention: the weights come
     back, or another `implementation`), undone on exit so the model leaves exactly as it came: each module's own train/eval
     mode (a user may have frozen some) and each config's attention implementation."""
@@ -229,7 +233,7 @@ def borrowed(model: Any, implementation: str = "eager") -> Iterator[None]:
     ]
     try:
         model.eval()
-        use_attention(model, implementation)
+        use_attention(model, implementation, fallback)
         yield
     finally:
         for module, training in modes:

@@ -21,10 +21,11 @@ from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 
 class LayerMaps:
-    """Each layer's attention as the model returned it (heads × Tq × Tk, float32, on one device),
-    not yet stacked. A view that draws one layer (the head view after an edit) reads it as it is;
-    the layers × heads × Tq × Tk tensor is copied together the first time something asks for
-    `attention` (a 67 MB copy at 512 tokens on MiniLM, most of it page faults of fresh memory)."""
+    """Each layer's tensor as the model gave it (attention: heads × Tq × Tk; queries, keys:
+    heads × T × d; float32, on one device), not yet stacked. A view that draws one layer (the head
+    view after an edit) reads it as it is; the layers × ... tensor is copied together the first
+    time something asks for all of them (for `attention` a 67 MB copy at 512 tokens on MiniLM,
+    most of it page faults of fresh memory)."""
 
     def __init__(self, layers: list[torch.Tensor]):
         self.layers = layers
@@ -34,7 +35,7 @@ class LayerMaps:
         return torch.Size((len(self.layers), *self.layers[0].shape))
 
     def stacked(self) -> torch.Tensor:
-        """layers × heads × Tq × Tk; the layers are released as they are copied (the peak is one
+        """layers × ...; the layers are released as they are copied (the peak is one
         copy and a layer, not two)."""
         first = self.layers[0]
         stacked = torch.empty(self.shape, dtype=torch.float32, device=first.device)
@@ -138,20 +139,26 @@ class AttentionResult:
         return self.attention[layer, head][index.to(self.attention.device)].float().cpu()
 
 
-def _attention_stacked(self: AttentionResult) -> torch.Tensor:
-    held = self.__dict__["_attention"]
-    if isinstance(held, LayerMaps):
-        held = self.__dict__["_attention"] = held.stacked()
-    return held
+def _stacked_on_read(name: str, doc: str) -> property:
+    """A dataclass field that reads as a tensor: a LayerMaps given to it is stacked on first read
+    (the field stays a field: constructors, `dataclasses.replace` and `fields` name it)."""
+    key = "_" + name
+
+    def read(self: AttentionResult) -> torch.Tensor | None:
+        held = self.__dict__[key]
+        if isinstance(held, LayerMaps):
+            held = self.__dict__[key] = held.stacked()
+        return held
+
+    def hold(self: AttentionResult, value: torch.Tensor | LayerMaps | None) -> None:
+        self.__dict__[key] = value
+
+    return property(read, hold, doc=doc)
 
 
-def _hold_attention(self: AttentionResult, value: torch.Tensor | LayerMaps) -> None:
-    self.__dict__["_attention"] = value
-
-
-# `attention` stays a dataclass field (constructors, `dataclasses.replace` and `fields` name it) and
-# reads as a tensor: a LayerMaps given to it is stacked on first read.
-AttentionResult.attention = property(_attention_stacked, _hold_attention, doc=AttentionResult.__doc__)
+AttentionResult.attention = _stacked_on_read("attention", "layers × heads × Tq × Tk (float32)")
+AttentionResult.queries = _stacked_on_read("queries", "layers × heads × T × head_dim (float32), or None")
+AttentionResult.keys = _stacked_on_read("keys", "layers × heads × T × head_dim (float32), or None")
 
 
 @dataclass(kw_only=True)
