@@ -20,17 +20,48 @@ export function halfToFloat(h) {
 }
 
 /**
- * @param {{data: DataView, dtype: string, shape: number[], scale?: number}} payload
+ * A one-byte payload sent as its nonzero bytes (serialize.quantize_uint8, "encoding": "nonzero"):
+ * a bitmap, bit i % 8 of byte i // 8 set where byte i is nonzero, then those bytes in order.
+ * @param {Uint8Array} given
+ * @param {number} count
+ * @returns {Uint8Array}
+ */
+export function expandNonzero(given, count) {
+  const mapLength = (count + 7) >> 3;
+  const bytes = new Uint8Array(count);
+  let next = mapLength;
+  if (given.length < mapLength) throw new Error("attnscope: a nonzero-encoded payload shorter than its bitmap");
+  for (let m = 0; m < mapLength; m++) {
+    let bits = given[m];
+    if (bits === 0) continue;
+    const base = m << 3;
+    while (bits !== 0) {
+      const low = bits & -bits;
+      bytes[base + 31 - Math.clz32(low)] = given[next++];
+      bits ^= low;
+    }
+  }
+  if (next !== given.length) {
+    throw new Error(`attnscope: a nonzero-encoded payload of ${given.length} bytes does not match its bitmap`);
+  }
+  return bytes;
+}
+
+/**
+ * @param {{data: DataView, dtype: string, shape: number[], scale?: number, encoding?: string}} payload
  * @returns {{values: Float32Array, shape: number[], bytes?: Uint8Array, scale?: number}}
  * A uint8 payload also keeps its bytes and scale, and decodes `values` on first use: the head
  * view finds its lines from the bytes (a quarter of the memory to scan) and decodes only for
  * hover or images.
  */
-export function decodeArray({ data, dtype, shape, scale }) {
-  const bytes = bytesOf(data);
+export function decodeArray({ data, dtype, shape, scale, encoding }) {
   const count = shape.reduce((a, b) => a * b, 1);
   const width = { uint8: 1, float16: 2, float32: 4 }[dtype];
   if (!width) throw new Error(`attnscope: unsupported dtype "${dtype}"`);
+  if (encoding !== undefined && (encoding !== "nonzero" || dtype !== "uint8")) {
+    throw new Error(`attnscope: unsupported encoding "${encoding}" of ${dtype} data`);
+  }
+  const bytes = encoding === "nonzero" ? expandNonzero(bytesOf(data), count) : bytesOf(data);
   if (bytes.byteLength !== count * width) {
     throw new Error(
       `attnscope: ${dtype} data of ${bytes.byteLength} bytes does not match shape [${shape.join(", ")}]`,

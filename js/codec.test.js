@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeArray } from "./codec.js";
+import { decodeArray, expandNonzero } from "./codec.js";
 
 describe("decodeArray", () => {
   it("keeps a uint8 payload's bytes and decodes its values once, when first read", () => {
@@ -18,6 +18,20 @@ describe("decodeArray", () => {
     const { values, shape } = decodeArray({ data: view, dtype: "uint8", shape: [2, 2], scale: 1 / 255 });
     expect(shape).toEqual([2, 2]);
     expect(Array.from(values)).toEqual([0, 1, 0.2, 0.4].map((v) => Math.fround(v)));
+  });
+
+  it("expands a nonzero-encoded uint8 payload: a bitmap of the nonzero bytes, then those bytes", () => {
+    // 10 bytes [0, 7, 0, 0, 0, 0, 0, 0, 200, 3]: bits 1 and 8, 9 set (little bit order).
+    const given = new Uint8Array([9, 9, 0b00000010, 0b00000011, 7, 200, 3]);
+    const decoded = decodeArray({ data: new DataView(given.buffer, 2, 5), dtype: "uint8", shape: [2, 5], scale: 1, encoding: "nonzero" });
+    expect(Array.from(decoded.bytes)).toEqual([0, 7, 0, 0, 0, 0, 0, 0, 200, 3]);
+    expect(decoded.bytes.byteOffset).toBe(0); // the head view reads it four bytes at a time
+    expect(Array.from(decoded.values)).toEqual([0, 7, 0, 0, 0, 0, 0, 0, 200, 3]);
+    // A bitmap and bytes that disagree, or an encoding it does not know, are errors, not zeros.
+    expect(() => expandNonzero(new Uint8Array([0b11, 0, 5]), 10)).toThrow(/does not match its bitmap/);
+    expect(() => expandNonzero(new Uint8Array([0b1, 0, 5, 6]), 10)).toThrow(/does not match its bitmap/);
+    expect(() => decodeArray({ data: given, dtype: "float32", shape: [1], encoding: "nonzero" })).toThrow(/unsupported encoding/);
+    expect(() => decodeArray({ data: given, dtype: "uint8", shape: [7], encoding: "zip" })).toThrow(/unsupported encoding/);
   });
 
   it("reads float32 from an unaligned offset", () => {

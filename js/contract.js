@@ -6,7 +6,7 @@
  * The widget's synced state, as model.get(name) returns it.
  * @typedef {Object} WidgetState
  * @property {Object<string, any>} analysis [kernel] A per-head table from show_analysis() as plain lists (payloads.analysis_payload).
- * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.
+ * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
  * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on the attention's own scale.
@@ -39,7 +39,7 @@
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
  * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
  * @property {number} result_id [kernel] The id of the edit the current run answers (0 for the first run).
- * @property {Object<string, any>} rollout [kernel] Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: {n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.
+ * @property {Object<string, any>} rollout [kernel] Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: {n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.
  * @property {(number | null)} sentence_b_start [kernel] Index of sentence B's first token, or None.
  * @property {"all" | "aa" | "bb" | "ab" | "ba"} sentence_filter [both] Which sentence's tokens attend to which: all, aa, bb, ab or ba.
  * @property {boolean} show_change [both] With masked heads, the head and model views draw |A_masked − A|.
@@ -47,7 +47,7 @@
  * @property {string} text [kernel] Sentence A as run (an edit arrives as `request`; setting it from Python reruns).
  * @property {(string | null)} text_b [kernel] Sentence B (or an encoder-decoder model's decoder text), or None.
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
- * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}; empty for a long run's too large to make at once (the view asks for them in passes).
+ * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)}; empty for a long run's too large to make at once (the view asks for them in passes).
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
@@ -111,7 +111,7 @@ export const TRAITS = [
 export const MESSAGES = {
   /** {layer, head, query} → q, k, q×k, q·k and softmax of one query as five float16 buffers (payloads.neuron_payload), with result_id, part and n_queries so the view files the answer under the run it belongs to. */
   neuron: { kind: "request", sender: "view" },
-  /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale, source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. */
+  /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. */
   layer: { kind: "request", sender: "view" },
   /** {layer, head (-1: the mean of the layer's heads), token, direction: "from" | "to"} → the exact attention from that token to every token (its row) or to it from every token (its column), one float32 buffer of T values (payloads.long_rows_payload), with result_id. */
   attention_rows: { kind: "request", sender: "view" },

@@ -174,6 +174,8 @@ function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
 // Whole layers a page holds besides the open one, at most this many bytes (12 layers of 512
 // tokens × 12 heads, one byte a weight, fit; a long text's layers are not asked for).
 export const LAYER_BYTES = 48 * 2 ** 20;
+// What a layer takes once held: one byte a weight (however few bytes it crossed as).
+const heldBytes = (payload) => payload.shape.reduce((a, b) => a * b, 1);
 
 /**
  * The head view's layers. The open one comes in the `attention` trait; the ones around it are
@@ -205,7 +207,7 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) 
     // view sees the same object and does not draw it again.
     if (!held.has(payload.layer)) {
       held.set(payload.layer, decoded("attention"));
-      bytes += payload.data.byteLength;
+      bytes += heldBytes(payload);
     }
     return payload;
   }
@@ -221,14 +223,14 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) 
       const order = [];
       for (let d = 1; d < n; d++) order.push(at + d, at - d);
       const next = order.find((l) => l >= 0 && l < n && !held.has(l) && !refused.has(l));
-      if (next === undefined || bytes + payload.data.byteLength > LAYER_BYTES) return;
+      if (next === undefined || bytes + heldBytes(payload) > LAYER_BYTES) return;
       asking = true;
       const askedFor = source;
       channel.request("layer", { layer: next }).then(({ content, buffers }) => {
         // An answer for another run (the kernel moved on meanwhile) is not this run's layer.
         if (content.source !== askedFor || source !== askedFor || held.has(content.layer)) return;
         held.set(content.layer, decodeArray({ ...content, data: buffers[0] }));
-        bytes += buffers[0].byteLength;
+        bytes += heldBytes(content);
       }).catch(() => {
         // Not held: that layer still comes in the trait when opened, after a round trip.
         if (source === askedFor) refused.add(next);

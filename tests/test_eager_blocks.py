@@ -140,3 +140,28 @@ def test_finite_outputs_spare_the_scan_and_a_nan_head_is_still_found(bert_tokeni
     assert scans == [1]
     assert result.nonfinite_heads == nonfinite.nonfinite_heads(result.attention)
     assert (1, 1) in result.nonfinite_heads and (1, 0) not in result.nonfinite_heads
+
+
+def test_a_model_that_refuses_the_blocks_runs_eager_and_keeps_its_setting(bert_tokenizer, monkeypatch):
+    """transformers may refuse a registered attention for a model (older code, a remote model's
+    own checks): the run falls back to eager, and the model keeps its own setting after."""
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL))
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    own_setter = model.set_attn_implementation
+    asked = []
+
+    def refusing(implementation):
+        asked.append(implementation)
+        if implementation == eager_blocks.IMPLEMENTATION:
+            raise ValueError("not for this model")
+        return own_setter(implementation)
+
+    monkeypatch.setattr(model, "set_attn_implementation", refusing)
+    encoded = bert_tokenizer(TEXTS[:1], return_tensors="pt")
+    got = engine.forward(encoded)
+    assert asked == [eager_blocks.IMPLEMENTATION, "eager"]
+    monkeypatch.undo()
+    expected = own_eager_outputs(model, encoded)
+    assert all(torch.equal(a, b) for a, b in zip(got.attentions, expected.attentions))
+    assert model.config._attn_implementation == "sdpa"

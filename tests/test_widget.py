@@ -33,6 +33,24 @@ def test_attention_is_one_layer_of_uint8_bytes(widget):
     assert torch.allclose(decode(payload), widget.result.attention[2].cpu(), atol=0.5 / 255 + 1e-6)
 
 
+def test_a_mostly_zero_layer_crosses_as_its_nonzero_bytes(default_model):
+    """A 512-token layer is mostly zero bytes: it goes as a bitmap and its nonzero bytes, half
+    of its size or less, and reads back to the very bytes of the dense payload."""
+    from attnscope import serialize
+
+    text = " ".join(["The committee said that the report it had asked for was late again."] * 40)
+    result = default_model.run(text)
+    layer = result.attention[0]
+    sent = serialize.quantize_uint8(layer)
+    assert sent["encoding"] == "nonzero" and sent["shape"] == list(layer.shape)
+    assert len(sent["data"]) <= layer.numel() / 2
+    dense = {**sent, "data": (layer.mul(255).round().clamp(0, 255).to(torch.uint8)).numpy().tobytes()}
+    del dense["encoding"]
+    assert torch.equal(decode(sent), decode(dense))
+    # A dense map (pooled thumbnails) goes as it is.
+    assert "encoding" not in serialize.quantize_uint8(torch.full((64, 64), 0.5))
+
+
 def test_layer_change_sends_that_layer(widget):
     widget.layer = 5
     assert widget.attention["layer"] == 5

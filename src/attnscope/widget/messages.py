@@ -46,7 +46,7 @@ MESSAGES = {
                 "under the run it belongs to."),
         Message("layer", "request", "view",
                 "{layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, "
-                "shape, scale, source} and its bytes as one buffer (payloads.layer_payload). The head view asks "
+                "shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks "
                 "for the layers around the open one while the page is idle, so a layer switch draws at once."),
         Message("attention_rows", "request", "view",
                 '{layer, head (-1: the mean of the layer\'s heads), token, direction: "from" | "to"} → the '

@@ -74,7 +74,8 @@ class WidgetTraits(anywidget.AnyWidget):
 
     # The head view
     layer = synced(Int(0), "The selected layer, 0-based; `attention` carries it.", writer="both", page="layer")
-    attention = synced(Dict(), "The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale}.")
+    attention = synced(Dict(), "The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; "
+                       "encoding \"nonzero\": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.")
     heads = synced(List(Int()), "The visible heads, 0-based.", writer="both", page="view")
     sentence_filter = synced(Enum(("all", "aa", "bb", "ab", "ba"), default_value="all"),
                              "Which sentence's tokens attend to which: all, aa, bb, ab or ba.", writer="both", page="view")
@@ -85,7 +86,7 @@ class WidgetTraits(anywidget.AnyWidget):
 
     # The model view
     thumbnails = synced(Dict(), "Max-pooled S × S maps of the included layers × heads, made while a view needs them: "
-                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale}; "
+                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)}; "
                         "empty for a long run's too large to make at once (the view asks for them in passes).")
     include_layers = synced(List(Int(), default_value=None, allow_none=True), "The model view's layers, or None for all.")
     include_heads = synced(List(Int(), default_value=None, allow_none=True), "The model view's heads, or None for all.")
@@ -106,7 +107,7 @@ class WidgetTraits(anywidget.AnyWidget):
                          writer="both", page="view")
     neuron_query = synced(Int(0), "The neuron view's query token.", writer="both", page="view")
     rollout = synced(Dict(), "Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: "
-                     "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale}, or {error}.")
+                     "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
     finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (show_analysis(head_finder(...))): "
                            "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
