@@ -29,7 +29,7 @@ def quantize_uint8(values: torch.Tensor) -> dict:
     if data.size >= 4096 and np.count_nonzero(nonzero) <= NONZERO_SHARE * data.size:
         # Bit i % 8 of bitmap byte i // 8 (little bit order) says whether byte i is nonzero.
         payload["encoding"] = "nonzero"
-        payload["data"] = np.packbits(nonzero, bitorder="little").tobytes() + data[nonzero].tobytes()
+        payload["data"] = np.packbits(nonzero, bitorder="little").tobytes() + np.compress(nonzero, data).tobytes()
     else:
         payload["data"] = data.tobytes()
     return payload
