@@ -165,3 +165,43 @@ def test_a_model_that_refuses_the_blocks_runs_eager_and_keeps_its_setting(bert_t
     expected = own_eager_outputs(model, encoded)
     assert all(torch.equal(a, b) for a, b in zip(got.attentions, expected.attentions))
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_a_mask_per_head_is_cut_as_the_heads_are(bert_tokenizer, monkeypatch):
+    """A 4-D mask with one map per head (a caller's own) is added to each head's block, as eager adds it."""
+    from transformers.models.bert import modeling_bert
+
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL))
+    module = model.encoder.layer[0].attention.self
+    query, key, value = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    mask = torch.zeros(2, 4, 6, 6)
+    mask[0, 1, :, 3:] = torch.finfo(torch.float32).min  # head 1 of the first text sees only its first 3 keys
+    mask[1, 3, 2:, :2] = torch.finfo(torch.float32).min
+    monkeypatch.setattr(eager_blocks, "BLOCK_BYTES", 1)  # one head a block
+    with torch.inference_mode():
+        ours_output, ours = eager_blocks.attention_function(module, query, key, value, mask, scaling=0.3)
+        their_output, theirs = modeling_bert.eager_attention_forward(module, query, key, value, mask, scaling=0.3)
+        shared_output, shared = eager_blocks.attention_function(module, query, key, value, mask[:, :1], scaling=0.3)
+        their_shared_output, their_shared = modeling_bert.eager_attention_forward(module, query, key, value, mask[:, :1], scaling=0.3)
+    assert torch.allclose(ours, theirs, atol=1e-7) and torch.allclose(ours_output, their_output, atol=1e-6)
+    assert ours[0, 1, :, 3:].abs().max() == 0 and ours[0, 0, :, 3:].abs().max() > 0
+    assert torch.allclose(shared, their_shared, atol=1e-7) and torch.allclose(shared_output, their_shared_output, atol=1e-6)
+
+
+class NotebookSelfAttention(transformers.models.bert.modeling_bert.BertSelfAttention):
+    """A user's subclass, defined outside transformers (as in a notebook): it runs its base's eager code."""
+
+
+def test_a_users_subclass_runs_its_base_files_eager_numbers(bert_tokenizer):
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL))
+    for layer in model.encoder.layer:
+        layer.attention.self.__class__ = NotebookSelfAttention
+    assert eager_blocks.serves(model)
+    assert eager_blocks.own_eager(model.encoder.layer[0].attention.self) is transformers.models.bert.modeling_bert.eager_attention_forward
+    engine = attnscope.load(model, bert_tokenizer, device="cpu")
+    encoded = bert_tokenizer(TEXTS[:1], return_tensors="pt")
+    expected = own_eager_outputs(model, encoded)
+    got = engine.forward(encoded)
+    assert all((a - b).abs().max() <= 1e-6 for a, b in zip(got.attentions, expected.attentions))

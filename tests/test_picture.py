@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import gc
 import json
+import os
 import re
 import warnings
 import weakref
@@ -437,3 +438,24 @@ def test_a_12_head_model_picture_fits_a_jupyterlab_output_and_any_narrower(defau
     assert "max-width:100%" in style and "height:auto" in style
     assert "overflow" not in html_part  # nothing scrolls: the whole picture is in view
     widget.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle scheduling class")
+def test_the_picture_thread_runs_only_where_nothing_else_wants_the_cpu():
+    """The kernel draws its picture in a thread that must not take slices from a user's next
+    request (torch's threads answering a long run's rows); the kernel's own thread is untouched."""
+    import threading
+
+    from attnscope.widget.picture import _last_in_line
+
+    seen = {}
+
+    def thread():
+        _last_in_line(threading.get_native_id())
+        seen["policy"] = os.sched_getscheduler(threading.get_native_id())
+
+    worker = threading.Thread(target=thread)
+    worker.start()
+    worker.join()
+    assert seen["policy"] == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE

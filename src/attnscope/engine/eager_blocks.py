@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from ..errors import NoAttentionError
+
 IMPLEMENTATION = "attnscope_eager_blocks"
 # Scores of this many bytes at a time: a block that stays in a core's L2 cache.
 BLOCK_BYTES = 2 * 1024 * 1024
@@ -45,9 +47,16 @@ def _plain_kinds() -> dict[tuple, str]:
     return _plain
 
 
+def _modeling_file(module: Any) -> Any:
+    """The modeling file of the module's class, or of the nearest base class whose file has an
+    eager attention function (a user's subclass in a notebook runs its base's)."""
+    files = [sys.modules.get(cls.__module__) for cls in type(module).__mro__]
+    return next((f for f in files if hasattr(f, "eager_attention_forward")), files[0])
+
+
 def own_eager(module: Any) -> Any:
-    """The eager attention function of the module's own modeling file (what it runs in eager mode)."""
-    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    """The eager attention function of the module's modeling file (what it runs in eager mode)."""
+    return getattr(_modeling_file(module), "eager_attention_forward", None)
 
 
 _plain_files: dict[str, bool] = {}
@@ -72,8 +81,8 @@ def _reads_plain(modeling: Any) -> bool:
 def serves(model: torch.nn.Module) -> bool:
     """Whether every module of the model that calls transformers' attention functions has a plain
     eager function in its modeling file (then IMPLEMENTATION gives exactly eager's numbers)."""
-    files = {type(module).__module__ for module in model.modules()}
-    calling = [sys.modules.get(name) for name in files if hasattr(sys.modules.get(name), "ALL_ATTENTION_FUNCTIONS")]
+    files = {id(f): f for f in map(_modeling_file, model.modules())}.values()
+    calling = [f for f in files if hasattr(f, "ALL_ATTENTION_FUNCTIONS")]
     return bool(calling) and all(_is_plain(modeling) for modeling in calling)
 
 
@@ -82,9 +91,12 @@ def attention_function(
     scaling: float | None = None, dropout: float = 0.0, **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """transformers' attention-function signature: (B × T × heads × d_v output, B × heads × T × T weights)."""
-    own = own_eager(module)
+    modeling = _modeling_file(module)
     if (torch.is_grad_enabled() or (dropout and module.training) or query.dtype != torch.float32
-            or key.dtype != torch.float32 or value.dtype != torch.float32 or not _is_plain(sys.modules.get(type(module).__module__))):
+            or key.dtype != torch.float32 or value.dtype != torch.float32 or not _is_plain(modeling)):
+        own = own_eager(module)
+        if own is None:
+            raise NoAttentionError(f"{type(module).__name__} has no eager attention function to run for its weights.")
         return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     if scaling is None:  # BERT's default; Llama's always passes it
         scaling = query.size(-1) ** -0.5
@@ -93,19 +105,22 @@ def attention_function(
         key, value = (t.repeat_interleave(group, dim=1) for t in (key, value))
     batch, heads, n_queries, _ = query.shape
     n_keys = key.shape[2]
-    if attention_mask is not None:
-        attention_mask = attention_mask[:, :, :, :n_keys]
     weights = torch.empty(batch, heads, n_queries, n_keys, dtype=query.dtype, device=query.device)
     output = torch.empty(batch, heads, n_queries, value.shape[-1], dtype=query.dtype, device=query.device)
     per_block = heads if query.device.type != "cpu" else max(1, min(heads, BLOCK_BYTES // (4 * batch * n_queries * n_keys)))
     scores = torch.empty(batch, per_block, n_queries, n_keys, dtype=query.dtype, device=query.device)
-    blocks = zip(*(t.split(per_block, dim=1) for t in (query, key.transpose(2, 3), value, weights, output)))
-    for query_block, keys_block, value_block, weights_block, output_block in blocks:
+    masks = [None] * heads
+    if attention_mask is not None:
+        attention_mask = attention_mask[:, :, :, :n_keys]
+        # One mask for every head (eager's), or one per head (a 4-D mask a caller built), cut as the heads are.
+        masks = attention_mask.split(per_block, dim=1) if attention_mask.shape[1] > 1 else [attention_mask] * heads
+    blocks = zip(*(t.split(per_block, dim=1) for t in (query, key.transpose(2, 3), value, weights, output)), masks)
+    for query_block, keys_block, value_block, weights_block, output_block, mask in blocks:
         block = scores[:, : query_block.shape[1]]
         torch.matmul(query_block, keys_block, out=block)
         block.mul_(scaling)
-        if attention_mask is not None:
-            block.add_(attention_mask)
+        if mask is not None:
+            block.add_(mask)
         torch.softmax(block, dim=-1, out=weights_block)
         torch.matmul(weights_block, value_block, out=output_block)
     return output.transpose(1, 2).contiguous(), weights

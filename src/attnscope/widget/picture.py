@@ -268,10 +268,11 @@ class PictureOutputs:
         self._drawing = True
 
         def draw() -> None:
-            # Last in line for the CPU (Linux sets a thread's niceness by its id): a user's next
-            # click, the kernel's answer and the browser come first on a 2-core machine.
-            with contextlib.suppress(AttributeError, OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            # Last in line for the CPU (Linux schedules a thread by its id): a user's next click,
+            # the kernel's answer and the browser come first on a 2-core machine. SCHED_IDLE runs
+            # it only on a core nothing else wants (at nice 19 it still gets slices beside torch's
+            # threads, which wait for each other at every op).
+            _last_in_line(threading.get_native_id())
             try:
                 bundle = _bundle(*_drawn(page), name, widget.picture_id)
             except Exception as exc:
@@ -294,6 +295,17 @@ class PictureOutputs:
         self._published += 1
         for display_id in self.display_ids:
             update_display(bundle, raw=True, display_id=display_id)
+
+
+def _last_in_line(thread_id: int) -> None:
+    """Linux's idle scheduling class for a thread, else the lowest niceness; nothing elsewhere."""
+    try:
+        os.sched_setscheduler(thread_id, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (AttributeError, OSError):
+        pass
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, thread_id, 19)
 
 
 def picture_key(widget: Any) -> str:
