@@ -2,10 +2,10 @@
 
 transformers' plain eager attention (the code most families share, BERT's and Llama's) makes
 each layer's heads × T × T scores, scales them, adds the mask and takes the softmax as separate
-passes over fresh T² tensors: at 512 tokens on bert-base that is 10 ms a layer where the fused
-kernel (sdpa) takes 3.5 ms. The same operations on a cache-sized block of heads at a time, the
-softmax written straight into the weights that are returned, give the same numbers (the same ops
-in the same order) in about half the time. Only a module whose own eager function is
+passes over fresh T² tensors: at 512 tokens on bert-base its attention ops take 88 ms a forward
+where the fused kernel (sdpa) takes 39 ms. The same operations on a cache-sized block of heads at
+a time, the softmax written straight into the weights that are returned, give the same numbers
+(the same ops in the same order) in 66 ms. Only a module whose own eager function is
 byte-for-byte one of those plain ones is served, in float32 without gradients; anything else
 (soft-capping, sinks, another dtype, a backward pass) goes to the module's own eager function.
 """
