@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import NoAttentionError
+from .attention_registry import register_attention
 
 IMPLEMENTATION = "attnscope_eager_blocks"
 # Scores of this many bytes at a time: a block that stays in a core's L2 cache.
@@ -126,17 +127,8 @@ def attention_function(
     return output.transpose(1, 2).contiguous(), weights
 
 
-_registered = False
-
-
 def register() -> None:
     """Make IMPLEMENTATION a name transformers knows, with eager's masks."""
-    global _registered
-    if _registered:
-        return
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import eager_mask
 
-    AttentionInterface.register(IMPLEMENTATION, attention_function)
-    AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
-    _registered = True
+    register_attention(IMPLEMENTATION, attention_function, eager_mask)

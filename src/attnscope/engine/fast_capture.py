@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import NoAttentionError
+from .attention_registry import register_attention
 from .exact_attention import ScoreRule, attend, block_rows, probabilities, row_logsumexp, scores
 
 IMPLEMENTATION = "attnscope_exact_rows"
@@ -200,21 +201,12 @@ def attention_function(
     return output, None
 
 
-_registered = False
-
-
 def register() -> None:
     """Make IMPLEMENTATION a name transformers knows (its masks: sdpa's). Harmless outside a run:
     it passes every call to the model's own kernel."""
-    global _registered
-    if _registered:
-        return
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import sdpa_mask
 
-    AttentionInterface.register(IMPLEMENTATION, attention_function)
-    AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
-    _registered = True
+    register_attention(IMPLEMENTATION, attention_function, sdpa_mask)
 
 
 @contextmanager
