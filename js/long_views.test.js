@@ -136,6 +136,21 @@ describe("text view", () => {
     expect(scene.items.filter((i) => i.role === "token").map((i) => i.text)).toContain(" 日本");
     expect(scene.items.filter((i) => i.role === "selected")).toHaveLength(1);
   });
+
+  it("dims only the text flow while a selection's numbers are asked for", () => {
+    // A class on an ancestor of every token span makes the browser visit them all on each click.
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const shown = { tokens: ["a", " b", " c"], notes: [], selected: 0, values: Float32Array.from([0.5, 0.3, 0.2]),
+      message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(shown);
+    view.update({ ...shown, selected: 2, values: null });
+    const flow = body.querySelector(".attnscope-text-flow");
+    expect(flow.classList.contains("attnscope-stale")).toBe(true);
+    expect(body.querySelectorAll(".attnscope-stale")).toHaveLength(1);
+    view.update({ ...shown, selected: 2 });
+    expect(body.querySelectorAll(".attnscope-stale")).toHaveLength(0);
+  });
 });
 
 describe("text view reading", () => {
