@@ -205,3 +205,18 @@ def test_a_users_subclass_runs_its_base_files_eager_numbers(bert_tokenizer):
     expected = own_eager_outputs(model, encoded)
     got = engine.forward(encoded)
     assert all((a - b).abs().max() <= 1e-6 for a, b in zip(got.attentions, expected.attentions))
+
+
+def test_attention_outputs_not_seen_for_every_layer_mean_a_scan():
+    """Without a finite sum for each layer (a module whose output is no tensor, a layer missed),
+    the maps are scanned, never taken as finite."""
+    from attnscope.engine.hooks import Capture
+
+    capture = Capture()
+    assert not capture.attention_finite(3)
+    capture.output_sums += [torch.tensor(1.0), torch.tensor(2.0)]
+    assert not capture.attention_finite(3)
+    capture.output_sums.append(torch.tensor(3.0))
+    assert capture.attention_finite(3)
+    capture.output_sums[1] = torch.tensor(float("nan"))
+    assert not capture.attention_finite(3)

@@ -14,6 +14,8 @@ UINT8_SCALE = 1.0 / 255.0
 # crosses the kernel, the Jupyter server, the websocket and the page (a third to a half of an
 # edit's time past the forward). Denser ones (pooled thumbnails) go as they are.
 NONZERO_SHARE = 0.6
+# Smaller payloads (a short text's layer, a thumbnail) go as they are: nothing worth a second pass.
+NONZERO_MIN_BYTES = 4096
 
 # GPT-2 / RoBERTa byte-level BPE marks a leading space with "Ġ" and SentencePiece with "▁";
 # show them as the spaces they stand for (BertViz's prettify_tokens does the same).
@@ -26,7 +28,7 @@ def quantize_uint8(values: torch.Tensor) -> dict:
     data = scaled.to(torch.uint8).numpy().reshape(-1)
     payload = {"dtype": "uint8", "shape": list(scaled.shape), "scale": UINT8_SCALE}
     nonzero = data != 0
-    if data.size >= 4096 and np.count_nonzero(nonzero) <= NONZERO_SHARE * data.size:
+    if data.size >= NONZERO_MIN_BYTES and np.count_nonzero(nonzero) <= NONZERO_SHARE * data.size:
         # Bit i % 8 of bitmap byte i // 8 (little bit order) says whether byte i is nonzero.
         payload["encoding"] = "nonzero"
         payload["data"] = np.packbits(nonzero, bitorder="little").tobytes() + np.compress(nonzero, data).tobytes()

@@ -79,8 +79,10 @@ class Capture:
         """True when each of n_layers attention calls gave an output of finite sum (so no weight
         is NaN; softmax gives no ±inf); False when any did not (a NaN, or a sum that overflows:
         then the maps are scanned) or the calls were not all seen."""
-        sums = [s.to(self.output_sums[0].device) for s in self.output_sums]
-        return len(sums) == n_layers and bool(torch.isfinite(torch.stack(sums)).all())
+        if len(self.output_sums) != n_layers or not self.output_sums:
+            return False
+        device = self.output_sums[0].device  # a model split over GPUs sums each layer on its own
+        return bool(torch.isfinite(torch.stack([s.to(device) for s in self.output_sums])).all())
 
 
 CROSS_ATTENTION_NAMES = {"encoder_attn", "crossattention", "EncDecAttention", "cross_attn"}
