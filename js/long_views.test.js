@@ -7,7 +7,7 @@ import { keyHeadOf, scaleOf, topK } from "./long_controls.js";
 import { axisMarks, mapScene, panRegion, regionSamples, regionScale, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
 import { sceneToSvg } from "./scene.js";
 import { savedAnswer } from "./standalone.js";
-import { chunkBoundaries, createTextView, shades, textScene } from "./text_view.js";
+import { chunkBoundaries, createTextView, shadeOf, textScene } from "./text_view.js";
 
 describe("map zoom", () => {
   it("zooms around the pointer and stays inside the map", () => {
@@ -96,7 +96,7 @@ describe("text view", () => {
   it("shades tokens on the scale of those not set aside", () => {
     const values = Float32Array.from([0.9, 0.05, 0.1, 0.05]);
     expect(scaleOf(values, 0).max).toBeCloseTo(0.9);
-    const [sink, a, b] = shades(values, 1);
+    const [sink, a, b] = [0, 1, 2].map(shadeOf(values, 1));
     expect(sink).toBe("rgba(128,128,128,1.00)");
     expect(b).toBe("rgba(33,113,181,1.00)"); // 0.1 is the largest once the sink is aside
     expect(a).toBe("rgba(33,113,181,0.50)");
@@ -231,6 +231,45 @@ describe("text view blocks", () => {
     // No word starts and no line ends: a block at four times the size, but not before a "" (a split character's byte).
     const bytes = Array.from({ length: 1100 }, (_, i) => (i === 1024 ? "" : "x"));
     expect(chunkBoundaries(bytes)).toEqual([0, 1025, 1100]);
+  });
+});
+
+describe("text view picture", () => {
+  // The picture's rows as text: each token's text by the row it is drawn on.
+  const rowsOf = (scene) => {
+    const rows = new Map();
+    for (const item of scene.items.filter((i) => i.type === "text" && i.role === "token")) rows.set(item.y, (rows.get(item.y) ?? "") + item.text);
+    return [...rows.values()];
+  };
+  const words = Array.from({ length: 5000 }, (_, i) => (i % 97 === 96 ? " end.\n" : ` w${i}`));
+  const values = Float32Array.from(words, (_, i) => ((i * 7919) % 1000) / 1000);
+  const state = (selected) => ({ tokens: words, reading: words, notes: [], selected, values, message: "", head: 0, nHeads: 1,
+    nKeyHeads: 1, direction: "from", aside: 0, layer: 0, model: "m" });
+
+  it("shows the lines around the selection as the live view breaks them, a block starting a line", () => {
+    // Every line of the whole text as the flow shows it: each block (chunkBoundaries) from a new line.
+    const starts = chunkBoundaries(words);
+    const all = [];
+    for (let k = 0; k + 1 < starts.length; k++) {
+      const block = textScene({ ...state(starts[k]), tokens: words.slice(starts[k], starts[k + 1]),
+        reading: words.slice(starts[k], starts[k + 1]), values: values.slice(starts[k], starts[k + 1]), selected: 0 },
+      { lines: 10_000 });
+      all.push(...rowsOf(block));
+    }
+    expect(all.join("").replace(/\n/g, "")).toBe(words.join("").replace(/\n/g, ""));
+    for (const selected of [0, 5, starts[3] - 1, starts[3], 2500, 4990, 4999]) {
+      const scene = textScene(state(selected), { lines: 12 });
+      const rows = rowsOf(scene);
+      expect(rows).toHaveLength(12);
+      // Consecutive lines of the whole text, the selection's in the middle where the text allows.
+      const at = all.findIndex((_, k) => rows.every((row, n) => all[k + n] === row));
+      expect(at).toBeGreaterThanOrEqual(0);
+      const mark = scene.items.find((i) => i.role === "selected");
+      const ys = [...new Set(scene.items.filter((i) => i.type === "text" && i.role === "token").map((i) => i.y))];
+      const row = ys.findIndex((y) => Math.abs(y - (mark.y + (mark.height) / 2)) < 1);
+      expect(rows[row]).toContain(words[selected].replace("\n", ""));
+      expect(at).toBe(Math.max(0, Math.min(at + row - 6, all.length - 12)));
+    }
   });
 });
 

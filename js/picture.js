@@ -36,7 +36,7 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
     for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i) - 1;
     return bytes;
   };
-  const { state, served } = withBuffers(page.json, page.buffers, bytesOf);
+  const { state, served } = withBuffers(page.json, page.buffers, bytesOf, { copy: false });
   const get = (name) => state[name];
   const cache = new Map();
   const decoded = (name) => {
@@ -65,11 +65,12 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
     const drawn = adapter.picture(context, { title, ...thinner });
     if (typeof drawn === "string") return { error: drawn };
     scene = withCaption(drawn, caption);
-    svg = sceneToSvg(scene, { dark });
-    if (svg.length <= maxBytes) break;
+    svg = sceneToSvg(scene, { dark, maxBytes });
+    if (svg !== null && svg.length <= maxBytes) break;
   }
-  if (svg.length > maxBytes) {
-    return { error: `the ${adapter.label.toLowerCase()} view's picture would take ${Math.ceil(svg.length / 1000)} kB, over ${Math.floor(maxBytes / 1000)} kB` };
+  if (svg === null || svg.length > maxBytes) {
+    const bytes = (svg ?? sceneToSvg(scene, { dark })).length;
+    return { error: `the ${adapter.label.toLowerCase()} view's picture would take ${Math.ceil(bytes / 1000)} kB, over ${Math.floor(maxBytes / 1000)} kB` };
   }
   return { svg, width: scene.width, height: scene.height };
 }

@@ -190,12 +190,19 @@ function svgItem(item, foreground) {
 }
 
 /** The scene as an SVG document's text, made as a string: no DOM is needed (the kernel's picture
- * of a view is made by this same code, outside any browser). Token text is XML-escaped data. */
-export function sceneToSvg(scene, { dark = false } = {}) {
+ * of a view is made by this same code, outside any browser). Token text is XML-escaped data.
+ * null where its items alone would take more than maxBytes characters. */
+export function sceneToSvg(scene, { dark = false, maxBytes = Infinity } = {}) {
   const { background, foreground } = sceneColors(dark);
   const { width, height } = scene;
   const parts = scene.background ? [svgTag("rect", { class: "background", x: 0, y: 0, width, height, fill: background })] : [];
-  for (const item of scene.items) parts.push(svgItem(item, foreground));
+  let length = 0;
+  for (const item of scene.items) {
+    const part = svgItem(item, foreground);
+    length += part.length;
+    if (length > maxBytes) return null; // the picture tries a thinner scene: the rest would be wasted work
+    parts.push(part);
+  }
   return svgTag("svg", { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, "font-family": FONT, "font-size": 12,
     fill: foreground, "text-anchor": "start" }, parts.join(""));
 }

@@ -64,6 +64,14 @@ it("draws a scene as SVG with its texts where the scene puts them, as data", () 
   expect([...doc.querySelectorAll("path")].map((p) => p.dataset?.lines ?? p.getAttribute("data-lines"))).toEqual(["1", "1"]);
 });
 
+it("stops an SVG at maxBytes, and gives the same SVG where it fits", () => {
+  const s = createScene(100, 50);
+  for (let i = 0; i < 200; i++) s.rect(i, 2, 3, 4, "red", "token");
+  const whole = sceneToSvg(s.scene);
+  expect(sceneToSvg(s.scene, { maxBytes: whole.length })).toBe(whole);
+  expect(sceneToSvg(s.scene, { maxBytes: whole.length / 2 })).toBeNull();
+});
+
 it("finds the grid cell under a point and nothing outside", () => {
   expect(gridCellAt(85, 1, 84, 2, 3)).toEqual({ row: 0, col: 1 });
   expect(gridCellAt(1, 170, 84, 2, 3)).toBeNull();

@@ -24,14 +24,9 @@ export function shadingTitle(state) {
   return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
 }
 
-/** Each token's colour: blue on the scale of the tokens not set aside, grey on their own. */
-export function shades(values, aside) {
-  const shade = shadeOf(values, aside);
-  return Array.from(values, (_, i) => shade(i));
-}
-
-/** shades' colour of token i, made when asked for: a long text writes those in view first, and
- * 131,072 colour strings made up front took longer than the frame. */
+/** Token i's colour, (i) → CSS colour: blue on the scale of the tokens not set aside, grey on
+ * their own. Made when asked for: a long text writes those in view first, and 131,072 colour
+ * strings made up front took longer than the frame. */
 export function shadeOf(values, aside) {
   const { max, asideMax } = scaleOf(values, aside);
   return (i) => (i < aside ? asideShade(values[i] / asideMax) : attentionShade(values[i] / max));
@@ -91,30 +86,68 @@ export function chunkBoundaries(reading) {
   return starts;
 }
 
+// chunkBoundaries of a reading array, kept while the array is: the picture draws a scene once for
+// each size it tries (views.py thinning), each reading the same tokens.
+const boundaryMemo = new WeakMap();
+function boundariesOf(reading) {
+  if (!boundaryMemo.has(reading)) boundaryMemo.set(reading, chunkBoundaries(reading));
+  return boundaryMemo.get(reading);
+}
+
 /**
- * The text around the selected token as an image: lines of tokens, each on its shade, the
- * selected one outlined, the top tokens and the colour bars below.
+ * The lines of the flow's blocks (chunkBoundaries) around token `marked`, laid out as the live
+ * view breaks them (a block starts a line): {lines, at}, `at` the line holding `marked`. Only the
+ * blocks that give lineCount lines around it are laid out: the whole of 32,768 tokens took the
+ * kernel's picture 0.4 s, beside the user's first clicks.
  */
-export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineCount = IMAGE_LINES } = {}) {
-  const { tokens, values, selected, aside } = state;
-  const colors = shades(values, aside);
-  // Lay out every token into lines, then keep the lines around the selected token.
+function linesAround(reading, marked, lineCount, width) {
+  const starts = boundariesOf(reading);
+  let block = 0;
+  for (let lo = 0, hi = starts.length - 2; lo <= hi;) { // the last block starting at or before `marked`
+    const mid = (lo + hi) >> 1;
+    if (starts[mid] <= marked) { block = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  const layout = (k) => blockLines(reading, starts[k], starts[k + 1], width);
+  let lines = layout(block);
+  let at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === marked)));
+  let before = block;
+  let after = block + 1;
+  const half = Math.floor(lineCount / 2);
+  const more = () => { const added = layout(--before); lines = added.concat(lines); at += added.length; };
+  while (at < half && before > 0) more();
+  while (lines.length - at < lineCount - half && after < starts.length - 1) lines.push(...layout(after++));
+  while (lines.length < lineCount && before > 0) more(); // near the end: the last lines, as many as fit
+  return { lines, at };
+}
+
+/** Tokens [lo, hi) as lines of {i, text, x, w} within `width` (a "\n" in a token starts a line). */
+function blockLines(reading, lo, hi, width) {
   const lines = [[]];
   let x = 0;
-  const reading = readingOf(state);
-  const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
-  reading.forEach((token, i) => {
-    if (token === "") return; // a part of the character before it: nothing of its own to show
-    const parts = String(token).split("\n");
-    parts.forEach((part, p) => {
+  for (let i = lo; i < hi; i++) {
+    const token = reading[i];
+    if (token === "") continue; // a part of the character before it: nothing of its own to show
+    String(token).split("\n").forEach((part, p) => {
       if (p > 0) { lines.push([]); x = 0; }
       const w = Math.max(4, textWidth(part, 12));
       if (x + w > width - 16 && x > 0) { lines.push([]); x = 0; }
       lines.at(-1).push({ i, text: part, x, w });
       x += w;
     });
-  });
-  const at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === marked)));
+  }
+  return lines;
+}
+
+/**
+ * The text around the selected token as an image: lines of tokens, each on its shade, the
+ * selected one outlined, the top tokens and the colour bars below.
+ */
+export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineCount = IMAGE_LINES } = {}) {
+  const { tokens, values, selected, aside } = state;
+  const shade = shadeOf(values, aside);
+  const reading = readingOf(state);
+  const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
+  const { lines, at } = linesAround(reading, marked, lineCount, width);
   const first = Math.max(0, Math.min(at - Math.floor(lineCount / 2), lines.length - lineCount));
   const shown = lines.slice(first, first + lineCount);
   const best = topK(values, TOP_K);
@@ -127,7 +160,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   shown.forEach((line, row) => {
     const y = top + row * LINE;
     for (const t of line) {
-      s.rect(8 + t.x, y, t.w, LINE - 2, colors[t.i], t.i === marked ? "selected" : "token");
+      s.rect(8 + t.x, y, t.w, LINE - 2, shade(t.i), t.i === marked ? "selected" : "token");
       if (t.i === marked) {
         s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       }
@@ -436,7 +469,7 @@ export const adapter = {
     return state.message ? "" : state.values ? "" : "computing…";
   },
   picture(context, options) {
-    const state = textState(context);
+  const state = textState(context);
     return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,

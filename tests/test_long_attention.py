@@ -237,6 +237,18 @@ def test_short_results_answer_rows_the_same_way(tokenizer):
     assert torch.equal(full.attention_rows(1, 2, slice(3, 5)), full.attention[1, 2, 3:5])
 
 
+def test_the_mean_of_a_layers_heads_is_their_rows_and_columns_averaged(tokenizer):
+    # Grouped-query heads (two query heads a key head): every head in one pass reads its own key head.
+    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    full, long = engine.run(TEXT, attention="full"), engine.run(TEXT, attention="on_demand")
+    assert torch.allclose(long.mean_attention_rows(1, [0, 7, -1]), full.attention[1][:, [0, 7, -1]].mean(0), atol=2e-6)
+    assert torch.allclose(long.mean_attention_columns(1, [0, 7]), full.attention[1][:, :, [0, 7]].mean(0), atol=2e-6)
+    per_head = torch.stack([long.attention_rows(1, h, [5]) for h in range(long.n_heads)])
+    assert torch.allclose(long.mean_attention_rows(1, [5]), per_head.mean(0), atol=1e-7)
+    with pytest.raises(InputError, match="layer"):
+        long.mean_attention_rows(long.n_layers, [0])
+
+
 def test_log_sum_exp_in_blocks_equals_one_block(tokenizer):
     torch.manual_seed(1)
     q, k = torch.randn(4, 50, 8), torch.randn(2, 50, 8)

@@ -95,6 +95,28 @@ def test_every_long_view_is_pictured_from_the_kernels_answers(long_engine, view)
     widget.close()
 
 
+def test_a_long_text_picture_reads_only_what_the_view_draws(long_engine):
+    widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view="text")
+    page, binaries = picture_module._read_page(widget)
+    state = page["json"]["state"]
+    # The input box's text is no part of any picture; the tokens are, and the selected row crosses as bytes.
+    assert state["text"] == "" and widget.text == TEXT
+    assert state["tokens"] == list(widget.tokens)
+    assert [part["path"][:3] for part in page["buffers"]] == [["served", "answers", 0]]
+    assert len(binaries) == 1 and len(binaries[0]) == 4 * len(widget.tokens)  # the row, float32
+    widget.close()
+
+
+def test_split_buffers_finds_bytes_at_any_depth_and_keeps_flat_lists():
+    from attnscope.widget.export import split_buffers
+
+    value = {"tokens": ("a", "b"), "n": [1, 2.5, None], "rows": [[b"\x01", "x"], {"data": memoryview(b"\x02\x03")}]}
+    json_part, buffers = split_buffers(value)
+    assert json_part == {"tokens": ["a", "b"], "n": [1, 2.5, None], "rows": [[None, "x"], {"data": None}]}
+    assert buffers == [(["rows", 0, 0], b"\x01"), (["rows", 1, "data"], b"\x02\x03")]
+    assert value["tokens"] == ("a", "b")  # the caller's value is left as it was
+
+
 @pytest.mark.parametrize(("view", "says"), [
     ("head", r"Showing the [\d,]+ strongest lines \(weight ≥ [\d.]+\) of [\d,]+"),
     ("model", r"Line opacity"),

@@ -286,19 +286,35 @@ class LongAttentionResult:
         layer, head = self._layer(layer, head)
         index = _query_index(queries, self.n_tokens)
         with torch.inference_mode():
-            rows = exact.rows_of_head(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], head, index)
-        return rows.cpu()
+            rows = exact.rows_of_heads(*self._of_heads(layer, head), self.rules[layer], index)
+        return rows[0].cpu()
+
+    def mean_attention_rows(self, layer: int, queries) -> torch.Tensor:
+        """The mean over the layer's heads of rows `queries`: len(queries) × T, float32 on the
+        CPU, exact; every head in one pass."""
+        layer, _ = self._layer(layer)
+        index = _query_index(queries, self.n_tokens)
+        with torch.inference_mode():
+            rows = exact.rows_of_heads(*self._of_heads(layer, None), self.rules[layer], index)
+        return rows.mean(0).cpu()
 
     def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
         """Columns `keys` (an int, a range, a slice or a list) of one head: how much every query
         attends to each of them, T × len(keys), float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
         index = _query_index(keys, self.n_tokens)
-        kh = self.key_head(head)
         with torch.inference_mode():
-            cols = exact.columns_of_heads(self.queries[layer][head : head + 1], self.keys[layer][kh : kh + 1],
-                                          self.lse[layer][head : head + 1], self.rules[layer], index)
+            cols = exact.columns_of_heads(*self._of_heads(layer, head), self.rules[layer], index)
         return cols[0].cpu()
+
+    def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
+        """The mean over the layer's heads of columns `keys`: T × len(keys), float32 on the CPU,
+        exact; every head in one pass."""
+        layer, _ = self._layer(layer)
+        index = _query_index(keys, self.n_tokens)
+        with torch.inference_mode():
+            cols = exact.columns_of_heads(*self._of_heads(layer, None), self.rules[layer], index)
+        return cols.mean(0).cpu()
 
     def spans(self, rows, cols) -> list[tuple[int, int]]:
         """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""

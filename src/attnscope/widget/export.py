@@ -95,6 +95,9 @@ def script_safe_json(value: Any) -> str:
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+_HOLDS_PARTS = (bytes, bytearray, memoryview, dict, list, tuple)
+
+
 def split_buffers(value: Any, path: tuple = ()) -> tuple[Any, list[tuple[list, bytes]]]:
     """`value` with every bytes part replaced by None, and the parts with their paths (keys and
     indices), as ipywidgets sends state over a comm; js/standalone.js puts them back."""
@@ -107,6 +110,8 @@ def split_buffers(value: Any, path: tuple = ()) -> tuple[Any, list[tuple[list, b
             found += inner
         return out, found
     if isinstance(value, (list, tuple)):
+        if not any(issubclass(kind, _HOLDS_PARTS) for kind in set(map(type, value))):
+            return list(value), []  # a flat list (tokens): one look at its types, not a call an item
         out_list, found = [], []
         for index, item in enumerate(value):
             converted, inner = split_buffers(item, (*path, index))

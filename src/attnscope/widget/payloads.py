@@ -256,9 +256,12 @@ def long_rows_payload(result: LongAttentionResult, layer: int, head: int, token:
     layer's heads (head -1). Exact, float32, T values."""
     if direction not in ("from", "to"):
         raise InputError(f"direction must be 'from' or 'to', not {checks.short_repr(direction)}.")
-    heads = range(result.n_heads) if head == -1 else [head]
-    pick = result.attention_rows if direction == "from" else result.attention_columns
-    values = sum(pick(layer, h, [token]).flatten() for h in heads) / len(heads)
+    if head == -1:
+        pick = result.mean_attention_rows if direction == "from" else result.mean_attention_columns
+        values = pick(layer, [token]).flatten()
+    else:
+        pick = result.attention_rows if direction == "from" else result.attention_columns
+        values = pick(layer, head, [token]).flatten()
     encoded = encode_float32(values)
     content = {"layer": layer, "head": head, "token": token, "direction": direction,
                "n_tokens": result.n_tokens, "shape": encoded["shape"], "dtype": "float32"}

@@ -66,6 +66,7 @@ def _page_of(widget: Any) -> tuple[dict, list[str]]:
     for name in ("attention", "thumbnails", "rollout"):
         if name != draws:
             page["state"][name] = {}
+    page["state"]["text"] = ""  # the input box's; no picture draws it (32,768 tokens: 0.4 MB to read)
     page["served"] = {key: value for key, value in page["served"].items()
                       if (key == "neuron" and draws == "neuron") or key == "answers"}
     json_part, buffers = split_buffers(page)
