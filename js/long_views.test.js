@@ -2,9 +2,9 @@
 // The long-input views' pure parts: zoom and pan, what is asked for, sampling a tile into the
 // region shown, colour scales with sinks set aside, the text view's shading and top tokens, and
 // a saved page's answers.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { keyHeadOf, scaleOf, topK } from "./long_controls.js";
-import { axisMarks, mapScene, panRegion, regionSamples, regionScale, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
+import { axisMarks, mapScene, panRegion, regionSamples, regionScale, SETTLE_MS, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
 import { sceneToSvg } from "./scene.js";
 import { savedAnswer } from "./standalone.js";
 import { chunkBoundaries, createTextView, shadeOf, textScene } from "./text_view.js";
@@ -377,6 +377,38 @@ describe("map on screen", () => {
       expect(styles).toContain("#eee");
       expect(styles).not.toContain("#222");
     } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
+describe("map zoom on screen", () => {
+  it("redraws at each wheel event and asks for one region once the gesture rests", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => null;
+    vi.useFakeTimers();
+    try {
+      let redraws = 0;
+      const body = document.createElement("div");
+      const view = createMapView(body, { onZoom: () => { redraws++; } });
+      const n = 1000;
+      view.region(n);
+      const canvas = body.querySelector("canvas.attnscope-map");
+      expect(view.settled(n)).toEqual(wholeMap(n));
+      const wheel = () => canvas.dispatchEvent(new WheelEvent("wheel", { clientX: 300, clientY: 300, deltaY: -100, bubbles: true, cancelable: true }));
+      for (let k = 0; k < 5; k++) { wheel(); vi.advanceTimersByTime(30); } // a wheel turned: events 30 ms apart
+      expect(redraws).toBe(5);
+      expect(view.settled(n)).toEqual(wholeMap(n)); // nothing asked for mid-gesture
+      vi.advanceTimersByTime(SETTLE_MS - 30 - 1);
+      expect(view.settled(n)).toEqual(wholeMap(n));
+      vi.advanceTimersByTime(1);
+      expect(view.settled(n)).toEqual(view.region(n));
+      expect(view.region(n)).not.toEqual(wholeMap(n));
+      expect(redraws).toBe(6); // and a redraw that asks for it
+      view.destroy();
+    } finally {
+      vi.useRealTimers();
       HTMLCanvasElement.prototype.getContext = original;
     }
   });
