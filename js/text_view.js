@@ -95,10 +95,10 @@ function boundariesOf(reading) {
 }
 
 /**
- * The lines of the flow's blocks (chunkBoundaries) around token `marked`, laid out as the live
- * view breaks them (a block starts a line): {lines, at}, `at` the line holding `marked`. Only the
- * blocks that give lineCount lines around it are laid out: the whole of 32,768 tokens took the
- * kernel's picture 0.4 s, beside the user's first clicks.
+ * The lineCount lines around token `marked` (it in the middle where the text allows, else the
+ * first or the last lines), laid out as the live view breaks them: a block (chunkBoundaries)
+ * starts a line. Only the blocks that give those lines are laid out: the whole of 32,768 tokens
+ * took the kernel's picture 0.4 s, beside the user's first clicks.
  */
 function linesAround(reading, marked, lineCount, width) {
   const starts = boundariesOf(reading);
@@ -117,7 +117,8 @@ function linesAround(reading, marked, lineCount, width) {
   while (at < half && before > 0) more();
   while (lines.length - at < lineCount - half && after < starts.length - 1) lines.push(...layout(after++));
   while (lines.length < lineCount && before > 0) more(); // near the end: the last lines, as many as fit
-  return { lines, at };
+  const first = Math.max(0, Math.min(at - half, lines.length - lineCount));
+  return lines.slice(first, first + lineCount);
 }
 
 /** Tokens [lo, hi) as lines of {i, text, x, w} within `width` (a "\n" in a token starts a line). */
@@ -147,9 +148,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   const shade = shadeOf(values, aside);
   const reading = readingOf(state);
   const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
-  const { lines, at } = linesAround(reading, marked, lineCount, width);
-  const first = Math.max(0, Math.min(at - Math.floor(lineCount / 2), lines.length - lineCount));
-  const shown = lines.slice(first, first + lineCount);
+  const shown = linesAround(reading, marked, lineCount, width);
   const best = topK(values, TOP_K);
   const top = 44;
   const listTop = top + shown.length * LINE + 16;
@@ -469,7 +468,7 @@ export const adapter = {
     return state.message ? "" : state.values ? "" : "computing…";
   },
   picture(context, options) {
-  const state = textState(context);
+    const state = textState(context);
     return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,

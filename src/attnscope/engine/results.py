@@ -284,37 +284,32 @@ class LongAttentionResult:
         """Rows `queries` (an int, a range, a slice or a list) of one head over every key:
         len(queries) × T, float32, on the CPU; computed on the model's device, exact."""
         layer, head = self._layer(layer, head)
-        index = _query_index(queries, self.n_tokens)
-        with torch.inference_mode():
-            rows = exact.rows_of_heads(*self._of_heads(layer, head), self.rules[layer], index)
-        return rows[0].cpu()
+        return self._exact(exact.rows_of_heads, layer, head, queries)[0]
 
     def mean_attention_rows(self, layer: int, queries) -> torch.Tensor:
         """The mean over the layer's heads of rows `queries`: len(queries) × T, float32 on the
         CPU, exact; every head in one pass."""
         layer, _ = self._layer(layer)
-        index = _query_index(queries, self.n_tokens)
-        with torch.inference_mode():
-            rows = exact.rows_of_heads(*self._of_heads(layer, None), self.rules[layer], index)
-        return rows.mean(0).cpu()
+        return self._exact(exact.rows_of_heads, layer, None, queries).mean(0)
 
     def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
         """Columns `keys` (an int, a range, a slice or a list) of one head: how much every query
         attends to each of them, T × len(keys), float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
-        index = _query_index(keys, self.n_tokens)
-        with torch.inference_mode():
-            cols = exact.columns_of_heads(*self._of_heads(layer, head), self.rules[layer], index)
-        return cols[0].cpu()
+        return self._exact(exact.columns_of_heads, layer, head, keys)[0]
 
     def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
         """The mean over the layer's heads of columns `keys`: T × len(keys), float32 on the CPU,
         exact; every head in one pass."""
         layer, _ = self._layer(layer)
-        index = _query_index(keys, self.n_tokens)
+        return self._exact(exact.columns_of_heads, layer, None, keys).mean(0)
+
+    def _exact(self, compute, layer: int, head: int | None, positions) -> torch.Tensor:
+        """compute(q, k, lse, rule, index) (exact.rows_of_heads or columns_of_heads) for one head
+        or every head (None) of a checked layer, at `positions` as the user gave them; on the CPU."""
+        index = _query_index(positions, self.n_tokens)
         with torch.inference_mode():
-            cols = exact.columns_of_heads(*self._of_heads(layer, None), self.rules[layer], index)
-        return cols.mean(0).cpu()
+            return compute(*self._of_heads(layer, head), self.rules[layer], index).cpu()
 
     def spans(self, rows, cols) -> list[tuple[int, int]]:
         """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""
