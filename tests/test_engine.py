@@ -1,10 +1,13 @@
 """The engine's invariant and its handling of bad input, for every supported family."""
 
+import socket
+import time
 import warnings
 
 import pytest
 import torch
 import transformers
+from huggingface_hub import constants
 
 import attnscope
 from attnscope import InputError, ModelNotFoundError, NoAttentionError
@@ -138,6 +141,53 @@ def test_max_length_over_model_limit_is_refused(default_model):
 def test_unknown_model_offline_names_it():
     with pytest.raises(ModelNotFoundError, match="no-such-org/no-such-model.*not cached locally"):
         attnscope.load("no-such-org/no-such-model", device="cpu")
+
+
+def test_a_misspelled_name_suggests_the_nearest_known_one():
+    with pytest.raises(ModelNotFoundError, match=r"'smolm2' is not cached.*Did you mean 'smollm2' \(attnscope's packaged SmolLM2"):
+        attnscope.load("smolm2", device="cpu")
+    with pytest.raises(ModelNotFoundError) as caught:  # nothing near: no guess
+        attnscope.load("no-such-org/no-such-model", device="cpu")
+    assert "Did you mean" not in str(caught.value)
+
+
+@pytest.fixture
+def hub_down(monkeypatch):
+    """Downloads allowed (no HF_HUB_OFFLINE), and the hub at a local port nothing listens on."""
+    from attnscope.engine import hub
+
+    with socket.socket() as closed:  # a port just freed: connections to it are refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *hub._PROXY_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(hub, "_last_probe", None)
+    return hub
+
+
+def test_without_a_network_a_name_not_cached_fails_at_once_and_says_why(hub_down, monkeypatch):
+    """The hub client's retries (24–33 s offline) are never reached: the hub is probed once."""
+    calls = []
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained",
+                        lambda name, **kwargs: calls.append(kwargs) or (_ for _ in ()).throw(OSError("not cached")))
+    start = time.monotonic()
+    with pytest.raises(ModelNotFoundError, match=r"'smolm2' is not cached locally, and the Hugging Face hub cannot be "
+                       r"reached from here \(127\.0\.0\.1: .*\)\. Did you mean 'smollm2'"):
+        attnscope.load("smolm2", device="cpu")
+    assert time.monotonic() - start < hub_down.PROBE_SECONDS
+    assert [c.get("local_files_only") for c in calls] == [True]  # the download was never tried
+
+
+def test_the_probe_does_not_decide_when_the_hub_answers_or_a_proxy_stands_between(hub_down, monkeypatch):
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{listening.getsockname()[1]}")
+        assert hub_down.hub_unreachable() is None
+    monkeypatch.setattr(hub_down, "_last_probe", None)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert hub_down.hub_unreachable() is None
 
 
 def test_model_without_attention_is_a_clear_error(bert_tokenizer):

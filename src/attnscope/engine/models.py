@@ -23,6 +23,7 @@ import torch
 
 from .. import checks
 from ..errors import AttnscopeError, InputError, ModelNotFoundError
+from . import hub
 
 DEFAULT_MODEL_LABEL = "all-MiniLM-L6-v2 (embedded)"
 
@@ -245,12 +246,6 @@ def borrowed(model: Any, implementation: str = "eager", fallback: str | None = N
                 config.__dict__["_attn_implementation_internal"] = implementation
 
 
-def _is_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") or os.environ.get(
-        "TRANSFORMERS_OFFLINE", "0"
-    ).lower() in ("1", "true", "yes")
-
-
 @contextmanager
 def quiet_loading():
     """transformers' "Loading weights" bar off while attnscope loads (it cluttered every first
@@ -287,18 +282,28 @@ def _load(loader: Any, name: str, **kwargs: Any) -> Any:
         if checks.existing_file(name) is not None:
             # A local directory that does not load is not a download problem: say what is wrong.
             raise ModelNotFoundError(f"Could not load model from the local path '{name}': {local_error}") from None
-        if _is_offline():
+        if hub.downloads_off():
             raise ModelNotFoundError(
-                f"Model '{name}' is not cached locally, and downloads are off (HF_HUB_OFFLINE). "
-                "Download it once while online, or pass a local path."
+                f"Model '{name}' is not cached locally, and downloads are off (HF_HUB_OFFLINE).{_did_you_mean(name)} "
+                "Otherwise download it once while online, or pass a local path."
+            ) from None
+        unreachable = hub.hub_unreachable()
+        if unreachable is not None:  # said at once, not after the hub client's half-minute of retries
+            raise ModelNotFoundError(
+                f"Model '{name}' is not cached locally, and the Hugging Face hub cannot be reached from here "
+                f"({unreachable}).{_did_you_mean(name)} Otherwise download it once while online, or pass a local path."
             ) from None
     try:
         return loader.from_pretrained(name, **kwargs)
     except OSError as download_error:
         raise ModelNotFoundError(
             f"Model '{name}' is not cached locally and could not be downloaded "
-            f"(no network, or no such model on the hub): {download_error}"
+            f"(no network, or no such model on the hub).{_did_you_mean(name)} {download_error}"
         ) from None
+
+
+def _did_you_mean(name: str) -> str:
+    return hub.did_you_mean(name, {short: packaged.label for short, packaged in PACKAGED_MODELS.items()})
 
 
 def _could_be_model_name(name: str) -> bool:
