@@ -6,7 +6,10 @@ from __future__ import annotations
 import gc
 
 import pytest
+import torch
+import transformers
 
+import attnscope
 from attnscope.progress import progress
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -86,3 +89,83 @@ def test_an_analysis_leaves_its_bar_as_text(notebook_outputs, default_model):
             shown[key] = data
     assert shown and all(WIDGET_MIME not in data for data in shown.values())
     assert any(d["text/plain"].startswith("head stats: 100%") and "2/2" in d["text/plain"] for d in shown.values())
+
+
+class RecordedBar:
+    """What a run did with its bar: how it was described, and how far it went before closing."""
+
+    def __init__(self, total, desc, unit):
+        self.total, self.desc, self.unit, self.n, self.closed = total, desc, unit, 0, False
+
+    def update(self, n):
+        self.n += n
+
+    def close(self):
+        self.closed = True
+
+
+def _small_decoder(tokenizer, layers=3):
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=layers,
+                                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=37,
+                                      max_position_embeddings=8192)
+    return attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
+
+
+@pytest.mark.parametrize("attention", ["on_demand", "full"])
+def test_a_long_run_counts_its_layers_and_says_first_what_it_cuts(bert_tokenizer, monkeypatch, attention):
+    """Issue 45: 100,000 characters ran for 221 s with nothing shown, then said it had cut the input."""
+    from attnscope import progress
+    from attnscope.engine import run_progress
+
+    bars = []
+    monkeypatch.setattr(progress, "counter", lambda total, desc, unit: bars.append(RecordedBar(total, desc, unit)) or bars[-1])
+    model = _small_decoder(bert_tokenizer)
+    monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", 1024)  # a full run that long would hold 3 × 4 × 2,048² weights
+    with torch.inference_mode():  # transformers installs its own output hooks on a first call
+        model.model(input_ids=torch.tensor([[101, 1996, 102]]), output_attentions=True)
+    hooks_before = [dict(m._forward_hooks) for m in model.model.modules()]
+    with pytest.warns(UserWarning, match="truncated from"):
+        result = model.run(" ".join(["word"] * 3000), max_length=1100, attention=attention)
+    assert len(result.tokens) == 1100
+    [bar] = bars
+    assert bar.desc.endswith("over 1,100 tokens (input truncated from 3,002 tokens: max_length=1100)")
+    assert (bar.total, bar.unit, bar.n, bar.closed) == (3, "layer", 3, True)
+    assert [dict(m._forward_hooks) for m in model.model.modules()] == hooks_before  # the model as it came
+
+    bars.clear()
+    model.run("A short sentence.", attention=attention)
+    assert bars == []  # a short run: no bar
+
+
+def test_a_run_that_fails_still_closes_its_bar_and_removes_its_hooks(bert_tokenizer, monkeypatch):
+    from attnscope import progress
+    from attnscope.engine import run_progress
+
+    bars = []
+    monkeypatch.setattr(progress, "counter", lambda total, desc, unit: bars.append(RecordedBar(total, desc, unit)) or bars[-1])
+    monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", 8)
+    model = _small_decoder(bert_tokenizer)
+    hooks_before = [dict(m._forward_hooks) for m in model.model.modules()]
+    broken = model.model.layers[1].mlp.register_forward_hook(lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        model.run("one two three four five six seven eight nine ten", attention="on_demand")
+    broken.remove()
+    [bar] = bars
+    assert bar.closed and bar.n == 2  # the second layer's attention ran, its MLP was interrupted
+    assert [dict(m._forward_hooks) for m in model.model.modules()] == hooks_before
+
+
+def test_inside_an_analysis_the_runs_do_not_add_bars_of_their_own(bert_tokenizer, monkeypatch):
+    from attnscope import progress as progress_module
+    from attnscope.engine import run_progress
+
+    made = []
+    real_bar = progress_module._bar
+    monkeypatch.setattr(progress_module, "_bar", lambda iterable, **kwargs: made.append(kwargs["unit"]) or real_bar(iterable, **kwargs))
+    monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", 8)
+    model = _small_decoder(bert_tokenizer)
+    for _ in progress(range(2), 2, "documents", unit="document"):
+        model.run("one two three four five six seven eight nine ten", attention="on_demand")
+    model.run("one two three four five six seven eight nine ten", attention="on_demand")
+    assert made == ["document", "layer"]

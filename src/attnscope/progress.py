@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+_loops = 0  # loops whose bar is showing now
 
 
 def progress(iterable: Iterable[T], total: int | None, desc: str, show: bool = True, unit: str = "batch") -> Iterator[T]:
@@ -21,16 +22,26 @@ def progress(iterable: Iterable[T], total: int | None, desc: str, show: bool = T
     if not show:
         yield from iterable
         return
+    global _loops
     bar = _bar(iterable, total=total, desc=desc, unit=unit)
+    _loops += 1
     try:
         yield from bar
     finally:
         # A generator's finally runs on the loop's end, on an error inside it, and when the loop
         # that consumes it is left (break, or an error in its body, once the generator is freed).
+        _loops -= 1
         bar.close()
 
 
-def _bar(iterable: Iterable[Any], **kwargs: Any) -> Any:
+def counter(total: int, desc: str, unit: str) -> Any:
+    """A bar advanced by hand (`.update(1)`, then `.close()`), for work that is not a loop of
+    ours (a forward pass's layers, counted by hooks); None inside a loop's bar (an analysis's
+    documents), which already says how far the work is."""
+    return None if _loops else _bar(None, total=total, desc=desc, unit=unit)
+
+
+def _bar(iterable: Iterable[Any] | None, **kwargs: Any) -> Any:
     from tqdm.auto import tqdm as chosen
     from tqdm.std import tqdm as text_bar
 

@@ -36,6 +36,7 @@ from .hooks import (
 from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LayerMaps, LongAttentionResult
+from .run_progress import describe_run, layer_progress
 from .texts import groups_from_tokens, single_text, text_pieces, word_groups_of
 from .token_labels import TokenLabels, labels_for_tokenizer
 
@@ -326,14 +327,14 @@ class AttentionModel:
         )
 
     def _run_on_demand(self, encoded: Any, tokens: list[str], labels: TokenLabels, text: str, text_b: str | None,
-                       truncated_from: int | None) -> LongAttentionResult:
+                       truncated_from: int | None, counting: Any) -> LongAttentionResult:
         """The model's own fast attention; per layer its post-rotary q and k and each row's
-        log-sum-exp (fast_capture.py)."""
+        log-sum-exp (fast_capture.py). `counting`: the run's layer_progress."""
         inputs = self._model_inputs(encoded)
         fast_capture.register()
         own = attention_implementation(self.model)
         with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
-                fast_capture.capturing(own) as capture:
+                fast_capture.capturing(own) as capture, counting:
             self.model(**inputs)
         layers = capture.layers
         if len(layers) != self.n_layers:
@@ -393,13 +394,15 @@ class AttentionModel:
                 f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).",
                 stacklevel=3,
             )
+        counting = layer_progress(self.attention_modules, input_ids.shape[1],
+                                  describe_run(self.name, input_ids.shape[1], truncated_from, reason))
         if on_demand:
-            return self._run_on_demand(encoded, tokens, labels, text, text_b, truncated_from)
+            return self._run_on_demand(encoded, tokens, labels, text, text_b, truncated_from, counting)
         sentence_b_start = self._sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
 
         capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else no_capture()
-        with capturing as capture:
+        with capturing as capture, counting:
             outputs = self.forward(encoded, head_mask=mask)
 
         attentions = list(getattr(outputs, "attentions", None) or [])
