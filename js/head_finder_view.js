@@ -252,9 +252,12 @@ export function finderScene(state, options = {}) {
 /**
  * An example's text as DOM: the parts of its document it shows (`spans`, [start, end) positions
  * from the kernel's example_spans: the query in its context, and a far strongest key in its own),
- * "…" where text is left out, the query marked and its strongest key underlined.
+ * "…" where text is left out, the query marked and its strongest key underlined. With `running`,
+ * each piece is what its token adds to the text as it reads (its spaces before it, no "##"):
+ * "hikers", not "hike ##rs"; otherwise the tokens are set apart by spaces.
  * @param {HTMLElement} parent
- * @param {{pieces: [number, string[]][], n: number}} doc its tokens that some example shows, and how many it has
+ * @param {{pieces: [number, string[]][], n: number, running?: boolean}} doc its tokens (or running
+ *   pieces) that some example shows, and how many it has
  */
 function exampleText(parent, doc, spans, query, strongest) {
   const token = new Map();
@@ -266,9 +269,11 @@ function exampleText(parent, doc, spans, query, strongest) {
   spans.forEach(([start, end], k) => {
     if (k) gap();
     for (let i = start; i < end; i++) {
+      const text = token.get(i) ?? "";
+      if (doc.running && /^\s/.test(text)) parent.append(" ");
       const span = el(i === query ? "mark" : i === strongest ? "u" : "span", "", parent);
-      span.textContent = token.get(i) ?? ""; // token text is data, never markup
-      parent.append(" ");
+      span.textContent = doc.running ? text.trim() : text; // token text is data, never markup
+      if (!doc.running || /\s$/.test(text)) parent.append(" ");
     }
   });
   if (spans.length && spans[spans.length - 1][1] < doc.n) gap();

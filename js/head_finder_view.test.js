@@ -104,6 +104,20 @@ describe("createHeadFinderView", () => {
     expect(example.textContent.replace(/^[^:]*: /, "").trim()).toBe("… a b c key d e f … x y query z w …");
   });
 
+  it("reads an example as its text when the kernel sends running pieces: hikers, not hike ##rs", () => {
+    const box = document.body.appendChild(document.createElement("div"));
+    const view = createHeadFinderView(box, {});
+    const running = { pieces: [[0, [" [CLS] ", "The", " hike", "rs", " <b>slept</b>", ".", " [SEP] "]]], n: 7, running: true,
+      text: "The hikers <b>slept</b>.", text_b: null };
+    view.update({ ...state, finder: { examples: { "0-0": [[3, 3, 0.8, [[2, 0.8]], [[0, 7]]]] }, docs: { 3: running } },
+      choice: { head: "0-0" } });
+    const example = box.querySelector(".attnscope-finder-example");
+    expect(example.textContent.replace(/\s+/g, " ")).toMatch(/text 3: \[CLS\] The hikers <b>slept<\/b>\. \[SEP\] $/); // as HTML lays it out
+    expect(example.querySelector("mark").textContent).toBe("rs");
+    expect(example.querySelector("u").textContent).toBe("hike");
+    expect(example.querySelector("b")).toBeNull(); // token text is data, never markup
+  });
+
   it("says so where an example cannot be opened (a saved copy)", () => {
     const { box, callbacks } = mount();
     callbacks.onOpenExample.mockReturnValue(false);

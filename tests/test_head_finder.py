@@ -4,6 +4,7 @@ and an induction score that is Olsson et al.'s formula."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import re
 import warnings
@@ -147,7 +148,8 @@ def test_the_finder_view_gets_each_heads_examples_and_opening_one_shows_it_with_
     assert payload["docs"][str(doc)]["text"] == TEXTS[doc] and payload["docs"][str(doc)]["text_b"] is None
     assert score == pytest.approx(float(finder.examples(2, 5).score.iloc[0]))
     sent = {start + i: t for start, tokens in payload["docs"][str(doc)]["pieces"] for i, t in enumerate(tokens)}
-    assert all(sent[i] == finder.tokens[doc][i] for start, end in spans for i in range(start, end))
+    assert payload["docs"][str(doc)]["running"]  # what each token adds to the text as it reads
+    assert all(sent[i] == finder.running[doc][i] for start, end in spans for i in range(start, end))
     assert spans[0][0] <= query < spans[0][1] and len(keys) <= TOP_KEYS
     widget.set_state({"request": {"id": 1, "text": TEXTS[doc], "text_b": None, "open": {"layer": 2, "head": 5, "query": query}}})
     assert (widget.text, widget.view, widget.layer, widget.heads, widget.neuron_head) == (TEXTS[doc], "head", 2, [5], 5)
@@ -175,7 +177,8 @@ def test_an_example_shows_its_query_in_context_and_a_far_key_beside_it_never_a_w
     """A long document's example is a line: the query with EXAMPLE_CONTEXT tokens either side, its
     strongest key with 3 either side when far, and … where text is left out; the page gets only
     those tokens."""
-    from attnscope.analyses.head_finder import EXAMPLE_CONTEXT, Example, HeadFinder, example_spans
+    from attnscope.analyses.example_text import EXAMPLE_CONTEXT, example_spans
+    from attnscope.analyses.head_finder import Example
 
     assert example_spans(10, 4, 1) == [(0, 10)]
     assert example_spans(5000, 3000, 40) == [(37, 44), (3000 - EXAMPLE_CONTEXT, 3001 + EXAMPLE_CONTEXT)]
@@ -191,6 +194,49 @@ def test_an_example_shows_its_query_in_context_and_a_far_key_beside_it_never_a_w
     pieces = widget.analysis["finder"]["docs"]["0"]["pieces"]
     assert [(start, len(part)) for start, part in pieces] == [(37, 7), (2980, 41)]
     assert pieces[1][1][20] == "t3000"
+
+
+def test_an_example_reads_as_its_text_with_its_marks_shown_whole(default_model):
+    """Issue 45: the text column was wordpieces joined by spaces ("hike ##rs"), and pandas cut it at
+    50 characters, before the [[query]] and <<key>> marks."""
+    texts = ["The hikers and the climbers crossed the glacier before the long storm arrived at dawn.",
+             "Ça coûte 12,50 € à Zürich, dit-elle; 東京 🙂 too."]
+    assert "##rs" in default_model.run(texts[0]).tokens  # a word in pieces
+    finder = attnscope.head_finder(default_model, texts, progress=False)
+    shown = 0
+    for key in finder.top:
+        frame = finder.examples(*key)
+        for row in frame.itertuples():
+            assert row.text.count("[[") == 1 and "##" not in row.text
+            # Each part between "…" is the document's own text once the marks and [CLS]/[SEP] are out.
+            plain = re.sub(r"\[CLS\]|\[SEP\]", " ", re.sub(r"\[\[|\]\]|<<|>>", "", row.text))
+            source = " ".join(texts[row.doc].split())
+            for part in plain.split("…"):
+                assert " ".join(part.split()) in source, (part, source)
+            shown += 1
+        page = frame._repr_html_()
+        assert all(html.escape(text, quote=False) in page for text in frame.text)  # whole, marks and all
+        assert type(frame[["doc", "text"]]).__name__ == "ExamplesFrame"  # a slice displays so too
+    assert shown
+    pieces = [row.text for key in finder.top for row in finder.examples(*key).itertuples() if row.doc == 0]
+    assert any("hikers" in re.sub(r"\[\[|\]\]|<<|>>", "", text) for text in pieces)
+
+
+def test_the_induction_column_says_it_is_not_measured_on_the_corpus(bert_tokenizer, monkeypatch):
+    from attnscope import progress as progress_module
+
+    bars = []
+    real_bar = progress_module._bar
+    monkeypatch.setattr(progress_module, "_bar", lambda iterable, **kwargs: bars.append(kwargs["desc"]) or real_bar(iterable, **kwargs))
+    finder = attnscope.head_finder(_sharp_decoder(bert_tokenizer), TEXTS[:3])
+    assert bars == ["head finder", "induction (repeated random tokens)"]  # no silent wait after the corpus
+    assert "not on the corpus" in finder.metrics.attrs["induction"]
+    assert "not on the corpus" in finder._repr_html_()
+    widget = attnscope.AttentionWidget(TEXTS[0])
+    widget.show_analysis(finder)
+    assert "random tokens, each repeated once, not on the corpus" in widget.analysis["note"]
+    encoder = attnscope.head_finder(attnscope.load(device="cpu"), TEXTS[:2], progress=False)
+    assert "not on the corpus" not in encoder._repr_html_()  # no induction column, nothing to say
 
 
 def test_importance_and_syntax_join_from_their_own_analyses(default_model):

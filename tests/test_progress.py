@@ -99,6 +99,7 @@ class RecordedBar:
 
     def update(self, n):
         self.n += n
+        return True  # as tqdm's does when it redraws: a hook must not hand it on as the layer's output
 
     def close(self):
         self.closed = True
@@ -166,6 +167,8 @@ def test_inside_an_analysis_the_runs_do_not_add_bars_of_their_own(bert_tokenizer
     monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", 8)
     model = _small_decoder(bert_tokenizer)
     for _ in progress(range(2), 2, "documents", unit="document"):
+        model.run("one two three four five six seven eight nine ten", attention="on_demand")
+    for _ in progress(range(2), 2, "documents", show=False):  # progress=False is no bar at all
         model.run("one two three four five six seven eight nine ten", attention="on_demand")
     model.run("one two three four five six seven eight nine ten", attention="on_demand")
     assert made == ["document", "layer"]

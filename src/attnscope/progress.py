@@ -18,20 +18,23 @@ _loops = 0  # loops whose bar is showing now
 
 
 def progress(iterable: Iterable[T], total: int | None, desc: str, show: bool = True, unit: str = "batch") -> Iterator[T]:
-    """Iterate over `iterable` with a progress bar (none when `show` is False)."""
-    if not show:
-        yield from iterable
-        return
+    """Iterate over `iterable` with a progress bar (none when `show` is False). While it runs, the
+    runs inside it add no bars of their own (`counter`), whether this one shows or not."""
     global _loops
-    bar = _bar(iterable, total=total, desc=desc, unit=unit)
     _loops += 1
     try:
-        yield from bar
+        if not show:
+            yield from iterable
+            return
+        bar = _bar(iterable, total=total, desc=desc, unit=unit)
+        try:
+            yield from bar
+        finally:
+            # A generator's finally runs on the loop's end, on an error inside it, and when the loop
+            # that consumes it is left (break, or an error in its body, once the generator is freed).
+            bar.close()
     finally:
-        # A generator's finally runs on the loop's end, on an error inside it, and when the loop
-        # that consumes it is left (break, or an error in its body, once the generator is freed).
         _loops -= 1
-        bar.close()
 
 
 def counter(total: int, desc: str, unit: str) -> Any:

@@ -33,6 +33,7 @@ from ..errors import InputError
 from ..labels import head_label
 from ..progress import progress as progress_bar
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention, token_kinds_for
+from .example_text import example_spans, example_text, running_pieces
 from .head_roles import corpus_tokens, document_measures, rarest_tokens
 from .importance import head_importance
 from .patterns import PATTERNS, classify, pattern_shares, segments_of
@@ -48,9 +49,11 @@ KEY_FLOOR = 0.005
 # largest weight is large whatever the head does (1/2 at the second token of a uniform head), so
 # every head's examples would be the documents' starts. A decoder's examples are queries from here.
 FIRST_CAUSAL_QUERY = 8
-EXAMPLE_CONTEXT = 20  # tokens shown either side of an example's query (and 3 either side of its strongest key)
 INDUCTION_LENGTH = 50  # random tokens, repeated once
 INDUCTION_SEQUENCES = 4
+# Said wherever the column shows: the score is not measured on the corpus.
+INDUCTION_NOTE = (f"induction: Olsson et al.'s score on {INDUCTION_SEQUENCES} sequences of {INDUCTION_LENGTH} random "
+                  "tokens, each repeated once, not on the corpus")
 # The metrics as the finder names them (columns of `metrics`), from each source's own names.
 STATS = {"cls": "cls", "sep": "sep", "punct": "punct", "prev": "prev_token", "current": "self", "next": "next_token",
          "entropy": "entropy"}
@@ -87,23 +90,6 @@ class FinderPartial:
         tokens = {d: t for d, t in {**self.tokens, **other.tokens}.items() if d in needed}
         texts = {d: t for d, t in {**self.texts, **other.texts}.items() if d in needed}
         return FinderPartial(self.sums.merge(other.sums), examples, tokens, texts, self.documents + other.documents)
-
-
-def example_spans(n: int, query: int, strongest: int | None) -> list[tuple[int, int]]:
-    """The parts of an n-token document an example shows, as (start, end) positions in order: its
-    query with EXAMPLE_CONTEXT tokens either side, and its strongest key with 3 either side when
-    that lies outside (a long document's key may be thousands of tokens away)."""
-    spans = [(max(0, query - EXAMPLE_CONTEXT), min(n, query + EXAMPLE_CONTEXT + 1))]
-    if strongest is not None and not spans[0][0] <= strongest < spans[0][1]:
-        spans.append((max(0, strongest - 3), min(n, strongest + 4)))
-    spans.sort()
-    merged = [spans[0]]
-    for start, end in spans[1:]:
-        if start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def _top(examples: list[Example], k: int = TOP_EXAMPLES) -> list[Example]:
@@ -334,7 +320,7 @@ def _shown_tokens(tokens: list[str]) -> list[str]:
 
 
 def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequences: int = INDUCTION_SEQUENCES,
-                     seed: int = 0) -> torch.Tensor:
+                     seed: int = 0, progress: bool = False) -> torch.Tensor:
     """Olsson et al. 2022's induction score of every head (L × H): random token sequences of
     `length`, each repeated once; from each token of the second copy, the mean attention on the
     token that followed its first occurrence."""
@@ -343,7 +329,7 @@ def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequ
     special = set(getattr(model.tokenizer, "all_special_ids", ()))
     ordinary = torch.tensor([i for i in range(min(vocabulary, 50_000)) if i not in special])
     total = None
-    for _ in range(sequences):
+    for _ in progress_bar(range(sequences), sequences, "induction (repeated random tokens)", progress, unit="sequence"):
         first = ordinary[torch.randint(len(ordinary), (length,), generator=generator)]
         ids = torch.cat([first, first])[None]
         outputs = model.forward({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
@@ -413,6 +399,7 @@ class HeadFinder:
     texts: dict  # doc → (text, text_b)
     documents: int
     model_name: str
+    running: dict = field(default_factory=dict)  # doc → per token, what it adds to the text as it reads (running_pieces)
 
     @property
     def metric_names(self) -> list[str]:
@@ -430,25 +417,20 @@ class HeadFinder:
     def examples(self, layer: int, head: int):
         """The head's top examples: document, query position and token, score, the strongest keys
         as (token, weight), and the example's text (`example_spans`: the query in its context, and
-        its strongest key's) with the query [[marked]] and its strongest key <<marked>>."""
-        import pandas as pd
+        its strongest key's) as the document reads, with the query [[marked]] and its strongest key
+        <<marked>>; shown whole (pandas would cut it at 50 characters, before the marks)."""
+        from .examples_frame import ExamplesFrame
 
         layer = checks.integer("layer", layer, minimum=0, maximum=int(self.metrics.layer.max()))
         head = checks.integer("head", head, minimum=0, maximum=int(self.metrics["head"].max()))
+
         rows = []
         for e in self.top.get((layer, head), []):
             tokens = self.tokens[e.doc]
-            strongest = e.keys[0][0] if e.keys else None
-            mark = {strongest: "<<{}>>", e.query: "[[{}]]"}  # the query's mark wins when it is its own strongest key
-            spans = example_spans(len(tokens), e.query, strongest)
-            parts = ["…"] if spans[0][0] > 0 else []
-            for k, (start, end) in enumerate(spans):
-                parts += ["…"] if k else []
-                parts += [mark.get(i, "{}").format(tokens[i]) for i in range(start, end)]
-            parts += ["…"] if spans[-1][1] < len(tokens) else []
+            text = example_text(tokens, self.running.get(e.doc), e.query, e.keys[0][0] if e.keys else None)
             rows.append({"doc": e.doc, "query": e.query, "query_token": tokens[e.query], "score": e.score,
-                         "keys": [(tokens[p], w) for p, w in e.keys], "text": " ".join(parts)})
-        return pd.DataFrame(rows, columns=["doc", "query", "query_token", "score", "keys", "text"])
+                         "keys": [(tokens[p], w) for p, w in e.keys], "text": text})
+        return ExamplesFrame(rows, columns=["doc", "query", "query_token", "score", "keys", "text"])
 
     def tidy(self):
         """The metrics as the other analyses give them: layer, head, label, measure, value."""
@@ -464,7 +446,13 @@ class HeadFinder:
 
     def _repr_html_(self) -> str:
         return (f"<p><b>Head finder</b>: {len(self.metrics)} heads of {self.model_name} over {self.documents} documents; "
-                f"find(...) filters, examples(layer, head) shows where a head fires.</p>" + self.metrics.head(12).to_html(index=False))
+                f"find(...) filters, examples(layer, head) shows where a head fires.{self._notes(' ')}</p>"
+                + self.metrics.head(12).to_html(index=False))
+
+    def _notes(self, before: str = "") -> str:
+        """What a column measures that is not the corpus (the induction score), as a sentence."""
+        note = self.metrics.attrs.get("induction") or ""
+        return f"{before}{note[0].upper()}{note[1:]}." if note else ""
 
 
 def head_finder(
@@ -482,7 +470,8 @@ def head_finder(
 ) -> HeadFinder:
     """Every head of `model` measured on `corpus` in one pass over it, with its top examples
     (module docstring). induction: Olsson et al.'s induction score (default: for decoders, whose
-    causal attention makes it mean what it says). The metrics that need more than the attention
+    causal attention makes it mean what it says), measured on repeated random tokens, not on the
+    corpus (`metrics.attrs["induction"]` says so). The metrics that need more than the attention
     come from their own analyses, each a pass of its own: importance=True adds Michel et al.'s
     importance (`head_importance`: gradients, about three forwards); syntax= (a CoNLL-U file, parsed
     sentences or texts, as `syntax_heads` takes) adds each head's syntax accuracy over every
@@ -502,7 +491,7 @@ def head_finder(
     if induction is None:
         induction = bool(getattr(model, "causal", False))
     if induction:
-        values["induction"] = induction_scores(model)
+        values["induction"] = induction_scores(model, progress=progress)
     if importance:
         frame = head_importance(model, corpus, column=column, max_length=max_length, batch_size=batch_size,
                                 progress=progress, backend=backend)
@@ -522,7 +511,11 @@ def head_finder(
             rows.append(row)
     metrics = pd.DataFrame(rows)
     top = {key: sorted(heap, reverse=True) for key, heap in partial.examples.items()}
-    return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name)
+    running = {d: running_pieces(model.token_labels(*partial.texts[d], max_length=max_length), len(tokens))
+               for d, tokens in partial.tokens.items()}
+    metrics.attrs["induction"] = INDUCTION_NOTE if induction else ""
+    return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name,
+                      {d: pieces for d, pieces in running.items() if pieces is not None})
 
 
 def _corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> tuple[dict[str, int], frozenset]:
@@ -572,8 +565,9 @@ def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
                                                                [list(span) for span in spans]])
             shown.setdefault(e.doc, set()).update(i for start, end in spans for i in range(start, end))
     # Each document's tokens that some example shows, as pieces [start, tokens] (a long document's
-    # 32k tokens are not all sent), and its text for opening it.
-    docs = {str(d): {"pieces": _pieces(data.tokens[d], shown[d]), "n": len(data.tokens[d]), "text": data.texts[d][0],
-                     "text_b": data.texts[d][1]} for d in shown}
+    # 32k tokens are not all sent): what each adds to the text as it reads where that is known
+    # ("running"), and its text for opening it.
+    docs = {str(d): {"pieces": _pieces(data.running.get(d) or data.tokens[d], shown[d]), "running": d in data.running,
+                     "n": len(data.tokens[d]), "text": data.texts[d][0], "text_b": data.texts[d][1]} for d in shown}
     return {"measures": measures, "finder": {"examples": examples, "docs": docs},
-            "note": f"Every head of {data.model_name} over {data.documents} documents (attnscope.head_finder)."}
+            "note": f"Every head of {data.model_name} over {data.documents} documents (attnscope.head_finder).{data._notes(' ')}"}

@@ -290,6 +290,14 @@ class AttentionModel:
                     raise InputError("Masking heads needs the full attention: use attention='full' with masked_heads.")
             return self._run(text, text_b, max_length, reason, masked_heads, attention)
 
+    def token_labels(self, text: str, text_b: str | None = None, max_length: int | None = None) -> TokenLabels:
+        """The labels of the run of `text` (and `text_b`) without running the model: among them,
+        per token, what it adds to the text read as running text (`reading`: "hike", "rs" for
+        "hikers"; None without a fast tokenizer's offsets)."""
+        max_length, _ = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
+        encoded, _, read = self._encode(text, text_b, max_length)
+        return self._labels(encoded, self.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist()), read)
+
     def keeps_on_demand(self, n_tokens: int) -> bool:
         """Whether a run of n_tokens keeps its attention on demand by itself (attention="auto"):
         the corpus analyses that keep a long document on demand follow the same rule, so that

@@ -32,7 +32,10 @@ def layer_progress(layers: Sequence[torch.nn.Module], n_tokens: int, description
     if bar is None:
         yield
         return
-    handles = [layer.register_forward_hook(lambda *_: bar.update(1)) for layer in layers]
+    def count(*_) -> None:  # a hook that returns something replaces the module's output
+        bar.update(1)
+
+    handles = [layer.register_forward_hook(count) for layer in layers]
     try:
         yield
     finally:
