@@ -5,9 +5,10 @@ import { interpolateViridis, schemeTableau10 } from "d3-scale-chromatic";
 import { el, placeTooltip, pointerIn, sizeCanvas } from "./dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "./grid.js";
 import { headLabel, layerText } from "./labels.js";
-import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatValue, renderColorBar } from "./legend.js";
+import {
+  BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatValue, KEY_PITCH, keyLayout, keyMinWidth, keyScene, renderColorBar, renderKey,
+} from "./legend.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
 
 export const HEATMAP_CELL = 28;
 /** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
@@ -32,9 +33,9 @@ const NONE_COLOR = "#e4e4e4";
 export const categoryColor = (index) => (index === 0 ? NONE_COLOR : schemeTableau10[(index - 1) % schemeTableau10.length]);
 /** A categorical measure's legend: [[name, colour]] of the categories its heads have. */
 export function categoryLegend(measure) {
-  const present = new Set(Array.from(measure.values).filter(Number.isFinite));
-  return measure.categories.map((name, i) => [name, categoryColor(i), i]).filter(([, , i]) => present.has(i))
-    .map(([name, color]) => [name, color]);
+  // includes, not a Set of the values: in the kernel's QuickJS a Set of 4 or more numbers read
+  // from a Float32Array finds none but 0 (has(1) is false), and the picture kept one entry.
+  return measure.categories.flatMap((name, i) => (measure.values.includes(i) ? [[name, categoryColor(i)]] : []));
 }
 const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, 3));
 
@@ -50,8 +51,12 @@ export function heatmapBar(measure, max) {
 export function heatmapScene(state, measure, max, { title = "", labels = true } = {}) {
   const { nLayers, nHeads } = state;
   const [left, top] = labels ? [64, 48] : [0, 0];
-  const width = labels ? Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8) : nHeads * HEATMAP_CELL;
-  const s = createScene(width, top + nLayers * HEATMAP_CELL + (labels ? 16 + BAR_HEIGHT : 0), { background: labels });
+  const key = labels && measure.categories ? categoryLegend(measure) : null;
+  // A key wraps to the map's width (or its widest entry's); a colour bar keeps its own.
+  const width = !labels ? nHeads * HEATMAP_CELL
+    : Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8, key ? 12 + keyMinWidth(key) : 0);
+  const legendHeight = !labels ? 0 : key ? 14 + keyLayout(key, width - 12).rows * KEY_PITCH : 16 + BAR_HEIGHT;
+  const s = createScene(width, top + nLayers * HEATMAP_CELL + legendHeight, { background: labels });
   if (labels) {
     const range = measure.categories ? "" : ` (0 to ${formatValue(max, 2)})`;
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
@@ -70,15 +75,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
       s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
     }
   }
-  if (labels && measure.categories) {
-    let x = 6;
-    for (const [name, color] of categoryLegend(measure)) {
-      s.rect(x, top + nLayers * HEATMAP_CELL + 14, 10, 10, color);
-      s.text(x + 14, top + nLayers * HEATMAP_CELL + 23, name, { size: 11 });
-      x += 14 + textWidth(name, 11) + 12;
-    }
-    s.scene.width = Math.max(s.scene.width, Math.ceil(x));
-  } else if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
+  if (key) keyScene(s, 6, top + nLayers * HEATMAP_CELL + 8, key, width - 12);
+  else if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
   return s.scene;
 }
 
@@ -113,14 +111,8 @@ export function createHeadMapView(container, callbacks = {}) {
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
-    if (measure.categories) {
-      legend.replaceChildren();
-      for (const [name, color] of categoryLegend(measure)) {
-        const item = el("span", "attnscope-legend-item", legend);
-        el("span", "attnscope-category", item).style.background = color;
-        item.append(name);
-      }
-    } else renderColorBar(legend, heatmapBar(measure, max));
+    if (measure.categories) renderKey(legend, categoryLegend(measure));
+    else renderColorBar(legend, heatmapBar(measure, max));
   }
 
   select.addEventListener("change", () => { chosen = select.value; draw(); });

@@ -5,6 +5,7 @@
 import { headColors } from "./colors.js";
 import { el, tokenCaption, tokenText } from "./dom.js";
 import { headText } from "./labels.js";
+import { headSwatches, headSwatchesScene } from "./legend.js";
 import { createLineTiles } from "./line_tiles.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
@@ -238,16 +239,14 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
   const notes = [state.caption, cut, budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale) : ""].filter(Boolean);
   const captionLines = notes.flatMap((note) => wrapText(note, width - 12, 11));
   const swatchTop = 24 + captionLines.length * 15;
-  const top = swatchTop + 20;
+  const swatches = headSwatches([...visibleHeads].sort((a, b) => a - b), width - 8);
+  const top = swatchTop + swatches.height;
   const rows = Math.max(leftTokens.length, rightTokens.length, 1);
   const s = createScene(width, top + rows * ROW_HEIGHT + 8);
   s.text(6, 12, title, { role: "title" });
   captionLines.forEach((line, i) => { s.text(6, 28 + i * 15, line, { size: 11, role: "subtitle" }); });
   const colors = headColors(attention.shape[0]);
-  [...visibleHeads].sort((a, b) => a - b).forEach((head, i) => {
-    s.rect(6 + i * 26, swatchTop, 22, 14, colors[head], "swatch");
-    s.text(17 + i * 26, swatchTop + 7, String(head), { anchor: "middle", color: "#fff", size: 10 });
-  });
+  headSwatchesScene(s, 6, swatchTop, swatches, colors);
   const rowY = (i) => top + (i + 0.5) * ROW_HEIGHT;
   leftTokens.forEach((t, i) => { s.text(leftWidth - 6, rowY(i), t, { anchor: "end", role: "token-left" }); });
   rightTokens.forEach((t, i) => { s.text(leftWidth + LINES_WIDTH + 6, rowY(i), t, { role: "token-right" }); });

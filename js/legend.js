@@ -1,6 +1,8 @@
-// Colour bars with numbers: one spec (label, colour stops, ticks) drawn by two back ends, an HTML
-// bar on screen and scene items in the images, so the legend a figure carries is the screen's.
+// Legends, each one spec drawn by two back ends, HTML on screen and scene items in the images, so
+// the legend a figure carries is the screen's: colour bars with numbers (label, colour stops,
+// ticks) and keys of categories ([name, colour] a category: swatches in rows).
 import { el } from "./dom.js";
+import { textWidth } from "./svg.js";
 
 export const BAR_WIDTH = 140;
 export const BAR_HEIGHT = 34; // px a bar takes in a scene: label, bar, ticks
@@ -50,6 +52,73 @@ export function renderColorBar(parent, bar, width = BAR_WIDTH) {
     tick.style.left = `${at * 100}%`;
     tick.style.transform = at === 0 ? "none" : at === 1 ? "translateX(-100%)" : "translateX(-50%)";
   }
+}
+
+/** @typedef {[string, string][]} Key  each category's name and swatch colour */
+
+const KEY_SWATCH = 10;
+const KEY_SIZE = 11; // px, the names' font
+const KEY_GAP = 12; // px between one entry's name and the next swatch
+export const KEY_PITCH = 18; // px a row of a key takes in a scene
+
+const entryWidth = (name) => KEY_SWATCH + 4 + textWidth(name, KEY_SIZE);
+
+/** The widest entry of a key: no row of it can be narrower. */
+export const keyMinWidth = (key) => Math.max(0, ...key.map(([name]) => entryWidth(name)));
+
+/** Where each entry goes, in rows no wider than `width` (an entry wider than that alone on its
+ * row): → {entries: [{name, color, x, row}], rows}. A picture is scaled down to fit its output,
+ * so a key wraps rather than widening it past the map it explains. */
+export function keyLayout(key, width) {
+  const entries = [];
+  let [x, row] = [0, 0];
+  for (const [name, color] of key) {
+    const w = entryWidth(name);
+    if (x > 0 && x + w > width) [x, row] = [0, row + 1];
+    entries.push({ name, color, x, row });
+    x += w + KEY_GAP;
+  }
+  return { entries, rows: key.length ? row + 1 : 0 };
+}
+
+/** The key as scene items with its top-left at (x, y), in rows no wider than `width`; → its height in px. */
+export function keyScene(s, x, y, key, width) {
+  const { entries, rows } = keyLayout(key, width);
+  for (const entry of entries) {
+    const middle = y + (entry.row + 0.5) * KEY_PITCH;
+    s.rect(x + entry.x, middle - KEY_SWATCH / 2, KEY_SWATCH, KEY_SWATCH, entry.color, "legend-swatch");
+    s.text(x + entry.x + KEY_SWATCH + 4, middle, entry.name, { size: KEY_SIZE, role: "legend" });
+  }
+  return rows * KEY_PITCH;
+}
+
+/** The key on screen, in `parent`: a swatch and a name an entry, wrapping as the page allows. */
+export function renderKey(parent, key) {
+  parent.replaceChildren();
+  for (const [name, color] of key) {
+    const item = el("span", "attnscope-legend-item", parent);
+    el("span", "attnscope-category", item).style.background = color;
+    item.append(name); // a text node: names are data
+  }
+}
+
+const SWATCH_PITCH = 26; // px from one head's swatch to the next
+const SWATCH_ROW = 20;
+
+/** The head view's key in a picture, its visible heads' numbered swatches, in rows no wider than
+ * `width` (a model of 16 or more heads would run past the picture): → {heads, perRow, height}. */
+export function headSwatches(heads, width) {
+  const perRow = Math.max(1, Math.floor((width + 4) / SWATCH_PITCH)); // the last swatch needs 22 px, not 26
+  return { heads, perRow, height: Math.max(1, Math.ceil(heads.length / perRow)) * SWATCH_ROW };
+}
+
+/** headSwatches' swatches as scene items from (x, y), each in its head's colour (colors[head]). */
+export function headSwatchesScene(s, x, y, { heads, perRow }, colors) {
+  heads.forEach((head, i) => {
+    const [left, top] = [x + (i % perRow) * SWATCH_PITCH, y + Math.floor(i / perRow) * SWATCH_ROW];
+    s.rect(left, top, 22, 14, colors[head], "swatch");
+    s.text(left + 11, top + 7, String(head), { anchor: "middle", color: "#fff", size: 10 });
+  });
 }
 
 /** A value as tooltips and cells write it: n/a, ±∞, or `digits` decimals. */

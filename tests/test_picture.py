@@ -481,3 +481,74 @@ def test_the_picture_thread_runs_only_where_nothing_else_wants_the_cpu():
     worker.join()
     assert seen["policy"] == os.SCHED_IDLE
     assert os.sched_getscheduler(0) != os.SCHED_IDLE
+
+
+def key_and_cells(svg: str, categories: list[str]) -> tuple[dict[str, str], list[str], ET.Element]:
+    """A heatmap picture's key ({category: the fill of the swatch just left of its name, on its
+    line}) and its cells' fills, layer-major (the other rects with no role)."""
+    root = ET.fromstring(svg)
+    rects = [r for r in root.iter(f"{SVG}rect") if r.get("class") in (None, "legend-swatch")]
+    key, swatches = {}, []
+    for name in (t for t in root.iter(f"{SVG}text") if t.text in categories):
+        x, y = float(name.get("x")), float(name.get("y"))
+        beside = [r for r in rects if 0 <= x - (float(r.get("x")) + float(r.get("width"))) <= 8
+                  and float(r.get("y")) <= y <= float(r.get("y")) + float(r.get("height"))]
+        assert len(beside) == 1, f"no one swatch beside {name.text!r}"
+        key[name.text] = beside[0].get("fill")
+        swatches += beside
+    return key, [r.get("fill") for r in rects if r not in swatches], root
+
+
+def role_map(default_model):
+    """Voita's role map with syntactic roles, from a syntax result naming two heads of no other role."""
+    import pandas as pd
+
+    from attnscope.analyses.head_roles import roles
+    from attnscope.analyses.syntax import SyntaxHeads
+
+    frame = attnscope.head_roles(default_model, [SENTENCE, "A dog barked twice at the cat.", "Rain fell all day."], progress=False)
+    plain = roles(frame, positional=0.5)
+    none = plain[plain.role == "none"]
+    (l0, h0), (l1, h1) = list(zip(none["layer"], none["head"], strict=True))[:2]
+    accuracy = pd.DataFrame([("nsubj", "head_to_dependent", l0, h0, f"{l0}-{h0}", 0.9, 50),
+                             ("amod", "head_to_dependent", l1, h1, f"{l1}-{h1}", 0.9, 50)],
+                            columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"])
+    baseline = pd.DataFrame([("nsubj", -1, 0.4, 50), ("amod", 1, 0.4, 50)], columns=["relation", "offset", "accuracy", "count"])
+    return roles(frame, SyntaxHeads(accuracy, baseline, "test", 1, 0), positional=0.5)
+
+
+@pytest.mark.parametrize("analysis", ["Kovaleva's patterns", "Voita's roles"])
+def test_a_categorical_maps_picture_keeps_its_whole_key(default_model, analysis):
+    """Issue 45: the pictures of the pattern and role maps kept their key's first entry (a Set of
+    the cells' values, read from a Float32Array, found no category but the first in QuickJS)."""
+    if analysis == "Voita's roles":
+        result = role_map(default_model)
+    else:
+        result = attnscope.attention_patterns(default_model, [(SENTENCE, "A dog barked twice at the cat."),
+                                                              ("Rain fell all day.", "The cat slept.")], progress=False)
+    widget = attnscope.AttentionWidget(SENTENCE, model=default_model).show_analysis(result)
+    measure = widget.analysis["measures"][0]
+    categories, values = measure["categories"], measure["values"]
+    present = sorted({int(v) for v in values if v is not None and v == v})
+    assert len(present) >= 4, present  # QuickJS's Set failed from 4 values on
+    svg, why = picture_svg(widget)
+    assert why == "", why
+    key, cells, root = key_and_cells(svg, categories)
+    assert sorted(key) == sorted(categories[i] for i in present)
+    assert len(cells) == len(values)
+    # Each category's cells share one colour, and the key names every category present in it.
+    colour = {}
+    for value, fill in zip(values, cells, strict=True):
+        if value is not None and value == value:
+            assert colour.setdefault(categories[int(value)], fill) == fill
+    assert len(set(colour.values())) == len(present)
+    assert key == colour == {categories[i]: colour[categories[i]] for i in present}
+    # Legible at the picture's size: inside it, and no name runs into the next entry on its line.
+    width, height = float(root.get("width")), float(root.get("height"))
+    names = sorted((float(t.get("y")), float(t.get("x")), t.text) for t in root.iter(f"{SVG}text") if t.text in key)
+    for (y, x, name), following in zip(names, [*names[1:], None], strict=True):
+        right = x + 0.6 * 11 * len(name)  # at most 0.6 em a character, as the layout reckons
+        assert right <= width and 0 < y < height, name
+        if following and following[0] == y:
+            assert right < following[1] - 14, (name, following[2])  # the next name's swatch is 14 px before it
+    widget.close()
