@@ -28,6 +28,15 @@ def run_notebook(name: str, cwd) -> list:
             if WIDGET_MIME in output.get("data", {}):
                 after = cell.outputs[i + 1].get("data", {}).get("text/html", "") if i + 1 < len(cell.outputs) else ""
                 assert 'class="attnscope-picture ' in after, f"a widget output without its picture in {name}: {cell.source[:80]!r}"
+    # One widget, one cell: a widget shown again further down shows its last state in both cells
+    # after Run All (voita.ipynb's role map read "Removed at step"), whatever the first cell's text says.
+    cells_of: dict[str, set[int]] = {}
+    for k, cell in enumerate(notebook.cells):
+        for output in getattr(cell, "outputs", []):
+            if WIDGET_MIME in output.get("data", {}):
+                cells_of.setdefault(output["data"][WIDGET_MIME]["model_id"], set()).add(k)
+    shared = {model: sorted(cells) for model, cells in cells_of.items() if len(cells) > 1}
+    assert not shared, f"one widget shown in cells {list(shared.values())} of {name}: each cell should show its own"
     return outputs
 
 
