@@ -9,8 +9,9 @@
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
- * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on the attention's own scale.
+ * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on one scale for every layer and head (difference_scale).
  * @property {string} compared_model [kernel] The second model's name when the widget compares two (compare=), else "".
+ * @property {Object<string, any>} difference_scale [kernel] While the views draw a difference (|second − first|, or Show change's |A_masked − A|): {of, largest, layer, head}, the largest |difference| in the run and where; the attention and thumbnails hold |difference| ÷ largest, one scale for every layer and head. {} while they draw attention.
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
@@ -63,6 +64,7 @@ export const TRAITS = [
   "causal",
   "compare_shown",
   "compared_model",
+  "difference_scale",
   "direction",
   "editable",
   "error",

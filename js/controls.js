@@ -156,7 +156,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
       compareControl.hidden = !get("compared_model");
       compareSelect.value = get("compare_shown") ?? "first";
       compareControl.title = `Second model: ${get("compared_model") ?? ""}. |Second − first| draws each weight's `
-        + "difference on the attention's own scale.";
+        + "difference on one scale for every layer and head: the largest difference is the darkest line.";
       for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
       // Masking reruns the model: not for precomputed attention (none to rerun, as the editor goes) nor a

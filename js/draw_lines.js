@@ -1,7 +1,7 @@
 // Many weighted lines in few strokes: lines are grouped by colour and by one of 32 opacity
 // levels, and each group is one path. 100k+ lines then cost a few hundred strokes. The screen
 // (strokeWeightedLines) and the scene sinks (scene.js) share the grouping.
-const ALPHA_LEVELS = 32;
+export const ALPHA_LEVELS = 32;
 
 /** lines: [{weight, ...}]; colorOf(line) → CSS colour. → [{color, alpha, lines}] */
 export function groupWeightedLines(lines, colorOf) {

@@ -7,6 +7,7 @@ import { el, tokenCaption, tokenText } from "./dom.js";
 import { headText } from "./labels.js";
 import { headSwatches, headSwatchesScene } from "./legend.js";
 import { createLineTiles } from "./line_tiles.js";
+import { differenceNote, differenceScale } from "./difference_scale.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
 import { drawWindow, windowMemos, windowState } from "./head_window.js";
@@ -267,13 +268,14 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
 /**
  * createHeadView(container, {onToggleHead, onSoloHead, onSelectToken}) → {update(state), lastLines(), scrollToToken(i), scene, toSvg, toPng, destroy()}
  * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter,
- *   caption?, hint?, selected?, weightScale?}
+ *   caption?, hint?, selected?, weightScale?, measure?}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  * caption: a line above the plot (a long text's window says which tokens it shows), which images
  * show too; hint: what the screen adds to it (how to interact; images leave it out); selected: the
  * index of a token marked in both columns; onSelectToken(i) is called when a token is clicked;
  * weightScale: the attention's values are weights ÷ weightScale (a long text's window is drawn
- * relative to its largest weight), and the numbers shown are multiplied back.
+ * relative to its largest weight, a difference to the run's largest), and the numbers shown are
+ * multiplied back; measure: what the numbers are, "Attention" unless given (a difference's name).
  */
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
@@ -411,7 +413,7 @@ export function createHeadView(container, callbacks = {}) {
       // The row's hover card names the pair and gives each head's weight (heads from 0).
       const j = Number(row.dataset.index);
       const [from, to] = hover.side === "left" ? [hover.index, j] : [j, hover.index];
-      const pair = `Attention from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
+      const pair = `${state.measure ?? "Attention"} from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
       const what = found.length > 1 ? "one bar a head, the number their largest" : "the bar and the number";
       row.title = [`${pair} (${what}):`, ...found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`)].join("\n");
       filled.push({ row, bars, found, label, largest });
@@ -529,7 +531,9 @@ function headState({ get, decoded, layerData }) {
     throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
   }
   const sentenceBStart = get("sentence_b_start");
+  const difference = differenceScale(get); // weights ÷ the run's largest change: numbers shown unscaled
   return {
+    ...(difference ? { weightScale: difference.largest || 1, caption: differenceNote(difference), measure: difference.of } : {}),
     tokens,
     tokenNotes: get("token_notes"),
     keyTokens: keys,

@@ -228,3 +228,22 @@ describe("strongestLines", () => {
     expect(note.textContent).toContain("200 strongest lines (weight ≥ 0.01) of 40,000");
   });
 });
+
+describe("a difference (|second − first|)", () => {
+  it("is drawn on the run's one scale, with its numbers and hover card in the difference's own units", async () => {
+    const { adapter } = await import("./head_view.js");
+    const traits = { tokens: ["a", "b", "c"], key_tokens: [], n_heads: 2, heads: [0, 1], layer: 0, attention: { layer: 0 },
+      sentence_b_start: null, sentence_filter: "all", token_notes: [], key_token_notes: [], causal: false, long_context: false,
+      difference_scale: { of: "|second − first|", largest: 0.5, layer: 3, head: 1 } };
+    const get = (name) => traits[name];
+    const container = document.createElement("div");
+    const view = adapter.create(container, { setTraits: () => {} }, get);
+    made.push(view);
+    // The kernel's weights: |difference| ÷ 0.5, the run's largest change.
+    expect(adapter.draw(view, { get, decoded: () => attention, width: 600 })).toBe("");
+    expect(container.querySelector(".attnscope-window-note").textContent).toContain("darkest line = 0.500, the largest change (layer 3, head 1)");
+    container.querySelector('.attnscope-right .attnscope-token[data-index="0"]').dispatchEvent(new MouseEvent("mouseenter"));
+    const rows = [...container.querySelectorAll(".attnscope-left .attnscope-token")];
+    expect(rows[1].title).toBe(`|second − first| from “b” to “a” (one bar a head, the number their largest):\nhead 0: 0.0500\nhead 1: 0.500`);
+  });
+});

@@ -2,6 +2,8 @@
 // drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
 import { headColors } from "./colors.js";
 import { el, placeBeside, sizeCanvas } from "./dom.js";
+import { differenceNote, differenceScale } from "./difference_scale.js";
+import { ALPHA_LEVELS } from "./draw_lines.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { headName, headText, layerText } from "./labels.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
@@ -20,9 +22,14 @@ const ZOOM_LABELS = 90; // px for token labels each side of the enlargement
 // Opacity is relative to each head's largest weight, so broad (near-uniform) heads show as a
 // dense mesh instead of vanishing at 1/n; lines under this share of the head's maximum are left out.
 export const THUMBNAIL_MIN_WEIGHT = 0.1;
+// On a difference's one scale a head that changed little is faint, not empty: its lines are kept
+// down to the faintest opacity drawn.
+const DIFFERENCE_MIN_WEIGHT = 1 / ALPHA_LEVELS;
 // Past this many lines in one head, an even sample over the head's weights is drawn.
 export const THUMBNAIL_MAX_LINES = 600;
 export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
+// A difference is drawn on the run's one scale instead (difference_scale.js): its heads compare.
+const scaleNote = (state) => (state.difference ? differenceNote(state.difference) : SCALE_NOTE);
 
 /**
  * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
@@ -36,21 +43,31 @@ export function modelCell(width, nHeads, { height = 0, nLayers = 1 } = {}) {
   return Math.max(MIN_FIT_CELL, Math.min(CELL, byWidth, byHeight));
 }
 
-/**
- * Lines of one thumbnail: [{from, to, weight, value}] over its pooled rows, for values [L,H,S,S];
- * weight is relative to the head's largest (value is the attention itself).
- */
-export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT, maxLines = THUMBNAIL_MAX_LINES) {
-  const [, nHeads, size, nCols = size] = shape; // cross-attention thumbnails are not square
+/** The largest value of one thumbnail of values [L,H,S,S]. */
+export function headLargest(values, shape, layerIndex, headIndex) {
+  const [, nHeads, size, nCols = size] = shape;
   const base = (layerIndex * nHeads + headIndex) * size * nCols;
   let largest = 0;
   for (let i = 0; i < size * nCols; i++) largest = Math.max(largest, values[base + i]);
+  return largest;
+}
+
+/**
+ * Lines of one thumbnail: [{from, to, weight, value}] over its pooled rows, for values [L,H,S,S];
+ * weight is value ÷ `scale`, the value of a full line: one for every head (a difference's), or
+ * 0 for the head's own largest (attention's; value is the attention itself).
+ */
+export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT, maxLines = THUMBNAIL_MAX_LINES,
+  scale = 0) {
+  const [, nHeads, size, nCols = size] = shape; // cross-attention thumbnails are not square
+  const base = (layerIndex * nHeads + headIndex) * size * nCols;
+  const largest = scale > 0 ? scale : headLargest(values, shape, layerIndex, headIndex);
   if (!(largest > 0)) return [];
   let lines = [];
   for (let from = 0; from < size; from++) {
     for (let to = 0; to < nCols; to++) {
       const value = values[base + from * nCols + to];
-      const weight = value / largest;
+      const weight = Math.min(1, value / largest);
       if (weight >= minWeight) lines.push({ from, to, weight, value });
     }
   }
@@ -93,7 +110,7 @@ export function gridLabels(layers, heads, cell) {
   };
 }
 
-export function modelScene(state, lineCache, { title = "", labels = true, note = SCALE_NOTE } = {}) {
+export function modelScene(state, lineCache, { title = "", labels = true, note = scaleNote(state) } = {}) {
   const { thumbnails, layers, heads, nHeads } = state;
   const cell = state.cell ?? CELL;
   const grid = thumbnails.shape.slice(2);
@@ -122,15 +139,17 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
   return s.scene;
 }
 
-/** Each shown layer × head's lines, as the grid draws them. */
-export const thumbnailLineCache = ({ thumbnails, layers, heads }, maxLines = THUMBNAIL_MAX_LINES) =>
-  layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col, THUMBNAIL_MIN_WEIGHT, maxLines)));
+/** Each shown layer × head's lines, as the grid draws them: a difference's thumbnails hold
+ * |difference| ÷ the run's largest already, so 1 is a full line in every head. */
+export const thumbnailLineCache = ({ thumbnails, layers, heads, difference }, maxLines = THUMBNAIL_MAX_LINES) =>
+  layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col,
+    difference ? DIFFERENCE_MIN_WEIGHT : THUMBNAIL_MIN_WEIGHT, maxLines, difference ? 1 : 0)));
 
 /** The model view as an image from its state alone (where there is no view: the kernel's picture),
  * its cells sized to the state's width as on screen; maxLines: each head's strongest lines kept
  * (fewer make a smaller picture, which says so). */
 export function modelImage(state, { maxLines = THUMBNAIL_MAX_LINES, ...options } = {}) {
-  const note = maxLines < THUMBNAIL_MAX_LINES ? `Each head's ${maxLines} strongest lines. ${SCALE_NOTE}` : SCALE_NOTE;
+  const note = maxLines < THUMBNAIL_MAX_LINES ? `Each head's ${maxLines} strongest lines. ${scaleNote(state)}` : scaleNote(state);
   const sized = { ...state, cell: state.cell ?? modelCell(state.width, state.heads.length) };
   return modelScene(sized, thumbnailLineCache(state, maxLines), { ...options, note });
 }
@@ -167,6 +186,20 @@ export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
   return s.scene;
 }
 
+/** The enlarged head's card: its largest weight beside a uniform row's (1/n, how broad a head is),
+ * or, for a difference, its largest change beside the darkest line's (a uniform baseline means
+ * nothing for a difference). */
+export function zoomText(state, row, col) {
+  const own = headLargest(state.thumbnails.values, state.thumbnails.shape, row, col);
+  if (state.difference) {
+    const { largest } = state.difference;
+    const share = largest > 0 ? ` (${Math.round(100 * own)}% of the darkest line, ${largest.toFixed(3)})` : "";
+    return `largest change ${(own * largest).toFixed(3)}${share}`;
+  }
+  const nKeys = (state.keyTokens ?? state.tokens)?.length;
+  return `largest weight ${own.toFixed(3)}${nKeys ? ` (uniform: ${(1 / nKeys).toFixed(3)})` : ""}`;
+}
+
 /**
  * createModelView(container, {onOpenHead(layer, head), onToggleMask(layer, head)}) → {update(state), destroy()}
  * state: {thumbnails: {values, shape:[L,H,S,S]}, layers: [layer ids], heads: [head ids], nHeads,
@@ -195,9 +228,7 @@ export function createModelView(container, callbacks = {}) {
     const head = state.heads[col];
     const lines = lineCache[row][col];
     zoomTitle.textContent = headName(state.layers[row], head);
-    const largest = lines.reduce((m, l) => Math.max(m, l.value), 0);
-    const nKeys = (state.keyTokens ?? state.tokens)?.length;
-    zoomNote.textContent = `largest weight ${largest.toFixed(3)}${nKeys ? ` (uniform: ${(1 / nKeys).toFixed(3)})` : ""}`;
+    zoomNote.textContent = zoomText(state, row, col);
     const scene = enlargedScene(state, lines, head);
     const ctx = sizeCanvas(zoomCanvas, scene.width, scene.height);
     if (ctx) drawScene(ctx, scene);
@@ -218,14 +249,14 @@ export function createModelView(container, callbacks = {}) {
 
   function draw(given) {
     // A long run's thumbnails still refining say so above the scale.
-    scale.textContent = given.note ? `${given.note} ${SCALE_NOTE}` : SCALE_NOTE;
+    scale.textContent = given.note ? `${given.note} ${scaleNote(given)}` : scaleNote(given);
     const cell = fittedCell(given);
     const next = { ...given, cell };
     // The same numbers (a trait decoded once, a refining answer between passes) are not drawn again.
     const same = state && state.thumbnails.values === next.thumbnails.values && state.nHeads === next.nHeads
       && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
-    if (same) { state = next; return; } // already drawn
-    const sameData = state && state.thumbnails.values === next.thumbnails.values;
+    if (same && state.difference === next.difference) { state = next; return; } // already drawn
+    const sameData = state && state.thumbnails.values === next.thumbnails.values && state.difference === next.difference;
     state = next;
     const { layers, heads } = next;
     const shown = gridLabels(layers, heads, cell);
@@ -280,7 +311,7 @@ export function createModelView(container, callbacks = {}) {
 function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
   const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
-    tokens: get("tokens"), keyTokens: keyTokens(get) };
+    tokens: get("tokens"), keyTokens: keyTokens(get), difference: differenceScale(get) };
   if (payload?.data && payload.n_tokens === get("tokens").length) {
     return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
   }

@@ -4,14 +4,19 @@ two models' maps over a corpus, its mean per layer, its refusals and its analysi
 from __future__ import annotations
 
 import copy
+import math
+import re
 
+import numpy as np
 import pytest
 import torch
 import transformers
 
 import attnscope
 from attnscope.analyses.comparison import map_cosines
+from attnscope.engine.results import AttentionResult
 from attnscope.errors import InputError
+from attnscope.files import STATIC
 
 VOCAB = 30522
 TEXTS = ["The keeper fed the lion before the storm.", "Paris is the capital of France.",
@@ -120,16 +125,20 @@ def test_the_widget_shows_either_model_or_their_difference_on_one_scale(base_and
     widget.compare_shown = "second"
     torch.testing.assert_close(layer_of(widget), second, rtol=0, atol=step)
     widget.compare_shown = "difference"
-    difference = (second - first).abs()
-    assert difference.max() > 0.05  # the copy's changed layer draws lines
-    torch.testing.assert_close(layer_of(widget), difference, rtol=0, atol=step)  # unscaled: the weights' own scale
+    difference = (tuned.run(text).attention - base.run(text).attention).abs()
+    largest = float(difference.max())
+    assert largest > 0.05  # the copy's changed layer draws lines
+    # One scale for the whole run: every layer's weights are |difference| ÷ the run's largest.
+    torch.testing.assert_close(layer_of(widget), difference[1] / largest, rtol=0, atol=step)
+    assert widget.difference_scale["largest"] == pytest.approx(largest, abs=1e-6)
     assert widget.model_name.startswith("|")
     widget.layer = 0  # before the changed layer: nothing differs
     assert float(layer_of(widget).max()) == 0.0
-    # An edit reruns both models; the choice stays.
+    # An edit reruns both models; the choice stays, on the new run's scale.
     widget.text = TEXTS[1]
-    torch.testing.assert_close(layer_of(widget), (tuned.run(TEXTS[1]).attention[0] - base.run(TEXTS[1]).attention[0]).abs(),
-                               rtol=0, atol=step)
+    difference = (tuned.run(TEXTS[1]).attention - base.run(TEXTS[1]).attention).abs()
+    torch.testing.assert_close(layer_of(widget), difference[0] / difference.max(), rtol=0, atol=step)
+    assert widget.difference_scale["largest"] == pytest.approx(float(difference.max()), abs=1e-6)
     assert widget.compare_shown == "difference"
     # The neuron view reads the shown model's queries and keys.
     widget.compare_shown = "second"
@@ -190,3 +199,94 @@ def test_each_view_says_which_model_it_shows(base_and_tuned):
     assert "error" not in widget.rollout and widget.rollout["shape"][0] == 3
     alone = attnscope.AttentionWidget(TEXTS[0], model=base)
     assert alone.model_name == base.name and alone._answer_neuron({"layer": 0, "head": 0, "query": 1}, [])[0]["shown"] == ""
+
+
+# Issue 45 item 1: a difference is drawn on one scale for every layer and head, the run's largest
+# change, which the views name; a head's own largest would make a change of 0.035 look as busy as
+# one of 0.58.
+
+
+def _run(attention: torch.Tensor, name: str) -> AttentionResult:
+    n = attention.shape[-1]
+    return AttentionResult(tokens=[f"t{i}" for i in range(n)], attention=attention, scaling=[1.0] * attention.shape[0],
+                           causal=False, model_name=name, text="x", text_b=None)
+
+
+def test_a_difference_is_scaled_once_for_the_whole_run_not_head_by_head():
+    from attnscope.serialize import decode
+    from attnscope.widget import payloads as pl
+
+    first = torch.softmax(torch.randn(6, 2, 5, 5, generator=torch.Generator().manual_seed(0)), -1)
+    second = first.clone()
+    second[0, 0, 1, 2] += 0.035  # layer 0 head 0: a small change
+    second[5, 0, 3, 4] -= 0.58  # layer 5 head 0: the run's largest
+    second[2, 1, 0, 0] = float("nan")  # a broken head (the notice names it) sets no scale
+    shown, scale = pl.displayed(_run(first, "base"), False, False, against=_run(second, "tuned"))
+    assert scale == {"of": "|second − first|", "largest": pytest.approx(0.58, abs=1e-6), "layer": 5, "head": 0}
+    step = 1 / 255  # the payloads' one-byte weights
+    thumbnails = decode(pl.thumbnails_payload(shown, None, None, 5))
+    per_head = thumbnails.flatten(2).amax(-1)
+    assert float(per_head[5, 0]) == pytest.approx(1.0, abs=step)
+    # The small head's darkest line is 0.035 / 0.58 of the large one's, not as dark.
+    assert float(per_head[0, 0] / per_head[5, 0]) == pytest.approx(0.035 / 0.58, abs=2 * step)
+    assert float(decode(pl.layer_payload(shown, 0)).max()) == pytest.approx(0.035 / 0.58, abs=step)
+    # Attention itself is sent as it is, with no scale.
+    plain, none = pl.displayed(_run(first, "base"), False, False)
+    assert none == {} and torch.equal(plain.attention, first)
+
+
+def test_the_widget_names_its_differences_scale_and_its_model_view_shares_it(base_and_tuned):
+    from attnscope.serialize import decode
+
+    base, tuned = base_and_tuned
+    widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, view="model")
+    assert widget.difference_scale == {}
+    widget.compare_shown = "difference"
+    difference = (tuned.run(TEXTS[0]).attention - base.run(TEXTS[0]).attention).abs()
+    where = torch.unravel_index(difference.argmax(), difference.shape)
+    assert widget.difference_scale == {"of": "|second − first|", "largest": pytest.approx(float(difference.max()), abs=1e-6),
+                                       "layer": int(where[0]), "head": int(where[1])}
+    per_head = decode(widget.thumbnails).flatten(2).amax(-1)
+    expected = difference.flatten(2).amax(-1) / difference.max()
+    torch.testing.assert_close(per_head, expected, rtol=0, atol=1 / 255)
+    widget.compare_shown = "second"
+    assert widget.difference_scale == {}
+    widget.close()
+
+
+@pytest.mark.skipif(not (STATIC / "picture.js").is_file(), reason="JS bundle not built")
+def test_the_saved_picture_of_a_difference_draws_every_head_on_its_one_scale_and_says_so(base_and_tuned):
+    """The kernel's picture (the views' own scene code in QuickJS): each cell's darkest line is its
+    head's largest change ÷ the run's largest, to within draw_lines' 32 opacity levels."""
+    import xml.etree.ElementTree as ET
+
+    from attnscope.widget.picture import picture_svg
+
+    base, tuned = base_and_tuned
+    widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, view="model", compare_shown="difference")
+    svg, why = picture_svg(widget)
+    assert why == "" and svg is not None
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    # The cells from the grid's labels: "Layer r" beside row r's middle, "Head h" over column h's.
+    labels = {cls: [float(node.get("y" if cls == "row-label" else "x")) for node in root.iter(f"{ns}text")
+                    if node.get("class") == cls] for cls in ("row-label", "col-label")}
+    rows, cols = labels["row-label"], labels["col-label"]
+    cell = cols[1] - cols[0]
+    darkest: dict[tuple[int, int], float] = {}
+    for path in root.iter(f"{ns}path"):
+        for x, y in re.findall(r"M([\d.]+) ([\d.]+)", path.get("d")):
+            at = (int((float(y) - rows[0] + cell / 2) // cell), int((float(x) - cols[0] + cell / 2) // cell))
+            darkest[at] = max(darkest.get(at, 0.0), float(path.get("stroke-opacity")))
+    difference = (tuned.run(TEXTS[0]).attention - base.run(TEXTS[0]).attention).abs()
+    largest = float(difference.max())
+    levels = 32
+    for (layer, head), change in np.ndenumerate((difference.flatten(2).amax(-1) / largest).numpy()):
+        expected = math.ceil(change * levels) / levels if change >= 1 / levels else 0.0
+        assert darkest.get((layer, head), 0.0) == pytest.approx(expected, abs=1 / levels + 1e-9), (layer, head)
+    # The view tells heads apart: some changed heads are drawn faint (each head's own scale drew them all full).
+    assert max(darkest.values()) == 1.0 and any(0 < v < 0.75 for v in darkest.values())
+    shown = " ".join(node.text or "" for node in root.iter(f"{ns}text"))
+    assert "one scale for every layer and head" in shown and f"darkest line = {largest:.3f}" in shown
+    assert "its head's largest" not in shown
+    widget.close()

@@ -50,6 +50,7 @@ SNAPSHOT = """() => {
     notice: texts(".attnscope-notice").join(""),
     error: texts(".attnscope-error").join(""),
     windowNote: texts(".attnscope-window-note").join(""),
+    scaleNote: texts(".attnscope-scale-note").join(""),
     rollout: visible(q("canvas.attnscope-matrix")) ? [q("canvas.attnscope-matrix").dataset.n, q("canvas.attnscope-matrix").dataset.layer] : null,
   };
 }"""
@@ -144,6 +145,33 @@ def test_masked_heads_with_the_change_shown(live_and_saved, default_model):
     shown = same_view(live, saved)
     assert shown["showChange"] is True and shown["maskSummary"].startswith("Masked 0-1, 2-3: attention changes")
     assert saved.evaluate(PAINTED, "canvas.attnscope-thumbnails") > 100
+
+
+def test_a_difference_of_two_models_opens_on_one_scale_for_every_head(live_and_saved, bert_tokenizer):
+    """Issue 45: |second − first| is drawn on the run's one scale, live and saved alike, which the view
+    says; an enlarged head gives its largest change, never a uniform row's weight."""
+    import copy
+
+    from test_comparison import TEXTS, small_bert
+
+    base = small_bert()
+    tuned = copy.deepcopy(base)
+    with torch.no_grad():  # as fine-tuning would: layer 1's queries changed
+        query = tuned.encoder.layer[1].attention.self.query
+        query.weight.copy_(torch.randn(query.weight.shape, generator=torch.Generator().manual_seed(1)) * 2.0)
+    widget = attnscope.AttentionWidget(TEXTS[0], model=attnscope.load(base, bert_tokenizer, device="cpu"),
+                                       compare=attnscope.load(tuned, bert_tokenizer, device="cpu"),
+                                       view="model", compare_shown="difference")
+    live, saved = live_and_saved(widget, MODEL_READY)
+    shown = same_view(live, saved)
+    largest = widget.difference_scale["largest"]
+    assert "one scale for every layer and head" in shown["scaleNote"] and f"darkest line = {largest:.3f}" in shown["scaleNote"]
+    for page in (live, saved):
+        canvas = page.locator("canvas.attnscope-thumbnails")
+        box, cell = canvas.bounding_box(), float(canvas.get_attribute("data-cell"))
+        page.mouse.move(box["x"] + cell / 2, box["y"] + 1.5 * cell)  # layer 1, head 0
+        card = page.locator(".attnscope-zoom .attnscope-hint").text_content()
+        assert card.startswith("largest change") and "darkest line" in card and "uniform" not in card
 
 
 def test_rollout_tab_paints_offline(live_and_saved, default_model):

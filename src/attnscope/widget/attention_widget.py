@@ -157,7 +157,9 @@ class AttentionWidget(CheckedTraits):
     @property
     def result(self) -> AttentionResult:
         """The AttentionResult behind the current view (tensors on the model's device): word-level
-        when `word_level` is on, with `masked_heads` switched off when any are."""
+        when `word_level` is on, with `masked_heads` switched off when any are. While the views draw
+        a difference (Show change, or compare_shown "difference") its attention is |difference| ÷
+        `difference_scale["largest"]`, as they draw it."""
         return self._kept("_drawn_run")
 
     @property

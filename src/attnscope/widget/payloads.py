@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from .. import checks
 from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind
 from ..engine import formulas as an
@@ -49,25 +51,38 @@ def shown_key_tokens(result: AttentionResult, prettify: bool = True) -> list[str
 
 
 def displayed(token_result: AttentionResult, word_level: bool, show_change: bool,
-              against: AttentionResult | None = None) -> AttentionResult:
+              against: AttentionResult | None = None) -> tuple[AttentionResult, dict]:
     """What the views draw: word-level or not, |A_masked − A| when showing a masking's change, and
-    |A_against − A| when comparing with a second model's run of the same tokens (`against`)."""
+    |A_against − A| when comparing with a second model's run of the same tokens (`against`); with
+    the scale a difference is drawn on (one_scale), {} for attention itself."""
     plain = token_result.unmasked or token_result
     shown, reference = token_result, plain
     if word_level:
         shown, reference = word_attention(token_result), word_attention(plain)
     if show_change and token_result.masked_heads:
-        change = (shown.attention - reference.attention).abs()
-        # Changes are small next to attention itself: scaled so the largest (in any layer) is a
-        # full-strength line; mask_summary gives the unscaled size.
-        shown = dataclasses.replace(shown, attention=change / change.max().clamp_min(1e-12))
+        return one_scale(shown, shown.attention - reference.attention, "|A_masked − A|")
     if against is not None:
         other = word_attention(against) if word_level else against
-        # Unscaled: a difference of 0.3 is drawn as a weight of 0.3, on the views' one scale.
         names = (f"|{other.model_name} − {shown.model_name}|" if other.model_name != shown.model_name
                  else f"|second − first| ({shown.model_name})")
-        shown = dataclasses.replace(shown, attention=(other.attention - shown.attention).abs(), model_name=names)
-    return shown
+        return one_scale(dataclasses.replace(shown, model_name=names), other.attention - shown.attention, "|second − first|")
+    return shown, {}
+
+
+def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str) -> tuple[AttentionResult, dict]:
+    """A difference (L × H × Tq × Tk) as the views draw it: |difference| ÷ its largest anywhere in the
+    run, so that every layer and head is drawn on one scale whose full line is that largest change
+    (a head's own largest would make a change of 0.03 look as busy as one of 0.6); and that scale,
+    {of, largest, layer, head}, from which the views say so and give the unscaled numbers."""
+    change = difference.abs_()
+    # A head whose attention is not finite (the notice names it) never sets the scale.
+    finite = change.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    where = finite.argmax()
+    largest = float(finite.flatten()[where])
+    layer, head = (int(i) for i in torch.unravel_index(where, change.shape)[:2])
+    if largest > 0:
+        change.div_(largest)
+    return dataclasses.replace(shown, attention=change), {"of": what, "largest": largest, "layer": layer, "head": head}
 
 
 def layer_payload(result: AttentionResult, layer: int, source: str | None = None) -> dict:
@@ -400,6 +415,6 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 __all__ = [
     "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_pass", "long_thumbnails_payload", "long_tile_payload",
     "long_window_payload", "pass_offset", "thumbnail_passes", "tile_passes",
-    "displayed", "layer_payload", "mask_summary", "needs_thumbnails", "neuron_payload",
+    "displayed", "layer_payload", "one_scale", "mask_summary", "needs_thumbnails", "neuron_payload",
     "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload", "window_around",
 ]

@@ -108,7 +108,7 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     first = parts.get(settings.attention_part, computed)
     second = compared_part(computed, settings)
     per_token = second if settings.compare_shown == "second" else first
-    drawn = pl.displayed(per_token, settings.word_level, settings.show_change,
+    drawn, difference_scale = pl.displayed(per_token, settings.word_level, settings.show_change,
                          against=second if settings.compare_shown == "difference" else None)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
     # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
@@ -138,6 +138,7 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         causal=bool(drawn.causal), thumbnails=thumbnails, rollout=rollout,
         mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
         compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
+        difference_scale=difference_scale,
         long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
     )
     return RunState(traits, drawn, per_token, computed, thumbnails_of, rollout_of, opened_query)
@@ -182,7 +183,7 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         neuron_unavailable=short_only("neuron", result), causal=bool(result.causal),
         analysis=analysis, view=view, thumbnails=thumbnails, rollout={},
         mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
-        compared_model="", compare_shown="first",
+        compared_model="", compare_shown="first", difference_scale={},
     )
     return RunState(traits, result, result, result, thumbnails_of, None, settings.opened_query)
 

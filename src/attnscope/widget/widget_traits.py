@@ -99,8 +99,12 @@ class WidgetTraits(anywidget.AnyWidget):
     compared_model = synced(Unicode(""), "The second model's name when the widget compares two (compare=), else \"\".")
     compare_shown = synced(Enum(("first", "second", "difference"), default_value="first"),
                            "With a second model (compare=): what the views draw, the first model's attention, the "
-                           "second's, or |A_second − A_first| on the attention's own scale.",
+                           "second's, or |A_second − A_first| on one scale for every layer and head (difference_scale).",
                            writer="both", page="fixed", label="the Compare setting")
+    difference_scale = synced(Dict(), "While the views draw a difference (|second − first|, or Show change's "
+                              "|A_masked − A|): {of, largest, layer, head}, the largest |difference| in the run and "
+                              "where; the attention and thumbnails hold |difference| ÷ largest, one scale for every "
+                              "layer and head. {} while they draw attention.")
 
     # The neuron, rollout and analysis views
     neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
