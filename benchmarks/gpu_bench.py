@@ -57,8 +57,13 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+SMOKE = False  # --smoke: every step once, its numbers not read (the test checks the script, not the times)
+
+
 def timed_ms(fn, repeats: int = 5, warm: bool = True) -> float:
     """Median wall time of fn in ms, the device synchronised around each call."""
+    repeats = 1 if SMOKE else repeats
+    warm = warm and not SMOKE
     if warm:
         fn()
     samples = []
@@ -318,6 +323,8 @@ def main() -> None:
     if args.table:
         write_readme(json.loads(Path(args.out).read_text()))
         return
+    global SMOKE
+    SMOKE = args.smoke
     device = "cpu" if args.smoke else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("No CUDA GPU: this bench is for a GPU machine (benchmarks/run.py covers the CPU).")
