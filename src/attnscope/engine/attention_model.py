@@ -19,7 +19,7 @@ import torch
 from .. import checks
 from ..checks import head_pair
 from ..errors import InputError, NoAttentionError
-from . import eager_blocks, fast_capture
+from . import eager_blocks, fast_capture, value_norms
 from .exact_attention import describe_bytes, full_attention_bytes
 from .hooks import (
     Capture,
@@ -426,6 +426,8 @@ class AttentionModel:
         queries, keys, scaling = captured_queries_keys(capture, n_layers, n_heads, self.name)
         # As the maps: stacked only when something reads every layer's.
         queries, keys = (None if layers is None else LayerMaps(layers) for layers in (queries, keys))
+        values, norms = value_norms.captured(self.model, self.attention_modules, capture.values if capture else [],
+                                             n_heads, attention.layers[0].device)
 
         return AttentionResult(
             tokens=list(tokens),
@@ -436,6 +438,8 @@ class AttentionModel:
             attention=attention,
             queries=queries,
             keys=keys,
+            values=None if values is None else LayerMaps(values),
+            value_norms=norms,
             scaling=scaling,
             causal=self.causal,
             model_name=self.name,

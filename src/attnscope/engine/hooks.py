@@ -65,6 +65,8 @@ class Capture:
 
     queries: list[torch.Tensor] = field(default_factory=list)
     keys: list[torch.Tensor] = field(default_factory=list)
+    # The value projection's output (x W_V + b_V), for what each key passes (value_norms.py).
+    values: list[torch.Tensor] = field(default_factory=list)
     scaling: list[float | None] = field(default_factory=list)
     # Rotary models (Llama, Mistral, Qwen2): each layer's (cos, sin) and the function that applies
     # them, from the model's own module; q and k are shown after rotation, as the model uses them.
@@ -154,6 +156,7 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
                 width = output.shape[-1] // 3
                 capture.queries.append(output[..., :width].detach())
                 capture.keys.append(output[..., width : 2 * width].detach())
+                capture.values.append(output[..., 2 * width :].detach())
             else:
                 capture.queries.append(output.detach())
             capture.scaling.append(_module_scaling(attention_module))
@@ -163,6 +166,10 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
     def on_key(_module, _inputs, output):
         if mine():
             capture.keys.append(output.detach())
+
+    def on_value(_module, _inputs, output):
+        if mine():
+            capture.values.append(output.detach())
 
     def on_attention_call(module, _args, kwargs):
         if not mine():
@@ -190,6 +197,8 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             else:
                 handles.append(getattr(module, layout.query).register_forward_hook(on_query(module)))
                 handles.append(getattr(module, layout.key).register_forward_hook(on_key))
+                if isinstance(getattr(module, layout.value or "", None), torch.nn.Module):
+                    handles.append(getattr(module, layout.value).register_forward_hook(on_value))
         yield capture
     finally:
         for handle in handles:

@@ -67,6 +67,7 @@ class AttentionResult:
     sentence_b_start: int | None = None
     queries: torch.Tensor | None = None
     keys: torch.Tensor | None = None
+    values: torch.Tensor | None = field(default=None, repr=False)
     truncated_from: int | None = None
     input_ids: torch.Tensor | None = field(default=None, repr=False)
     # Token positions of each word ([CLS]/[SEP] are words of their own), for word-level views.
@@ -83,6 +84,9 @@ class AttentionResult:
     # Heads (layer, head), 0-based, whose attention holds NaN or ±inf (half-precision overflow,
     # broken weights); the views say so and the analyses refuse them.
     nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
+    # Kobayashi et al.'s ‖f_h(x_j)‖ (value_norms.py): layers × heads × T keys, float32; None when
+    # not captured (precomputed attention, word level, cross-attention).
+    value_norms: torch.Tensor | None = field(default=None, repr=False)
     # What each token shows (token_labels.py): the text it covers; None → decoded from `tokens`.
     labels: list[str] | None = None
     # Per token, "" or what its label leaves out (the bytes of a character split over tokens).
@@ -159,6 +163,8 @@ def _stacked_on_read(name: str, doc: str) -> property:
 AttentionResult.attention = _stacked_on_read("attention", "layers × heads × Tq × Tk (float32)")
 AttentionResult.queries = _stacked_on_read("queries", "layers × heads × T × head_dim (float32), or None")
 AttentionResult.keys = _stacked_on_read("keys", "layers × heads × T × head_dim (float32), or None")
+AttentionResult.values = _stacked_on_read(
+    "values", "layers × heads × T × head_dim (float32): the value projection's output, key-value heads repeated, or None")
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,86 @@
+"""What each key passes, not only how much it is weighed (Kobayashi et al. 2020, "Attention is Not
+Only a Weight"): head h's transformed value of token j, f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h, with
+W_O^h the head's slice of the output projection and the output bias left out (it is no token's).
+Σ_h Σ_j α_hij f_h(x_j) + b_O is the attention block's output (before the residual and any
+normalisation), and ‖α_hij f_h(x_j)‖ = α_hij ‖f_h(x_j)‖: one heads × tokens vector of norms a
+layer weighs every row.
+
+The value projection's output is recorded by the run's hooks (hooks.capture_queries_keys); the
+output projection is the module's own (o_proj, out_proj, o, out_lin, GPT-2's c_proj) or, for
+BERT's family, its sibling (attention.output.dense).
+"""
+
+from __future__ import annotations
+
+import torch
+
+_OWN = ("o_proj", "out_proj", "o", "out_lin", "c_proj")
+
+
+def output_layer(model: torch.nn.Module, attention_module: torch.nn.Module) -> torch.nn.Module:
+    """The output projection after `attention_module`'s heads: its own (o_proj, out_proj, o,
+    out_lin, c_proj) or, in BERT's family, its sibling's (BertAttention holds .self and .output.dense)."""
+    own = next((getattr(attention_module, name) for name in _OWN
+                if isinstance(getattr(attention_module, name, None), torch.nn.Module)), None)
+    if own is not None:
+        return own
+    parent = next((m for m in model.modules() if any(c is attention_module for c in m.children())), None)
+    dense = getattr(getattr(parent, "output", None), "dense", None)
+    if not isinstance(dense, torch.nn.Module):
+        raise LookupError(f"no output projection found after {type(attention_module).__name__}")
+    return dense
+
+
+def output_projection(model: torch.nn.Module, attention_module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """output_layer's weight as model width × (heads · head size), and its bias (None without one)."""
+    layer = output_layer(model, attention_module)
+    weight = layer.weight.t() if type(layer).__name__ == "Conv1D" else layer.weight  # GPT-2's Conv1D: in × out
+    return weight, getattr(layer, "bias", None)
+
+
+def split_values(projected: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
+    """A value projection's output (1 × T × key heads · d) as heads × T × d, a key-value head
+    repeated for each query head that reads it (grouped-query attention: h reads h // group)."""
+    _, t, width = projected.shape
+    values = projected[0].reshape(t, width // head_dim, head_dim).transpose(0, 1)
+    group = n_heads // values.shape[0]
+    return values if group == 1 else values.repeat_interleave(group, dim=0)
+
+
+def head_outputs(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """f_h(x_j) for every head and token: heads × T × model width (values: heads × T × d)."""
+    n_heads, _, head_dim = values.shape
+    slices = weight.reshape(weight.shape[0], n_heads, head_dim).permute(1, 2, 0)  # heads × d × width
+    return torch.bmm(values, slices.to(values.dtype))
+
+
+def norms(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """‖f_h(x_j)‖ for every head and token (heads × T), through each head's d × d Gram matrix
+    W_O^hᵀ W_O^h: T·d² a head instead of T·d·width, and never a heads × T × width tensor (at 32,768
+    tokens on an 8B model that would be 17 GB). In float64: ‖f‖² = v G vᵀ squares the scale."""
+    n_heads, _, head_dim = values.shape
+    slices = weight.double().reshape(weight.shape[0], n_heads, head_dim).permute(1, 0, 2)  # heads × width × d
+    gram = slices.transpose(1, 2) @ slices  # heads × d × d
+    v = values.double()
+    squared = ((v @ gram) * v).sum(-1)
+    return squared.clamp_min(0).sqrt().float()
+
+
+def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int,
+             device: torch.device) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
+    """Each layer's values (heads × T × d, float32) and ‖f_h(x_j)‖ (layers × heads × T) from the
+    value projections a run recorded, one per attention module; (None, None) when they were not
+    all recorded or a module's output projection is not found."""
+    if len(projected) != len(modules) or not projected:
+        return None, None
+    values, layer_norms = [], []
+    for module, output in zip(modules, projected):
+        try:
+            weight, _ = output_projection(model, module)
+        except LookupError:
+            return None, None
+        head_dim = weight.shape[1] // n_heads
+        v = split_values(output, n_heads, head_dim).float()
+        values.append(v.to(device))
+        layer_norms.append(norms(v, weight.detach().to(v.device)).to(device))
+    return values, torch.stack(layer_norms)
