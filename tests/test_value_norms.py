@@ -88,3 +88,16 @@ def test_the_embedded_models_special_tokens_pass_less_than_their_weight_says():
     norms = result.value_norms.mean(1)  # layers × T
     smaller = (norms[:, special].mean(-1) < norms[:, ~special].mean(-1)).sum().item()
     assert smaller >= engine.n_layers // 2 + 1, norms
+
+
+@pytest.mark.parametrize("family", ["llama (grouped-query)", "qwen2 (value biases, grouped-query)"])
+def test_a_long_run_keeps_the_same_norms_and_never_the_values(family, bert_tokenizer):
+    """On demand, the norms are taken where the attention function sees the values (key heads
+    × T × d, never repeated per query head) and only heads × T floats are kept."""
+    torch.manual_seed(0)
+    engine = attnscope.load(_sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
+    full = engine.run(TEXT, attention="full")
+    long = engine.run(TEXT, attention="on_demand")
+    assert long.value_norms.shape == full.value_norms.shape
+    torch.testing.assert_close(long.value_norms, full.value_norms, rtol=1e-5, atol=1e-6)
+    assert not hasattr(long, "values")

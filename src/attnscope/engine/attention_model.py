@@ -358,6 +358,8 @@ class AttentionModel:
             queries=[layer.queries for layer in layers],
             keys=[layer.keys for layer in layers],
             lse=torch.stack([layer.lse for layer in layers]),
+            value_norms=None if any(layer.value_norms is None for layer in layers)
+            else torch.stack([layer.value_norms for layer in layers]),
             rules=[layer.rule for layer in layers],
             causal=any(layer.rule.causal for layer in layers),
             model_name=self.name,

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import NoAttentionError
+from . import value_norms
 from .attention_registry import register_attention
 from .exact_attention import ScoreRule, attend, block_rows, probabilities, row_logsumexp, scores
 
@@ -37,6 +38,7 @@ class LayerCapture:
     keys: torch.Tensor  # key heads × T × d
     lse: torch.Tensor  # heads × T, float32
     rule: ScoreRule
+    value_norms: torch.Tensor | None = None  # heads × T: ‖f_h(x_j)‖ (value_norms.py), or None
 
 
 @dataclass
@@ -166,6 +168,17 @@ def _lse_agrees(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, lse: torch.Te
     return bool(torch.allclose(lse[:, rows], own, rtol=1e-4, atol=1e-4))
 
 
+def _value_norms(module: Any, values: torch.Tensor) -> torch.Tensor | None:
+    """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d) and its own output
+    projection: heads × T floats kept, never the values themselves; None where the projection is
+    not the module's own (BERT's sibling: the full run finds it through the model)."""
+    try:
+        weight, _ = value_norms.output_projection(None, module)
+    except LookupError:
+        return None
+    return value_norms.norms(values, weight.detach())
+
+
 def attention_function(
     module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
     dropout: float = 0.0, scaling: float | None = None, is_causal: bool | None = None, **kwargs: Any,
@@ -195,7 +208,7 @@ def attention_function(
             output, _ = kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                is_causal=is_causal, **kwargs)
             lse = row_logsumexp(q, k, rule)
-    layer = LayerCapture(queries=q.clone(), keys=k.clone(), lse=lse, rule=rule)
+    layer = LayerCapture(queries=q.clone(), keys=k.clone(), lse=lse, rule=rule, value_norms=_value_norms(module, v))
     _check_output(module, capture, layer, v, output[0].detach())
     capture.layers.append(layer)
     return output, None

@@ -239,6 +239,9 @@ class LongAttentionResult:
     sentence_b_start: int | None = None
     truncated_from: int | None = None
     input_ids: torch.Tensor | None = field(default=None, repr=False)
+    # ‖f_h(x_j)‖ of every layer's heads (layers × heads × T, on the model's device), as a full
+    # run's `value_norms`; None where not captured.
+    value_norms: torch.Tensor | None = field(default=None, repr=False)
     word_groups: list[list[int]] | None = None
     labels: list[str] | None = None
     token_notes: list[str] | None = None
