@@ -1,0 +1,121 @@
+"""Attention knockout measured on the output (issue 47 item 4): blocked edges are the scores set to
+−inf before the softmax, checked against an independent eager implementation; nothing blocked is
+the plain forward; disabled heads, the window sweep, and what is refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import transformers
+from transformers.models.llama import modeling_llama
+
+import attnscope
+from attnscope.analyses.knockout import blocked_edges
+from attnscope.errors import InputError
+
+TEXT = "The Eiffel Tower is in the city of"
+SHAPE = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+             max_position_embeddings=64)
+
+
+def _llama(tokenizer, implementation="sdpa"):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), attn_implementation=implementation, **SHAPE)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() == 2 and "embed" not in name:
+                parameter.normal_(0, 0.2)  # sharp attention: a wrong edge shows
+    return model
+
+
+@pytest.fixture(scope="module")
+def decoder(bert_tokenizer):
+    return attnscope.load(_llama(bert_tokenizer), bert_tokenizer, device="cpu")
+
+
+def _independent(model, ids, blocked, position):
+    """log p after `position`, from a forward whose eager attention is written here: the scores of
+    blocked (layer → heads × T × T) edges set to −inf before the softmax."""
+    calls = iter(range(model.config.num_hidden_layers))
+
+    def attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        layer = next(calls)
+        group = query.shape[1] // key.shape[1]
+        key, value = key.repeat_interleave(group, 1), value.repeat_interleave(group, 1)
+        scores = (query.double() @ key.double().transpose(2, 3)) * scaling
+        n = scores.shape[-1]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+        if layer in blocked:
+            scores = scores.masked_fill(blocked[layer][None], -math.inf)
+        weights = torch.softmax(scores, -1)
+        return (weights @ value.double()).to(query.dtype).transpose(1, 2).contiguous(), weights
+
+    original = modeling_llama.eager_attention_forward
+    modeling_llama.eager_attention_forward = attention
+    try:
+        model.config._attn_implementation = "eager"
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits
+    finally:
+        modeling_llama.eager_attention_forward = original
+        model.config._attn_implementation = "sdpa"
+    return torch.log_softmax(logits[0, position].double(), -1)
+
+
+def test_nothing_blocked_is_the_plain_forward(decoder):
+    ids = decoder.tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        plain = torch.log_softmax(decoder.model(input_ids=ids).logits[0, -1].double(), -1)
+    frame = attnscope.knockout(decoder, TEXT)
+    row = frame.iloc[0]
+    assert row.target == decoder.tokenizer.convert_ids_to_tokens(int(plain.argmax()))
+    assert abs(row.log_p - float(plain.max())) <= 1e-6 and abs(row.log_p_knocked - row.log_p) <= 1e-6 and row.delta == 0
+
+
+def test_blocked_edges_are_scores_at_minus_infinity_before_the_softmax(decoder):
+    ids = decoder.tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    n = ids.shape[1]
+    last = n - 1
+    edges = [(1, None, last, [2, 3]), (2, 0, [last - 1, last], 1), (3, 3, last, range(1, 5))]
+    blocked = blocked_edges(decoder, n, edges)
+    assert sorted(blocked) == [1, 2, 3] and int(blocked[1].sum()) == 4 * 2 and int(blocked[2].sum()) == 2
+    frame = attnscope.knockout(decoder, TEXT, edges=edges)
+    reference = _independent(decoder.model, ids, blocked, last)
+    plain = _independent(decoder.model, ids, {}, last)
+    target = int(plain.argmax())
+    assert abs(frame.log_p_knocked.iloc[0] - float(reference[target])) <= 1e-5
+    assert abs(frame.delta.iloc[0] - float(reference[target] - plain[target])) <= 1e-5
+    assert abs(frame.delta.iloc[0]) > 1e-3  # the blocked edges mattered: the comparison is not of two plain runs
+
+
+def test_disabled_heads_zero_or_uniform_change_the_output_and_leave_the_model_as_it_came(decoder):
+    before = [dict(m._forward_hooks) for m in decoder.model.modules()], decoder.model.config._attn_implementation
+    zero = attnscope.knockout(decoder, TEXT, heads=[(0, 1), (2, 3)])
+    uniform = attnscope.knockout(decoder, TEXT, heads=[(0, 1), (2, 3)], mode="uniform")
+    assert zero.delta.iloc[0] != 0 and uniform.delta.iloc[0] != 0 and zero.delta.iloc[0] != uniform.delta.iloc[0]
+    assert ([dict(m._forward_hooks) for m in decoder.model.modules()], decoder.model.config._attn_implementation) == before
+
+
+def test_the_window_sweep_blocks_the_last_token_from_a_span_in_each_window(decoder):
+    sweep = attnscope.knockout_sweep(decoder, TEXT, keys=[2, 3], window=2, progress=False)
+    assert list(sweep.first_layer) == [0, 1, 2] and list(sweep.last_layer) == [1, 2, 3]
+    for row in sweep.itertuples():
+        edges = [(layer, None, -1, [2, 3]) for layer in range(row.first_layer, row.last_layer + 1)]
+        assert row.delta == pytest.approx(attnscope.knockout(decoder, TEXT, edges=edges).delta.iloc[0], abs=1e-12)
+    assert sweep.attrs["keys"] == [2, 3] and sweep.attrs["window"] == 2
+
+
+def test_what_knockout_refuses(decoder, default_model):
+    with pytest.raises(InputError, match="no next-token head"):
+        attnscope.knockout(default_model, TEXT)
+    with pytest.raises(InputError, match="leaves a query with no key"):
+        attnscope.knockout(decoder, TEXT, edges=[(0, None, 0, 0)])  # the first token sees only itself
+    with pytest.raises(InputError, match="target='Paris is' is"):
+        attnscope.knockout(decoder, TEXT, target="Paris is")
+    with pytest.raises(InputError, match=r"An edge is \(layer, head or None, queries, keys\)"):
+        attnscope.knockout(decoder, TEXT, edges=[(0, 1)])
+    with pytest.raises(InputError, match="mode must be one of"):
+        attnscope.knockout(decoder, TEXT, heads=[(0, 0)], mode="half")
