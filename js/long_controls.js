@@ -1,6 +1,6 @@
 // Controls the long-input views share (text and map): the head picker, with query heads grouped
 // by the key head they read (grouped-query attention shown as such), and the option that sets
-// the first tokens (attention sinks) aside from the colour scale. Plus the scale they imply.
+// the first tokens (attention sinks) aside from the colour scale (text_scale.js, map_view.js draw it).
 import { el, labelled, select } from "./dom.js";
 import { headText } from "./labels.js";
 
@@ -63,23 +63,6 @@ export function createAsidePicker(parent, onAside) {
       picker.value = String(aside);
     },
   };
-}
-
-/**
- * The colour scales of values over positions: {max, asideMax}, the largest value at positions
- * ≥ aside and the largest at positions < aside. `positionOf(i)` maps value i to the first
- * position it covers (pooled bins); values at positions < aside are set aside.
- */
-export function scaleOf(values, aside, positionOf = (i) => i) {
-  let max = 0;
-  let asideMax = 0;
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (!(v > 0)) continue;
-    if (positionOf(i) < aside) asideMax = Math.max(asideMax, v);
-    else max = Math.max(max, v);
-  }
-  return { max: max || 1e-12, asideMax: asideMax || 1e-12 };
 }
 
 /** The k largest values' indices, largest first. */

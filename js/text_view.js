@@ -2,12 +2,12 @@
 // (or to) the selected token, for one head or the mean of the layer; the top tokens listed.
 // Click a token (in the text or the list) to select it. The numbers are exact rows or columns
 // the kernel answers ("attention_rows"); this view only draws what it is given.
-import { asideShade, attentionShade } from "./colors.js";
 import { el, labelled, select, tokenCaption } from "./dom.js";
-import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, renderColorBar } from "./legend.js";
-import { createAsidePicker, createHeadPicker, focusHeadName, scaleOf, topK } from "./long_controls.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBarScene, renderColorBar } from "./legend.js";
+import { createAsidePicker, createHeadPicker, focusHeadName, topK } from "./long_controls.js";
 import { createScene, imageMethods } from "./scene.js";
-import { textWidth } from "./svg.js";
+import { textWidth, wrapText } from "./svg.js";
+import { shadeOf, textBars, textScale, textScaleNote, tokensInView } from "./text_scale.js";
 import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 
 export const TOP_K = 12;
@@ -22,22 +22,6 @@ export function shadingTitle(state) {
   const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
   const what = state.direction === "to" ? "Attention to" : "Attention from";
   return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
-}
-
-/** Token i's colour, (i) → CSS colour: blue on the scale of the tokens not set aside, grey on
- * their own. Made when asked for: a long text writes those in view first, and 131,072 colour
- * strings made up front took longer than the frame. */
-export function shadeOf(values, aside) {
-  const { max, asideMax } = scaleOf(values, aside);
-  return (i) => (i < aside ? asideShade(values[i] / asideMax) : attentionShade(values[i] / max));
-}
-
-/** The colour bars the view shows (the second only with tokens set aside). */
-export function textBars(values, aside) {
-  const { max, asideMax } = scaleOf(values, aside);
-  const bars = [colorBar("attention", 0, max, attentionShade, { digits: 3 })];
-  if (aside > 0) bars.push(colorBar(`first ${aside === 1 ? "token" : `${aside} tokens`} (set aside)`, 0, asideMax, asideShade, { digits: 3 }));
-  return bars;
 }
 
 /** What each token shows in the flow: its reading (spaces before it, no ##) when the run has one. */
@@ -65,6 +49,8 @@ function partsEnd(reading, i) {
 
 // Tokens per block of the flow (text_view's content-visibility blocks), about.
 export const CHUNK_TOKENS = 256;
+// ms without a scroll event before the shading is rescaled to the text then in view.
+export const SCROLL_REST_MS = 120;
 
 /**
  * Where the flow's blocks start: [0, ..., n]. A block ends after about CHUNK_TOKENS tokens, at a
@@ -145,14 +131,19 @@ function blockLines(reading, lo, hi, width) {
  */
 export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineCount = IMAGE_LINES } = {}) {
   const { tokens, values, selected, aside } = state;
-  const shade = shadeOf(values, aside);
   const reading = readingOf(state);
   const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
   const shown = linesAround(reading, marked, lineCount, width);
+  // Scaled to the lines drawn, as the screen to the lines in view (the tokens between are theirs).
+  const drawn = shown.flat();
+  const scale = textScale(values, { aside, selected, lo: drawn[0]?.i ?? 0, hi: drawn.length ? partsEnd(reading, drawn.at(-1).i) : 0 });
+  const shade = shadeOf(values, scale);
+  const note = wrapText(textScaleNote(scale, "the lines shown"), width - 16, 10);
   const best = topK(values, TOP_K);
   const top = 44;
   const listTop = top + shown.length * LINE + 16;
-  const height = listTop + 18 + Math.ceil(best.length / 3) * 18 + 12 + BAR_HEIGHT + 8;
+  const barsTop = listTop + 18 + Math.ceil(best.length / 3) * 18 + 16;
+  const height = barsTop + BAR_HEIGHT + note.length * 14 + 8;
   const s = createScene(width, height);
   s.text(8, 12, title || state.model || "", { role: "title" });
   s.text(8, 30, shadingTitle(state), { size: 11, role: "subtitle" });
@@ -173,9 +164,10 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
     const cx = 8 + (n % 3) * Math.floor((width - 16) / 3);
     s.text(cx, listTop + 18 + Math.floor(n / 3) * 18, `${format(values[i])}  “${tokens[i]}” (${i})`, { size: 11, role: "top" });
   });
-  textBars(values, aside).forEach((bar, n) => {
-    colorBarScene(s, 8 + n * (BAR_WIDTH + 40), height - BAR_HEIGHT - 4, bar);
+  textBars(scale).forEach((bar, n) => {
+    colorBarScene(s, 8 + n * (BAR_WIDTH + 40), barsTop, bar);
   });
+  note.forEach((line, n) => { s.text(8, barsTop + BAR_HEIGHT + 8 + n * 14, line, { size: 10, role: "legend-note" }); });
   return s.scene;
 }
 
@@ -206,7 +198,7 @@ export function createTextView(container, callbacks = {}) {
   let painted = []; // each span's background as written
   let asideShown = 0;
   let tokensShown = null;
-  let shaded = null; // [values, aside] last painted
+  let shaded = null; // {values, aside, max, note} last painted
   let selectedShown = -1;
   let markedShown = -1; // the span outlined for it: the selected token's, or its split character's
   let readingShown = [];
@@ -358,24 +350,44 @@ export function createTextView(container, callbacks = {}) {
     flow.dataset.shading = rest === null ? "done" : "in view";
   }
 
-  flow.addEventListener("scroll", () => { if (rest !== null) write(...inView()); });
+  // The scale follows the text in view once a scroll rests: rescaling a screen of spans on every
+  // scroll frame would cost each frame what a selection costs (about 20 ms at 32,768 tokens).
+  let restingTimer = null;
+  const rescaleSoon = () => {
+    clearTimeout(restingTimer);
+    // Off the page (clientHeight 0) nothing is in view: the scale waits to be put back.
+    restingTimer = setTimeout(() => { if (state?.values && shaded && flow.clientHeight) paint(state); }, SCROLL_REST_MS);
+  };
+  flow.addEventListener("scroll", () => {
+    if (rest !== null) write(...inView());
+    rescaleSoon();
+  });
+  // Put on the page or resized, other lines are in view (a notebook draws the view before it
+  // attaches it: a text scaled then, whole, would keep that scale until a scroll).
+  const resized = globalThis.ResizeObserver ? new ResizeObserver(rescaleSoon) : null;
+  resized?.observe(flow);
 
-  function paint(values, aside, range) {
-    if (shaded && shaded[0] === values && shaded[1] === aside) return;
-    colors = values ? shadeOf(values, aside) : null;
-    for (let i = 0; i < Math.max(aside, asideShown); i++) spans[i]?.classList.toggle("attnscope-aside", i < aside);
-    if (restTimer !== null) cancelIdle(restTimer);
-    const [lo, hi] = range ?? inView();
-    write(lo, hi);
-    rest = hi - lo < spans.length ? 0 : null;
-    if (rest !== null) restTimer = idle(writeRest);
-    flow.dataset.shading = rest === null ? "done" : "in view";
-    asideShown = aside;
-    shaded = [values, aside];
+  // blocks and seen: inView's and tokensInView's, read before the update writes anything.
+  function paint({ values, aside, selected }, blocks = inView(), seen = tokensInView(flow, spans, blocks)) {
+    const [lo, hi] = seen;
+    const scale = textScale(values, { aside, selected, lo, hi });
+    const note = textScaleNote(scale);
+    flow.dataset.scaledBy = `${lo},${hi}`; // the tokens the scale was taken from
+    // Rows cross as float16: two parts of the text often share their largest, and keep their colours.
+    if (!(shaded && shaded.values === values && shaded.aside === aside && shaded.max === scale.max)) {
+      colors = shadeOf(values, scale);
+      for (let i = 0; i < Math.max(aside, asideShown); i++) spans[i]?.classList.toggle("attnscope-aside", i < aside);
+      if (restTimer !== null) cancelIdle(restTimer);
+      write(...blocks);
+      rest = blocks[1] - blocks[0] < spans.length ? 0 : null;
+      if (rest !== null) restTimer = idle(writeRest);
+      flow.dataset.shading = rest === null ? "done" : "in view";
+      asideShown = aside;
+    } else if (note === shaded.note) return;
+    shaded = { values, aside, max: scale.max, note };
     legend.replaceChildren();
-    if (values) {
-      for (const b of textBars(values, aside)) renderColorBar(el("div", "", legend), b);
-    }
+    for (const b of textBars(scale)) renderColorBar(el("div", "", legend), b);
+    el("div", "attnscope-text-scale", legend).textContent = note;
   }
 
   let listed = null; // the values the list was made from
@@ -397,7 +409,9 @@ export function createTextView(container, callbacks = {}) {
   return {
     update(next) {
       // What is in view, read before anything is written: reading it after would lay the text out again.
-      const range = tokensShown === next.tokens && next.values && !(shaded && shaded[0] === next.values) ? inView() : null;
+      const fresh = next.values && !(shaded && shaded.values === next.values && shaded.aside === next.aside);
+      const blocks = tokensShown === next.tokens && fresh ? inView() : null;
+      const seen = blocks && tokensInView(flow, spans, blocks);
       state = next;
       heads.update(next.nHeads, next.nKeyHeads, next.head);
       direction.value = next.direction;
@@ -417,7 +431,7 @@ export function createTextView(container, callbacks = {}) {
       // find the flow (43 ms of style invalidation at 32,768 tokens, on each click).
       flow.classList.toggle("attnscope-stale", !next.values);
       if (next.values) {
-        paint(next.values, next.aside, range);
+        if (fresh) paint(next, blocks ?? undefined, seen ?? undefined);
         listTop(next.values);
       }
       if (scrollPending) scrollNow();
@@ -437,6 +451,8 @@ export function createTextView(container, callbacks = {}) {
     }),
     destroy() {
       if (restTimer !== null) cancelIdle(restTimer);
+      clearTimeout(restingTimer);
+      resized?.disconnect();
       root.remove();
     },
   };

@@ -14,6 +14,7 @@ import weakref
 import xml.etree.ElementTree as ET
 
 import nbformat
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -104,6 +105,30 @@ def test_a_long_text_picture_reads_only_what_the_view_draws(long_engine):
     assert state["tokens"] == list(widget.tokens)
     assert [part["path"][:3] for part in page["buffers"]] == [["served", "answers", 0]]
     assert len(binaries) == 1 and len(binaries[0]) == 4 * len(widget.tokens)  # the row, float32
+    widget.close()
+
+
+def test_a_long_text_picture_scales_its_lines_and_says_how(long_engine):
+    """Issue 45 item 4: the picture's blue tops out at the largest weight of the lines it shows, the
+    tokens set aside and the selected token's own weight left out, and says so under its bars."""
+    widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view="text")
+    widget.focus_token, widget.sink_aside = 20, 1
+    _, binaries = picture_module._read_page(widget)
+    row = np.frombuffer(bytes(ord(c) - 1 for c in binaries[0]), dtype="<f4")  # the row as the picture reads it (picture.js)
+    svg, why = picture_svg(widget)
+    assert why == "", why
+    root = ET.fromstring(svg)
+    note = " ".join(node.text for node in root.iter(f"{SVG}text") if node.get("class") == "legend-note")
+    top = float(re.fullmatch(r"colour full at ([\d.e-]+), the largest of the lines shown \((.*)\)", note).group(1))
+    others = np.delete(row, [0, 20])
+    assert 0 < top <= others.max() * 1.05  # written to two significant figures
+    assert "the set-aside first token left out" in note
+    # Named where its own weight is above the top (the model is random: only outside the rounding).
+    if not 0.95 * top <= row[20] <= 1.05 * top:
+        assert ("the selected token's own" in note) == bool(row[20] > top), (row[20], note)
+    # The largest of those shown is at full colour (not a sliver of the first token's or its own).
+    fills = [node.get("fill") for node in root.iter(f"{SVG}rect") if node.get("class") == "token"]
+    assert "rgba(33,113,181,1.00)" in fills
     widget.close()
 
 
