@@ -254,3 +254,15 @@ def test_auto_batches_are_sized_by_each_worker(cluster, default_model):
     # own device (8 on a CPU, as here), in chunks of whole units.
     local = attnscope.head_stats(default_model, TEXTS, progress=False)
     same_numbers(local, attnscope.head_stats(default_model, TEXTS, progress=False, backend="ray"))
+
+
+def test_value_flow_on_ray_equals_the_single_process_run(cluster, default_model):
+    """Kobayashi et al.'s comparison (issue 47): one run a document, the same sums merged."""
+    local = attnscope.value_flow(default_model, TEXTS, progress=False)
+    distributed = attnscope.value_flow(default_model, TEXTS, progress=False, backend="ray")
+    keys = ["layer", "kind", "measure"]
+    assert (local[keys].to_numpy() == distributed[keys].to_numpy()).all()
+    a, b = local["value"].to_numpy(float), distributed["value"].to_numpy(float)
+    assert (np.isnan(a) == np.isnan(b)).all()
+    np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=0, atol=1e-6)
+    assert distributed.attrs["documents"] == len(TEXTS)

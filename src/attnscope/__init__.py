@@ -27,6 +27,7 @@ from .analyses import (
     rollout,
     similarity_by_layer,
     syntax_heads,
+    value_flow,
 )
 from .edges.bertviz_compat import head_view, model_view
 from .edges.render import render_html
@@ -80,6 +81,7 @@ __all__ = [
     "rollout",
     "similarity_by_layer",
     "syntax_heads",
+    "value_flow",
     "word_attention",
     "render_html",
     "show",

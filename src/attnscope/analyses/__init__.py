@@ -19,11 +19,12 @@ from .pruning import pruning_curve
 from .rollout import rollout
 from .sinks import attention_sinks
 from .syntax import read_conllu, syntax_heads
+from .value_flow import value_flow
 
 __all__ = [
     "attention_gradients", "attention_patterns", "attention_probes", "attention_similarity", "attention_sinks",
     "behaviours", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_finder", "head_importance",
     "head_roles", "head_stats", "knockout", "knockout_sweep",
     "patterns_by_layer", "pruning_curve", "read_conll2012", "read_conllu", "roles", "rollout",
-    "similarity_by_layer", "syntax_heads",
+    "similarity_by_layer", "syntax_heads", "value_flow",
 ]
