@@ -52,7 +52,10 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const { setTraits } = actions;
   const header = el("div", "attnscope-header", root);
   const title = el("span", "attnscope-title", header);
-  const tabs = el("div", "attnscope-tabs", header);
+  // The controls as one box: beside the title while they fit on its line (the title then cut to
+  // what they leave), else on the next line whole, the title then whole above them.
+  const group = el("div", "attnscope-header-controls", header);
+  const tabs = el("div", "attnscope-tabs", group);
   tabs.setAttribute("role", "tablist");
   const modesOf = new Map(views.map(({ name, modes }) => [name, modes]));
   const controlsOf = new Map(views.map(({ name, controls }) => [name, controls]));
@@ -64,26 +67,26 @@ export function createControls(root, views, actions, { page = false } = {}) {
   }
   // Encoder-decoder models: which attention to show (as BertViz's Encoder / Decoder / Cross).
   const partSelect = select("attnscope-part", PARTS);
-  const partControl = labelled(header, "Attention", partSelect);
+  const partControl = labelled(group, "Attention", partSelect);
   partSelect.addEventListener("change", () => setTraits({ attention_part: partSelect.value }));
   const layerSelect = el("select", "attnscope-layer");
-  const layerControl = labelled(header, "Layer", layerSelect);
+  const layerControl = labelled(group, "Layer", layerSelect);
   layerControl.title = COUNTING;
   layerSelect.addEventListener("change", () => setTraits({ layer: Number(layerSelect.value) }));
   const filterSelect = select("attnscope-filter", FILTERS);
   filterSelect.title = "Which sentence's tokens attend to which: A → B draws sentence A's tokens attending to sentence B's.";
-  const filterControl = labelled(header, "Attention", filterSelect);
+  const filterControl = labelled(group, "Attention", filterSelect);
   filterSelect.addEventListener("change", () => setTraits({ sentence_filter: filterSelect.value }));
   const wordsBox = checkbox("attnscope-words");
-  const wordsControl = labelled(header, "Words", wordsBox);
+  const wordsControl = labelled(group, "Words", wordsBox);
   wordsControl.title = "Merge wordpieces into words: attention to a word is summed over its pieces, from a word averaged.";
   wordsBox.addEventListener("change", () => setTraits({ word_level: wordsBox.checked }));
   // Two models (compare=): which one the views draw, or the size of their difference.
   const compareSelect = select("attnscope-compare", COMPARED);
-  const compareControl = labelled(header, "Show", compareSelect);
+  const compareControl = labelled(group, "Show", compareSelect);
   compareSelect.addEventListener("change", () => setTraits({ compare_shown: compareSelect.value }));
   compareSelect.disabled = page; // a saved copy holds what was shown, not both models' runs
-  const exportBox = el("span", "attnscope-export", header);
+  const exportBox = el("span", "attnscope-export", group);
   const imageButtons = ["svg", "png"].map((format) => {
     const node = button("attnscope-export-button", exportBox, format.toUpperCase());
     node.dataset.format = format;
