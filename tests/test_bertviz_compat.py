@@ -43,7 +43,9 @@ def test_model_view_display_mode_and_filters(bertviz_inputs):
     widget = attnscope.model_view(attention, tokens, display_mode="light", include_layers=[1, 4], include_heads=[0, 11])
     assert (widget.view, widget.theme, widget.layer) == ("model", "light", 1)
     assert widget.thumbnails["layers"] == [1, 4] and widget.thumbnails["heads"] == [0, 11]
-    assert attnscope.model_view(attention, tokens).theme == "dark"  # BertViz's default
+    # Left out, the host's theme (BertViz's default "dark" opened dark in a light JupyterLab); asked, as asked.
+    assert attnscope.model_view(attention, tokens).theme == "auto"
+    assert attnscope.model_view(attention, tokens, display_mode="dark").theme == "dark"
 
 
 def test_bertviz_mistakes_are_errors_here(bertviz_inputs):
@@ -167,7 +169,9 @@ def test_neuron_view_show_with_any_hf_model(bert_tokenizer):
     widget = show(model, "bert", bert_tokenizer, "The cat sat.", "It slept.", layer=2, head=3, display_mode="light")
     assert (widget.view, widget.layer, widget.neuron_head, widget.theme) == ("neuron", 2, 3, "light")
     assert widget.neuron_unavailable == "" and widget.editable
-    assert attnscope.neuron_view(model, "bert", bert_tokenizer, "The cat sat.").view == "neuron"
+    left_out = attnscope.neuron_view(model, "bert", bert_tokenizer, "The cat sat.")
+    assert (left_out.view, left_out.theme) == ("neuron", "auto")  # the host's, as model_view's
+    assert show(model, "bert", bert_tokenizer, "The cat sat.", display_mode="dark").theme == "dark"
     with pytest.raises(InputError, match="head=9 is out of range"):
         show(model, "bert", bert_tokenizer, "The cat sat.", head=9)
 

@@ -188,9 +188,14 @@ def result_from_encoder_decoder(
     return EncoderDecoderResult.of(parts), next(iter(parts))
 
 
-def _check_display_mode(display_mode: str) -> None:
+def _theme(display_mode: str | None) -> str:
+    """The widget's theme for BertViz's display_mode: as asked, or (None, the default here) the
+    host's, as every other widget. BertViz's default of "dark" opened dark in a light JupyterLab."""
+    if display_mode is None:
+        return "auto"
     if display_mode not in ("dark", "light"):
         raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    return display_mode
 
 
 def _check_action(html_action: str) -> None:
@@ -265,7 +270,7 @@ def model_view(
     tokens=None,
     sentence_b_start=None,
     prettify_tokens=True,
-    display_mode="dark",
+    display_mode=None,
     encoder_attention=None,
     decoder_attention=None,
     cross_attention=None,
@@ -275,25 +280,26 @@ def model_view(
     include_heads=None,
     html_action="view",
 ):
-    """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme."""
-    _check_display_mode(display_mode)
+    """BertViz's model_view, same arguments; display_mode "dark" or "light" sets the theme (left
+    out, the host's: JupyterLab's, else the system's)."""
+    theme = _theme(display_mode)
     return _attention_view(
-        locals(), "model", layer=_first_layer(None, include_layers), include_heads=include_heads, theme=display_mode
+        locals(), "model", layer=_first_layer(None, include_layers), include_heads=include_heads, theme=theme
     )
 
 
 def neuron_view(
-    model, model_type, tokenizer, sentence_a, sentence_b=None, display_mode="dark", layer=None, head=None, html_action="view"
+    model, model_type, tokenizer, sentence_a, sentence_b=None, display_mode=None, layer=None, head=None, html_action="view"
 ):
     """BertViz's neuron_view.show, same arguments. Any Hugging Face model works (BertViz needs its own
-    patched copies); model_type is accepted for compatibility and not needed."""
+    patched copies); model_type is accepted for compatibility and not needed. display_mode as model_view's."""
     _check_action(html_action)
-    _check_display_mode(display_mode)
+    theme = _theme(display_mode)
     for name, sentence in (("sentence_a", sentence_a), ("sentence_b", sentence_b)):
         if isinstance(sentence, str):  # named as the caller named it (the run would say "text")
             checks.text_of_characters(name, sentence)
     engine = load(model, tokenizer)
-    widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=display_mode, view="neuron")
+    widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=theme, view="neuron")
     if head is not None:
         if not 0 <= head < widget.n_heads:
             raise InputError(f"head={head} is out of range: the model has heads 0..{widget.n_heads - 1}.")
