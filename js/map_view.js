@@ -11,12 +11,14 @@ import { el, labelled, placeTooltip, pointerIn, select, sizeCanvas, tokenCaption
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatTick, renderColorBar } from "./legend.js";
 import { createAsidePicker, createHeadPicker, focusHeadName } from "./long_controls.js";
 import { createScene, drawScene, imageMethods } from "./scene.js";
+import { textWidth } from "./svg.js";
 import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 
 const MAX_BINS = 256; // blocks a side the kernel pools a zoomed region into
 const MIN_SPAN = 8; // tokens a side at the deepest zoom
 const LABEL_PX = 10; // a token gets its label once its cells are this many px
-const MARGIN = { left: 96, top: 84, right: 12, bottom: 12 };
+const MARGIN = { left: 96, top: 84, right: 12, bottom: 12 }; // top: at most (columnRoom)
+const LABEL_SIZE = 11;
 // A zoom or pan is asked for once it rests this long: a wheel turned or a trackpad swiped sends
 // events 16–50 ms apart, so a gesture is one request. It is part of every zoom's wait (the bench's
 // zoom tile: 145–152 ms at 120 ms).
@@ -152,6 +154,22 @@ export function axisMarks(a, b, size, tokens) {
   return ticks(a, b, 6).filter((t) => t >= a && t <= b).map((t) => ({ at: (t - a) * px, text: String(t), index: t, token: false }));
 }
 
+// The text's widest token label in px, once per text (a long one has thousands of tokens).
+const widestToken = new WeakMap();
+/** px above the map for its column labels as drawn (positions; zoomed in, tokens), up to
+ * MARGIN.top, where a longer label is cut: a fixed room left a blank band over short labels.
+ * Zoomed to tokens it fits the text's widest, so a pan does not move the map. */
+export function columnRoom(marks, tokens) {
+  let widest = 0;
+  if (marks.some((m) => m.token)) {
+    if (!widestToken.has(tokens)) widestToken.set(tokens, Math.max(0, ...tokens.map((t) => textWidth(t, LABEL_SIZE))));
+    widest = widestToken.get(tokens);
+  } else {
+    widest = Math.max(0, ...marks.map((m) => textWidth(m.text, LABEL_SIZE)));
+  }
+  return Math.min(MARGIN.top, Math.max(24, Math.ceil(widest) + 12)); // 24: the axis title's line
+}
+
 /**
  * The map as a scene: the region's raster, axes (tokens or positions), the selected token's
  * row marked, title and colour bars in images. `state`: {tokens, n, region, tile, aside,
@@ -162,22 +180,24 @@ export function mapScene(state, size, { title = "", labels = true } = {}) {
   const samples = regionSamples(tile, region);
   const scale = regionScale(samples, aside);
   const head = labels ? 40 : 0;
-  const s = createScene(MARGIN.left + size + MARGIN.right, head + MARGIN.top + size + MARGIN.bottom + (labels ? BAR_HEIGHT + 12 : 0),
+  const columns = axisMarks(region.c0, region.c1, size, tokens);
+  const top = columnRoom(columns, tokens);
+  const s = createScene(MARGIN.left + size + MARGIN.right, head + top + size + MARGIN.bottom + (labels ? BAR_HEIGHT + 12 : 0),
     { background: labels });
   if (labels) {
     s.text(8, 12, title || state.model || "", { role: "title" });
     s.text(8, 30, mapSubtitle(state), { size: 11, role: "subtitle" });
   }
   const x0 = MARGIN.left;
-  const y0 = head + MARGIN.top;
+  const y0 = head + top;
   s.raster(x0, y0, size, size, samples.cols, samples.rows, rasterOf(samples, scale, aside));
   s.rect(x0 - 1, y0 - 1, size + 2, 1, "#888", "frame");
   s.rect(x0 - 1, y0 + size, size + 2, 1, "#888", "frame");
   for (const mark of axisMarks(region.r0, region.r1, size, tokens)) {
     s.text(x0 - 6, y0 + mark.at, mark.text, { anchor: "end", size: 11, role: mark.token ? "row-label" : "row-tick" });
   }
-  for (const mark of axisMarks(region.c0, region.c1, size, tokens)) {
-    s.text(x0 + mark.at, y0 - 6, mark.text, { size: 11, rotate: -90, role: mark.token ? "col-label" : "col-tick" });
+  for (const mark of columns) {
+    s.text(x0 + mark.at, y0 - 6, mark.text, { size: LABEL_SIZE, rotate: -90, role: mark.token ? "col-label" : "col-tick" });
   }
   s.text(x0 - 6, y0 - 12, "query ↓  key →", { anchor: "end", size: 10, role: "axis-title" });
   if (state.selected >= region.r0 && state.selected < region.r1) {
@@ -189,7 +209,7 @@ export function mapScene(state, size, { title = "", labels = true } = {}) {
       colorBarScene(s, 8 + i * (BAR_WIDTH + 40), y0 + size + MARGIN.bottom + 4, bar);
     });
   }
-  return { scene: s.scene, samples, scale };
+  return { scene: s.scene, samples, scale, top };
 }
 
 function mapBars(samples, scale, aside, reduce) {
@@ -241,7 +261,7 @@ export function createMapView(container, callbacks = {}) {
   let n = 0;
   let timer = null;
   let state = null;
-  let drawn = null; // {samples, size}
+  let drawn = null; // {samples, size, top}
   // The pointer over the map, in client px: a zoom or pan moves the map under a still pointer,
   // so each redraw says again what is under it (the card would name the old pair).
   let pointer = null;
@@ -254,7 +274,7 @@ export function createMapView(container, callbacks = {}) {
   }
   const toToken = (x, y) => {
     const size = drawn?.size ?? 1;
-    return [region.r0 + ((y - MARGIN.top) / size) * (region.r1 - region.r0), region.c0 + ((x - MARGIN.left) / size) * (region.c1 - region.c0)];
+    return [region.r0 + ((y - (drawn?.top ?? MARGIN.top)) / size) * (region.r1 - region.r0), region.c0 + ((x - MARGIN.left) / size) * (region.c1 - region.c0)];
   };
   canvas.addEventListener("wheel", (event) => {
     if (!region) return;
@@ -301,7 +321,7 @@ export function createMapView(container, callbacks = {}) {
     const [x, y] = pointerIn(canvas, event);
     const { samples, size } = drawn;
     const cx = x - MARGIN.left;
-    const cy = y - MARGIN.top;
+    const cy = y - drawn.top;
     if (cx < 0 || cy < 0 || cx >= size || cy >= size) { tooltip.hidden = true; return; }
     const r = Math.floor((cy / size) * samples.rows);
     const c = Math.floor((cx / size) * samples.cols);
@@ -335,11 +355,12 @@ export function createMapView(container, callbacks = {}) {
       caption.textContent = next.message ?? "";
       if (!next.tile) return;
       const size = mapSize(next.width);
-      const { scene, samples, scale } = mapScene({ ...next, region }, size, { labels: false });
+      const { scene, samples, scale, top } = mapScene({ ...next, region }, size, { labels: false });
       const ctx = sizeCanvas(canvas, scene.width, scene.height);
       // The only on-screen canvas with text: its labels follow the widget's theme.
       if (ctx) drawScene(ctx, scene, { dark: root.closest(".attnscope-dark") !== null });
-      drawn = { samples, size };
+      drawn = { samples, size, top };
+      canvas.dataset.top = String(top); // where the map starts in the canvas, below its column labels
       canvas.dataset.exact = String(Boolean(next.tile.exact));
       canvas.dataset.region = [region.r0, region.r1, region.c0, region.c1].map((v) => Math.round(v)).join(",");
       canvas.dataset.tile = [...next.tile.rows, ...next.tile.cols].join(","); // the kernel's answer drawn
