@@ -18,7 +18,8 @@ const decodedMeasures = new WeakMap();
 function measuresOf(analysis) {
   if (!decodedMeasures.has(analysis)) {
     decodedMeasures.set(analysis, analysis.measures.map((m) => ({ key: m.key, label: m.label, max: m.max,
-      values: Float32Array.from(m.values, analysisNumber), ...(m.categories ? { categories: m.categories } : {}) })));
+      values: Float32Array.from(m.values, analysisNumber), ...(m.categories ? { categories: m.categories } : {}),
+      ...(m.integer ? { integer: true } : {}) })));
   }
   return decodedMeasures.get(analysis);
 }

@@ -37,11 +37,13 @@ export function categoryLegend(measure) {
   // from a Float32Array finds none but 0 (has(1) is false), and the picture kept one entry.
   return measure.categories.flatMap((name, i) => (measure.values.includes(i) ? [[name, categoryColor(i)]] : []));
 }
-const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, 3));
+// Decimals a measure's numbers are written with: none for one of integers (a step, a count).
+const digitsOf = (measure, digits) => (measure.integer ? 0 : digits);
+const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, digitsOf(measure, 3)));
 
 /** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
 export function heatmapBar(measure, max) {
-  return colorBar(measure.label, 0, max, interpolateViridis);
+  return colorBar(measure.label, 0, max, interpolateViridis, { digits: digitsOf(measure, 2) });
 }
 
 /**
@@ -58,7 +60,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
   const legendHeight = !labels ? 0 : key ? 14 + keyLayout(key, width - 12).rows * KEY_PITCH : 16 + BAR_HEIGHT;
   const s = createScene(width, top + nLayers * HEATMAP_CELL + legendHeight, { background: labels });
   if (labels) {
-    const range = measure.categories ? "" : ` (0 to ${formatValue(max, 2)})`;
+    const range = measure.categories ? "" : ` (0 to ${formatValue(max, digitsOf(measure, 2))})`;
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
       left, top, cell: HEATMAP_CELL, columnY: 36,
@@ -82,8 +84,9 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
 
 /**
  * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
- * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?}], measure}
- * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none")
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?, integer?}], measure}
+ * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none";
+ * integer: its values are whole numbers, written without decimals)
  */
 export function createHeadMapView(container, callbacks = {}) {
   const root = el("div", "attnscope-headmap-view", container);

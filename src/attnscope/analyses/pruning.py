@@ -113,7 +113,9 @@ def pruning_curve_view(data: Any, grid: Grid) -> dict:
     """Each removed head at the step it went, and the loss once it had gone."""
     removed = data[data.removed > 0]
     return {"measures": [
-        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(removed.assign(step=removed.removed.astype(float)), "step")},
+        # integer: a count of steps, labelled 0–72, not 0.00–72.00
+        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(removed.assign(step=removed.removed.astype(float)), "step"),
+         "integer": True},
         {"key": "loss", "label": "Loss once removed", "values": grid(removed, "loss")},
     ], "note": (f"Heads removed least important first (Michel et al. 2019; Voita et al. 2019 §6), loss: "
                 f"{data.attrs.get('loss', '?')}; with every head {float(data.loss.iloc[0]):.4g}, after the last step "

@@ -109,7 +109,7 @@ def attention_sinks_view(data: Any, grid: Grid) -> dict:
         {"key": "alpha_first", "label": "Attention on the first token (Gu et al.'s α)", "values": grid(data, "alpha_first")},
         {"key": "first_n_mass", "label": f"Attention on the first {n_first} tokens", "values": grid(data, "first_n_mass")},
         {"key": "sink", "label": f"Sink head (α > {data.attrs.get('epsilon', 0.3)})",
-         "values": grid(data.assign(sink=data["sink"].astype(float)), "sink")},
+         "values": grid(data.assign(sink=data["sink"].astype(float)), "sink"), "integer": True},  # 0 or 1
     ]
     note = (f"Attention sinks of this text: {data.attrs.get('sink_rate', 0):.0%} of heads put more than "
             f"{data.attrs.get('epsilon', 0.3)} of their attention on the first token (Gu et al. 2024; "

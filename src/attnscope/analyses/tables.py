@@ -83,7 +83,8 @@ class SumsPartial:
 # analysis view reads them (payloads.analysis_payload makes it, checking the model's shape).
 Grid = Callable[[Any, str], list]
 # kind → how that kind is shown: (data, grid) → {"measures": [{key, label, values}], "note": ...,
-# and for a scatter "points" and "behaviours"}.
+# and for a scatter "points" and "behaviours"}. A measure may say what its values are:
+# "categories" (their names, values index them) or "integer": True (counts, steps: no decimals).
 ANALYSIS_VIEWS: dict[str, Callable[[Any, Grid], dict]] = {}
 
 

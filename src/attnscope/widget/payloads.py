@@ -251,6 +251,8 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
     for m in measures:
         finite = [v for v in m["values"] if isinstance(v, float)]
         m["max"] = max(finite) if finite else 1.0
+        if m.get("integer") and not all(v.is_integer() for v in finite):  # the view would round them away
+            raise ValueError(f"Measure {m['key']!r} says its values are integers, and they are not.")
     payload["measures"] = measures
     keys = [m["key"] for m in measures]
     if measure is not None and measure not in keys:
