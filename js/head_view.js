@@ -10,7 +10,7 @@ import { createLineTiles } from "./line_tiles.js";
 import { differenceNote, differenceScale } from "./difference_scale.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
-import { drawWindow, windowMemos, windowState } from "./head_window.js";
+import { drawWindow, followSelected, windowMemos, windowState } from "./head_window.js";
 import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
 export const ROW_HEIGHT = 20;
@@ -543,6 +543,7 @@ function headState({ get, decoded, layerData }) {
     attention,
     visibleHeads: get("heads"),
     sentenceFilter: sentenceBStart === null ? "all" : get("sentence_filter"),
+    selected: get("focus_token") ?? -1, // marked (a head finder's example opens on its query); -1: none
   };
 }
 
@@ -571,9 +572,8 @@ export const adapter = {
     windowMemos.set(view, memo);
     return view;
   },
-  draw(view, context) {
-    return context.get("long_context") ? drawWindow(view, context) : shown(view, headState(context));
-  },
+  draw: (view, context) => (context.get("long_context") ? drawWindow(view, context)
+    : followSelected(view, context, shown(view, headState(context)))),
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
   shows: ["notice", "part", "masked", "change", "words", "filter", "heads", "causal", "aside"],

@@ -79,3 +79,13 @@ export function drawWindow(view, context) {
   memo.scrolledTo = selected;
   return "";
 }
+
+/** After a short run's draw: a token newly marked (a head finder's example opens on its query)
+ * is scrolled to, as a long run's window is. → the draw's status. */
+export function followSelected(view, { get }, status) {
+  const memo = windowMemos.get(view);
+  const selected = get("focus_token") ?? -1;
+  if (selected >= 0 && memo.scrolledTo !== selected) view.scrollToToken(selected);
+  memo.scrolledTo = selected;
+  return status;
+}

@@ -51,7 +51,8 @@ def assert_consistent(widget: AttentionWidget) -> None:
     assert widget.text == result.text and widget.text_b == result.text_b
     assert len(widget.tokens) == len(pl.shown_tokens(result, True))
     assert 0 <= widget.neuron_head < token_result.n_heads and 0 <= widget.neuron_query < len(token_result.tokens)
-    assert 0 <= widget.focus_token < len(widget.tokens) and -1 <= widget.focus_head < widget.n_heads
+    # A short run may mark no token (-1); a long run always has one selected.
+    assert (0 if widget.long_context else -1) <= widget.focus_token < len(widget.tokens) and -1 <= widget.focus_head < widget.n_heads
     assert widget.masked_heads == widget._masks
     if isinstance(result, LongAttentionResult):
         assert widget.long_context and widget.view in ("text", "map", "head", "model", "analysis")

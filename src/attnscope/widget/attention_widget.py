@@ -135,6 +135,8 @@ class AttentionWidget(CheckedTraits):
         self._apply(result, request_id=0, layer=layer, heads=heads)
         if neuron_query is not None:  # asked for: kept over where the view would open
             self.neuron_query = neuron_query
+        if "focus_token" in kwargs and not self.long_context:  # asked for: the run's state marks none
+            self.focus_token = kwargs["focus_token"]
         # After the first result: the model view's thumbnails need it.
         self.view = view if view is not None else ("text" if self.long_context else "head")
         self.picture_id = uuid.uuid4().hex
@@ -441,7 +443,9 @@ class AttentionWidget(CheckedTraits):
         long = isinstance(result, LongAttentionResult)
         with self.hold_sync():  # the page moves to the example in one step
             self._apply(result, request_id, layer=layer, heads=None if long else [head])
-            opened = {"focus_head": head, "focus_token": query, "view": "text"} if long else {"neuron_head": head, "view": "head"}
+            # The query marked in the head view too (and the neuron view opens on it).
+            opened = ({"focus_head": head, "focus_token": query, "view": "text"} if long
+                      else {"neuron_head": head, "neuron_query": query, "focus_token": query, "view": "head"})
             for name, value in opened.items():
                 setattr(self, name, value)
 

@@ -101,9 +101,11 @@ class CheckedTraits(WidgetTraits):
 
     @traitlets.validate("focus_token")
     def _check_focus_token(self, proposal: dict) -> int:
-        if self.tokens and not 0 <= _whole(proposal) < len(self.tokens):
+        lowest = 0 if self.long_context else -1  # a short run may mark none
+        if self.tokens and not lowest <= _whole(proposal) < len(self.tokens):
+            none = "" if self.long_context else ", or -1 for none"
             raise SettingError(f"focus_token={proposal['value']} is out of range: the tokens are numbered "
-                                       f"0..{len(self.tokens) - 1}.")
+                               f"0..{len(self.tokens) - 1}{none}.")
         return proposal["value"]
 
     @traitlets.validate("focus_head")

@@ -140,6 +140,7 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
         difference_scale=difference_scale,
         long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
+        focus_token=-1,  # a new short run marks no token (indices of another text would mark a wrong one)
     )
     return RunState(traits, drawn, per_token, computed, thumbnails_of, rollout_of, opened_query)
 
@@ -177,7 +178,7 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         n_layers=result.n_layers, n_heads=result.n_heads, n_key_heads=result.n_key_heads,
         model_name=result.model_name, heads=list(range(result.n_heads)), sentence_filter="all",
         layer=layer, attention={}, long_context=True,
-        focus_token=last if result.causal and not settings.focus_chosen else min(settings.focus_token, last),
+        focus_token=last if result.causal and not settings.focus_chosen else min(max(settings.focus_token, 0), last),
         focus_head=settings.focus_head if settings.focus_head < result.n_heads else -1,
         neuron_head=min(settings.neuron_head, result.n_heads - 1), neuron_query=min(settings.neuron_query, last),
         neuron_unavailable=short_only("neuron", result), causal=bool(result.causal),

@@ -124,8 +124,10 @@ class WidgetTraits(anywidget.AnyWidget):
                           "ask for exact rows and tiles; head, neuron and rollout are off.")
     n_key_heads = synced(Int(0), "Key heads per layer: query head h reads key head h // (n_heads / n_key_heads) "
                          "(grouped-query attention); n_heads otherwise.")
-    focus_token = synced(Int(0), "The text view's selected token. A causal long run opens on its last token (token 0 "
-                         "attends only to itself) until a token is chosen.", writer="both", page="view")
+    focus_token = synced(Int(0), "The selected token: the text view's on a long run, which opens on its last token when "
+                         "causal (token 0 attends only to itself) until a token is chosen; on a short run the one the "
+                         "head view marks (a head finder's example opens on its query), -1 for none, as a new run has.",
+                         writer="both", page="view")
     focus_head = synced(Int(-1), "The text and map views' head; -1 for the mean of the layer's heads.",
                         writer="both", page="view")
     direction = synced(Enum(("from", "to"), default_value="from"),
