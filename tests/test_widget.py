@@ -59,6 +59,23 @@ def test_layer_change_sends_that_layer(widget):
         widget.layer = 6
 
 
+def test_every_new_run_is_filed_under_a_new_source(widget):
+    """The page keeps the layers it holds while their `source` stays (js/requests.js): a new text
+    from Python, or heads masked, is a new run and must not reuse the last one's source, or the
+    page draws the old run's layers over the new tokens. A way of showing the same run keeps the
+    run's id (its layers are still right)."""
+    sources = [widget.attention["source"]]
+    widget.update("A different sentence, of another length.")
+    sources.append(widget.attention["source"])
+    widget.masked_heads = [(0, 1)]
+    sources.append(widget.attention["source"])
+    widget.layer = 3
+    assert widget.attention["source"] == sources[-1]  # the same run: its other layers stay right
+    assert len(set(sources)) == 3, sources
+    widget.request = {"id": widget.result_id + 1, "text": "The page's own edit.", "text_b": None}
+    assert widget.attention["source"] not in sources  # and the page's next edit still goes through
+
+
 def test_browser_edit_recomputes_and_answers_its_id(widget):
     widget.heads = [0, 3]
     widget.request = {"id": 7, "text": "Dogs bark loudly.", "text_b": None}

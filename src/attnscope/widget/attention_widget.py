@@ -340,7 +340,9 @@ class AttentionWidget(CheckedTraits):
             self._live()
             self._masks = [list(p) for p in change["new"]]
             try:
-                self._apply(self._run(self._drawn_run.text, self._drawn_run.text_b), self.result_id)
+                # A new run, a new id: the page files the layers it holds under it (widget_state.source)
+                # and would otherwise keep the unmasked ones.
+                self._apply(self._run(self._drawn_run.text, self._drawn_run.text_b), self.result_id + 1)
             except BaseException:
                 self._masks = previous
                 raise
@@ -491,7 +493,7 @@ class AttentionWidget(CheckedTraits):
 
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""
-        self._apply(self._run(text, text_b), self.result_id)
+        self._apply(self._run(text, text_b), self.result_id + 1)  # a new run, a new id (as in _on_masks)
 
     def __repr__(self) -> str:
         if "_drawn_run" not in self.__dict__:
