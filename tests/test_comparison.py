@@ -103,6 +103,9 @@ def test_the_similarity_map_is_shown_in_the_analysis_view(base_and_tuned):
     assert values == pytest.approx(frame.sort_values(["layer", "head"]).value.tolist(), abs=1e-6)
     assert values[:4] == pytest.approx([1.0] * 4, abs=1e-6)
     assert "Kovaleva" in widget.analysis["note"]
+    # A fine-tuned copy loaded from the same files has its base's name (kovaleva.ipynb): "X and X" named nothing.
+    assert base.name == tuned.name
+    assert measures[0]["label"] == f"Cosine similarity of the maps: the first and the second model (both named {base.name})"
 
 
 # The widget's compare mode: two models' runs of one text, either drawn, or their difference.

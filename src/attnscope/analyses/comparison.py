@@ -90,9 +90,11 @@ def similarity_by_layer(frame):
 
 @analysis_view("attention_similarity")
 def attention_similarity_view(data: Any, grid: Grid) -> dict:
-    other = data.attrs.get("compared_with", "the other model")
+    first, other = data.attrs.get("model", "?"), data.attrs.get("compared_with", "the other model")
+    # A fine-tuned copy loaded from the same files keeps its base's name: "X and X" names nothing.
+    pair = f"{first} and {other}" if first != other else f"the first and the second model (both named {first})"
     return {
-        "measures": [{"key": "cosine", "label": f"Cosine similarity of the maps: {data.attrs.get('model', '?')} and {other}",
+        "measures": [{"key": "cosine", "label": f"Cosine similarity of the maps: {pair}",
                       "values": grid(data[data.measure == "cosine"], "value")}],
         "note": f"Per head, the cosine similarity of the two models' maps, averaged over {data.attrs.get('documents', '?')} "
                 "documents (Kovaleva et al. 2019, Figure 4): low where fine-tuning changed the head.",
