@@ -62,6 +62,14 @@ class AttentionWidget(CheckedTraits):
 
     >>> w = AttentionWidget("The cat sat on the mat.")           # embedded MiniLM
     >>> w = AttentionWidget("A question?", "An answer.", model="bert-base-uncased", layer=5)
+
+    compare: a second model run on the same text, for "what did fine-tuning change?": a loaded
+    AttentionModel, a Hugging Face name or path, or a PreTrainedModel (given this widget's
+    tokenizer unless it is an AttentionModel). It must have the same layers × heads and read the
+    text into the same tokens (one vocabulary): a base model and its fine-tuned copy. The Show
+    control draws the first model, the second, or |second − first|, every head on one scale whose
+    darkest line is the largest change in the run (`difference_scale`). Short inputs only (a run
+    kept on demand is refused), and heads cannot be masked while comparing.
     """
 
     stands_for_its_run = True  # results.run_of reads a widget as its token_result
