@@ -188,10 +188,10 @@ def test_each_view_says_which_model_it_shows(base_and_tuned):
     neuron and rollout views, which follow one model, say so for the difference."""
     base, tuned = base_and_tuned
     widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, layer=1)
-    assert base.name == tuned.name and widget.model_name == f"{base.name} (first model)"
+    assert base.name == tuned.name and widget.model_name == f"First model: {base.name}"
     first, _ = widget._answer_neuron({"layer": 1, "head": 0, "query": 2}, [])
     widget.compare_shown = "second"
-    assert widget.model_name == f"{base.name} (second model)"
+    assert widget.model_name == f"Second model: {base.name}"
     second, _ = widget._answer_neuron({"layer": 1, "head": 0, "query": 2}, [])
     assert (first["shown"], second["shown"]) == ("first", "second")
     widget.compare_shown = "difference"

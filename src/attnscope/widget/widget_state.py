@@ -229,7 +229,8 @@ def _shown_name(drawn: AttentionResult, first: AttentionResult, second: Attentio
     the same name."""
     if second is None or settings.compare_shown == "difference" or first.model_name != second.model_name:
         return drawn.model_name
-    return f"{drawn.model_name} ({settings.compare_shown} model)"
+    # Which model first: a title cut for room keeps what tells the two apart (issue 45: "… (embedde…").
+    return f"{settings.compare_shown.capitalize()} model: {drawn.model_name}"
 
 
 def _no_queries_keys(model_name: str, settings: Settings) -> str:
