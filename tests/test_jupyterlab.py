@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -569,11 +570,19 @@ def saved_in_the_app_and_reopened(page, base: str, url: str, name: str) -> None:
     wait_for_connected_idle_kernel(base, notebook=name)
     page.locator(".jp-Notebook").first.click()
     page.keyboard.press("Control+s")
-    saved = lambda: json.load(urllib.request.urlopen(f"{base}/api/contents/{name}?token={TOKEN}", timeout=10))["content"]
+    def saved_with_outputs() -> bool:
+        try:
+            content = json.load(urllib.request.urlopen(f"{base}/api/contents/{name}?token={TOKEN}", timeout=10))["content"]
+        except urllib.error.HTTPError as error:
+            if error.code != 400:
+                raise
+            return False  # read while the app was writing it (the contents API answers 400): not saved yet
+        return all(c["outputs"] for c in content["cells"])
+
     deadline = time.time() + 30
-    while not all(c["outputs"] for c in saved()["cells"]) and time.time() < deadline:
+    while not saved_with_outputs() and time.time() < deadline:
         time.sleep(0.5)
-    assert all(c["outputs"] for c in saved()["cells"]), "the notebook was not saved with its outputs"
+    assert saved_with_outputs(), "the notebook was not saved with its outputs"
     for kernel in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=10)):
         urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels/{kernel['id']}?token={TOKEN}", method="DELETE"), timeout=30)
     page.goto("about:blank")
