@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from notebook_runs import execute
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "src" / "attnscope" / "static" / "widget.js"
@@ -483,14 +484,13 @@ def saved_pictures_notebook(base: str, tmp_path: Path) -> None:
     import json
 
     import nbformat
-    from nbclient import NotebookClient
 
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell("import attnscope\nw = attnscope.AttentionWidget('The café in Zürich is naïve.', layer=2)\nw"),
         nbformat.v4.new_code_cell("attnscope.AttentionWidget('A second widget, in the model view.', view='model')"),
     ]
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    execute(notebook, tmp_path)
     put_contents(base, "pictures.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
 
 
@@ -637,7 +637,6 @@ def test_reopened_pictures_fit_the_output_whatever_its_width(watched_page, jupyt
     import json
 
     import nbformat
-    from nbclient import NotebookClient
 
     notebook = nbformat.v4.new_notebook()
     sentence = "The cat sat on the mat because it was tired."
@@ -646,7 +645,7 @@ def test_reopened_pictures_fit_the_output_whatever_its_width(watched_page, jupyt
         nbformat.v4.new_code_cell(f"attnscope.AttentionWidget({sentence!r}, view='model', masked_heads=[(3, 11)], show_change=True)"),
         nbformat.v4.new_code_cell(f"attnscope.AttentionWidget({sentence!r}, 'It fell asleep at once.', layer=2)"),
     ]
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    execute(notebook, tmp_path)
     put_contents(jupyterlab, f"fit{width}.ipynb", {"type": "notebook", "content": json.loads(nbformat.writes(notebook))})
     page = watched_page(viewport={"width": width, "height": 1000})
     page.goto(f"{jupyterlab}/lab/workspaces/fit{width}/tree/fit{width}.ipynb?reset&token={TOKEN}")

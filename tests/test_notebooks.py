@@ -5,19 +5,19 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 sys.path.insert(0, str(NOTEBOOKS.parent / "scripts"))
 
 from executed_notebooks import store  # noqa: E402  (the docs build shows the runs kept here)
+from notebook_runs import execute  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def run_notebook(name: str, cwd) -> list:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    execute(notebook, cwd)
     store(name, notebook)
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -92,7 +92,7 @@ def test_long_context_notebook_runs_offline_on_a_trained_decoder():
     import re
 
     notebook = nbformat.read(NOTEBOOKS / "long_context.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    execute(notebook, NOTEBOOKS)
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"], outputs
     assert outputs[0].output_type == "stream" and outputs[0].text == "The capital of France is Paris.\n"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from nbclient import NotebookClient
+from notebook_runs import execute
 from test_long_attention import SHAPE, TEXT, sharpened
 from test_token_labels import byte_level_bpe
 
@@ -259,7 +259,7 @@ def executed(tmp_path_factory):
         nbformat.v4.new_code_cell("w2 = attnscope.AttentionWidget('A second one.', layer=4)\nw2"),
     ]
     path = tmp_path_factory.mktemp("executed")
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path)}}).execute()
+    execute(notebook, path)
     return notebook
 
 

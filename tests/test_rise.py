@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from grid_checks import COLUMN_LABELS, SLIDE_GRID, assert_legible
-from nbclient import NotebookClient
 from nbformat.sign import NotebookNotary
+from notebook_runs import execute
 from test_jupyterlab import (
     BUNDLE,
     TILE_PIXELS,
@@ -36,7 +36,7 @@ def rise_server(tmp_path_factory):
     data_dir = root / ".jupyter-data"
     data_dir.mkdir()
     notebook = nbformat.read(ROOT / "notebooks" / "slides.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
+    execute(notebook, root)
     NotebookNotary(data_dir=str(data_dir)).sign(notebook)
     nbformat.write(notebook, root / "slides.ipynb")
     with jupyter_server("lab", root, {"JUPYTER_DATA_DIR": str(data_dir)}) as base:
