@@ -9,9 +9,8 @@
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
- * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on one scale for every layer and head (difference_scale).
+ * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on one scale for every layer and head (one_scale).
  * @property {string} compared_model [kernel] The second model's name when the widget compares two (compare=), else "".
- * @property {Object<string, any>} difference_scale [kernel] While the views draw a difference (|second − first|, or Show change's |A_masked − A|): {of, largest, layer, head}, the largest |difference| in the run and where; the attention and thumbnails hold |difference| ÷ largest, one scale for every layer and head. {} while they draw attention.
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
@@ -36,6 +35,7 @@
  * @property {number} neuron_query [both] The neuron view's query token.
  * @property {string} neuron_unavailable [kernel] Why the neuron view cannot show this run (it needs the queries and keys), shown in its tab; "" when it can.
  * @property {string} notice [kernel] Visible notes on the run, a line each: truncation, heads with NaN attention.
+ * @property {Object<string, any>} one_scale [kernel] While the views draw something other than attention itself, on one scale for every layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention or a long run (whose views scale what they show).
  * @property {Array<string>} parts [kernel] Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
  * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
@@ -53,6 +53,8 @@
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
  * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
+ * @property {"attention" | "value_norm"} weigh_by [both] What the head, model, text and map views draw each weight as: the attention α, or Kobayashi et al. 2020's ‖αf(x)‖ = α·‖f(x)‖, the share of what the key's value vector passes through the head (engine/weighing.py), on one scale for the run (one_scale).
+ * @property {string} weigh_unavailable [kernel] Why this run cannot be weighed by value norm (precomputed attention, cross-attention), shown on the control; "" when it can.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
  */
 
@@ -64,7 +66,6 @@ export const TRAITS = [
   "causal",
   "compare_shown",
   "compared_model",
-  "difference_scale",
   "direction",
   "editable",
   "error",
@@ -89,6 +90,7 @@ export const TRAITS = [
   "neuron_query",
   "neuron_unavailable",
   "notice",
+  "one_scale",
   "parts",
   "picture_id",
   "request",
@@ -106,6 +108,8 @@ export const TRAITS = [
   "token_reading",
   "tokens",
   "view",
+  "weigh_by",
+  "weigh_unavailable",
   "word_level",
 ];
 
@@ -135,12 +139,12 @@ export const OVERVIEW_BINS = 256;
 // The views, declared once in src/attnscope/widget/views.py: name, tab label, the runs each shows,
 // what each draws or asks for, and how its picture thins.
 export const VIEWS = [
-  {"name": "head", "label": "Head", "modes": ["short", "long"], "draws": "attention", "asks": "attention_window", "controls": ["layer", "filter", "part", "words", "masks"], "thinning": [{"lineBudget": 2500}, {"lineBudget": 1000}, {"lineBudget": 400}, {"lineBudget": 400, "maxTokens": 128}, {"lineBudget": 400, "maxTokens": 64}, {"lineBudget": 400, "maxTokens": 32}]},
-  {"name": "model", "label": "Model", "modes": ["short", "long"], "draws": "thumbnails", "asks": "thumbnails", "controls": ["part", "words", "masks", "mask mode"], "thinning": [{"maxLines": 600}, {"maxLines": 80}, {"maxLines": 30}, {"maxLines": 12}, {"maxLines": 4}]},
+  {"name": "head", "label": "Head", "modes": ["short", "long"], "draws": "attention", "asks": "attention_window", "controls": ["layer", "filter", "part", "words", "masks", "weigh"], "thinning": [{"lineBudget": 2500}, {"lineBudget": 1000}, {"lineBudget": 400}, {"lineBudget": 400, "maxTokens": 128}, {"lineBudget": 400, "maxTokens": 64}, {"lineBudget": 400, "maxTokens": 32}]},
+  {"name": "model", "label": "Model", "modes": ["short", "long"], "draws": "thumbnails", "asks": "thumbnails", "controls": ["part", "words", "masks", "mask mode", "weigh"], "thinning": [{"maxLines": 600}, {"maxLines": 80}, {"maxLines": 30}, {"maxLines": 12}, {"maxLines": 4}]},
   {"name": "neuron", "label": "Neuron", "modes": ["short"], "draws": "neuron", "asks": "", "controls": ["layer", "part", "words"], "thinning": [{}, {"maxTokens": 96}, {"maxTokens": 48}, {"maxTokens": 24}]},
   {"name": "rollout", "label": "Rollout", "modes": ["short"], "draws": "rollout", "asks": "", "controls": ["part", "words", "masks"], "thinning": [{}, {"maxTokens": 160}, {"maxTokens": 80}, {"maxTokens": 40}]},
-  {"name": "text", "label": "Text", "modes": ["long"], "draws": "", "asks": "attention_rows", "controls": ["layer", "part", "words"], "thinning": [{"lines": 24}, {"lines": 12}, {"lines": 6}, {"lines": 3}]},
-  {"name": "map", "label": "Map", "modes": ["long"], "draws": "", "asks": "attention_tile", "controls": ["layer", "part", "words"], "thinning": []},
+  {"name": "text", "label": "Text", "modes": ["long"], "draws": "", "asks": "attention_rows", "controls": ["layer", "part", "words", "weigh"], "thinning": [{"lines": 24}, {"lines": 12}, {"lines": 6}, {"lines": 3}]},
+  {"name": "map", "label": "Map", "modes": ["long"], "draws": "", "asks": "attention_tile", "controls": ["layer", "part", "words", "weigh"], "thinning": []},
   {"name": "analysis", "label": "Analysis", "modes": ["short", "long"], "draws": "", "asks": "", "controls": [], "thinning": [{}, {"maxPoints": 1000}, {"maxPoints": 400}]},
 ];
 

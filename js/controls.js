@@ -17,6 +17,12 @@ const FILTERS = [
 /** What a widget comparing two models (compare=) draws, as the controls name it. */
 export const COMPARED = [["first", "First model"], ["second", "Second model"], ["difference", "|Second − first|"]];
 /** The parts of an encoder-decoder model, as the controls name them. */
+// What the views draw each weight as (the weigh_by trait; engine/weighing.py).
+export const WEIGHINGS = [["attention", "attention α"], ["value_norm", "α × value norm ‖f(x)‖"]];
+export const WEIGH_TITLE = "Weigh by value norm (Kobayashi et al. 2020): each weight α times ‖f(x)‖, the size of what "
+  + "the key's value vector passes through the head, (xW_V + b_V)W_O of that head. Tokens that take much attention "
+  + "but pass small vectors ([CLS], [SEP], punctuation, a sink) fade. Drawn on one scale for every layer and head.";
+
 export const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 function checkbox(className) {
@@ -86,6 +92,9 @@ export function createControls(root, views, actions, { page = false } = {}) {
   const compareControl = labelled(group, "Show", compareSelect);
   compareSelect.addEventListener("change", () => setTraits({ compare_shown: compareSelect.value }));
   compareSelect.disabled = page; // a saved copy holds what was shown, not both models' runs
+  const weighSelect = select("attnscope-weigh", WEIGHINGS);
+  const weighControl = labelled(group, "Weigh by", weighSelect);
+  weighSelect.addEventListener("change", () => setTraits({ weigh_by: weighSelect.value }));
   const exportBox = el("span", "attnscope-export", group);
   const imageButtons = ["svg", "png"].map((format) => {
     const node = button("attnscope-export-button", exportBox, format.toUpperCase());
@@ -156,6 +165,13 @@ export function createControls(root, views, actions, { page = false } = {}) {
       wordsBox.checked = Boolean(get("word_level"));
       wordsControl.classList.toggle("attnscope-idle", !uses("words"));
       wordsControl.hidden = long; // words merge the full attention, which a long run does not keep
+      // Weighing needs each key's value vector: a reason instead where the run has none, and a saved
+      // copy keeps the weighing it was saved with (the numbers of the other are not in it).
+      const cannotWeigh = get("weigh_unavailable") ?? "";
+      weighSelect.value = get("weigh_by") ?? "attention";
+      weighSelect.disabled = page || Boolean(cannotWeigh);
+      weighControl.title = cannotWeigh || WEIGH_TITLE;
+      weighControl.hidden = !uses("weigh") || (Boolean(cannotWeigh) && get("weigh_by") === "attention");
       compareControl.hidden = !get("compared_model");
       compareSelect.value = get("compare_shown") ?? "first";
       compareControl.title = `Second model: ${get("compared_model") ?? ""}. |Second − first| draws each weight's `

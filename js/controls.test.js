@@ -149,6 +149,35 @@ it("offers the Compare choice only while two models are compared, and writes it 
   expect(choice.value).toBe("difference");
 });
 
+it("offers Weigh by where a view draws weights, writes it as a trait, and says why a run cannot be weighed", () => {
+  const { root, actions, get, controls, values } = mount({ weigh_by: "attention", weigh_unavailable: "" });
+  const choice = root.querySelector(".attnscope-weigh");
+  const label = choice.closest("label");
+  expect(label.hidden).toBe(false);
+  expect(label.title).toMatch(/Kobayashi et al. 2020/);
+  expect([...choice.options].map((o) => o.value)).toEqual(["attention", "value_norm"]);
+  choice.value = "value_norm";
+  choice.dispatchEvent(new Event("change"));
+  expect(actions.setTraits).toHaveBeenLastCalledWith({ weigh_by: "value_norm" });
+  controls.update(get);
+  expect(choice.value).toBe("value_norm");
+  // The analysis tab draws no attention weights: no Weigh by there.
+  values.view = "analysis";
+  controls.update(get);
+  expect(label.hidden).toBe(true);
+  // Precomputed attention has no values: the control is off, and its title says why.
+  const without = mount({ weigh_by: "attention", weigh_unavailable: "Weighing by value norm needs what each key passes" });
+  expect(without.root.querySelector(".attnscope-weigh").closest("label").hidden).toBe(true);
+  const kept = mount({ weigh_by: "value_norm", weigh_unavailable: "Weighing by value norm is for self-attention" });
+  const keptChoice = kept.root.querySelector(".attnscope-weigh");
+  expect(keptChoice.disabled).toBe(true);
+  expect(keptChoice.closest("label").title).toMatch(/self-attention/);
+  // A saved copy keeps the weighing it was saved with.
+  const saved = createControls(document.body.appendChild(document.createElement("div")), VIEWS, actions, { page: true });
+  saved.update((name) => ({ ...BASE, weigh_by: "value_norm", weigh_unavailable: "" })[name]);
+  expect(document.querySelectorAll(".attnscope-weigh")[3].disabled).toBe(true);
+});
+
 it("opens another text as if typed and sent at once (the head finder's examples), never in a saved copy", () => {
   const { root, actions, controls, values } = mount({ result_id: 3 });
   expect(controls.editor.open("a dog barks", "it is loud")).toBe(true);

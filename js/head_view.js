@@ -7,7 +7,7 @@ import { el, tokenCaption, tokenText } from "./dom.js";
 import { headText } from "./labels.js";
 import { headSwatches, headSwatchesScene } from "./legend.js";
 import { createLineTiles } from "./line_tiles.js";
-import { differenceNote, differenceScale } from "./difference_scale.js";
+import { oneScaleNote, oneScale } from "./one_scale.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
 import { drawWindow, followSelected, windowMemos, windowState } from "./head_window.js";
@@ -531,9 +531,9 @@ function headState({ get, decoded, layerData }) {
     throw new Error(`attention of shape [${attention.shape}] does not match ${nHeads} heads × ${tokens.length} tokens`);
   }
   const sentenceBStart = get("sentence_b_start");
-  const difference = differenceScale(get); // weights ÷ the run's largest change: numbers shown unscaled
+  const runScale = oneScale(get); // weights ÷ the run's largest value: numbers shown unscaled
   return {
-    ...(difference ? { weightScale: difference.largest || 1, caption: differenceNote(difference), measure: difference.of } : {}),
+    ...(runScale ? { weightScale: runScale.largest || 1, caption: oneScaleNote(runScale), measure: runScale.of } : {}),
     tokens,
     tokenNotes: get("token_notes"),
     keyTokens: keys,
@@ -576,5 +576,5 @@ export const adapter = {
     : followSelected(view, context, shown(view, headState(context)))),
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
-  shows: ["notice", "part", "masked", "change", "words", "filter", "heads", "causal", "aside"],
+  shows: ["notice", "part", "masked", "change", "weigh", "words", "filter", "heads", "causal", "aside"],
 };

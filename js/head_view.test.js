@@ -234,7 +234,7 @@ describe("a difference (|second − first|)", () => {
     const { adapter } = await import("./head_view.js");
     const traits = { tokens: ["a", "b", "c"], key_tokens: [], n_heads: 2, heads: [0, 1], layer: 0, attention: { layer: 0 },
       sentence_b_start: null, sentence_filter: "all", token_notes: [], key_token_notes: [], causal: false, long_context: false,
-      difference_scale: { of: "|second − first|", largest: 0.5, layer: 3, head: 1 } };
+      one_scale: { of: "|second − first|", largest: 0.5, layer: 3, head: 1 } };
     const get = (name) => traits[name];
     const container = document.createElement("div");
     const view = adapter.create(container, { setTraits: () => {} }, get);

@@ -33,7 +33,7 @@ function relativeWindow(win, aside) {
 export function windowState({ get, long }, memo = {}) {
   const tokens = get("tokens");
   const selected = get("focus_token");
-  const answer = long.window({ result_id: get("result_id"), layer: get("layer"), token: selected });
+  const answer = long.window({ result_id: get("result_id"), weigh_by: get("weigh_by"), layer: get("layer"), token: selected });
   if (answer?.error) return answer.error;
   const win = answered(answer, (a) => a.n_tokens === tokens.length && a.shape[0] === get("n_heads"));
   if (!win) return "computing…";

@@ -4,11 +4,11 @@
 // a saved page's answers.
 import { describe, expect, it, vi } from "vitest";
 import { keyHeadOf, topK } from "./long_controls.js";
-import { axisMarks, mapScene, panRegion, regionSamples, regionScale, SETTLE_MS, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
+import { axisMarks, mapScene, mapSubtitle, panRegion, regionSamples, regionScale, SETTLE_MS, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
 import { sceneToSvg } from "./scene.js";
 import { savedAnswer } from "./standalone.js";
 import { shadeOf, textScale } from "./text_scale.js";
-import { chunkBoundaries, createTextView, textScene } from "./text_view.js";
+import { chunkBoundaries, createTextView, shadingTitle, textScene } from "./text_view.js";
 
 describe("map zoom", () => {
   it("zooms around the pointer and stays inside the map", () => {
@@ -562,4 +562,14 @@ describe("model view on a long run", () => {
     answer = { error: "This saved page holds no thumbnails." };
     expect(model.draw(view, { get, long, width: 600 })).toBe("This saved page holds no thumbnails.");
   });
+});
+
+it("names what the text and map views shade when weighed by value norm (Kobayashi et al.'s ‖αf(x)‖)", () => {
+  const text = { tokens: ["a", "b"], selected: 1, direction: "from", head: -1, layer: 2 };
+  expect(shadingTitle(text)).toMatch(/^Attention from/);
+  expect(shadingTitle({ ...text, weighBy: "value_norm" })).toMatch(/^‖αf\(x\)‖ from/);
+  expect(shadingTitle({ ...text, weighBy: "value_norm", direction: "to" })).toMatch(/^‖αf\(x\)‖ to/);
+  const map = { region: wholeMap(8), tile: { exact: true, rows: [0, 8], passesDone: 1, passes: 1 }, n: 8, head: 0, layer: 1, reduce: "max" };
+  expect(mapSubtitle(map)).not.toMatch(/αf/);
+  expect(mapSubtitle({ ...map, weighBy: "value_norm" })).toMatch(/^‖αf\(x\)‖ \(α × value norm\)/);
 });

@@ -228,7 +228,8 @@ export function mapSubtitle(state) {
   // A map still refining says how much of it is in (its blocks are of the rows computed so far).
   const refining = tile.passesDone < tile.passes
     ? ` · refining: ${Math.round((100 * tile.passesDone) / tile.passes)}% of the rows so far` : "";
-  return `${focusHeadName(state.head)}, layer ${state.layer} · ${span} of ${state.n} · ${exact}${refining}`;
+  const weighed = state.weighBy === "value_norm" ? "‖αf(x)‖ (α × value norm) · " : "";
+  return `${weighed}${focusHeadName(state.head)}, layer ${state.layer} · ${span} of ${state.n} · ${exact}${refining}`;
 }
 
 /**
@@ -399,7 +400,8 @@ export const adapter = {
     const tile = answered(zoomed, covers) ?? answered(overview, covers);
     view.update({ tokens, notes: get("token_notes"), n, tile, aside: get("sink_aside"), selected: get("focus_token"),
       head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), layer: get("layer"),
-      reduce: get("map_reduce"), model: get("model_name"), width, message: (overview?.error || zoomed?.error) ?? "" });
+      reduce: get("map_reduce"), model: get("model_name"), weighBy: get("weigh_by"), width,
+      message: (overview?.error || zoomed?.error) ?? "" });
     if (overview?.error || zoomed?.error) return "";
     if (!tile) return "computing…";
     if (tile !== zoomed) return "zooming…";
@@ -413,9 +415,9 @@ export const adapter = {
     if (!overview) return "computing…";
     const state = { tokens: get("tokens"), notes: get("token_notes"), n, tile: overview, aside: get("sink_aside"),
       selected: get("focus_token"), head: get("focus_head"), layer: get("layer"), reduce: get("map_reduce"),
-      model: get("model_name"), region: wholeMap(n) };
+      model: get("model_name"), weighBy: get("weigh_by"), region: wholeMap(n) };
     return mapScene(state, mapSize(width), options).scene;
   },
   title: layerTitle,
-  shows: ["notice"], // its colour bars name the tokens set aside
+  shows: ["notice", "weigh"], // its colour bars name the tokens set aside
 };

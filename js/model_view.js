@@ -2,7 +2,7 @@
 // drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
 import { headColors } from "./colors.js";
 import { el, placeBeside, sizeCanvas } from "./dom.js";
-import { differenceNote, differenceScale } from "./difference_scale.js";
+import { measureOf, oneScale, oneScaleNote } from "./one_scale.js";
 import { ALPHA_LEVELS } from "./draw_lines.js";
 import { createGrid, gridSceneLabels } from "./grid.js";
 import { headName, headText, layerText } from "./labels.js";
@@ -22,14 +22,14 @@ const ZOOM_LABELS = 90; // px for token labels each side of the enlargement
 // Opacity is relative to each head's largest weight, so broad (near-uniform) heads show as a
 // dense mesh instead of vanishing at 1/n; lines under this share of the head's maximum are left out.
 export const THUMBNAIL_MIN_WEIGHT = 0.1;
-// On a difference's one scale a head that changed little is faint, not empty: its lines are kept
+// On the run's one scale (a difference, or ‖αf(x)‖) a head that changed or passes little is faint, not empty: its lines are kept
 // down to the faintest opacity drawn.
 const DIFFERENCE_MIN_WEIGHT = 1 / ALPHA_LEVELS;
 // Past this many lines in one head, an even sample over the head's weights is drawn.
 export const THUMBNAIL_MAX_LINES = 600;
 export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
-// A difference is drawn on the run's one scale instead (difference_scale.js): its heads compare.
-const scaleNote = (state) => (state.difference ? differenceNote(state.difference) : SCALE_NOTE);
+// A difference or ‖αf(x)‖ is drawn on the run's one scale instead (one_scale.js): its heads compare.
+const scaleNote = (state) => (state.runScale ? oneScaleNote(state.runScale) : SCALE_NOTE);
 
 /**
  * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
@@ -54,7 +54,7 @@ export function headLargest(values, shape, layerIndex, headIndex) {
 
 /**
  * Lines of one thumbnail: [{from, to, weight, value}] over its pooled rows, for values [L,H,S,S];
- * weight is value ÷ `scale`, the value of a full line: one for every head (a difference's), or
+ * weight is value ÷ `scale`, the value of a full line: one for every head (on the run's one scale), or
  * 0 for the head's own largest (attention's; value is the attention itself).
  */
 export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight = THUMBNAIL_MIN_WEIGHT, maxLines = THUMBNAIL_MAX_LINES,
@@ -139,11 +139,11 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
   return s.scene;
 }
 
-/** Each shown layer × head's lines, as the grid draws them: a difference's thumbnails hold
- * |difference| ÷ the run's largest already, so 1 is a full line in every head. */
-export const thumbnailLineCache = ({ thumbnails, layers, heads, difference }, maxLines = THUMBNAIL_MAX_LINES) =>
+/** Each shown layer × head's lines, as the grid draws them: thumbnails on the run's one scale hold
+ * value ÷ the run's largest already, so 1 is a full line in every head. */
+export const thumbnailLineCache = ({ thumbnails, layers, heads, runScale }, maxLines = THUMBNAIL_MAX_LINES) =>
   layers.map((_, row) => heads.map((_, col) => thumbnailLines(thumbnails.values, thumbnails.shape, row, col,
-    difference ? DIFFERENCE_MIN_WEIGHT : THUMBNAIL_MIN_WEIGHT, maxLines, difference ? 1 : 0)));
+    runScale ? DIFFERENCE_MIN_WEIGHT : THUMBNAIL_MIN_WEIGHT, maxLines, runScale ? 1 : 0)));
 
 /** The model view as an image from its state alone (where there is no view: the kernel's picture),
  * its cells sized to the state's width as on screen; maxLines: each head's strongest lines kept
@@ -187,14 +187,14 @@ export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
 }
 
 /** The enlarged head's card: its largest weight beside a uniform row's (1/n, how broad a head is),
- * or, for a difference, its largest change beside the darkest line's (a uniform baseline means
- * nothing for a difference). */
+ * or, on the run's one scale, its largest value beside the darkest line's (a uniform baseline means
+ * nothing for a difference or ‖αf(x)‖). */
 export function zoomText(state, row, col) {
   const own = headLargest(state.thumbnails.values, state.thumbnails.shape, row, col);
-  if (state.difference) {
-    const { largest } = state.difference;
+  if (state.runScale) {
+    const { largest } = state.runScale;
     const share = largest > 0 ? ` (${Math.round(100 * own)}% of the darkest line, ${largest.toFixed(3)})` : "";
-    return `largest change ${(own * largest).toFixed(3)}${share}`;
+    return `largest ${measureOf(state.runScale)} ${(own * largest).toFixed(3)}${share}`;
   }
   const nKeys = (state.keyTokens ?? state.tokens)?.length;
   return `largest weight ${own.toFixed(3)}${nKeys ? ` (uniform: ${(1 / nKeys).toFixed(3)})` : ""}`;
@@ -255,8 +255,8 @@ export function createModelView(container, callbacks = {}) {
     // The same numbers (a trait decoded once, a refining answer between passes) are not drawn again.
     const same = state && state.thumbnails.values === next.thumbnails.values && state.nHeads === next.nHeads
       && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
-    if (same && state.difference === next.difference) { state = next; return; } // already drawn
-    const sameData = state && state.thumbnails.values === next.thumbnails.values && state.difference === next.difference;
+    if (same && state.runScale === next.runScale) { state = next; return; } // already drawn
+    const sameData = state && state.thumbnails.values === next.thumbnails.values && state.runScale === next.runScale;
     state = next;
     const { layers, heads } = next;
     const shown = gridLabels(layers, heads, cell);
@@ -311,13 +311,13 @@ export function createModelView(container, callbacks = {}) {
 function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
   const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
-    tokens: get("tokens"), keyTokens: keyTokens(get), difference: differenceScale(get) };
+    tokens: get("tokens"), keyTokens: keyTokens(get), runScale: oneScale(get) };
   if (payload?.data && payload.n_tokens === get("tokens").length) {
     return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
   }
   // A long run's thumbnails too large to make at once come in passes, drawn as they refine.
   if (get("long_context") && long?.thumbnails && !payload?.data) {
-    const refined = long.thumbnails({ result_id: get("result_id"), layers: get("include_layers"), heads: get("include_heads") });
+    const refined = long.thumbnails({ result_id: get("result_id"), weigh_by: get("weigh_by"), layers: get("include_layers"), heads: get("include_heads") });
     if (refined?.error) return refined.error;
     if (refined && refined.n_tokens === get("tokens").length) {
       const note = refined.passesDone < refined.passes
@@ -345,5 +345,5 @@ export const adapter = {
   draw: (view, context) => shown(view, modelState(context)),
   picture: (context, options) => imaged(modelState(context), modelImage, options),
   title: ({ get }) => get("model_name"),
-  shows: ["notice", "part", "masked", "change", "words", "included"],
+  shows: ["notice", "part", "masked", "change", "weigh", "words", "included"],
 };

@@ -43,7 +43,7 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
     if (cache.get(name)?.payload !== state[name]) cache.set(name, { payload: state[name], value: decodeArray(state[name]) });
     return cache.get(name).value;
   };
-  const withoutRun = ({ result_id: _, ...params }) => params;
+  const withoutRun = ({ result_id: _, weigh_by: __, ...params }) => params;
   const ask = (type) => (params) => answerOf(served, state, type, withoutRun(params), longNumbers);
   const context = {
     get, decoded, maskMode: false, width,

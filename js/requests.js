@@ -72,9 +72,10 @@ export function createNeuronRequests(channel, get, onAnswer) {
   };
 }
 
-const rowKey = (p) => ["row", p.result_id, p.layer, p.head, p.token, p.direction].join(":");
-const windowKey = (p) => ["window", p.result_id, p.layer, p.token].join(":");
-const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
+// Filed by run and weighing: switching Weigh by keeps the run, and its numbers change.
+const rowKey = (p) => ["row", p.result_id, p.weigh_by, p.layer, p.head, p.token, p.direction].join(":");
+const windowKey = (p) => ["window", p.result_id, p.weigh_by, p.layer, p.token].join(":");
+const tileKey = (p) => ["tile", p.result_id, p.weigh_by, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
 
 /**
  * The long views' source: row(params), tile(params) and window(params) return {values, ...} for
@@ -83,10 +84,11 @@ const tileKey = (p) => ["tile", p.result_id, p.layer, p.head, ...p.rows, ...p.co
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
-  // The run's id is in the key, not in the request: the kernel answers with the run it has.
+  // The run's id and weighing are in the key, not in the request: the kernel answers with the run it has.
   const ask = (key, type) => (params) => {
-    const { result_id: run, ...sent } = params;
-    return requests.ask(key({ result_id: run, ...sent }), type, sent, (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
+    const { result_id: run, weigh_by: weighing, ...sent } = params;
+    return requests.ask(key({ result_id: run, weigh_by: weighing, ...sent }), type, sent,
+      (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
   };
   const refining = new Map(); // key → an answer refined in passes (refinedAnswer)
   let latest = ""; // the one the view last drew: only it refines on its own
@@ -110,7 +112,8 @@ export function createLongRequests(channel, onAnswer) {
     refined(params) {
       const key = tileKey(params);
       const sent = { ...params };
-      delete sent.result_id; // the kernel answers with the run it has
+      delete sent.result_id; // the kernel answers with the run it has, weighed as it has it
+      delete sent.weigh_by;
       return refined(key, (shown) => refinedAnswer(channel, "attention_tile", sent, (msg) => tileKey(msg) === key, onAnswer, shown));
     },
     /**
@@ -120,8 +123,9 @@ export function createLongRequests(channel, onAnswer) {
      */
     thumbnails(what) {
       const same = (got, wanted) => wanted === null || wanted === undefined || String(got) === String(wanted);
-      const answersFor = (msg) => msg.result_id === what.result_id && same(msg.layers, what.layers) && same(msg.heads, what.heads);
-      return refined(["thumbnails", what.result_id, what.layers, what.heads].join(":"),
+      const answersFor = (msg) => msg.result_id === what.result_id && msg.weigh_by === what.weigh_by
+        && same(msg.layers, what.layers) && same(msg.heads, what.heads);
+      return refined(["thumbnails", what.result_id, what.weigh_by, what.layers, what.heads].join(":"),
         (shown) => refinedAnswer(channel, "thumbnails", {}, answersFor, onAnswer, shown));
     },
   };

@@ -20,7 +20,9 @@ const format = (v) => (v >= 0.001 || v === 0 ? v.toFixed(3) : v.toExponential(1)
 /** What the shading says, e.g. "Attention from “cat” (token 12), head 3, layer 2". */
 export function shadingTitle(state) {
   const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
-  const what = state.direction === "to" ? "Attention to" : "Attention from";
+  // Weighed by value norm: α·‖f(x)‖, what the row passes, not the weight alone (engine/weighing.py).
+  const weighed = state.weighBy === "value_norm";
+  const what = `${weighed ? "‖αf(x)‖" : "Attention"} ${state.direction === "to" ? "to" : "from"}`;
   return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
 }
 
@@ -466,7 +468,7 @@ function textState({ get, long }) {
   const row = answered(answer, (a) => a.values.length === tokens.length);
   return { tokens, notes: get("token_notes"), reading: get("token_reading"), selected, values: row?.values ?? null, message: answer?.error ?? "",
     head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
-    aside: get("sink_aside"), layer: get("layer"), model: get("model_name") };
+    aside: get("sink_aside"), layer: get("layer"), model: get("model_name"), weighBy: get("weigh_by") };
 }
 
 /** @type {import("./view_adapter.js").ViewAdapter} */
@@ -488,5 +490,5 @@ export const adapter = {
     return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,
-  shows: ["notice"], // its colour bars name the tokens set aside
+  shows: ["notice", "weigh"], // its colour bars name the tokens set aside
 };

@@ -65,7 +65,7 @@ export const openHead = (setTraits, get) => (layer, h) => setTraits(get("long_co
 
 
 // The long views ask for the open layer's rows and tiles of one head, or of the mean (head −1).
-export const longParams = (get) => ({ result_id: get("result_id"), layer: get("layer"), head: get("focus_head") });
+export const longParams = (get) => ({ result_id: get("result_id"), weigh_by: get("weigh_by"), layer: get("layer"), head: get("focus_head") });
 export const answered = (answer, check) => (answer && !answer.error && check(answer) ? answer : null);
 // What both long views write: the selected token, the head and the tokens set aside.
 export const longCallbacks = (setTraits) => ({

@@ -61,6 +61,9 @@ const SAYS = {
       : "";
   },
   analysis: ({ get }) => get("analysis")?.note ?? "",
+  weigh: ({ get }) => (get("weigh_by") === "value_norm"
+    ? "Weighed by value norm (Kobayashi et al. 2020): each weight is ‖αf(x)‖ = α·‖f(x)‖, the attention times the size "
+      + "of what the key's value vector passes through the head; it is not bounded by 1." : ""),
 };
 
 /** The sentences under an image's title that say what state it shows (a reader of a saved

@@ -133,7 +133,7 @@ def test_the_widget_shows_either_model_or_their_difference_on_one_scale(base_and
     assert largest > 0.05  # the copy's changed layer draws lines
     # One scale for the whole run: every layer's weights are |difference| ÷ the run's largest.
     torch.testing.assert_close(layer_of(widget), difference[1] / largest, rtol=0, atol=step)
-    assert widget.difference_scale["largest"] == pytest.approx(largest, abs=1e-6)
+    assert widget.one_scale["largest"] == pytest.approx(largest, abs=1e-6)
     assert widget.model_name.startswith("|")
     widget.layer = 0  # before the changed layer: nothing differs
     assert float(layer_of(widget).max()) == 0.0
@@ -141,7 +141,7 @@ def test_the_widget_shows_either_model_or_their_difference_on_one_scale(base_and
     widget.text = TEXTS[1]
     difference = (tuned.run(TEXTS[1]).attention - base.run(TEXTS[1]).attention).abs()
     torch.testing.assert_close(layer_of(widget), difference[0] / difference.max(), rtol=0, atol=step)
-    assert widget.difference_scale["largest"] == pytest.approx(float(difference.max()), abs=1e-6)
+    assert widget.one_scale["largest"] == pytest.approx(float(difference.max()), abs=1e-6)
     assert widget.compare_shown == "difference"
     # The neuron view reads the shown model's queries and keys.
     widget.compare_shown = "second"
@@ -225,7 +225,7 @@ def test_a_difference_is_scaled_once_for_the_whole_run_not_head_by_head():
     second[5, 0, 3, 4] -= 0.58  # layer 5 head 0: the run's largest
     second[2, 1, 0, 0] = float("nan")  # a broken head (the notice names it) sets no scale
     shown, scale = pl.displayed(_run(first, "base"), False, False, against=_run(second, "tuned"))
-    assert scale == {"of": "|second − first|", "largest": pytest.approx(0.58, abs=1e-6), "layer": 5, "head": 0}
+    assert scale == {"of": "|second − first|", "measure": "change", "largest": pytest.approx(0.58, abs=1e-6), "layer": 5, "head": 0}
     step = 1 / 255  # the payloads' one-byte weights
     thumbnails = decode(pl.thumbnails_payload(shown, None, None, 5))
     per_head = thumbnails.flatten(2).amax(-1)
@@ -243,17 +243,17 @@ def test_the_widget_names_its_differences_scale_and_its_model_view_shares_it(bas
 
     base, tuned = base_and_tuned
     widget = attnscope.AttentionWidget(TEXTS[0], model=base, compare=tuned, view="model")
-    assert widget.difference_scale == {}
+    assert widget.one_scale == {}
     widget.compare_shown = "difference"
     difference = (tuned.run(TEXTS[0]).attention - base.run(TEXTS[0]).attention).abs()
     where = torch.unravel_index(difference.argmax(), difference.shape)
-    assert widget.difference_scale == {"of": "|second − first|", "largest": pytest.approx(float(difference.max()), abs=1e-6),
+    assert widget.one_scale == {"of": "|second − first|", "measure": "change", "largest": pytest.approx(float(difference.max()), abs=1e-6),
                                        "layer": int(where[0]), "head": int(where[1])}
     per_head = decode(widget.thumbnails).flatten(2).amax(-1)
     expected = difference.flatten(2).amax(-1) / difference.max()
     torch.testing.assert_close(per_head, expected, rtol=0, atol=1 / 255)
     widget.compare_shown = "second"
-    assert widget.difference_scale == {}
+    assert widget.one_scale == {}
     widget.close()
 
 

@@ -157,4 +157,4 @@ def test_each_view_draws_a_synced_payload_or_a_served_store_and_asks_by_a_declar
         assert view.asks == "" or view.asks in MESSAGES, view
         assert ("long" in view.modes) == (view.asks != "" or view.name == "analysis"), view
         assert all(set(step) <= {"lineBudget", "maxTokens", "maxLines", "lines", "maxPoints"} for step in view.thinning), view
-        assert set(view.controls) <= {"layer", "filter", "part", "words", "masks", "mask mode"}, view
+        assert set(view.controls) <= {"layer", "filter", "part", "words", "masks", "mask mode", "weigh"}, view

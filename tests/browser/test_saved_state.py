@@ -164,7 +164,7 @@ def test_a_difference_of_two_models_opens_on_one_scale_for_every_head(live_and_s
                                        view="model", compare_shown="difference")
     live, saved = live_and_saved(widget, MODEL_READY)
     shown = same_view(live, saved)
-    largest = widget.difference_scale["largest"]
+    largest = widget.one_scale["largest"]
     assert "one scale for every layer and head" in shown["scaleNote"] and f"darkest line = {largest:.3f}" in shown["scaleNote"]
     for page in (live, saved):
         canvas = page.locator("canvas.attnscope-thumbnails")

@@ -342,7 +342,7 @@ class AttentionModel:
         fast_capture.register()
         own = attention_implementation(self.model)
         with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
-                fast_capture.capturing(own) as capture, counting:
+                fast_capture.capturing(own, value_norms.projections(self.model, self.attention_modules)) as capture, counting:
             self.model(**inputs)
         layers = capture.layers
         if len(layers) != self.n_layers:

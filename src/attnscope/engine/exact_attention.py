@@ -13,6 +13,7 @@ memory stays at one block whatever T is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -46,6 +47,16 @@ class ScoreRule:
     softcap: float | None = None
     # Per query head, one extra logit in every row's softmax that attends to nothing (gpt-oss).
     sinks: torch.Tensor | None = None
+    # Per query head and key, log w_j added to the scores after the mask and the softmax's
+    # log-sum-exp, so the rows read α_ij·w_j (heads × T keys; Kobayashi et al.'s value norms,
+    # results.LongAttentionResult.weighed). Never used to make a row's log-sum-exp.
+    key_log_weights: torch.Tensor | None = None
+
+    def of_heads(self, start: int, end: int) -> ScoreRule:
+        """The rule of query heads start..end−1 (what differs by head sliced to them)."""
+        if self.key_log_weights is None:
+            return self
+        return dataclasses.replace(self, key_log_weights=self.key_log_weights[start:end])
 
     def allowed(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor | None:
         """rows × cols, True where query `rows[a]` may attend to key `cols[b]`; None: all may."""
@@ -102,6 +113,8 @@ def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor
     if rule.softcap is not None:
         s = torch.tanh(s / rule.softcap).mul_(rule.softcap)
     _mask_(s, rule, rows.to(s.device), cols.to(s.device))
+    if rule.key_log_weights is not None:
+        s.add_(rule.key_log_weights.to(s.device)[:, None, cols.to(s.device)])
     return s
 
 
@@ -129,6 +142,8 @@ def _mask_(s: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Ten
 def _scored_blocks(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int | None):
     """A block of rows at a time: (start, end, key_start, key_end, scores, row log-sum-exp with
     the sink logit when the layer has one), keys limited to those the rows can see."""
+    if rule.key_log_weights is not None:
+        raise ValueError("A rule that weighs keys reads rows; a row's log-sum-exp is the softmax's, made without it.")
     n_heads, n_rows, n_keys = q.shape[0], q.shape[1], k.shape[1]
     sinks = None if rule.sinks is None else rule.sinks.to(device=q.device, dtype=torch.float32)[:, None]
     step = block_rows(n_heads, n_keys, budget, q.device)

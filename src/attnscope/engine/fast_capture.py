@@ -47,6 +47,9 @@ class FastCapture:
     layers: list[LayerCapture] = field(default_factory=list)
     # Rows of each layer's output checked against the recomputed attention (first, last, between).
     checked_rows: int = 4
+    # Each attention module's output projection weight (value_norms.output_projection), by id(module):
+    # BERT's is its sibling's, which the attention function cannot find from the module alone.
+    projections: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 def _own_kernel(name: str):
@@ -168,14 +171,16 @@ def _lse_agrees(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, lse: torch.Te
     return bool(torch.allclose(lse[:, rows], own, rtol=1e-4, atol=1e-4))
 
 
-def _value_norms(module: Any, values: torch.Tensor) -> torch.Tensor | None:
-    """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d) and its own output
-    projection: heads × T floats kept, never the values themselves; None where the projection is
-    not the module's own (BERT's sibling: the full run finds it through the model)."""
-    try:
-        weight, _ = value_norms.output_projection(None, module)
-    except LookupError:
-        return None
+def _value_norms(module: Any, values: torch.Tensor, capture: FastCapture) -> torch.Tensor | None:
+    """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d) and its output projection
+    (the run's, else the module's own): heads × T floats kept, never the values themselves; None
+    where no projection is found."""
+    weight = capture.projections.get(id(module))
+    if weight is None:
+        try:
+            weight, _ = value_norms.output_projection(None, module)
+        except LookupError:
+            return None
     return value_norms.norms(values, weight.detach())
 
 
@@ -208,7 +213,7 @@ def attention_function(
             output, _ = kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                is_causal=is_causal, **kwargs)
             lse = row_logsumexp(q, k, rule)
-    layer = LayerCapture(queries=q.clone(), keys=k.clone(), lse=lse, rule=rule, value_norms=_value_norms(module, v))
+    layer = LayerCapture(queries=q.clone(), keys=k.clone(), lse=lse, rule=rule, value_norms=_value_norms(module, v, capture))
     _check_output(module, capture, layer, v, output[0].detach())
     capture.layers.append(layer)
     return output, None
@@ -223,9 +228,9 @@ def register() -> None:
 
 
 @contextmanager
-def capturing(own_implementation: str | None) -> Iterator[FastCapture]:
-    """Record, for this thread, every attention call of the block."""
-    capture = FastCapture(own_implementation=own_implementation or "eager")
+def capturing(own_implementation: str | None, projections: dict[int, torch.Tensor] | None = None) -> Iterator[FastCapture]:
+    """Record, for this thread, every attention call of the block (projections: FastCapture's)."""
+    capture = FastCapture(own_implementation=own_implementation or "eager", projections=dict(projections or {}))
     previous = getattr(_local, "capture", None)
     _local.capture = capture
     try:

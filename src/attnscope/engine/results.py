@@ -318,7 +318,7 @@ class LongAttentionResult:
         or every head (None) of a checked layer, at `positions` as the user gave them; on the CPU."""
         index = _query_index(positions, self.n_tokens)
         with torch.inference_mode():
-            return compute(*self._of_heads(layer, head), self.rules[layer], index).cpu()
+            return compute(*self._of_heads(layer, head), index).cpu()
 
     def spans(self, rows, cols) -> list[tuple[int, int]]:
         """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""
@@ -332,19 +332,19 @@ class LongAttentionResult:
         return spans
 
     def _of_heads(self, layer: int, head: int | None):
-        """The layer's q, k and lse for one query head (and its key head), or for every head (None)."""
-        q, k, lse = self.queries[layer], self.keys[layer], self.lse[layer]
+        """The layer's q, k, lse and rule for one query head (and its key head), or for every head (None)."""
+        q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
         if head is None:
-            return q, k, lse
+            return q, k, lse, rule
         kh = self.key_head(head)
-        return q[head : head + 1], k[kh : kh + 1], lse[head : head + 1]
+        return q[head : head + 1], k[kh : kh + 1], lse[head : head + 1], rule.of_heads(head, head + 1)
 
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
         spans = self.spans(rows, cols)
         with torch.inference_mode():
-            tile = exact.tile(*self._of_heads(layer, head), self.rules[layer], *spans)
+            tile = exact.tile(*self._of_heads(layer, head), *spans)
         return tile[0].cpu()
 
     def attention_block(self, layer: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
@@ -353,7 +353,7 @@ class LongAttentionResult:
         layer, _ = self._layer(layer)
         spans = self.spans(rows, cols)
         with torch.inference_mode():
-            block = exact.tile(*self._of_heads(layer, None), self.rules[layer], *spans)
+            block = exact.tile(*self._of_heads(layer, None), *spans)
         return block.cpu()
 
     def row_blocks(self, layer: int, budget: int | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
@@ -361,12 +361,12 @@ class LongAttentionResult:
         float32 on the model's device, exact), each block under `budget` bytes
         (exact.block_bytes by default). A measure over every row never holds T × T."""
         layer, _ = self._layer(layer)
-        q, k, lse = self._of_heads(layer, None)
+        q, k, lse, rule = self._of_heads(layer, None)
         step = exact.block_rows(self.n_heads, self.n_tokens, budget, q.device)
         for start in range(0, self.n_tokens, step):
             end = min(self.n_tokens, start + step)
             with torch.inference_mode():  # not held across the yield: the caller's code runs as it would
-                block = exact.tile(q, k, lse, self.rules[layer], (start, end), (0, self.n_tokens))
+                block = exact.tile(q, k, lse, rule, (start, end), (0, self.n_tokens))
             yield start, end, block
 
     def first_columns(self, layer: int, n: int) -> torch.Tensor:
@@ -406,10 +406,10 @@ class LongAttentionResult:
             raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
         with torch.inference_mode():
             if sample is not None and sample[0] > 1:
-                pooled = exact.pooled_sampled(*self._of_heads(layer, head), self.rules[layer], bins, reduce, *sample,
+                pooled = exact.pooled_sampled(*self._of_heads(layer, head), bins, reduce, *sample,
                                               rows=spans[0], cols=spans[1], average=head is None)
             else:
-                pooled = exact.pooled_heads(*self._of_heads(layer, head), self.rules[layer], bins, reduce, rows=spans[0],
+                pooled = exact.pooled_heads(*self._of_heads(layer, head), bins, reduce, rows=spans[0],
                                             cols=spans[1], average=head is None)
         return pooled[0].cpu()
 

@@ -41,6 +41,18 @@ def output_projection(model: torch.nn.Module | None, attention_module: torch.nn.
     return weight, getattr(layer, "bias", None)
 
 
+def projections(model: torch.nn.Module, modules) -> dict[int, torch.Tensor]:
+    """Each attention module's output projection weight by id(module), where one is found (for
+    the attention function, which sees the module only)."""
+    found = {}
+    for module in modules:
+        try:
+            found[id(module)] = output_projection(model, module)[0].detach()
+        except LookupError:
+            continue
+    return found
+
+
 def split_values(projected: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
     """A value projection's output (1 × T × key heads · d) as heads × T × d, a key-value head
     repeated for each query head that reads it (grouped-query attention: h reads h // group)."""

@@ -68,7 +68,7 @@ class AttentionWidget(CheckedTraits):
     tokenizer unless it is an AttentionModel). It must have the same layers × heads and read the
     text into the same tokens (one vocabulary): a base model and its fine-tuned copy. The Show
     control draws the first model, the second, or |second − first|, every head on one scale whose
-    darkest line is the largest change in the run (`difference_scale`). Short inputs only (a run
+    darkest line is the largest change in the run (`one_scale`). Short inputs only (a run
     kept on demand is refused), and heads cannot be masked while comparing.
     """
 
@@ -168,8 +168,8 @@ class AttentionWidget(CheckedTraits):
     def result(self) -> AttentionResult:
         """The AttentionResult behind the current view (tensors on the model's device): word-level
         when `word_level` is on, with `masked_heads` switched off when any are. While the views draw
-        a difference (Show change, or compare_shown "difference") its attention is |difference| ÷
-        `difference_scale["largest"]`, as they draw it."""
+        a difference (Show change, or compare_shown "difference") or weighs by value norm, its attention
+        is |difference| (or α·‖f‖) ÷ `one_scale["largest"]`, as they draw it."""
         return self._kept("_drawn_run")
 
     @property
@@ -243,7 +243,7 @@ class AttentionWidget(CheckedTraits):
         return Settings(
             view=self.view, layer=self.layer, heads=list(self.heads), n_heads=self.n_heads,
             attention_part=self.attention_part, word_level=self.word_level, show_change=self.show_change,
-            compare_shown=self.compare_shown,
+            compare_shown=self.compare_shown, weigh_by=self.weigh_by,
             sentence_filter=self.sentence_filter, neuron_head=self.neuron_head, neuron_query=self.neuron_query,
             focus_token=self.focus_token, focus_head=self.focus_head, analysis=self.analysis,
             include_layers=self.include_layers, include_heads=self.include_heads, thumbnail_size=self._thumbnail_size,
@@ -329,7 +329,7 @@ class AttentionWidget(CheckedTraits):
             self._thumbnails_of, self._rollout_of = thumbnails_of, rollout_of
             self._quietly(thumbnails=thumbnails, rollout=rollout)
 
-    @traitlets.observe("attention_part", "word_level", "show_change", "compare_shown")
+    @traitlets.observe("attention_part", "word_level", "show_change", "compare_shown", "weigh_by")
     def _on_display_mode(self, change: dict) -> None:
         """What the views show of the same run changed: re-shown from the kept run, no rerun."""
         if self._applying or "_computed_run" not in self.__dict__ and not self._closed:

@@ -21,21 +21,25 @@ Answer = tuple[dict, list]
 
 @dataclass(frozen=True)
 class LongAnswers:
-    """Answers for `result` (shown as run `result_id`) with the widget's model-view settings."""
+    """Answers for `result` (shown as run `result_id`: the drawn run, weighed as the widget's
+    weigh_by says) with the widget's model-view settings."""
 
     result: LongAttentionResult
     result_id: int
     include_layers: Sequence[int] | None
     include_heads: Sequence[int] | None
     thumbnail_size: int
+    # What the numbers are (the widget's weigh_by): an answer says it, so that the page files it
+    # apart from the same request's answer in the other weighing.
+    weigh_by: str = "attention"
 
     TYPES = ("attention_rows", "attention_tile", "attention_window", "thumbnails")
 
     @classmethod
     def of(cls, widget: Any) -> LongAnswers:
         """The answers for what a widget shows (its long run, run id and model-view settings)."""
-        return cls(widget.token_result, widget.result_id, widget.include_layers, widget.include_heads,
-                   widget._thumbnail_size)
+        return cls(widget.result, widget.result_id, widget.include_layers, widget.include_heads,
+                   widget._thumbnail_size, widget.weigh_by)
 
     def handler(self, type_: str) -> Callable[[dict], Answer]:
         return {"attention_rows": self.rows, "attention_tile": self.tile, "attention_window": self.window,
@@ -49,7 +53,7 @@ class LongAnswers:
 
     def _named(self, answer: Answer) -> Answer:
         content, buffers = answer
-        return {**content, "result_id": self.result_id}, buffers
+        return {**content, "result_id": self.result_id, "weigh_by": self.weigh_by}, buffers
 
     def rows(self, request: dict) -> Answer:
         """The text view's shading, from or to one token."""

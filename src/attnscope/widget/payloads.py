@@ -29,6 +29,7 @@ from ..engine.results import (
     parts_of,
     word_attention,
 )
+from ..engine.weighing import WEIGHT_SYMBOL, weighed
 from ..errors import InputError
 from ..labels import head_label, head_name
 from ..serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
@@ -51,29 +52,40 @@ def shown_key_tokens(result: AttentionResult, prettify: bool = True) -> list[str
 
 
 def displayed(token_result: AttentionResult, word_level: bool, show_change: bool,
-              against: AttentionResult | None = None) -> tuple[AttentionResult, dict]:
-    """What the views draw: word-level or not, |A_masked − A| when showing a masking's change, and
+              against: AttentionResult | None = None, weigh_by: str = "attention") -> tuple[AttentionResult, dict]:
+    """What the views draw: each weight as `weigh_by` has it (the attention, or α·‖f(x)‖:
+    weighing.py), word-level or not, |A_masked − A| when showing a masking's change, and
     |A_against − A| when comparing with a second model's run of the same tokens (`against`); with
-    the scale a difference is drawn on (one_scale), {} for attention itself."""
+    the scale it is drawn on (one_scale), {} for attention itself."""
     plain = token_result.unmasked or token_result
-    shown, reference = token_result, plain
+    shown = weighed(token_result, weigh_by)
+    symbol = WEIGHT_SYMBOL[weigh_by]
     if word_level:
-        shown, reference = word_attention(token_result), word_attention(plain)
+        shown = word_attention(shown)
     if show_change and token_result.masked_heads:
-        return one_scale(shown, shown.attention - reference.attention, "|A_masked − A|")
+        reference = weighed(plain, weigh_by)
+        reference = word_attention(reference) if word_level else reference
+        return one_scale(shown, shown.attention - reference.attention, f"|{symbol}_masked − {symbol}|")
     if against is not None:
-        other = word_attention(against) if word_level else against
+        other = weighed(against, weigh_by)
+        other = word_attention(other) if word_level else other
+        of = "|second − first|" if weigh_by == "attention" else f"|second − first| of {symbol}"
         names = (f"|{other.model_name} − {shown.model_name}|" if other.model_name != shown.model_name
                  else f"|second − first| ({shown.model_name})")
-        return one_scale(dataclasses.replace(shown, model_name=names), other.attention - shown.attention, "|second − first|")
+        return one_scale(dataclasses.replace(shown, model_name=names), other.attention - shown.attention, of)
+    if weigh_by != "attention":
+        # α·‖f‖ has no bound of 1: one scale for the run, so that heads that pass more show darker.
+        return one_scale(shown, shown.attention, symbol, measure=symbol)
     return shown, {}
 
 
-def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str) -> tuple[AttentionResult, dict]:
-    """A difference (L × H × Tq × Tk) as the views draw it: |difference| ÷ its largest anywhere in the
-    run, so that every layer and head is drawn on one scale whose full line is that largest change
-    (a head's own largest would make a change of 0.03 look as busy as one of 0.6); and that scale,
-    {of, largest, layer, head}, from which the views say so and give the unscaled numbers."""
+def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str,
+              measure: str = "change") -> tuple[AttentionResult, dict]:
+    """A difference (L × H × Tq × Tk), or weights without a bound of 1 (α·‖f‖), as the views draw
+    it: |difference| ÷ its largest anywhere in the run, so that every layer and head is drawn on
+    one scale whose full line is that largest value (a head's own largest would make a change of
+    0.03 look as busy as one of 0.6); and that scale, {of, measure, largest, layer, head}, from
+    which the views say so and give the unscaled numbers."""
     change = difference.abs_()
     # A head whose attention is not finite (the notice names it) never sets the scale.
     finite = change.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
@@ -82,7 +94,8 @@ def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str) -> tu
     layer, head = (int(i) for i in torch.unravel_index(where, change.shape)[:2])
     if largest > 0:
         change.div_(largest)
-    return dataclasses.replace(shown, attention=change), {"of": what, "largest": largest, "layer": layer, "head": head}
+    return (dataclasses.replace(shown, attention=change),
+            {"of": what, "measure": measure, "largest": largest, "layer": layer, "head": head})
 
 
 def layer_payload(result: AttentionResult, layer: int, source: str | None = None) -> dict:

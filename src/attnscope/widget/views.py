@@ -24,7 +24,7 @@ class View:
     asks: str = ""
     # The header's controls it uses (js/controls.js): "layer", "filter" (sentence A or B), "part"
     # (an encoder-decoder's), "words", "masks" (the masked heads' bar), "mask mode" (clicks mask
-    # heads); the others are shown idle or hidden while it is open.
+    # heads), "weigh" (Weigh by: attention or α·‖f(x)‖); the others are shown idle or hidden while it is open.
     controls: tuple[str, ...] = ()
     # The picture's thinner versions, tried in turn until one fits (js/picture.js): the options
     # its scene takes (lineBudget, maxTokens, maxLines, lines, maxPoints).
@@ -40,20 +40,20 @@ class View:
 # In the tabs' order.
 VIEWS = (
     View("head", "Head", ("short", "long"), draws="attention", asks="attention_window",
-         controls=("layer", "filter", "part", "words", "masks"),
+         controls=("layer", "filter", "part", "words", "masks", "weigh"),
          # A line takes about 30 bytes of SVG: 2,500 is about all that fits in a picture.
          thinning=(*({"lineBudget": n} for n in (2500, 1000, 400)), *({"lineBudget": 400, "maxTokens": n} for n in (128, 64, 32)))),
     View("model", "Model", ("short", "long"), draws="thumbnails", asks="thumbnails",
-         controls=("part", "words", "masks", "mask mode"),
+         controls=("part", "words", "masks", "mask mode", "weigh"),
          thinning=tuple({"maxLines": n} for n in (600, 80, 30, 12, 4))),
     # {}: every token (the scenes' default), then fewer.
     View("neuron", "Neuron", ("short",), draws="neuron", controls=("layer", "part", "words"),
          thinning=({}, *({"maxTokens": n} for n in (96, 48, 24)))),
     View("rollout", "Rollout", ("short",), draws="rollout", controls=("part", "words", "masks"),
          thinning=({}, *({"maxTokens": n} for n in (160, 80, 40)))),
-    View("text", "Text", ("long",), asks="attention_rows", controls=("layer", "part", "words"),
+    View("text", "Text", ("long",), asks="attention_rows", controls=("layer", "part", "words", "weigh"),
          thinning=tuple({"lines": n} for n in (24, 12, 6, 3))),
-    View("map", "Map", ("long",), asks="attention_tile", controls=("layer", "part", "words")),
+    View("map", "Map", ("long",), asks="attention_tile", controls=("layer", "part", "words", "weigh")),
     # The head finder's scatter: a point takes about 60 bytes of SVG (a 70B model has 5,120 heads);
     # the heatmaps and the MDS scatter draw the same at any of these.
     View("analysis", "Analysis", ("short", "long"), thinning=({}, *({"maxPoints": n} for n in (1000, 400)))),

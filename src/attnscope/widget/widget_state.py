@@ -15,6 +15,7 @@ from typing import Any
 from ..analyses.sinks import attention_sinks
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
 from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
+from ..engine.weighing import no_value_norms, weighed
 from ..errors import InputError
 from . import payloads as pl
 from .views import LONG_VIEWS, SHORT_VIEWS
@@ -53,6 +54,7 @@ class Settings:
     word_level: bool
     show_change: bool
     compare_shown: str
+    weigh_by: str
     sentence_filter: str
     neuron_head: int
     neuron_query: int
@@ -93,7 +95,7 @@ def source(result_id: int, settings: Any) -> str:
     words, change; read from Settings or the widget itself, which has the same names). The page
     files the layers it holds under it (the "layer" request)."""
     return (f"{result_id}:{settings.attention_part}:{int(settings.word_level)}:{int(settings.show_change)}"
-            f":{settings.compare_shown}")
+            f":{settings.compare_shown}:{settings.weigh_by}")
 
 
 def run_state(computed: AttentionResult | LongAttentionResult, settings: Settings, request_id: int,
@@ -108,8 +110,9 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     first = parts.get(settings.attention_part, computed)
     second = compared_part(computed, settings)
     per_token = second if settings.compare_shown == "second" else first
-    drawn, difference_scale = pl.displayed(per_token, settings.word_level, settings.show_change,
-                         against=second if settings.compare_shown == "difference" else None)
+    drawn, one_scale = pl.displayed(per_token, settings.word_level, settings.show_change,
+                                    against=second if settings.compare_shown == "difference" else None,
+                                    weigh_by=settings.weigh_by)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
     # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
     layer = _layer_in(settings, n_layers, layer)
@@ -138,7 +141,7 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         causal=bool(drawn.causal), thumbnails=thumbnails, rollout=rollout,
         mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
         compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
-        difference_scale=difference_scale,
+        one_scale=one_scale, weigh_by=settings.weigh_by, weigh_unavailable=no_value_norms(per_token),
         long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
         focus_token=-1,  # a new short run marks no token (indices of another text would mark a wrong one)
     )
@@ -166,7 +169,8 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
     sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
     view = "text" if settings.view in SHORT_VIEWS and settings.view not in LONG_VIEWS else settings.view
     analysis = sinks if not settings.analysis or settings.analysis.get("kind") == "attention_sinks" else settings.analysis
-    (thumbnails, thumbnails_of), _ = view_payloads(result, result, view, dataclasses.replace(settings, analysis=analysis))
+    drawn = weighed(result, settings.weigh_by)  # rows, tiles and thumbnails read α or α·‖f‖
+    (thumbnails, thumbnails_of), _ = view_payloads(drawn, result, view, dataclasses.replace(settings, analysis=analysis))
     last = result.n_tokens - 1
     prettify = settings.prettify
     traits = dict(
@@ -184,9 +188,10 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         neuron_unavailable=short_only("neuron", result), causal=bool(result.causal),
         analysis=analysis, view=view, thumbnails=thumbnails, rollout={},
         mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
-        compared_model="", compare_shown="first", difference_scale={},
+        compared_model="", compare_shown="first", one_scale={},
+        weigh_by=settings.weigh_by, weigh_unavailable=no_value_norms(result),
     )
-    return RunState(traits, result, result, result, thumbnails_of, None, settings.opened_query)
+    return RunState(traits, drawn, result, result, thumbnails_of, None, settings.opened_query)
 
 
 def _layer_in(settings: Settings, n_layers: int, layer: int | None) -> int:

@@ -99,12 +99,20 @@ class WidgetTraits(anywidget.AnyWidget):
     compared_model = synced(Unicode(""), "The second model's name when the widget compares two (compare=), else \"\".")
     compare_shown = synced(Enum(("first", "second", "difference"), default_value="first"),
                            "With a second model (compare=): what the views draw, the first model's attention, the "
-                           "second's, or |A_second − A_first| on one scale for every layer and head (difference_scale).",
+                           "second's, or |A_second − A_first| on one scale for every layer and head (one_scale).",
                            writer="both", page="fixed", label="the Compare setting")
-    difference_scale = synced(Dict(), "While the views draw a difference (|second − first|, or Show change's "
-                              "|A_masked − A|): {of, largest, layer, head}, the largest |difference| in the run and "
-                              "where; the attention and thumbnails hold |difference| ÷ largest, one scale for every "
-                              "layer and head. {} while they draw attention.")
+    weigh_by = synced(Enum(("attention", "value_norm"), default_value="attention"),
+                      "What the head, model, text and map views draw each weight as: the attention α, or "
+                      "Kobayashi et al. 2020's ‖αf(x)‖ = α·‖f(x)‖, the share of what the key's value vector passes "
+                      "through the head (engine/weighing.py), on one scale for the run (one_scale).",
+                      writer="both", page="fixed", label="Weigh by")
+    weigh_unavailable = synced(Unicode(""), "Why this run cannot be weighed by value norm (precomputed attention, "
+                               "cross-attention), shown on the control; \"\" when it can.")
+    one_scale = synced(Dict(), "While the views draw something other than attention itself, on one scale for every "
+                       "layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights "
+                       "weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run "
+                       "and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention "
+                       "or a long run (whose views scale what they show).")
 
     # The neuron, rollout and analysis views
     neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",

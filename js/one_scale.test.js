@@ -37,7 +37,7 @@ const thumbnailTraits = { thumbnails: { data: true, n_tokens: n, layers: [...Arr
 
 it("draws a difference's heads on one scale: a change of 0.035 is faint beside one of 0.58", () => {
   const thumbnails = differenceThumbnails();
-  const shared = modelAdapter.picture(context({ ...thumbnailTraits, difference_scale: SCALE }, { thumbnails }), { title: "t" });
+  const shared = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: SCALE }, { thumbnails }), { title: "t" });
   const lineGroups = shared.items.filter((item) => item.type === "lines");
   const darkestOf = (scene, index) => Math.max(0, ...scene.items.filter((item) => item.type === "lines")[index].groups.map((g) => g.alpha));
   // One lines item a cell, in layer-major order: layer 0 head 0 is the first, layer 5 head 0 the tenth.
@@ -48,25 +48,25 @@ it("draws a difference's heads on one scale: a change of 0.035 is faint beside o
   expect(small / large).toBeCloseTo(SMALL / LARGE, 1);
   expect(small).toBeLessThan(0.1);
   // Attention itself keeps each head's own scale (broad heads as meshes): both heads full.
-  const own = modelAdapter.picture(context({ ...thumbnailTraits, difference_scale: {} }, { thumbnails }), { title: "t" });
+  const own = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: {} }, { thumbnails }), { title: "t" });
   expect([darkestOf(own, 0), darkestOf(own, 5 * HEADS)]).toEqual([1, 1]);
 });
 
 it("says the difference's one scale in the model view's picture, not each head's", () => {
   const thumbnails = differenceThumbnails();
-  const scene = modelAdapter.picture(context({ ...thumbnailTraits, difference_scale: SCALE }, { thumbnails }), { title: "t" });
+  const scene = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: SCALE }, { thumbnails }), { title: "t" });
   const note = scene.items.filter((item) => item.role === "scale").map((item) => item.text).join(" ");
   expect(note).toContain("one scale for every layer and head");
   expect(note).toContain(`darkest line = ${LARGE.toFixed(3)}`);
   expect(note).toContain("layer 5, head 0");
   expect(note).not.toContain("its head's largest");
-  const plain = modelAdapter.picture(context({ ...thumbnailTraits, difference_scale: {} }, { thumbnails }), { title: "t" });
+  const plain = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: {} }, { thumbnails }), { title: "t" });
   expect(plain.items.filter((item) => item.role === "scale").map((item) => item.text).join(" ")).toBe(SCALE_NOTE);
 });
 
 it("gives an enlarged head's largest change against the darkest line, never a uniform baseline", () => {
   const thumbnails = differenceThumbnails();
-  const state = { thumbnails, tokens, difference: SCALE };
+  const state = { thumbnails, tokens, runScale: SCALE };
   const small = zoomText(state, 0, 0);
   expect(small).not.toContain("uniform");
   expect(small).toContain(`largest change ${SMALL.toFixed(3)}`);
@@ -80,7 +80,7 @@ it("draws the head view's difference on the run's scale, and its picture says so
   const values = new Float32Array(HEADS * n * n).fill(SMALL / LARGE);
   const attention = { values, shape: [HEADS, n, n] };
   const traits = { attention: { layer: 0 }, layer: 0, heads: [0, 1], sentence_b_start: null, sentence_filter: "all",
-    token_notes: [], key_token_notes: [], causal: false, difference_scale: SCALE };
+    token_notes: [], key_token_notes: [], causal: false, one_scale: SCALE };
   const scene = headAdapter.picture(context(traits, { attention }), { title: "t" });
   const caption = scene.items.filter((item) => item.role === "subtitle").map((item) => item.text).join(" ");
   expect(caption).toContain("one scale for every layer and head");

@@ -1,0 +1,32 @@
+// What is drawn on ONE scale for every layer and head: a difference (|second − first| of two
+// models, Show change's |A_masked − A|) or weights without a bound of 1 (‖αf(x)‖, Weigh by value
+// norm). The kernel sends value ÷ the run's largest (payloads.one_scale, the one_scale trait), so a
+// head that barely changed, or passes little, is faint next to one that changed or passes much.
+// The views say what the darkest line is and give numbers unscaled.
+import { headName } from "./labels.js";
+
+/** of: what is drawn; measure: what one value is called ("change", "‖αf(x)‖").
+ * @typedef {{of: string, measure?: string, largest: number, layer: number, head: number}} OneScale */
+
+/** The scale the views' weights are on while they draw something other than attention, or null.
+ * @returns {OneScale | null} */
+export function oneScale(get) {
+  const scale = get("one_scale");
+  return scale && typeof scale.largest === "number" ? scale : null;
+}
+
+/** What one value is called in the views' words ("change" for a difference). */
+export const measureOf = (scale) => scale.measure ?? "change";
+
+/** What a line's opacity means, said once for every head (the views' legend and their pictures').
+ * @param {OneScale} scale */
+export function oneScaleNote(scale) {
+  const { of, largest, layer, head } = scale;
+  const measure = measureOf(scale);
+  if (!(largest > 0)) {
+    return measure === "change" ? `${of}: no weight differs, so no line is drawn.` : `${of}: every value is 0, so no line is drawn.`;
+  }
+  const top = largest.toFixed(3);
+  return `${of}, one scale for every layer and head: darkest line = ${top}, the largest ${measure} (${headName(layer, head)}); `
+    + `a line's opacity is its ${measure} ÷ ${top}.`;
+}

@@ -1,0 +1,159 @@
+"""Weigh by value norm (issue 47 item 1, Kobayashi et al. 2020): the views draw α·‖f(x)‖ in place
+of α. A short run's layers, thumbnails and differences, and a long run's rows, tiles, windows and
+thumbnails, are each the full attention times the keys' value norms, on one scale for the run where
+the page draws bytes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_long_widget import ask, engine, full, values  # noqa: F401  (fixtures)
+
+import attnscope
+from attnscope import InputError
+from attnscope.engine import exact_attention as exact
+from attnscope.engine.weighing import weighed
+from attnscope.serialize import decode
+
+TEXT = "The keeper fed the lion before the storm, and it slept."
+
+
+def _weighed_full(result):
+    """α·‖f‖ straight from a full run: layers × heads × T × T."""
+    return result.attention * result.value_norms[:, :, None, :]
+
+
+@pytest.fixture
+def long_widget(engine):  # noqa: F811
+    w = attnscope.AttentionWidget(TEXT * 2, model=engine, attention="on_demand", weigh_by="value_norm")
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def long_full(engine):  # noqa: F811
+    return engine.run(TEXT * 2, attention="full")
+
+
+@pytest.mark.parametrize("head", [2, -1])
+@pytest.mark.parametrize("direction", ["from", "to"])
+def test_a_long_runs_rows_weighed_by_value_norm_are_the_full_attention_times_the_norms(long_widget, long_full,
+                                                                                   head, direction):
+    assert long_widget.weigh_by == "value_norm" and long_widget.weigh_unavailable == ""
+    weights = _weighed_full(long_full)
+    layer, token = 1, 20
+    content, buffers = ask(long_widget, "attention_rows", layer=layer, head=head, token=token, direction=direction)
+    assert "error" not in content, content
+    heads = weights[layer] if head == -1 else weights[layer, head][None]
+    expected = (heads[:, token, :] if direction == "from" else heads[:, :, token]).mean(0)
+    got = values(content, buffers)
+    # α·‖f‖ is not bounded by 1: the same relative error as the attention's rows.
+    assert torch.allclose(got, expected, rtol=1e-5, atol=2e-6 * float(weights.max()))
+    # Weighing changes what is drawn: the norms differ from key to key.
+    plain = (long_full.attention[layer] if head == -1 else long_full.attention[layer, head][None])
+    plain = (plain[:, token, :] if direction == "from" else plain[:, :, token]).mean(0)
+    assert not torch.allclose(got, plain, atol=1e-3)
+
+
+@pytest.mark.parametrize("reduce", ["max", "mean"])
+def test_a_long_runs_tiles_windows_and_thumbnails_are_weighed_too(long_widget, long_full, reduce):
+    weights = _weighed_full(long_full)
+    top = float(weights.max())
+    n = len(long_full.tokens)
+    content, buffers = ask(long_widget, "attention_tile", layer=0, head=3, rows=[5, 30], cols=[0, 20], bins=64, reduce=reduce)
+    assert content["exact"] and torch.allclose(values(content, buffers), weights[0, 3, 5:30, 0:20], rtol=1e-5, atol=2e-6 * top)
+    content, buffers = ask(long_widget, "attention_tile", layer=1, head=-1, rows=[0, n], cols=[0, n], bins=8, reduce=reduce)
+    mean = weights[1].mean(0)
+    edges = torch.div(torch.arange(n) * 8, n, rounding_mode="floor")
+    got = values(content, buffers)
+    for a in range(8):
+        for b in range(8):
+            block = mean[edges == a][:, edges == b]
+            want = block.max() if reduce == "max" else block.mean()
+            assert torch.isclose(got[a, b], want, rtol=1e-5, atol=2e-6 * top), (a, b)
+    content, buffers = ask(long_widget, "attention_window", layer=1, token=10)
+    start, end = content["rows"]
+    assert torch.allclose(values(content, buffers), weights[1, :, start:end, start:end], rtol=1e-5, atol=2e-6 * top)
+    long_widget.view = "model"
+    got = decode(long_widget.thumbnails)
+    size = got.shape[-1]
+    edges = torch.div(torch.arange(n) * size, n, rounding_mode="floor")
+    block = weights[1, 3][edges == 2][:, edges == 1]
+    scale = long_widget.thumbnails.get("scale", 1.0)
+    assert abs(float(got[1, 3, 2, 1]) - float(block.max())) <= scale + 1e-6  # one byte a weight
+
+
+def test_a_weighed_rule_never_makes_a_rows_log_sum_exp(long_widget):
+    rule = long_widget.result.rules[0]
+    assert rule.key_log_weights is not None
+    q, k = long_widget.result.queries[0], long_widget.result.keys[0]
+    with pytest.raises(ValueError, match="log-sum-exp"):
+        exact.row_logsumexp(q, k, rule)
+    # What the analyses read stays the attention itself.
+    assert long_widget.token_result.rules[0].key_log_weights is None
+
+
+def test_a_short_run_weighed_by_value_norm_draws_alpha_times_the_norm_on_one_scale(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, layer=3)
+    try:
+        plain = widget.result
+        assert widget.one_scale == {} and widget.weigh_unavailable == ""
+        widget.weigh_by = "value_norm"
+        scale = widget.one_scale
+        weights = _weighed_full(widget.token_result)
+        largest = float(weights.max())
+        assert scale["measure"] == scale["of"] == "‖αf(x)‖" and scale["largest"] == pytest.approx(largest, rel=1e-6)
+        assert (scale["layer"], scale["head"]) == tuple(int(i) for i in torch.unravel_index(weights.argmax(), weights.shape)[:2])
+        # What the views draw: α·‖f‖ ÷ the run's largest, one byte a weight.
+        drawn = decode(widget.attention)
+        assert torch.allclose(drawn, weights[3] / largest, atol=1 / 255 + 1e-6)
+        assert torch.allclose(widget.result.attention, weights / largest, atol=1e-6)
+        widget.view = "model"
+        assert widget.thumbnails and float(decode(widget.thumbnails).max()) == pytest.approx(1.0, abs=1 / 255)
+        # Words: α·‖f‖ merged as attention is (summed over a word's pieces as keys).
+        widget.word_level = True
+        merged = attnscope.engine.results.word_attention(weighed(widget.token_result, "value_norm")).attention
+        assert torch.allclose(widget.result.attention, merged / float(merged.max()), atol=1e-6)
+        widget.word_level = False
+        widget.weigh_by = "attention"
+        assert widget.one_scale == {} and torch.equal(widget.result.attention, plain.attention)
+    finally:
+        widget.close()
+
+
+def test_masking_shows_the_change_of_the_weighed_weights(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, masked_heads=[(1, 0)], weigh_by="value_norm",
+                                       show_change=True)
+    try:
+        masked, plain = widget.token_result, widget.token_result.unmasked
+        change = (_weighed_full(masked) - _weighed_full(plain)).abs()
+        assert widget.one_scale["of"] == "|‖αf(x)‖_masked − ‖αf(x)‖|"
+        assert widget.one_scale["largest"] == pytest.approx(float(change.max()), rel=1e-5)
+    finally:
+        widget.close()
+
+
+def test_attention_without_values_says_why_it_cannot_be_weighed(default_model):
+    run = default_model.run(TEXT)
+    precomputed = attnscope.AttentionWidget(result=attnscope.engine.results.AttentionResult(
+        tokens=run.tokens, attention=run.attention, scaling=run.scaling, causal=False, model_name="given",
+        text=TEXT, text_b=None))
+    try:
+        assert "not captured" in precomputed.weigh_unavailable
+        with pytest.raises(InputError, match="value norm"):
+            precomputed.weigh_by = "value_norm"
+        assert precomputed.weigh_by == "attention" and precomputed.one_scale == {}
+    finally:
+        precomputed.close()
+    with pytest.raises(InputError, match="value norm"):
+        attnscope.AttentionWidget(result=run.__class__(tokens=run.tokens, attention=run.attention, scaling=run.scaling,
+                                                       causal=False, model_name="given", text=TEXT, text_b=None),
+                                  weigh_by="value_norm")
+
+
+def test_an_on_demand_run_keeps_the_same_value_norms_as_a_full_run(default_model):
+    """BERT's output projection is its sibling's: the attention function finds it through the run."""
+    on_demand = default_model.run(TEXT, attention="on_demand")
+    full_run = default_model.run(TEXT)
+    assert on_demand.value_norms is not None
+    assert torch.allclose(on_demand.value_norms, full_run.value_norms, rtol=1e-5, atol=1e-6)
