@@ -29,6 +29,7 @@ from attnscope.serialize import quantize_uint8
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # browser_bench beside this file
 REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
+FLOW_LONG_TOKENS = (8192, 32768)  # issue 47: the norms' cost at the long bench's shape
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
@@ -123,7 +124,14 @@ def main() -> None:
     parser.add_argument("--only-long", action="store_true", help="rerun the long-input bench, keep the rest")
     parser.add_argument("--only-ray", action="store_true", help="rerun the Ray corpus bench, keep the rest")
     parser.add_argument("--only-jupyterlab", action="store_true", help="rerun the real-JupyterLab bench, keep the rest")
+    parser.add_argument("--only-flow", action="store_true", help="rerun the value-norm and knockout bench, keep the rest")
     args = parser.parse_args()
+    from flow_bench import bench_flow
+    from flow_bench import write as write_flow
+
+    if args.only_flow:
+        write_flow(bench_flow(FLOW_LONG_TOKENS))
+        return
     from analysis_bench import bench_analyses, bench_reading_list
     from browser_bench import bench_front_end
     from jupyterlab_bench import bench_jupyterlab
@@ -187,6 +195,7 @@ def main() -> None:
             print(json.dumps(front), flush=True)
             front_rows.append(front)
     long_rows = bench_long()
+    flow = bench_flow(FLOW_LONG_TOKENS)
     jupyterlab = bench_jupyterlab()
     ray_rows = bench_ray()  # last: its cluster shares these CPUs
     if torch.cuda.is_available():  # the GPU's own tables (gpu_results.json, README's GPU section)
@@ -206,10 +215,12 @@ def main() -> None:
         "long": long_rows,
         "ray": ray_rows,
         "jupyterlab": jupyterlab,
+        "flow": flow,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows, ray_rows,
                  jupyterlab)
+    write_flow(flow)  # its own section of README.md
 
 
 def _find(rows: list[dict], **match) -> dict:

@@ -18,8 +18,8 @@ const FILTERS = [
 export const COMPARED = [["first", "First model"], ["second", "Second model"], ["difference", "|Second − first|"]];
 /** The parts of an encoder-decoder model, as the controls name them. */
 // What the views draw each weight as (the weigh_by trait; engine/weighing.py).
-export const WEIGHINGS = [["attention", "attention α"], ["value_norm", "α × value norm ‖f(x)‖"]];
-export const WEIGH_TITLE = "Weigh by value norm (Kobayashi et al. 2020): each weight α times ‖f(x)‖, the size of what "
+export const WEIGHINGS = [["attention", "α"], ["value_norm", "α·‖f‖"]];
+export const WEIGH_TITLE = "Weigh by: attention α, or α·‖f‖ (Kobayashi et al. 2020): each weight α times ‖f(x)‖, the size of what "
   + "the key's value vector passes through the head, (xW_V + b_V)W_O of that head. Tokens that take much attention "
   + "but pass small vectors ([CLS], [SEP], punctuation, a sink) fade. Drawn on one scale for every layer and head.";
 
@@ -171,7 +171,9 @@ export function createControls(root, views, actions, { page = false } = {}) {
       weighSelect.value = get("weigh_by") ?? "attention";
       weighSelect.disabled = page || Boolean(cannotWeigh);
       weighControl.title = cannotWeigh || WEIGH_TITLE;
-      weighControl.hidden = !uses("weigh") || (Boolean(cannotWeigh) && get("weigh_by") === "attention");
+      // Idle (its room kept, so the header does not jump between tabs) where a view draws no weights.
+      weighControl.classList.toggle("attnscope-idle", !uses("weigh"));
+      weighControl.hidden = Boolean(cannotWeigh) && get("weigh_by") === "attention";
       compareControl.hidden = !get("compared_model");
       compareSelect.value = get("compare_shown") ?? "first";
       compareControl.title = `Second model: ${get("compared_model") ?? ""}. |Second − first| draws each weight's `

@@ -161,10 +161,10 @@ it("offers Weigh by where a view draws weights, writes it as a trait, and says w
   expect(actions.setTraits).toHaveBeenLastCalledWith({ weigh_by: "value_norm" });
   controls.update(get);
   expect(choice.value).toBe("value_norm");
-  // The analysis tab draws no attention weights: no Weigh by there.
+  // The analysis tab draws no attention weights: Weigh by is idle there (its room kept).
   values.view = "analysis";
   controls.update(get);
-  expect(label.hidden).toBe(true);
+  expect(label.classList.contains("attnscope-idle")).toBe(true);
   // Precomputed attention has no values: the control is off, and its title says why.
   const without = mount({ weigh_by: "attention", weigh_unavailable: "Weighing by value norm needs what each key passes" });
   expect(without.root.querySelector(".attnscope-weigh").closest("label").hidden).toBe(true);

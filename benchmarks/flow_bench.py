@@ -1,0 +1,198 @@
+"""What flows (issue 47), kernel side: what weighing by value norm costs a run, what a switch of
+Weigh by costs the kernel, a weighed row at a long input, and a knockout sweep on SmolLM2.
+
+- Short runs (the embedded MiniLM and the bert-base shape at 512 tokens): attnscope's run as it is
+  (value norms captured) against the same run with the norms left out (value_norms.captured
+  patched to keep none), medians of alternating runs; and the kernel's part of a switch of
+  Weigh by on a widget (the state remade: α·‖f‖ for every layer, its one scale, the open layer's
+  payload), the first switch and the median.
+- Long runs (long_bench's 4-layer Qwen2 shape, random weights, on demand): the run with and
+  without the norms (fast_capture's per-layer norms patched to none), and a weighed mean row of a
+  layer (what the text view asks for on a click) against the plain one.
+- Knockout: knockout_sweep over every layer window of SmolLM2-135M-Instruct for one 64-token prompt.
+
+Run alone: python benchmarks/flow_bench.py [--long 8192,32768] (updates results.json's "flow"
+and its table in README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+HERE = Path(__file__).resolve().parent
+BEGIN, END = "<!-- flow:begin -->", "<!-- flow:end -->"
+REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
+
+
+@contextmanager
+def without_value_norms():
+    """The run's value norms left out, as before issue 47: the baseline they are measured against."""
+    from attnscope.engine import attention_model, fast_capture
+
+    captured, per_layer = attention_model.value_norms.captured, fast_capture._value_norms
+    attention_model.value_norms.captured = lambda *args, **kwargs: (None, None)
+    fast_capture._value_norms = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        attention_model.value_norms.captured, fast_capture._value_norms = captured, per_layer
+
+
+def _alternating_medians(with_norms, without, repeats: int = REPEATS) -> tuple[float, float]:
+    with_norms()
+    with without_value_norms():
+        without()
+    a, b = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        with_norms()
+        a.append(time.perf_counter() - start)
+        with without_value_norms():
+            start = time.perf_counter()
+            without()
+            b.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b)
+
+
+def bench_short(label: str, engine, n_tokens: int) -> dict:
+    from run import text_of_length
+
+    import attnscope
+
+    text = text_of_length(engine.tokenizer, n_tokens)
+    run_s, plain_s = _alternating_medians(lambda: engine.run(text), lambda: engine.run(text))
+    widget = attnscope.AttentionWidget(text, model=engine)
+    switches = []
+    for k in range(2 * 5):
+        start = time.perf_counter()
+        widget.weigh_by = "value_norm" if k % 2 == 0 else "attention"
+        switches.append(time.perf_counter() - start)
+    widget.close()
+    return {"model": label, "tokens": n_tokens, "run_s": round(run_s, 3), "run_without_norms_s": round(plain_s, 3),
+            "norms_overhead": round(run_s / plain_s - 1, 3),
+            "switch_first_ms": round(1000 * switches[0], 1), "switch_median_ms": round(1000 * statistics.median(switches), 1)}
+
+
+def bench_long_case(n_tokens: int) -> dict:
+    import torch
+    import transformers
+    from long_bench import SMALL
+
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from test_token_labels import byte_level_bpe
+
+    import attnscope
+    from attnscope.engine.weighing import weighed
+
+    torch.manual_seed(0)
+    tokenizer = byte_level_bpe()
+    config = transformers.Qwen2Config(vocab_size=len(tokenizer), max_position_embeddings=32768, **SMALL)
+    engine = attnscope.load(transformers.Qwen2Model(config).eval(), tokenizer, device="cpu")
+    ids = torch.randint(5, len(tokenizer), (1, 3 * n_tokens))
+    text = tokenizer.decode(ids[0])
+    run = lambda: engine.run(text, max_length=n_tokens, attention="on_demand")
+    run_s, plain_s = _alternating_medians(run, run, repeats=1 if n_tokens > 8192 else 3)
+    result = run()
+    drawn = weighed(result, "value_norm")
+    last = result.n_tokens - 1
+
+    def row_ms(of) -> tuple[float, float]:
+        samples = []
+        for _ in range(6):
+            start = time.perf_counter()
+            of.mean_attention_rows(2, [last])
+            samples.append(time.perf_counter() - start)
+        return round(1000 * samples[0], 1), round(1000 * statistics.median(samples[1:]), 1)
+
+    (_, plain_row), (weighed_first, weighed_row) = row_ms(result), row_ms(drawn)
+    return {"case": "qwen2-4layer", "tokens": n_tokens, "run_s": round(run_s, 2), "run_without_norms_s": round(plain_s, 2),
+            "norms_overhead": round(run_s / plain_s - 1, 3), "mean_row_ms": plain_row, "weighed_mean_row_ms": weighed_row,
+            "weighed_mean_row_first_ms": weighed_first}
+
+
+def bench_knockout() -> dict:
+    import attnscope
+
+    engine = attnscope.load("smollm2", device="cpu")
+    words = "The Eiffel Tower is in the city of Paris, the capital of France. " * 8
+    ids = engine.tokenizer(words)["input_ids"][:63]
+    prompt = engine.tokenizer.decode(ids) + " The Eiffel Tower is in"
+    n = len(engine.tokenizer(prompt)["input_ids"])
+    start = time.perf_counter()
+    frame = attnscope.knockout_sweep(engine, prompt, [1, 2, 3], window=1, progress=False)
+    return {"model": engine.name, "tokens": n, "windows": len(frame), "sweep_s": round(time.perf_counter() - start, 1)}
+
+
+def bench_flow(long_tokens=(8192,)) -> dict:
+    import torch
+    import transformers
+
+    import attnscope
+
+    torch.manual_seed(0)
+    minilm = attnscope.load(device="cpu")
+    bert_base = attnscope.load(transformers.BertModel(transformers.BertConfig()).eval(), minilm.tokenizer, device="cpu")
+    short = [bench_short(label, engine, 512) for label, engine in
+             (("all-MiniLM-L6-v2 (embedded)", minilm), ("bert-base shape (random)", bert_base))]
+    for row in short:
+        print(json.dumps(row), flush=True)
+    long = [bench_long_case(n) for n in long_tokens]
+    for row in long:
+        print(json.dumps(row), flush=True)
+    knockout = bench_knockout()
+    print(json.dumps(knockout), flush=True)
+    return {"short": short, "long": long, "knockout": knockout}
+
+
+def table(flow: dict) -> list[str]:
+    def met(value, limit) -> str:
+        return "✅" if value is not None and value <= limit else "❌"
+
+    lines = [BEGIN, "### What flows (issue 47): weighing by value norm and knockout", "",
+             "| run | tokens | run (s) | the same run without the norms (s) | added | ≤ 10 % | Weigh by switch, kernel: first / median |",
+             "|---|---|---|---|---|---|---|"]
+    for r in flow.get("short", []):
+        lines.append(f"| {r['model']} | {r['tokens']} | {r['run_s']} | {r['run_without_norms_s']} | {100 * r['norms_overhead']:.1f} % "
+                     f"| {met(r['norms_overhead'], 0.10)} | {r['switch_first_ms']} ms / {r['switch_median_ms']} ms |")
+    for r in flow.get("long", []):
+        lines.append(f"| {r['case']} on demand | {r['tokens']:,} | {r['run_s']} | {r['run_without_norms_s']} | {100 * r['norms_overhead']:.1f} % "
+                     f"| {met(r['norms_overhead'], 0.10)} | mean row of a layer: {r['mean_row_ms']} ms, weighed {r['weighed_mean_row_ms']} ms "
+                     f"(first {r['weighed_mean_row_first_ms']} ms) |")
+    k = flow.get("knockout")
+    if k:
+        lines += ["", f"Knockout sweep over every layer of {k['model']} ({k['windows']} one-layer windows), one {k['tokens']}-token "
+                  f"prompt: {k['sweep_s']} s (target ≤ 60 s: {met(k['sweep_s'], 60)})."]
+    lines += ["", "The switch is the kernel's part (the state remade from the kept run); the page's redraw comes on top.", END]
+    return lines
+
+
+def write(flow: dict) -> None:
+    results_path = HERE / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    results["flow"] = flow
+    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    block = "\n".join(table(flow))
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    readme.write_text(text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--long", default="8192", help="long-input token counts, comma-separated")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    write(bench_flow(tuple(int(n) for n in args.long.split(",") if n)))
