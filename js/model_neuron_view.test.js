@@ -108,7 +108,7 @@ it("keeps its rows of numbers from query to query and rewrites them", () => {
 });
 
 // Past the softmax (issue 47): numbers as neuron_maths.js gives them, for 2 keys of d = 2.
-it("draws v, α·v with the head's output under it, ‖f(x)‖ and α‖f(x)‖ after the softmax", async () => {
+it("draws v, α·v with the head's output in the query's row, ‖f(x)‖ and α‖f(x)‖ after the softmax", async () => {
   const { neuronMaths } = await import("./neuron_maths.js");
   const { neuronScene } = await import("./neuron_view.js");
   const inputs = { query: [1, 0], keys: [2, 0, 0, 1], d: 2, queryIndex: 0, scaling: 1, values: [1, -1, 0.5, 2], norms: [3, 0.5] };
@@ -136,7 +136,8 @@ it("draws v, α·v with the head's output under it, ‖f(x)‖ and α‖f(x)‖ 
   expect(texts("output-label")).toEqual(["o = Σ α·v →"]);
   const rasters = scene.items.filter((i) => i.type === "raster");
   expect(rasters).toHaveLength(6); // q, k, q × k, v, α·v, o
-  expect(rasters[5].y - rasters[4].y).toBe(2 * 20); // α·v's 2 key rows, then o
+  expect(rasters[4].y - rasters[5].y).toBe(20); // o in q's row, above α·v's first key row
+  expect(rasters[5].y).toBe(rasters[0].y);
   // Without values (cross-attention): the view stops at the softmax.
   const before = { ...data, values: null, weighted: null, output: null, norms: null, weightedNorms: null };
   view.update({ tokens: ["a", "b"], nHeads: 1, head: 0, query: 0, message: "", data: before });

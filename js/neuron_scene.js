@@ -1,7 +1,7 @@
 // The neuron view's layout, shared by the screen's table (neuron_view.js) and its images
 // (neuronScene): which columns it has, their titles, widths and colour scales. Rows are key
-// tokens j; row 0 holds q beside the key column, and, past the softmax, a last row holds the
-// head's output o = Σ_j α_j v_j under the α·v column. Blue is negative, orange positive,
+// tokens j; row 0, the query's, holds q in the key column and, past the softmax, the head's
+// output o = Σ_j α_j v_j in the α·v column (at the top: in view with any number of keys). Blue is negative, orange positive,
 // intensity the magnitude relative to the column's largest (as BertViz's neuron view).
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene } from "./legend.js";
 import { createScene } from "./scene.js";
@@ -56,7 +56,7 @@ export const softmaxTitle = (data) => (data.sinkShare > 0 ? `softmax α (sink ${
  */
 export function neuronColumns(data) {
   const past = hasValues(data);
-  const w = past ? cellWidth(data.d, 160, 1) : cellWidth(data.d);
+  const w = past ? cellWidth(data.d, 150, 1) : cellWidth(data.d);
   /** @type {(key: string, title: string) => NeuronColumn} */
   const matrix = (key, title) => ({ key, title, kind: "matrix", width: data.d * w });
   /** @type {NeuronColumn[]} */
@@ -117,8 +117,8 @@ function firstKeys(state, max) {
 
 /**
  * The computation as an image, in the screen's rows: a title row, the row of q (beside "q →"),
- * then one row per key token j, where query token j stands too (as in the view's table), and,
- * past the softmax, the row of o under α·v.
+ * then one row per key token j, where query token j stands too (as in the view's table); o sits
+ * in q's row, in the α·v column.
  */
 export function neuronScene(fullState, { title = "", maxTokens = Infinity } = {}) {
   const state = firstKeys(fullState, maxTokens);
@@ -134,7 +134,7 @@ export function neuronScene(fullState, { title = "", maxTokens = Infinity } = {}
   let x = leftWidth;
   const at = new Map(columns.map((c) => { const here = x; x += c.width + GAP; return [c.key, { ...c, x: here }]; }));
   const xTokens = x;
-  const rows = Math.max(state.tokens.length, n) + 1 + (past ? 1 : 0);
+  const rows = Math.max(state.tokens.length, n) + 1;
   const bars = neuronBars(data);
   const width = Math.max(xTokens + Math.max(40, ...keyTokens.map((t) => textWidth(t))) + 8, 6 + bars.length * (BAR_WIDTH + 16));
   const s = createScene(width, top + rows * ROW_HEIGHT + 16 + BAR_HEIGHT);
@@ -163,8 +163,9 @@ export function neuronScene(fullState, { title = "", maxTokens = Infinity } = {}
   for (const c of at.values()) if (c.kind === "matrix") matrix(data[c.key], n, c, 1);
   if (past) {
     const o = at.get("weighted");
-    matrix(data.output, 1, o, n + 1);
-    s.text(o.x - 6, rowY(n + 1), "o = Σ α·v →", { anchor: "end", size: 11, role: "output-label" });
+    // o in the query's row, beside q: in view however many keys there are.
+    matrix(data.output, 1, o, 0);
+    s.text(o.x - 6, rowY(0), "o = Σ α·v →", { anchor: "end", size: 11, role: "output-label" });
   }
   const scoreScale = maxAbs(data.scores);
   for (const c of at.values()) {

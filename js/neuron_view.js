@@ -1,7 +1,7 @@
 // The neuron view: how one query token's attention is computed, for a layer and head, and what
 // it carries past the softmax (issue 47). Rows are key tokens j: the key vector k_j, the
 // element-wise product q × k_j, the scaled dot product q·k_j, the softmax α_j; then the value
-// vector v_j, α_j·v_j (and under them the head's output o = Σ_j α_j v_j), ‖f(x_j)‖ and α_j‖f(x_j)‖.
+// vector v_j, α_j·v_j (and above, in q's row, the head's output o = Σ_j α_j v_j), ‖f(x_j)‖ and α_j‖f(x_j)‖.
 // The numbers come from neuron_maths.js; the columns, their titles and scales from neuron_scene.js,
 // which draws the same layout as an image.
 import { el, sizeCanvas, tokenText } from "./dom.js";
@@ -66,8 +66,7 @@ export function createNeuronView(container, callbacks = {}) {
   headSelect.addEventListener("change", () => callbacks.onHead?.(Number(headSelect.value)));
   let state = null;
 
-  // Each column: a title row, a row beside q (q itself in the key column), one row per key token
-  // and, under v and α·v, the row of o. Rebuilt only when the columns change (values arrive, d,
+  // Each column: a title row, the query's row (q, o and o's label, else empty), one row per key. Rebuilt only when the columns change (values arrive, d,
   // the number of keys); another query rewrites their numbers and pixels in place.
   function buildColumns(data, n) {
     numberColumns.replaceChildren();
@@ -78,7 +77,10 @@ export function createNeuronView(container, callbacks = {}) {
       col.style.minWidth = `${spec.width}px`;
       const title = el("div", "attnscope-neuron-title", col);
       const column = { spec, title };
+      // The query's row: q in the key column, o in the α·v column (its label in v's).
       if (spec.key === "keys") column.query = el("canvas", "attnscope-neuron-q", col);
+      else if (spec.key === "weighted") column.output = el("canvas", "attnscope-neuron-output", col);
+      else if (spec.key === "values") el("div", "attnscope-neuron-title attnscope-neuron-output-label", col).textContent = "o = Σ α·v →";
       else el("div", "attnscope-neuron-spacer", col);
       if (spec.kind === "matrix") column.canvas = el("canvas", `attnscope-neuron-${spec.key}`, col);
       else column.rows = Array.from({ length: n }, () => {
@@ -86,8 +88,6 @@ export function createNeuronView(container, callbacks = {}) {
         if (spec.kind === "bars") el("span", "attnscope-softmax-bar", row);
         return el("span", "", row);
       });
-      if (spec.key === "values") el("div", "attnscope-neuron-title attnscope-neuron-output-label", col).textContent = "o = Σ α·v →";
-      if (spec.key === "weighted") column.output = el("canvas", "attnscope-neuron-output", col);
       return column;
     });
   }
