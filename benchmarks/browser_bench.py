@@ -22,9 +22,7 @@ from chromium import CHROMIUM_ARGS
 from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
-from attnscope.serialize import encode_float16
-from attnscope.widget.neuron_numbers import neuron_slice
-from attnscope.widget.payloads import layer_payload
+from attnscope.widget.payloads import layer_payload, neuron_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,8 +115,7 @@ def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
 
     def time_neuron():
         start = time.perf_counter()
-        piece = neuron_slice(result, 1, 3, n_tokens // 2)
-        [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
+        neuron_payload(result, 1, 3, n_tokens // 2)
         return (time.perf_counter() - start) * 1000
 
     kernel_layer_ms = median_ms(time_payload, repeats)
@@ -183,13 +180,9 @@ def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
             neuron_ms = []
             for i in range(repeats + 1):
                 request = page.evaluate(f"{neuron_requests}.at(-1)")
-                piece = neuron_slice(result, request["layer"], request["head"], request["query"])
-                payloads = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
-                content = {"kind": "reply", "type": "neuron", "id": request["id"], "result_id": 0, "layer": request["layer"],
-                           "head": request["head"], "query": request["query"], "d": int(piece.query.shape[0]),
-                           "n_tokens": n_tokens, "shapes": [pl["shape"] for pl in payloads]}
-                ms = page.evaluate(EMIT_AND_TIME, {"kind": "custom", "content": content,
-                                                   "b64s": b64([pl["data"] for pl in payloads]), "paths": []})
+                answer, buffers = neuron_payload(result, request["layer"], request["head"], request["query"])
+                content = {"kind": "reply", "type": "neuron", "id": request["id"], "result_id": 0, **answer}
+                ms = page.evaluate(EMIT_AND_TIME, {"kind": "custom", "content": content, "b64s": b64(buffers), "paths": []})
                 if i > 0:  # the first answer also builds the view; switches are what is timed
                     neuron_ms.append(ms)
                 page.evaluate(f"document.querySelector(\".attnscope-neuron-queries .attnscope-token[data-index='{(i * 37 + 5) % n_tokens}']\").click()")

@@ -106,3 +106,41 @@ it("keeps its rows of numbers from query to query and rewrites them", () => {
   view.update({ tokens: ["a", "b", "c"], nHeads: 1, head: 0, query: 0, message: "", data: data([0.2, 0.3, 0.5], [0, 0, 1]) });
   expect(rows()).toHaveLength(6);
 });
+
+// Past the softmax (issue 47): numbers as neuron_maths.js gives them, for 2 keys of d = 2.
+it("draws v, α·v with the head's output in the query's row, ‖f(x)‖ and α‖f(x)‖ after the softmax", async () => {
+  const { neuronMaths } = await import("./neuron_maths.js");
+  const { neuronScene } = await import("./neuron_view.js");
+  const inputs = { query: [1, 0], keys: [2, 0, 0, 1], d: 2, queryIndex: 0, scaling: 1, values: [1, -1, 0.5, 2], norms: [3, 0.5] };
+  const data = { d: 2, ...inputs, query: Float32Array.from(inputs.query), keys: Float32Array.from(inputs.keys),
+    values: Float32Array.from(inputs.values), norms: Float32Array.from(inputs.norms), ...neuronMaths(inputs) };
+  const container = document.createElement("div");
+  const view = createNeuronView(container);
+  view.update({ tokens: ["a", "b"], nHeads: 1, head: 0, query: 0, message: "", data });
+  const titles = [...container.querySelectorAll(".attnscope-neuron-title")].map((t) => t.textContent);
+  expect(titles).toEqual(expect.arrayContaining(["v (the head's values)", "α·v", "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖", "o = Σ α·v →"]));
+  const column = (name) => [...container.querySelectorAll(`.attnscope-neuron-${name} .attnscope-neuron-number`)].map((n) => n.textContent);
+  const [a0, a1] = data.softmax;
+  expect(column("norms")).toEqual(["3.00", "0.50"]);
+  expect(column("weighted-norms")).toEqual([(3 * a0).toFixed(3), (0.5 * a1).toFixed(3)]);
+  expect(container.querySelector("canvas.attnscope-neuron-weighted").dataset.rows).toBe("2");
+  const output = container.querySelector("canvas.attnscope-neuron-output");
+  expect(output.title).toBe(`o = Σ_j α_j v_j: ${(a0 + 0.5 * a1).toFixed(3)}, ${(-a0 + 2 * a1).toFixed(3)}`);
+  expect(container.querySelector(".attnscope-neuron-past").hidden).toBe(false);
+  // The image has the same columns and the row of o under α·v.
+  const scene = neuronScene({ tokens: ["a", "b"], head: 0, query: 0, data });
+  const texts = (role) => scene.items.filter((i) => i.role === role).map((i) => i.text);
+  expect(texts("column-title")).toEqual(["q, k (d = 2)", "q × k", "q·k / √d", "softmax α", "v (the head's values)", "α·v",
+    "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖"]);
+  expect(texts("norms")).toEqual(["3.00", "0.50"]);
+  expect(texts("output-label")).toEqual(["o = Σ α·v →"]);
+  const rasters = scene.items.filter((i) => i.type === "raster");
+  expect(rasters).toHaveLength(6); // q, k, q × k, v, α·v, o
+  expect(rasters[4].y - rasters[5].y).toBe(20); // o in q's row, above α·v's first key row
+  expect(rasters[5].y).toBe(rasters[0].y);
+  // Without values (cross-attention): the view stops at the softmax.
+  const before = { ...data, values: null, weighted: null, output: null, norms: null, weightedNorms: null };
+  view.update({ tokens: ["a", "b"], nHeads: 1, head: 0, query: 0, message: "", data: before });
+  expect(container.querySelector(".attnscope-neuron-norms")).toBeNull();
+  expect(container.querySelector(".attnscope-neuron-past").hidden).toBe(true);
+});

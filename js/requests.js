@@ -3,6 +3,7 @@
 // view's tiles. An answer is filed under what the kernel says it answers (run, layer, ...), so an
 // answer for an older run or selection is never shown as current.
 import { decodeArray } from "./codec.js";
+import { neuronMaths } from "./neuron_maths.js";
 
 /**
  * A cache of answers by key: ask(key, type, params, file) returns the answer filed under key,
@@ -36,11 +37,17 @@ export function createRequestCache(channel, onAnswer, { limit = 64 } = {}) {
   };
 }
 
-/** A "neuron" answer's five float16 buffers as the view's numbers. */
+/**
+ * A "neuron" answer (the kernel's, or a saved page's: the same bytes) as the view's numbers: its
+ * float16 inputs, named in msg.inputs, decoded, and what neuron_maths.js computes from them.
+ */
 export function neuronNumbers(msg, buffers) {
-  const [query, keys, products, scores, softmax] = msg.shapes.map((shape, i) =>
-    decodeArray({ data: buffers[i], dtype: "float16", shape }).values);
-  return { query, keys, products, scores, softmax, d: msg.d, scoreLabel: msg.score_label };
+  const inputs = Object.fromEntries((msg.inputs ?? []).map((name, i) =>
+    [name, decodeArray({ data: buffers[i], dtype: "float16", shape: msg.shapes[i] }).values]));
+  const { query, keys, values = null, norms = null, bias = null } = inputs;
+  const results = neuronMaths({ query, keys, values, norms, bias, d: msg.d, queryIndex: msg.query, scaling: msg.scaling,
+    causal: msg.causal, sink: msg.sink });
+  return { query, keys, values, norms, ...results, d: msg.d, scoreLabel: msg.score_label };
 }
 
 /** A long request's answer (rows, a tile, a window): its content with the float32 values decoded. */

@@ -164,11 +164,11 @@ describe("createLongRequests().refined", () => {
 });
 
 describe("createNeuronRequests", () => {
-  // One query's numbers as the kernel answers them (five float16 buffers), for model `shown`.
+  // One query's inputs as the kernel answers them (float16 buffers), for model `shown`.
   const numbers = (shown, value) => ({
     content: { layer: 1, head: 0, query: 2, d: 1, n_tokens: 1, n_queries: 3, part: "", shown, result_id: 4,
-      shapes: [[1], [1, 1], [1, 1], [1], [1]] },
-    buffers: Array.from({ length: 5 }, () => new DataView(new Uint16Array([value]).buffer)),
+      scaling: 1, causal: false, sink: null, inputs: ["query", "keys", "values", "norms"], shapes: [[1], [1, 1], [1, 1], [1]] },
+    buffers: Array.from({ length: 4 }, () => new DataView(new Uint16Array([value]).buffer)),
   });
 
   it("files each compared model's numbers apart: switching models asks again", async () => {

@@ -2,7 +2,6 @@
 // DOM: the saved page's static model (standalone.js) and the kernel's picture of a view
 // (picture.js) both use these.
 import { base64Decode } from "./base64.js";
-import { halfToFloat } from "./codec.js";
 
 // A saved page (a file, the iframe of a slide) is a copy of the widget with no model to rerun:
 // what needs the model is said to need the live widget, never a kernel (one may well be running
@@ -27,60 +26,39 @@ export function withBuffers(json, buffers, bytesOf = base64Decode, { copy = true
   return value;
 }
 
-function floatToHalf(value) {
-  const f32 = new Float32Array([value]);
-  const x = new Uint32Array(f32.buffer)[0];
-  const sign = (x >>> 16) & 0x8000;
-  const exp = ((x >>> 23) & 0xff) - 127 + 15;
-  const mant = x & 0x7fffff;
-  if (((x >>> 23) & 0xff) === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  if (exp >= 0x1f) return sign | 0x7c00;
-  if (exp <= 0) return exp < -10 ? sign : sign | ((mant | 0x800000) >> (1 - exp + 13));
-  return sign | (exp << 10) | (mant >> 13);
-}
-
-function toHalfView(values) {
-  const words = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i++) words[i] = floatToHalf(values[i]);
-  return new DataView(words.buffer);
-}
-
 /**
- * The kernel's answer to a "neuron" request (payloads.neuron_payload), computed from the stored
- * float16 queries and keys of the saved layers: {content, buffers} or {error}.
+ * The kernel's answer to a "neuron" request (payloads.neuron_payload), cut from what the page
+ * stores (payloads.neuron_store): the same float16 bytes of the same inputs, in the same order
+ * (payloads.NEURON_INPUTS), so the numbers neuron_maths.js computes from them are the live ones.
+ * {content, buffers} or {error}.
  */
 export function neuronAnswer(store, request, state) {
   const { layer, head, query } = request;
   const slot = store.layers.indexOf(layer);
   if (slot < 0) return { error: `Layer ${layer} is not in this saved page (it holds layers ${store.layers.join(", ")}).` };
   const [, nHeads, nQueries, d] = store.queries.shape;
-  const n = store.keys.shape[2]; // cross-attention: the keys are the encoder's tokens
+  const [, nKeyHeads, n] = store.keys.shape; // cross-attention: the keys are the encoder's tokens
   if (!(head >= 0 && head < nHeads)) return { error: `head=${head} is out of range 0..${nHeads - 1}.` };
   if (!(query >= 0 && query < nQueries)) return { error: `query_index=${query} is out of range 0..${nQueries - 1}.` };
-  const at = (view, count, t, k) => halfToFloat(view.getUint16(2 * (((slot * nHeads + head) * count + t) * d + k), true));
-  const q = Float32Array.from({ length: d }, (_, k) => at(store.queries.data, nQueries, query, k));
-  const keys = new Float32Array(n * d);
-  const products = new Float32Array(n * d);
-  const scores = new Float32Array(n);
-  for (let j = 0; j < n; j++) {
-    let dot = 0;
-    for (let k = 0; k < d; k++) {
-      const kv = at(store.keys.data, n, j, k);
-      keys[j * d + k] = kv;
-      products[j * d + k] = kv * q[k];
-      dot += kv * q[k];
-    }
-    const bias = store.bias ? halfToFloat(store.bias.data.getUint16(2 * (((slot * nHeads + head) * nQueries + query) * n + j), true)) : 0;
-    scores[j] = store.causal && j > query ? -Infinity : dot * store.scaling[layer] + bias;
-  }
-  const max = Math.max(...scores);
-  const exps = scores.map((s) => Math.exp(s - max));
-  const total = exps.reduce((a, b) => a + b, 0);
-  const softmax = exps.map((e) => e / total);
+  const keyHead = Math.floor(head / (store.key_group ?? 1)); // grouped-query: the key-value head h reads
+  // Each input: [stored part, offset of its first float16, count, shape].
+  const parts = {
+    query: [store.queries, ((slot * nHeads + head) * nQueries + query) * d, d, [d]],
+    keys: [store.keys, (slot * nKeyHeads + keyHead) * n * d, n * d, [n, d]],
+    bias: [store.bias, ((slot * nHeads + head) * nQueries + query) * n, n, [n]],
+    values: [store.values, (slot * nKeyHeads + keyHead) * n * d, n * d, [n, d]],
+    norms: [store.norms, (slot * nHeads + head) * n, n, [n]],
+  };
+  const inputs = ["query", "keys", "bias", "values", "norms"].filter((name) => parts[name][0]);
+  const cut = ([part, start, count]) => {
+    const at = part.data.byteOffset + 2 * start;
+    return new DataView(part.data.buffer.slice(at, at + 2 * count));
+  };
   return {
-    content: { layer, head, query, d, n_tokens: n, n_queries: store.n_queries, part: store.part,
-      shown: state.compared_model ? state.compare_shown : "", result_id: state.result_id, score_label: store.score_labels[String(layer)], shapes: [[d], [n, d], [n, d], [n], [n]] },
-    buffers: [q, keys, products, scores, softmax].map(toHalfView),
+    content: { layer, head, query, d, n_tokens: n, score_label: store.score_labels[String(layer)], scaling: store.scaling[layer],
+      causal: store.causal, sink: null, inputs, shapes: inputs.map((name) => parts[name][3]),
+      n_queries: store.n_queries, part: store.part, shown: state.compared_model ? state.compare_shown : "", result_id: state.result_id },
+    buffers: inputs.map((name) => cut(parts[name])),
   };
 }
 

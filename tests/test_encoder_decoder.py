@@ -4,11 +4,12 @@ import pytest
 import torch
 import transformers
 from test_engine import VOCAB
+from test_neuron import maths as neuron_maths_of
 
 import attnscope
 from attnscope import InputError
 from attnscope.serialize import decode
-from attnscope.widget.neuron_numbers import neuron_slice
+from attnscope.widget.neuron_numbers import neuron_inputs
 
 SOURCE = "The quick brown fox jumps."
 TARGET = "Der schnelle braune Fuchs springt."
@@ -74,9 +75,11 @@ def test_decoder_reads_its_start_token_then_the_target(bart):
 
 def test_neuron_slice_of_cross_attention_uses_encoder_keys(bart):
     cross = bart.run(SOURCE, TARGET).parts["cross"]
-    piece = neuron_slice(cross, layer=1, head=2, query_index=3)
+    piece = neuron_inputs(cross, layer=1, head=2, query_index=3)
     assert piece.keys.shape == (len(cross.key_tokens), 8)
-    assert torch.allclose(piece.softmax, cross.attention[1, 2, 3], atol=1e-5)
+    assert torch.equal(piece.keys, cross.keys[1, 2])
+    _, numbers = neuron_maths_of(cross, 1, 2, 3)
+    assert torch.allclose(numbers["softmax"], cross.attention[1, 2, 3].double(), atol=1e-5)
 
 
 def test_widget_switches_parts_and_keeps_what_it_can(bart):
@@ -115,7 +118,8 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 7, "layer": 0, "head": 1, "query": 2}, [])
     reply, buffers = sent[0]
     assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
-    assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == 5
+    assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == len(reply["inputs"])
+    assert reply["inputs"] == ["query", "keys"]  # cross-attention's values are not captured: no value columns
 
 
 def t5_model():
@@ -158,8 +162,8 @@ def test_neuron_view_opens_on_a_token_of_the_text_in_every_part(family, bert_tok
         assert part.score_bias is not None and part.scaling == [1.0] * part.attention.shape[0]
         assert (part.attention_from_qk() - part.attention).abs().max() <= 1e-4, name
     encoder = result.parts["encoder"]
-    piece = neuron_slice(encoder, layer=0, head=1, query_index=2)
-    assert torch.allclose(piece.softmax, encoder.attention[0, 1, 2], atol=1e-4)
+    _, numbers = neuron_maths_of(encoder, 0, 1, 2)  # the bias row goes into the scores
+    assert torch.allclose(numbers["softmax"], encoder.attention[0, 1, 2].double(), atol=1e-4)
     encoder.score_bias = None  # without the bias the check fails
     assert (encoder.attention_from_qk() - encoder.attention).abs().max() > 1e-3
 

@@ -208,9 +208,11 @@ def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
     assert (content["kind"], content["type"], content["id"]) == ("reply", "neuron", 3)
     assert (content["layer"], content["head"], content["query"]) == (4, 7, 2)
     assert (content["d"], content["n_tokens"]) == (d, n)
-    assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n, 2 * n]
-    softmax = torch.frombuffer(bytearray(buffers[4]), dtype=torch.float16).float()
-    assert torch.allclose(softmax, widget.result.attention[4, 7, 2].cpu(), atol=1e-3)
+    # What js/neuron_maths.js computes from: q, keys, values, ‖f‖ (issue 47: past the softmax).
+    assert content["inputs"] == ["query", "keys", "values", "norms"] and not content["causal"]
+    assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n]
+    norms = torch.frombuffer(bytearray(buffers[3]), dtype=torch.float16).float()
+    assert torch.allclose(norms, widget.token_result.value_norms[4, 7].cpu(), rtol=1e-3)
     widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
     assert "head=99" in sent[-1][0]["error"]
 

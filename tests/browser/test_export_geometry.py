@@ -65,14 +65,12 @@ def test_neuron_view_svg_rows_are_the_screens_rows(page):
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
     rng = np.random.default_rng(1)
     d, n = 8, len(TOKENS)
-    q, keys = rng.normal(size=d), rng.normal(size=(n, d))
-    scores = keys @ q / np.sqrt(d)
-    softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    arrays = [half_words(a) for a in (q, keys, keys * q, scores, softmax)]
+    arrays = [half_words(a) for a in (rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=(n, d)), 1 + rng.random(n))]
     page.evaluate(
         """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
             h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 2, d, n_tokens: n,
-                                shapes: [[d], [n, d], [n, d], [n], [n]]}, h.halfBuffers(arrays)); }""",
+                                scaling: 1 / Math.sqrt(d), causal: false, sink: null, inputs: ["query", "keys", "values", "norms"],
+                                shapes: [[d], [n, d], [n, d], [n]]}, h.halfBuffers(arrays)); }""",
         [request["id"], arrays, d, n],
     )
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
@@ -82,7 +80,11 @@ def test_neuron_view_svg_rows_are_the_screens_rows(page):
     image_keys, image_queries = page.evaluate(SVG, [svg, "key-token"]), page.evaluate(SVG, [svg, "query-token"])
     assert [t for t, _ in image_queries] == [t for t, _ in screen_queries] == TOKENS
     # Every label relative to the first key token: query token j beside key row j, on both.
-    for image, screen in ((image_keys, screen_keys), (image_queries, screen_queries)):
+    # Past the softmax: the ‖f(x)‖ numbers in the key rows too.
+    screen_norms = page.evaluate(SCREEN, ".attnscope-neuron-norms .attnscope-neuron-number span:last-child")
+    image_norms = page.evaluate(SVG, [svg, "norms"])
+    assert [t for t, _ in image_norms] == [t for t, _ in screen_norms] and len(image_norms) == len(TOKENS)
+    for image, screen in ((image_keys, screen_keys), (image_queries, screen_queries), (image_norms, screen_norms)):
         got, want = relative(image, image_keys[0][1]), relative(screen, screen_keys[0][1])
         assert all(abs(a[1] - b[1]) <= 1.5 for a, b in zip(got, want)), (got, want)
     assert not page.problems, page.problems

@@ -261,22 +261,29 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
 
     rng = np.random.default_rng(0)
     d, n = 8, len(TOKENS)
-    q = rng.normal(size=d)
-    keys = rng.normal(size=(n, d))
+    # The kernel's answer: the inputs of js/neuron_maths.js as float16 (payloads.neuron_payload).
+    q, keys, values, norms = (np.float16(a).astype(float) for a in
+                              (rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=(n, d)), 1 + rng.random(n)))
     scores = keys @ q / np.sqrt(d)
     softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    arrays = [half_words(a) for a in (q, keys * q, keys * q, scores, softmax)]
-    arrays[1] = half_words(keys)
+    arrays = [half_words(a) for a in (q, keys, values, norms)]
     page.evaluate(
         """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
             h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 0, d, n_tokens: n,
-                                shapes: [[d], [n, d], [n, d], [n], [n]]}, h.halfBuffers(arrays)); }""",
+                                scaling: 1 / Math.sqrt(d), causal: false, sink: null, inputs: ["query", "keys", "values", "norms"],
+                                shapes: [[d], [n, d], [n, d], [n]]}, h.halfBuffers(arrays)); }""",
         [request["id"], arrays, d, n],
     )
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
-    shown = page.eval_on_selector_all(".attnscope-neuron-numbers .attnscope-neuron-number", "ns => ns.map(n => n.textContent)")
-    assert shown[:n] == [f"{float(np.float16(s)):.2f}" for s in scores]
-    assert shown[n:] == [f"{float(np.float16(p)):.3f}" for p in softmax]
+    numbers = lambda name: page.eval_on_selector_all(
+        f".attnscope-neuron-{name} .attnscope-neuron-number", "ns => ns.map(n => n.textContent.trim())")
+    assert numbers("scores") == [f"{s:.2f}" for s in scores]
+    assert numbers("softmax") == [f"{p:.3f}" if p >= 1e-3 else f"{p:.2g}" for p in softmax]
+    # Past the softmax (issue 47): ‖f(x)‖, α‖f(x)‖ and o = Σ α v, in the query's row.
+    assert numbers("norms") == [f"{v:.2f}" for v in norms]
+    assert numbers("weighted-norms") == [f"{v:.3f}" if v >= 1e-3 else f"{v:.2g}" for v in softmax * norms]
+    output = page.get_attribute("canvas.attnscope-neuron-output", "title")
+    assert output == "o = Σ_j α_j v_j: " + ", ".join(f"{v:.3f}" for v in softmax @ values)
     # Choosing another query token asks for that query only.
     page.click(".attnscope-neuron-queries .attnscope-token[data-index='2']")
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request').query === 2")

@@ -18,7 +18,6 @@ from test_head_view_browser import BUNDLE
 
 import attnscope
 from attnscope.widget.contract import contract_traits
-from attnscope.widget.neuron_numbers import neuron_slice
 from attnscope.widget.payloads import window_around
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
@@ -217,8 +216,51 @@ def test_encoder_decoder_part_and_t5_score_label(live_and_saved, bert_tokenizer)
     softmax = saved.eval_on_selector_all(
         ".attnscope-neuron-softmax .attnscope-neuron-number", "ns => ns.map(n => Number(n.textContent.trim().split(/\\s+/).pop()))"
     )
-    expected = neuron_slice(widget.token_result, 2, 2, 1).softmax.tolist()
+    expected = widget.token_result.attention[2, 2, 1].tolist()
     assert max(abs(a - b) for a, b in zip(softmax, expected)) < 2e-3
+
+
+NEURON_READY = "document.querySelector('.attnscope-neuron-table:not([hidden])') !== null"
+NEURON_COLUMNS = """() => {
+  const numbers = (name) => [...document.querySelectorAll(`.attnscope-neuron-${name} .attnscope-neuron-number`)].map((n) => n.textContent.trim());
+  const canvas = (name) => document.querySelector(`canvas.attnscope-neuron-${name}`);
+  const table = document.querySelector('.attnscope-neuron-table');
+  return {
+    titles: [...document.querySelectorAll('.attnscope-neuron-title')].map((t) => t.textContent),
+    softmax: numbers('softmax'), norms: numbers('norms'), weightedNorms: numbers('weighted-norms'),
+    rows: ['values', 'weighted', 'output'].map((name) => canvas(name)?.dataset.rows ?? null),
+    output: canvas('output')?.title ?? null,
+    right: Math.max(table.getBoundingClientRect().right, document.documentElement.scrollWidth,
+      ...[...table.querySelectorAll('.attnscope-token-text')].map((n) => n.getBoundingClientRect().right)),
+  };
+}"""
+
+
+def test_neuron_view_past_the_softmax_saved_as_live(live_and_saved, default_model):
+    """Issue 47: after the softmax, v, α·v and the head's output o, ‖f(x)‖ and α‖f(x)‖; the saved page
+    computes them as the live view does (the same inputs, the same maths: js/neuron_maths.js), for
+    30+ tokens in a 1,400-pixel-wide window."""
+    text = ("The zookeeper fed the hungry lions before the storm arrived, and then she walked home "
+            "through the quiet park while the rain kept falling on the old city.")
+    widget = attnscope.AttentionWidget(text, model=default_model, view="neuron", layer=3)
+    widget.neuron_head, widget.neuron_query = 5, 7
+    n = len(widget.tokens)
+    assert n > 30
+    live, saved = live_and_saved(widget, NEURON_READY, kernel_answers=True)
+    same_view(live, saved)
+    shown = saved.evaluate(NEURON_COLUMNS)
+    assert live.evaluate(NEURON_COLUMNS) == shown
+    assert {"v (the head's values)", "α·v", "o = Σ α·v →", "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖"} <= set(shown["titles"])
+    assert shown["rows"] == [str(n), str(n), "1"]
+    assert shown["right"] <= 1400, "the table fits a 1,400-pixel window"
+    result = widget.token_result
+    norms, alpha = result.value_norms[3, 5], result.attention[3, 5, 7]
+    # float16 inputs: ‖f‖ within float16's rounding; α‖f‖ and o within that and the softmax's.
+    assert all(abs(float(a) - b) <= 1e-3 * b + 6e-3 for a, b in zip(shown["norms"], norms.tolist()))
+    assert all(abs(float(a) - b) <= 2e-3 * b + 2e-3 for a, b in zip(shown["weightedNorms"], (alpha * norms).tolist()))
+    o = (alpha[:, None] * result.values[3, 5]).sum(0)
+    drawn = [float(v) for v in shown["output"].split(": ")[1].split(", ")]
+    assert max(abs(a - b) for a, b in zip(drawn, o.tolist())) <= 1e-2 * float(o.abs().max()) + 1e-3
 
 
 def test_a_long_runs_head_view_shows_the_same_window_saved_as_live(live_and_saved, monkeypatch):

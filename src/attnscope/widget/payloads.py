@@ -33,7 +33,7 @@ from ..engine.weighing import WEIGHT_SYMBOL, weighed
 from ..errors import InputError
 from ..labels import head_label, head_name
 from ..serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
-from .neuron_numbers import neuron_slice
+from .neuron_numbers import neuron_inputs, repeated_group
 from .views import VIEW
 
 
@@ -142,27 +142,43 @@ def score_label(result: AttentionResult, layer: int) -> str:
     return f"{scaled} + position bias" if result.score_bias is not None else scaled
 
 
+# The inputs of the neuron maths (js/neuron_maths.js), in the order an answer's buffers carry them.
+NEURON_INPUTS = ("query", "keys", "bias", "values", "norms")
+
+
 def neuron_payload(token_result: AttentionResult, layer: int, head: int, query: int) -> tuple[dict, list[bytes]]:
-    """The neuron view's numbers for one query: q (d), keys (T×d), q×k (T×d), scores (T) and
-    softmax (T) as float16 buffers, with what they are (the reply of a "neuron" request)."""
-    piece = neuron_slice(token_result, layer, head, query)
-    encoded = [encode_float16(t) for t in (piece.query, piece.keys, piece.products, piece.scores, piece.softmax)]
+    """The reply of a "neuron" request: what js/neuron_maths.js computes one query's numbers from,
+    as float16 buffers named in `inputs` with their `shapes` (q: d; keys, values: Tk × d; bias,
+    norms: Tk; bias only with a position bias, values and norms only where a run captured them),
+    and how scores are made (scaling, causal, sink, score_label). A saved page's answer
+    (js/saved.js neuronAnswer) is the same bytes, cut from neuron_store's."""
+    piece = neuron_inputs(token_result, layer, head, query)
+    encoded = {name: encode_float16(getattr(piece, name)) for name in NEURON_INPUTS if getattr(piece, name) is not None}
     content = {"layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
                "n_tokens": int(piece.keys.shape[0]), "score_label": score_label(token_result, layer),
-               "shapes": [e["shape"] for e in encoded]}
-    return content, [e["data"] for e in encoded]
+               "scaling": piece.scaling, "causal": piece.causal, "sink": piece.sink,
+               "inputs": list(encoded), "shapes": [e["shape"] for e in encoded.values()]}
+    return content, [e["data"] for e in encoded.values()]
 
 
 def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict | None:
-    """The queries and keys of `layers` (float16) and how scores are made, from which a saved page
-    answers "neuron" requests as the kernel would (js/standalone.js)."""
+    """What a saved page answers "neuron" requests from as the kernel would (js/saved.js), for
+    `layers` (float16): queries (layers × heads × Tq × d), keys and values (layers × key-value heads
+    × Tk × d: a head that grouped-query heads share is stored once, `key_group` query heads reading
+    each), ‖f_h(x_j)‖ (layers × heads × Tk), T5's position bias (layers × heads × Tq × Tk), and how
+    scores are made. Nothing of the maths' results: the page computes them as the live view does."""
     if token_result.queries is None or token_result.keys is None:
         return None
     layers = list(layers)
-    queries, keys = encode_float16(token_result.queries[layers]), encode_float16(token_result.keys[layers])
-    store = {"layers": layers, "queries": queries, "keys": keys, "causal": bool(token_result.causal),
-             "scaling": [float(s) for s in token_result.scaling],
+    keys = token_result.keys[layers]
+    values = token_result.values[layers] if token_result.values is not None else None
+    norms = token_result.value_norms[layers] if token_result.value_norms is not None and values is not None else None
+    group = repeated_group(*(t for t in (keys, values) if t is not None))
+    store = {"layers": layers, "queries": encode_float16(token_result.queries[layers]), "keys": encode_float16(keys[:, ::group]),
+             "key_group": group, "causal": bool(token_result.causal), "scaling": [float(s) for s in token_result.scaling],
              "score_labels": {str(layer): score_label(token_result, layer) for layer in layers}}
+    if values is not None:
+        store.update(values=encode_float16(values[:, ::group]), norms=encode_float16(norms))
     if token_result.score_bias is not None:  # T5's position bias, added to every score
         store["bias"] = encode_float16(token_result.score_bias[layers])
     return store
