@@ -172,7 +172,10 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
         terms = _scaled_terms(scaled, rows[..., :n_keys], start)  # K × r × W
         target = scaled.target[start:end]
         distance = torch.linalg.vector_norm(terms.sub_(target), 1, -1)  # K × r: ‖σy_i − σL_i(T_i(x_j))‖₁, in place
-        proximity = (target.abs().sum(-1) - distance).clamp_min_(0).t()  # r × K
+        proximity = (torch.linalg.vector_norm(target, 1, -1) - distance).clamp_min_(0).t()  # r × K
+        if causal:  # a later key's term is 0, and its proximity 0 but for rounding: made exact
+            later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
+            proximity.masked_fill_(later, 0)
         out[start:end, :n_keys] = proximity / proximity.sum(-1, keepdim=True).clamp_min(torch.finfo(proximity.dtype).tiny)
     return out
 
