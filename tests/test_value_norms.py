@@ -6,37 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
+from small_models import FAMILIES, sharpened
 
 import attnscope
 from attnscope.engine import value_norms
 
-VOCAB = 30522
-SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
 TEXT = "The keeper fed the lion before the storm, and it slept."
-
-
-def _sharpened(model):
-    """Weights of about 0.2 (not the default 0.02, whose near-uniform attention hides a wrong key or
-    head) and non-zero biases (a fresh Qwen2's are zero: the value bias must be exercised)."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if parameter.dim() == 2 and "embed" not in name:
-                parameter.normal_(0, 0.2)
-            elif name.endswith("bias"):
-                parameter.normal_(0, 0.1)
-    return model.eval()
-
-
-FAMILIES = {
-    "bert (the embedded MiniLM)": None,
-    "llama (grouped-query)": lambda: transformers.LlamaModel(transformers.LlamaConfig(vocab_size=VOCAB, num_key_value_heads=2, **SMALL)),
-    "qwen2 (value biases, grouped-query)": lambda: transformers.Qwen2Model(
-        transformers.Qwen2Config(vocab_size=VOCAB, num_key_value_heads=2, **SMALL)),
-    "gpt2 (fused q|k|v, Conv1D)": lambda: transformers.GPT2Model(
-        transformers.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64)),
-}
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -45,7 +20,7 @@ def test_the_weighted_values_sum_to_the_attention_blocks_own_output(family, defa
         engine = default_model
     else:
         torch.manual_seed(0)
-        engine = attnscope.load(_sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
+        engine = attnscope.load(sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
     model = engine.model
     projections = [value_norms.output_projection(model, module) for module in engine.attention_modules]
     outputs = {}  # each layer's attention block output, as its own output projection gives it
@@ -72,7 +47,7 @@ def test_grouped_query_heads_read_their_key_value_heads_values(bert_tokenizer):
     """Query heads 0 and 1 share key-value head 0, heads 2 and 3 share head 1: their values are
     the same vectors, and their norms differ only through their own slice of W_O."""
     torch.manual_seed(0)
-    engine = attnscope.load(_sharpened(FAMILIES["llama (grouped-query)"]()), bert_tokenizer, device="cpu")
+    engine = attnscope.load(sharpened(FAMILIES["llama (grouped-query)"]()), bert_tokenizer, device="cpu")
     result = engine.run(TEXT)
     values = result.values[0]
     assert torch.equal(values[0], values[1]) and torch.equal(values[2], values[3]) and not torch.equal(values[1], values[2])
@@ -95,7 +70,7 @@ def test_a_long_run_keeps_the_same_norms_and_never_the_values(family, bert_token
     """On demand, the norms are taken where the attention function sees the values (key heads
     × T × d, never repeated per query head) and only heads × T floats are kept."""
     torch.manual_seed(0)
-    engine = attnscope.load(_sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
+    engine = attnscope.load(sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
     full = engine.run(TEXT, attention="full")
     long = engine.run(TEXT, attention="on_demand")
     assert long.value_norms.shape == full.value_norms.shape

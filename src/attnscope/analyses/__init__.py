@@ -6,6 +6,7 @@ makes its batches. The formulas are the pure functions of attnscope.engine.formu
 
 from .ablation import head_ablation
 from .comparison import attention_similarity, similarity_by_layer
+from .contributions import contributions
 from .coreference import coref_heads, read_conll2012
 from .corpus import documents
 from .head_finder import head_finder
@@ -23,7 +24,7 @@ from .value_flow import value_flow
 
 __all__ = [
     "attention_gradients", "attention_patterns", "attention_probes", "attention_similarity", "attention_sinks",
-    "behaviours", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_finder", "head_importance",
+    "behaviours", "contributions", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_finder", "head_importance",
     "head_roles", "head_stats", "knockout", "knockout_sweep",
     "patterns_by_layer", "pruning_curve", "read_conll2012", "read_conllu", "roles", "rollout",
     "similarity_by_layer", "syntax_heads", "value_flow",

@@ -314,9 +314,16 @@ def rollout(attention: torch.Tensor, residual: float = 0.5) -> torch.Tensor:
     eye = torch.eye(n, device=mixed.device)
     augmented = residual * eye + (1.0 - residual) * mixed
     augmented = augmented / augmented.sum(-1, keepdim=True)
-    rolled = [augmented[0]]
-    for layer in range(1, augmented.shape[0]):
-        rolled.append(augmented[layer] @ rolled[-1])
+    return rolled_out(augmented)
+
+
+def rolled_out(mixing: torch.Tensor) -> torch.Tensor:
+    """Per-layer mixing matrices (L × n × n, row i: what layer l's output i takes from each of its
+    inputs) rolled out through the layers: R_0 = M_0, R_l = M_l · R_{l−1} (L × n × n), entry l
+    what output i of layer l takes from each input token. Rollout's and ALTI's last step."""
+    rolled = [mixing[0]]
+    for layer in range(1, mixing.shape[0]):
+        rolled.append(mixing[layer] @ rolled[-1])
     return torch.stack(rolled)
 
 

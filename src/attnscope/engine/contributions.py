@@ -1,0 +1,284 @@
+"""ALTI, Aggregation of Layer-wise Token-to-token Interactions (Ferrando, Gállego & Costa-jussà
+2022, "Measuring the Mixing of Contextual Information in the Transformer"): how much each input
+token of an attention block makes each of its outputs, the residual and the normalisation included.
+
+One block's output for token i decomposes over its input tokens j (x: the residual stream entering
+the block, T × W):
+
+    z_i = Σ_j T_i(x_j) + b_O,    T_i(x_j) = Σ_h α_hij f_h(x_j) + δ_ij x_i
+
+with f_h(x_j) = (x̂_j W_V^h + b_V^h) W_O^h (value_norms.py; x̂ = x in BERT, the input norm's output in
+a pre-norm decoder). A post-LN block (BERT) then gives y_i = LN(z_i) = γ ⊙ (z_i − μ(z_i)) / σ(z_i) + β,
+and with its linear part at row i, L_i(v) = γ ⊙ (v − μ(v)) / σ(z_i) (σ of the whole row, fixed):
+
+    y_i = Σ_j L_i(T_i(x_j)) + L_i(b_O) + β.
+
+A pre-norm block (Llama, Qwen2, Mistral) ends at the residual sum: y_i = z_i and L_i is the
+identity; its input norm scales each x_j by its own RMS only, so it sits inside f_h(x_j), exactly.
+
+The contribution of j to i is the terms' L1 proximity to the output (the paper's eq. 9, 10):
+
+    c_ij = max(0, ‖y_i‖₁ − ‖y_i − L_i(T_i(x_j))‖₁),    C_ij = c_ij / Σ_k c_ik
+
+with y_i the block's real output, its biases included, as the authors' code compares
+(mt-upc/transformer-contributions); the rows are rolled out through the layers by products,
+R^0 = C^0, R^l = C^l R^(l−1) (analyses/contributions.py).
+
+What is approximated, as in the paper: the LayerNorm is linear only with σ(z_i) held fixed (it is
+the row's own); the bias L_i(b_O) + β is no token's; the feed-forward block (and a post-LN
+model's second LayerNorm) is left out: it acts on each token alone and mixes none.
+
+Cost: the terms T_i(x_j) are T × T × W for a layer (a 32-layer, 4,096-wide model at 1,000 tokens:
+16 GB a layer), and the L1 distance does not factor: they are made and reduced a block of query
+rows at a time, under terms_block_bytes. σ(z_i) multiplies row i's terms, target and
+‖y_i‖₁ alike, so it cancels in C: rows are compared at σ_i·y_i, a pass fewer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import InputError
+from . import value_norms
+from .exact_attention import block_bytes
+
+# Post-LN encoders whose attention block ends in BertSelfOutput (dense, then LayerNorm(· + x)).
+POST_NORM_TYPES = ("bert", "roberta")
+# Pre-norm decoders whose layer is x + o_proj(attention(input_layernorm(x))).
+PRE_NORM_TYPES = ("llama", "mistral", "qwen2")
+_VALUE_NAMES = ("value", "v_proj")
+# One block of terms (keys × rows × W float32) on the CPU: it is made, shifted and reduced in three
+# passes, so it should stay in the last-level cache (32 MiB here); 16 rows at 512 tokens on MiniLM.
+TERMS_BLOCK_BYTES = 12 * 2**20
+
+
+@dataclass
+class LinearNorm:
+    """A post-LN block's LayerNorm: γ, β (W each) and ε."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    eps: float
+
+    def sigma(self, summed: torch.Tensor) -> torch.Tensor:
+        """σ(z_i) as LayerNorm takes it (biased variance, ε inside the root): T × 1."""
+        return (summed.var(-1, unbiased=False, keepdim=True) + self.eps).sqrt()
+
+    def centred(self, vectors: torch.Tensor) -> torch.Tensor:
+        """γ ⊙ (v − μ(v)) over the last axis: σ_i · L_i(v)."""
+        return (vectors - vectors.mean(-1, keepdim=True)) * self.weight
+
+
+@dataclass
+class BlockParts:
+    """What ALTI reads of one attention block over T tokens of model width W, on one device."""
+
+    inputs: torch.Tensor  # T × W: the residual stream x entering the block
+    head_vectors: torch.Tensor  # H × T × W: f_h(x_j)
+    summed: torch.Tensor  # T × W: z, the residual plus the output projection's output (its bias in)
+    output_bias: torch.Tensor | None  # W: b_O, no token's
+    norm: LinearNorm | None  # post-LN: the LayerNorm after the sum; pre-norm: None
+
+    def to(self, dtype: torch.dtype) -> BlockParts:
+        convert = lambda t: None if t is None else t.to(dtype)
+        norm = None if self.norm is None else LinearNorm(convert(self.norm.weight), convert(self.norm.bias), self.norm.eps)
+        return BlockParts(convert(self.inputs), convert(self.head_vectors), convert(self.summed),
+                          convert(self.output_bias), norm)
+
+    def output(self) -> torch.Tensor:
+        """y: T × W, the block's output (LN(z) post-LN, z pre-norm)."""
+        if self.norm is None:
+            return self.summed
+        return self.norm.centred(self.summed) / self.norm.sigma(self.summed) + self.norm.bias
+
+
+@dataclass
+class _Scaled:
+    """A block's parts at σ_i scale, the terms' layout ready for a batched product over keys."""
+
+    vectors: torch.Tensor  # T × H × W: σ-free γ-centred f_h(x_j) (f_h(x_j) itself pre-norm), key-major
+    residual: torch.Tensor  # T × W: likewise x_i
+    target: torch.Tensor  # T × W: σ_i · y_i
+    sigma: torch.Tensor  # T × 1 (ones pre-norm)
+
+
+def _scaled(parts: BlockParts) -> _Scaled:
+    if parts.norm is None:
+        ones = torch.ones(parts.summed.shape[0], 1, dtype=parts.summed.dtype, device=parts.summed.device)
+        return _Scaled(parts.head_vectors.transpose(0, 1).contiguous(), parts.inputs, parts.summed, ones)
+    norm = parts.norm
+    sigma = norm.sigma(parts.summed)
+    return _Scaled(norm.centred(parts.head_vectors).transpose(0, 1).contiguous(), norm.centred(parts.inputs),
+                   norm.centred(parts.summed) + sigma * norm.bias, sigma)
+
+
+def _scaled_terms(scaled: _Scaled, attention_rows: torch.Tensor, start: int) -> torch.Tensor:
+    """σ_i · L_i(T_i(x_j)) for rows i = start…start + r − 1 and keys j < K: K × r × W (key-major:
+    one batched product per key over the heads). attention_rows: H × r × K."""
+    n_keys = attention_rows.shape[-1]
+    # K × r × H, made contiguous: bmm on the permuted view was 3 to 4 times slower on the CPU.
+    weights = attention_rows.to(scaled.vectors.dtype).permute(2, 1, 0).contiguous()
+    terms = torch.bmm(weights, scaled.vectors[:n_keys])
+    rows = torch.arange(attention_rows.shape[1], device=terms.device)
+    terms[start + rows, rows] += scaled.residual[start : start + len(rows)]  # the residual: x_i is i's alone
+    return terms
+
+
+def normalised_terms(parts: BlockParts, attention_rows: torch.Tensor, start: int) -> torch.Tensor:
+    """L_i(T_i(x_j)) for rows i = start… (r of them) and every key j: r × K × W (attention_rows:
+    H × r × K). Summed over j with L_i(b_O) + β added, they are y_i (tests/test_contributions.py)."""
+    scaled = _scaled(parts)
+    terms = _scaled_terms(scaled, attention_rows, start).transpose(0, 1)
+    return terms / scaled.sigma[start : start + attention_rows.shape[1], :, None]
+
+
+def terms_block_bytes(device: torch.device) -> int:
+    """The budget of one block of terms: TERMS_BLOCK_BYTES on the CPU (a block reduced while it is
+    still in the cache), exact_attention.block_bytes on a GPU."""
+    return TERMS_BLOCK_BYTES if device.type == "cpu" else block_bytes(device)
+
+
+def rows_per_block(n_keys: int, width: int, budget: int) -> int:
+    """Query rows whose K × rows × W float32 terms stay under `budget` bytes."""
+    return max(1, budget // (4 * max(1, n_keys) * max(1, width)))
+
+
+def _split(blocks: Iterable[tuple[int, int, torch.Tensor]], step: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Blocks of attention rows (start, end, H × r × T) cut to at most `step` rows each."""
+    for start, end, block in blocks:
+        for at in range(start, end, step):
+            stop = min(end, at + step)
+            yield at, stop, block[:, at - start : stop - start]
+
+
+def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int, int, torch.Tensor]], *,
+                        causal: bool = False, budget: int | None = None) -> torch.Tensor:
+    """ALTI's C for one block: T × T (row i: how much each input token j makes output i; rows
+    sum to 1), float32 on the parts' device. attention_blocks: (start, end, H × (end − start) × T)
+    for every row, in any block sizes (a run's rows, or a long run's row_blocks); they are cut so
+    that one block's terms (keys × rows × W) stay under `budget` bytes (terms_block_bytes).
+    causal: key j > i gets nothing (its α is 0), so a block reads only the keys up to its last row."""
+    scaled = _scaled(parts)
+    n_tokens, width = parts.summed.shape
+    budget = terms_block_bytes(parts.summed.device) if budget is None else budget
+    out = torch.zeros(n_tokens, n_tokens, dtype=torch.float32, device=parts.summed.device)
+    for start, end, rows in _split(attention_blocks, rows_per_block(n_tokens, width, budget)):
+        n_keys = end if causal else n_tokens
+        terms = _scaled_terms(scaled, rows[..., :n_keys], start)  # K × r × W
+        target = scaled.target[start:end]
+        distance = torch.linalg.vector_norm(terms.sub_(target), 1, -1)  # K × r: ‖σy_i − σL_i(T_i(x_j))‖₁, in place
+        proximity = (torch.linalg.vector_norm(target, 1, -1) - distance).clamp_min_(0).t()  # r × K
+        if causal:  # a later key's term is 0, and its proximity 0 but for rounding: made exact
+            later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
+            proximity.masked_fill_(later, 0)
+        out[start:end, :n_keys] = proximity / proximity.sum(-1, keepdim=True).clamp_min(torch.finfo(proximity.dtype).tiny)
+    return out
+
+
+def _parent(model: torch.nn.Module, child: torch.nn.Module) -> torch.nn.Module:
+    return next(m for m in model.modules() if any(c is child for c in m.children()))
+
+
+def family(model) -> str:
+    """"post" (BERT's post-LN) or "pre" (a pre-norm decoder); InputError naming the model otherwise.
+    `model`: an AttentionModel."""
+    model_type = getattr(getattr(model.model, "config", None), "model_type", None)
+    if model_type in POST_NORM_TYPES and not model.is_encoder_decoder:
+        return "post"
+    if model_type in PRE_NORM_TYPES:
+        return "pre"
+    raise InputError(
+        f"Contributions (ALTI) follow the residual and the normalisation of a known layer layout, and {model.name} "
+        f"({model_type or type(model.model).__name__}) is not one of them: supported are the post-LN encoders "
+        f"{', '.join(POST_NORM_TYPES)} and the pre-norm decoders {', '.join(PRE_NORM_TYPES)}.")
+
+
+@dataclass
+class BlockCapture:
+    """Per layer, recorded during one run: x entering the block (T × W), the value projection's
+    output (1 × T × key heads · d) and the output projection's (T × W, b_O in)."""
+
+    inputs: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+    projected: list[torch.Tensor] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def capturing_blocks(model) -> Iterator[BlockCapture]:
+    """Hooks that record each attention block's input, values and output projection during the
+    block (an AttentionModel's run), only from this thread, removed after whatever happens."""
+    kind = family(model)
+    hf, capture, handles, owner = model.model, BlockCapture(), [], threading.get_ident()
+
+    def record(into: list, pick):
+        def hook(_module, args, output=None):
+            if threading.get_ident() == owner:
+                into.append(pick(args, output).detach())
+        return hook
+
+    try:
+        for module in model.attention_modules:
+            value = next((getattr(module, n) for n in _VALUE_NAMES if isinstance(getattr(module, n, None), torch.nn.Module)), None)
+            if value is None:
+                raise InputError(f"{model.name}'s attention has no value projection (value, v_proj) to read f_h(x_j) from.")
+            handles.append(value.register_forward_hook(record(capture.values, lambda a, o: o)))
+            out_layer = value_norms.output_layer(hf, module)
+            handles.append(out_layer.register_forward_hook(record(capture.projected, lambda a, o: o[0])))
+            if kind == "post":  # BertSelfOutput(attention output, x): x is its second argument
+                handles.append(_parent(hf, out_layer).register_forward_pre_hook(record(capture.inputs, lambda a, o: a[1][0])))
+            else:  # the decoder layer's input norm reads x
+                norm = _parent(hf, module).input_layernorm
+                handles.append(norm.register_forward_pre_hook(record(capture.inputs, lambda a, o: a[0][0])))
+        yield capture
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def block_parts(model, capture: BlockCapture, layer: int) -> BlockParts:
+    """Layer `layer`'s BlockParts (float32, on the model's device) from a capture of one run."""
+    module = model.attention_modules[layer]
+    weight, bias = value_norms.output_projection(model.model, module)
+    head_dim = weight.shape[1] // model.n_heads
+    values = value_norms.split_values(capture.values[layer], model.n_heads, head_dim).float()
+    inputs = capture.inputs[layer].float()
+    norm = None
+    if family(model) == "post":
+        layer_norm = _parent(model.model, value_norms.output_layer(model.model, module)).LayerNorm
+        norm = LinearNorm(layer_norm.weight.detach().float(), layer_norm.bias.detach().float(), float(layer_norm.eps))
+    return BlockParts(inputs=inputs, head_vectors=value_norms.head_outputs(values, weight.detach().float()),
+                      summed=inputs + capture.projected[layer].float(),
+                      output_bias=None if bias is None else bias.detach().float(), norm=norm)
+
+
+def attention_row_blocks(result, layer: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Every row of a run's layer as (start, end, H × rows × T): the whole kept map at once, or a
+    long run's exact row blocks (never T × T)."""
+    if hasattr(result, "row_blocks"):
+        yield from result.row_blocks(layer)
+    else:
+        maps = result.layer_attention(layer)
+        yield 0, maps.shape[-2], maps
+
+
+def run_contributions(model, text: str, text_b: str | None = None, *, max_length: int | None = None,
+                      attention: str = "auto", budget: int | None = None):
+    """Run `model` (an AttentionModel) on the text with the blocks recorded and return (the run,
+    layers × T × T per-layer C, float32 on the CPU). The model leaves as it came (hooks removed)."""
+    with model._lock, capturing_blocks(model) as capture:  # the lock: no other run's layers in this capture
+        result = model.run(text, text_b, max_length=max_length, attention=attention)
+    if not (len(capture.inputs) == len(capture.values) == len(capture.projected) == result.n_layers):
+        raise InputError(f"{model.name} ran its attention blocks other than once per layer: contributions cannot be read.")
+    layers = []
+    with torch.inference_mode():
+        for layer in range(result.n_layers):
+            parts = block_parts(model, capture, layer)
+            layers.append(layer_contributions(parts, attention_row_blocks(result, layer), causal=result.causal,
+                                              budget=budget).cpu())
+            capture.values[layer] = capture.inputs[layer] = capture.projected[layer] = None  # freed as read
+    return result, torch.stack(layers)
