@@ -13,6 +13,7 @@ import pytest
 import torch
 import transformers
 from test_token_labels import byte_level_bpe
+from tiny_decoders import SHAPE, TEXT, families, sharpened
 
 import attnscope
 from attnscope import InputError, NoAttentionError
@@ -20,38 +21,6 @@ from attnscope.engine import attention_model as engine_module
 from attnscope.engine import fast_capture
 from attnscope.engine.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
 from attnscope.engine.results import LongAttentionResult
-
-TEXT = "The café is naïve, and the lake near Zürich is cold. " * 4
-SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-             max_position_embeddings=512)
-
-
-def sharpened(model):
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() == 2:
-                parameter.mul_(4)
-    return model.eval()
-
-
-def families():
-    return {
-        # Grouped-query attention (4 query heads on 2 key heads), a sliding-window layer.
-        "qwen2 (GQA, sliding window)": lambda: transformers.Qwen2Model(transformers.Qwen2Config(
-            vocab_size=320, use_sliding_window=True, sliding_window=8, max_window_layers=1,
-            layer_types=["full_attention", "sliding_attention"], **SHAPE)),
-        "llama (GQA)": lambda: transformers.LlamaModel(transformers.LlamaConfig(vocab_size=320, **SHAPE)),
-        # Soft-capped scores and alternating sliding windows; eager only (sdpa cannot soft-cap).
-        "gemma2 (soft-capping)": lambda: transformers.Gemma2Model(transformers.Gemma2Config(
-            vocab_size=320, head_dim=16, sliding_window=8, attn_logit_softcapping=5.0, query_pre_attn_scalar=16, **SHAPE)),
-        # A sink logit per head in every row's softmax.
-        "gpt-oss (sink logits)": lambda: transformers.GptOssModel(transformers.GptOssConfig(
-            vocab_size=320, head_dim=16, sliding_window=8, num_local_experts=2, num_experts_per_tok=1,
-            layer_types=["sliding_attention", "full_attention"], **SHAPE)),
-        "gpt2 (fused q/k/v)": lambda: transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=320, n_embd=64, n_layer=2, n_head=4, n_positions=512)),
-    }
 
 
 @pytest.fixture(scope="module")

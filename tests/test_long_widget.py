@@ -10,8 +10,8 @@ import warnings
 import pytest
 import torch
 import transformers
-from test_long_attention import SHAPE, TEXT, sharpened
 from test_token_labels import byte_level_bpe
+from tiny_decoders import SHAPE, TEXT, sharpened
 
 import attnscope
 from attnscope import InputError

@@ -19,8 +19,8 @@ import pytest
 import torch
 import transformers
 from nbclient import NotebookClient
-from test_long_attention import SHAPE, TEXT, sharpened
 from test_token_labels import byte_level_bpe
+from tiny_decoders import SHAPE, TEXT, sharpened
 
 import attnscope
 from attnscope.analyses import head_stats
