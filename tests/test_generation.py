@@ -219,3 +219,27 @@ def test_model_generates_own_attentions_become_the_same_kind_of_run(name, tokeni
     output.attentions = tuple(broken)
     with pytest.raises(InputError, match=r"output.attentions\[2\] does not hold one attention per layer"):
         from_generate(output, engine)
+
+
+def test_smollm2_instruct_writes_through_its_chat_template_exactly():
+    """The trained model: the chat template by default, greedy as model.generate, and rows within
+    1e-4 of one eager forward in float32 (the cached and the full forward round differently, ~1e-5)."""
+    from attnscope.engine.models import PACKAGED_MODELS, packaged_model_file
+
+    try:
+        packaged_model_file(PACKAGED_MODELS["smollm2"])
+    except attnscope.ModelNotFoundError as exc:
+        pytest.skip(f"{exc} (the Makefile's install does)")
+    engine = attnscope.load("smollm2", device="cpu")
+    run = generate(engine, "What is the capital of France?", 4)
+    assert run.settings.chat and run.prompt_text.startswith("<|im_start|>") and run.prompt_text.endswith("assistant\n")
+    assert run.steps == 4 and run.text.startswith("The capital of France")
+    with torch.no_grad():
+        expected = engine.model.generate(torch.tensor([run.prompt_ids]), max_new_tokens=4, do_sample=False)
+    assert expected[0, len(run.prompt_ids):].tolist() == run.new_ids
+    full = eager_attention(engine.model, run.ids)
+    long, n = run.attention, len(run.ids)
+    for layer in (0, 14, 29):
+        rows = torch.stack([long.attention_rows(layer, h, range(n)) for h in range(long.n_heads)]).double()
+        assert float((rows - full[layer]).abs().max()) <= 1e-4, layer
+    assert long.labels[-4:] == [engine.tokenizer.decode([i]) for i in run.new_ids]
