@@ -12,6 +12,7 @@ import warnings
 import pytest
 import torch
 import transformers
+from small_models import SHAPE, TEXT, families, scaled_up
 from test_token_labels import byte_level_bpe
 
 import attnscope
@@ -20,38 +21,6 @@ from attnscope.engine import attention_model as engine_module
 from attnscope.engine import fast_capture
 from attnscope.engine.exact_attention import ScoreRule, bin_edges, full_attention_bytes, pooled_heads, row_logsumexp
 from attnscope.engine.results import LongAttentionResult
-
-TEXT = "The café is naïve, and the lake near Zürich is cold. " * 4
-SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
-             max_position_embeddings=512)
-
-
-def sharpened(model):
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() == 2:
-                parameter.mul_(4)
-    return model.eval()
-
-
-def families():
-    return {
-        # Grouped-query attention (4 query heads on 2 key heads), a sliding-window layer.
-        "qwen2 (GQA, sliding window)": lambda: transformers.Qwen2Model(transformers.Qwen2Config(
-            vocab_size=320, use_sliding_window=True, sliding_window=8, max_window_layers=1,
-            layer_types=["full_attention", "sliding_attention"], **SHAPE)),
-        "llama (GQA)": lambda: transformers.LlamaModel(transformers.LlamaConfig(vocab_size=320, **SHAPE)),
-        # Soft-capped scores and alternating sliding windows; eager only (sdpa cannot soft-cap).
-        "gemma2 (soft-capping)": lambda: transformers.Gemma2Model(transformers.Gemma2Config(
-            vocab_size=320, head_dim=16, sliding_window=8, attn_logit_softcapping=5.0, query_pre_attn_scalar=16, **SHAPE)),
-        # A sink logit per head in every row's softmax.
-        "gpt-oss (sink logits)": lambda: transformers.GptOssModel(transformers.GptOssConfig(
-            vocab_size=320, head_dim=16, sliding_window=8, num_local_experts=2, num_experts_per_tok=1,
-            layer_types=["sliding_attention", "full_attention"], **SHAPE)),
-        "gpt2 (fused q/k/v)": lambda: transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=320, n_embd=64, n_layer=2, n_head=4, n_positions=512)),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +32,7 @@ def tokenizer():
 def family(request, tokenizer):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sharpened(families()[request.param]())
+        model = scaled_up(families()[request.param]())
     return request.param, attnscope.load(model, tokenizer, device="cpu")
 
 
@@ -154,7 +123,7 @@ def test_the_first_rows_of_a_long_causal_run_are_the_rows_of_its_prefix(family):
 
 
 def test_key_heads_are_kept_at_their_own_count_and_mapped_when_used(tokenizer):
-    engine = attnscope.load(sharpened(families()["qwen2 (GQA, sliding window)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["qwen2 (GQA, sliding window)"]()), tokenizer, device="cpu")
     long = engine.run(TEXT, attention="on_demand")
     assert (long.n_heads, long.n_key_heads) == (4, 2)
     assert long.keys[0].shape == (2, long.n_tokens, 16) and long.queries[0].shape == (4, long.n_tokens, 16)
@@ -165,7 +134,7 @@ def test_key_heads_are_kept_at_their_own_count_and_mapped_when_used(tokenizer):
 
 
 def test_the_full_attention_is_refused_with_what_to_ask_for_instead(tokenizer):
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     long = engine.run(TEXT, attention="on_demand")
     with pytest.raises(NoAttentionError, match=r"attention_rows\(layer, head, queries\)"):
         _ = long.attention
@@ -186,7 +155,7 @@ def test_the_full_attention_is_refused_with_what_to_ask_for_instead(tokenizer):
 
 
 def test_auto_keeps_short_inputs_full_and_long_ones_on_demand(tokenizer, monkeypatch):
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     assert type(engine.run(TEXT)) is attnscope.AttentionResult
     n = len(engine.run(TEXT).tokens)
     monkeypatch.setattr(engine_module, "FULL_ATTENTION_LIMIT", full_attention_bytes(2, 4, n, n) - 1)
@@ -200,7 +169,7 @@ def test_auto_keeps_short_inputs_full_and_long_ones_on_demand(tokenizer, monkeyp
 
 
 def test_a_model_that_changes_its_scores_unseen_is_refused_not_shown_wrongly(tokenizer, monkeypatch):
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     real_rule = fast_capture._rule
 
     def wrong_scale(*args, **kwargs):
@@ -218,7 +187,7 @@ def test_a_model_that_changes_its_scores_unseen_is_refused_not_shown_wrongly(tok
 
 
 def test_encoder_decoder_and_masked_heads_say_they_need_the_full_attention(tokenizer):
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     with pytest.raises(InputError, match="Masking heads needs the full attention"):
         engine.run(TEXT, attention="on_demand", masked_heads=[(0, 1)])
     tokenizer.pad_token = tokenizer.eos_token
@@ -231,7 +200,7 @@ def test_encoder_decoder_and_masked_heads_say_they_need_the_full_attention(token
 
 
 def test_short_results_answer_rows_the_same_way(tokenizer):
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     full, long = engine.run(TEXT, attention="full"), engine.run(TEXT, attention="on_demand")
     assert torch.allclose(full.attention_rows(1, 2, [0, 7, -1]), long.attention_rows(1, 2, [0, 7, -1]), atol=2e-6)
     assert torch.equal(full.attention_rows(1, 2, slice(3, 5)), full.attention[1, 2, 3:5])
@@ -239,7 +208,7 @@ def test_short_results_answer_rows_the_same_way(tokenizer):
 
 def test_the_mean_of_a_layers_heads_is_their_rows_and_columns_averaged(tokenizer):
     # Grouped-query heads (two query heads a key head): every head in one pass reads its own key head.
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     full, long = engine.run(TEXT, attention="full"), engine.run(TEXT, attention="on_demand")
     assert torch.allclose(long.mean_attention_rows(1, [0, 7, -1]), full.attention[1][:, [0, 7, -1]].mean(0), atol=2e-6)
     assert torch.allclose(long.mean_attention_columns(1, [0, 7]), full.attention[1][:, :, [0, 7]].mean(0), atol=2e-6)
@@ -338,7 +307,7 @@ def test_attention_sinks_per_head_from_the_first_columns_alone(family):
 def test_a_fused_kernel_whose_log_sum_exps_disagree_is_not_kept(tokenizer, monkeypatch):
     # A GPU's fused kernels (flash, memory-efficient) also return each row's log-sum-exp; one that
     # rounds its products or uses another log base is checked on a few rows and not kept.
-    engine = attnscope.load(sharpened(families()["llama (GQA)"]()), tokenizer, device="cpu")
+    engine = attnscope.load(scaled_up(families()["llama (GQA)"]()), tokenizer, device="cpu")
     expected = engine.run(TEXT, attention="on_demand")
     real, offered = fast_capture._fused_with_lse, []
 

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 import transformers
-from test_long_attention import SHAPE, TEXT, sharpened
+from small_models import SHAPE, TEXT, scaled_up
 from test_token_labels import byte_level_bpe
 
 import attnscope
@@ -25,7 +25,7 @@ def engine():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # Grouped-query attention (4 query heads on 2 key heads) and a sliding-window layer.
-        model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(
+        model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(
             vocab_size=320, use_sliding_window=True, sliding_window=8, max_window_layers=1,
             layer_types=["full_attention", "sliding_attention"], **SHAPE)))
     return attnscope.load(model, byte_level_bpe(), device="cpu")

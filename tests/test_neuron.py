@@ -11,7 +11,8 @@ import pytest
 import torch
 import transformers
 from node_js import neuron_maths, neuron_numbers, saved_neuron_answer
-from test_value_norms import FAMILIES, TEXT, _sharpened
+from small_models import FAMILIES, sharpened
+from test_value_norms import TEXT
 
 import attnscope
 from attnscope.engine import value_norms
@@ -76,7 +77,7 @@ def engine_of(family, default_model, bert_tokenizer):
     if FAMILIES[family] is None:
         return default_model
     torch.manual_seed(0)
-    return attnscope.load(_sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
+    return attnscope.load(sharpened(FAMILIES[family]()), bert_tokenizer, device="cpu")
 
 
 def run_with_head_outputs(engine):

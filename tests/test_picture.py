@@ -19,7 +19,7 @@ import pytest
 import torch
 import transformers
 from notebook_runs import execute
-from test_long_attention import SHAPE, TEXT, sharpened
+from small_models import SHAPE, TEXT, scaled_up
 from test_token_labels import byte_level_bpe
 
 import attnscope
@@ -42,7 +42,7 @@ def texts(svg: str) -> list[str]:
 def long_engine():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
+        model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
     return attnscope.load(model, byte_level_bpe(), device="cpu")
 
 

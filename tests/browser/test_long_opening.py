@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import transformers
+from small_models import SHAPE, TEXT, scaled_up
 from test_head_view_browser import BUNDLE
-from test_long_attention import SHAPE, TEXT, sharpened
 from test_saved_state import live_and_saved  # noqa: F401 (a fixture)
 from test_token_labels import byte_level_bpe
 
@@ -29,7 +29,7 @@ SELECTED_IN_VIEW = """() => {
 
 @pytest.fixture(scope="module")
 def engine():
-    model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **{**SHAPE, "max_position_embeddings": 8192})))
+    model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **{**SHAPE, "max_position_embeddings": 8192})))
     return attnscope.load(model, byte_level_bpe(), device="cpu")
 
 

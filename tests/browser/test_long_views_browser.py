@@ -16,7 +16,7 @@ import attnscope
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_long_attention import SHAPE, TEXT, sharpened  # noqa: E402
+from small_models import SHAPE, TEXT, scaled_up  # noqa: E402
 from test_token_labels import CONTINUATION, byte_level_bpe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
@@ -27,7 +27,7 @@ LONG = "Il habite près de Zürich. " + TEXT * 4
 
 @pytest.fixture(scope="module")
 def engine():
-    model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
+    model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
     return attnscope.load(model, byte_level_bpe(), device="cpu")
 
 

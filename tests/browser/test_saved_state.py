@@ -266,10 +266,10 @@ def test_neuron_view_past_the_softmax_saved_as_live(live_and_saved, default_mode
 def test_a_long_runs_head_view_shows_the_same_window_saved_as_live(live_and_saved, monkeypatch):
     """A long run's head view: the window around the selected token, answered by the kernel live
     and by the saved page's own copy of that answer offline."""
-    from test_long_attention import SHAPE, TEXT, sharpened
+    from small_models import SHAPE, TEXT, scaled_up
     from test_token_labels import byte_level_bpe
 
-    model = sharpened(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
+    model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(vocab_size=320, **SHAPE)))
     engine = attnscope.load(model, byte_level_bpe(), device="cpu")
     monkeypatch.setattr(attnscope.widget.long_answers, "WINDOW_TOKENS", 16)  # smaller than the text: a window to place
     widget = attnscope.AttentionWidget(TEXT, model=engine, attention="on_demand", view="head", layer=1)

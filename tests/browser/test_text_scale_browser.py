@@ -19,7 +19,7 @@ from attnscope.serialize import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_long_attention import TEXT  # noqa: E402
+from small_models import TEXT  # noqa: E402
 from test_token_labels import byte_level_bpe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")

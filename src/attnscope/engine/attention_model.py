@@ -338,18 +338,7 @@ class AttentionModel:
                        truncated_from: int | None, counting: Any) -> LongAttentionResult:
         """The model's own fast attention; per layer its post-rotary q and k and each row's
         log-sum-exp (fast_capture.py). `counting`: the run's layer_progress."""
-        inputs = self._model_inputs(encoded)
-        fast_capture.register()
-        own = attention_implementation(self.model)
-        with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
-                fast_capture.capturing(own, value_norms.projections(self.model, self.attention_modules)) as capture, counting:
-            self.model(**inputs)
-        layers = capture.layers
-        if len(layers) != self.n_layers:
-            raise NoAttentionError(
-                f"{self.name} ran {len(layers)} attention layers through transformers' attention functions, not its "
-                f"{self.n_layers}: its attention cannot be kept on demand. Use attention='full' (shorter inputs)."
-            )
+        _, layers = self.captured_forward(self._model_inputs(encoded), counting=counting)
         return LongAttentionResult(
             tokens=list(tokens),
             labels=labels.labels,
@@ -370,6 +359,25 @@ class AttentionModel:
             input_ids=encoded["input_ids"],
             word_groups=labels.words or word_groups_of(encoded, tokens, self.tokenizer),
         )
+
+    def captured_forward(self, inputs: dict, counting: Any = None, **step: Any) -> tuple[Any, list[fast_capture.LayerCapture]]:
+        """One forward of the model's own fast attention on `inputs` (its device, ids checked), each
+        layer's q, k and row log-sum-exps captured (fast_capture.py; a generation step's with
+        `step`: fast_capture.capturing's keys_so_far, position and rules); the model leaves as it
+        came. → (the model's output, one LayerCapture per layer)."""
+        fast_capture.register()
+        own = attention_implementation(self.model)
+        projections = value_norms.projections(self.model, self.attention_modules)
+        with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
+                fast_capture.capturing(own, projections, **step) as capture, counting or contextlib.nullcontext():
+            output = self.model(**inputs)
+        layers = capture.layers
+        if len(layers) != self.n_layers:
+            raise NoAttentionError(
+                f"{self.name} ran {len(layers)} attention layers through transformers' attention functions, not its "
+                f"{self.n_layers}: its attention cannot be kept on demand. Use attention='full' (shorter inputs)."
+            )
+        return output, layers
 
     def resolve_max_length(self, max_length: Any, pair: bool = False) -> tuple[int, str]:
         """The token limit of a run and how to name it in a truncation notice: `max_length`,

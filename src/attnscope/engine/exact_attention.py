@@ -168,6 +168,18 @@ def row_logsumexp(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, budget: int
     return out
 
 
+def logsumexp_at(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor) -> torch.Tensor:
+    """row_logsumexp for query rows at positions `rows` (q: heads × len(rows) × d, those rows
+    only) over keys 0…n−1 (k: key heads × n × d): heads × len(rows), float32. A generation step's
+    one new row, without scoring the rows before it."""
+    key_start, key_end = rule.key_span(int(rows.min()), int(rows.max()) + 1, k.shape[1])
+    cols = torch.arange(key_start, key_end, device=q.device)
+    lse = torch.logsumexp(scores(q, k[:, key_start:key_end], rule, rows.to(q.device), cols), dim=-1)
+    if rule.sinks is not None:
+        lse = torch.logaddexp(lse, rule.sinks.to(device=q.device, dtype=torch.float32)[:, None])
+    return lse
+
+
 def probabilities(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor
 ) -> torch.Tensor:

@@ -9,6 +9,11 @@ computation of exact_attention for layers sdpa cannot run), adds each row's log-
 at a time, and checks a few rows of the kernel's output against Σ_j A_ij v_j recomputed from
 what it kept: a model that changes its scores in a way this does not know is refused, never
 shown wrongly.
+
+A generation step (generation.py) reads one new token against the cache: the capture then holds
+each layer's keys so far (`keys_so_far`, with room for the whole run), writes the step's new key
+in at `position` (taken from the attention call, not the cache, whose sliding-window layers drop
+keys) and keeps the step's query row and its log-sum-exp over every key so far.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import torch
 from ..errors import NoAttentionError
 from . import value_norms
 from .attention_registry import register_attention
-from .exact_attention import ScoreRule, attend, block_rows, probabilities, row_logsumexp, scores
+from .exact_attention import ScoreRule, attend, block_rows, logsumexp_at, probabilities, row_logsumexp, scores
 
 IMPLEMENTATION = "attnscope_exact_rows"
 # Keyword arguments of the attention call that change the scores in ways not reproduced here.
@@ -50,6 +55,12 @@ class FastCapture:
     # Each attention module's output projection weight (value_norms.output_projection), by id(module):
     # BERT's is its sibling's, which the attention function cannot find from the module alone.
     projections: dict[int, torch.Tensor] = field(default_factory=dict)
+    # A generation step: per layer the keys of every position so far (key heads × room × d, the
+    # step's key written in at `position`) and the rule the prefill found, which each step must
+    # repeat. None: a prefill or a long run (one pass over the whole text).
+    keys_so_far: list[torch.Tensor] | None = None
+    position: int = 0
+    rules: list[ScoreRule] | None = None
 
 
 def _own_kernel(name: str):
@@ -109,19 +120,79 @@ def _check_output(module: Any, capture: FastCapture, layer: LayerCapture, value:
     index = torch.tensor(rows, device=layer.queries.device)
     keys = torch.arange(n, device=layer.queries.device)
     p = probabilities(layer.queries[:, index], layer.keys, layer.lse[:, index], layer.rule, index, keys)
+    _check_close(module, len(capture.layers), _weighted_values(p, value), output[index].float().transpose(0, 1), value)
+
+
+def _weighted_values(p: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Σ_j A_ij v_j: p (heads × rows × keys) on value (key heads × keys × d_v) → heads × rows × d_v, float32."""
     n_heads, n_key_heads = p.shape[0], value.shape[0]
     group = n_heads // n_key_heads
-    recomputed = torch.matmul(p.reshape(n_key_heads, group, len(rows), n), value.float()[:, None]).reshape(n_heads, len(rows), -1)
-    given = output[index].float().transpose(0, 1)  # heads × rows × d_v
+    grouped = p.reshape(n_key_heads, group, p.shape[1], p.shape[2])
+    return torch.matmul(grouped, value.float()[:, None]).reshape(n_heads, p.shape[1], -1)
+
+
+def _check_close(module: Any, layer_index: int, recomputed: torch.Tensor, given: torch.Tensor, value: torch.Tensor) -> None:
+    """The kernel's output rows (heads × rows × d_v) against the recomputed ones, within rounding."""
     scale = float(value.float().abs().max()) or 1.0
-    tolerance = (1e-3 if value.dtype == torch.float32 else 3e-2) * scale + 1e-5
+    tolerance = (1e-3 if value.dtype in (torch.float32, torch.float64) else 3e-2) * scale + 1e-5
     difference = float((recomputed - given).abs().max())
     if not difference <= tolerance:
         raise NoAttentionError(
-            f"Layer {len(capture.layers)} of this model ({type(module).__name__}) attends in a way attnscope does not "
+            f"Layer {layer_index} of this model ({type(module).__name__}) attends in a way attnscope does not "
             f"recompute from its queries and keys (output differs by {difference:.2g}): it is not shown on demand, "
             "never shown wrongly. Shorter inputs show its full attention."
         )
+
+
+def _same_rule(a: ScoreRule, b: ScoreRule) -> bool:
+    if (a.scaling, a.causal, a.window, a.softcap) != (b.scaling, b.causal, b.window, b.softcap):
+        return False
+    if a.sinks is None or b.sinks is None:
+        return a.sinks is None and b.sinks is None
+    return bool(torch.equal(a.sinks.cpu(), b.sinks.cpu()))
+
+
+def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, scaling, is_causal, kwargs):
+    """One generation step of one layer: query 1 × heads × 1 × d (the new token), key and value
+    1 × key heads × L × d_v (the L keys the cache shows: all so far, or a sliding window's last).
+    The new key goes into the layer's keys so far; its row's log-sum-exp is over all of them.
+    → (1 × 1 × heads × d_v output, None), the model's own kernel's where it runs the layer."""
+    index, t = len(capture.layers), capture.position
+    if query.shape[0] != 1 or query.shape[2] != 1:
+        raise NoAttentionError("A generation step reads one new token of one text at a time.")
+    rule = _rule(module, query, scaling, is_causal, kwargs)
+    if not _same_rule(rule, capture.rules[index]):
+        raise NoAttentionError(f"Layer {index} ({type(module).__name__}) scored a generation step with other settings "
+                               f"than its prompt ({rule} after {capture.rules[index]}): attnscope cannot follow it.")
+    rule = capture.rules[index]
+    keys = capture.keys_so_far[index]
+    q = query[0].detach()
+    keys[:, t] = key[0, :, -1].detach()
+    visible = key.shape[2]
+    first = t + 1 - visible  # the position of the first key the cache shows
+    rows = torch.tensor([t], device=q.device)
+    cols = torch.arange(first, t + 1, device=q.device)
+    if first < 0 or rule.key_span(t, t + 1, t + 1)[0] < first or not torch.equal(key[0, :, 0].detach(), keys[:, first]):
+        raise NoAttentionError(f"Layer {index}'s cache ({type(module).__name__}) does not hold the keys its attention "
+                               "reads: attnscope cannot recompute this generation step.")
+    if mask is not None:
+        given = mask[0, :, -1:, -visible:]
+        given = given if given.dtype == torch.bool else given == 0
+        expected = rule.allowed(rows, cols)
+        if mask.shape[-1] != visible or not bool((given == (True if expected is None else expected)).all()):
+            raise NoAttentionError(f"Layer {index}'s mask for a generation step is not the causal or sliding-window "
+                                   "mask it declares: attnscope cannot recompute its attention.")
+    lse = logsumexp_at(q, keys[:, : t + 1], rule, rows)
+    p = probabilities(q, keys[:, first : t + 1], lse, rule, rows, cols)
+    recomputed = _weighted_values(p, value[0].detach())  # heads × 1 × d_v
+    if (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa"):
+        output = recomputed.transpose(0, 1)[None].to(value.dtype)  # sdpa runs neither: the same row, computed here
+    else:
+        output, _ = kernel(module, query, key, value, mask, dropout=0.0, scaling=scaling, is_causal=is_causal, **kwargs)
+        _check_close(module, index, recomputed, output[0].detach().float().transpose(0, 1), value[0])
+    capture.layers.append(LayerCapture(queries=q.clone(), keys=keys[:, t : t + 1].clone(), lse=lse, rule=rule,
+                                       value_norms=_value_norms(module, value[0, :, -1:].detach(), capture)))
+    return output, None
 
 
 def _fused_with_lse(module, query, key, value, mask, scaling, is_causal, own: str):
@@ -193,10 +264,12 @@ def attention_function(
     kernel = _own_kernel(capture.own_implementation if capture else None)
     if capture is None:  # another thread, or outside a run: the model's own attention, untouched
         return kernel(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs)
-    if query.shape[0] != 1 or query.shape[2] != key.shape[2]:
-        raise NoAttentionError("On-demand attention reads one text at a time, without a cache.")
     if dropout:
         raise NoAttentionError("Attention dropout is on: the model must be in eval mode.")
+    if capture.keys_so_far is not None:
+        return _decode_step(module, capture, kernel, query, key, value, attention_mask, scaling, is_causal, kwargs)
+    if query.shape[0] != 1 or query.shape[2] != key.shape[2]:
+        raise NoAttentionError("On-demand attention reads one text at a time, without a cache.")
     rule = _rule(module, query, scaling, is_causal, kwargs)
     n = query.shape[2]
     _check_mask(attention_mask, rule, n, module)
@@ -228,9 +301,13 @@ def register() -> None:
 
 
 @contextmanager
-def capturing(own_implementation: str | None, projections: dict[int, torch.Tensor] | None = None) -> Iterator[FastCapture]:
-    """Record, for this thread, every attention call of the block (projections: FastCapture's)."""
-    capture = FastCapture(own_implementation=own_implementation or "eager", projections=dict(projections or {}))
+def capturing(own_implementation: str | None, projections: dict[int, torch.Tensor] | None = None,
+              keys_so_far: list[torch.Tensor] | None = None, position: int = 0,
+              rules: list[ScoreRule] | None = None) -> Iterator[FastCapture]:
+    """Record, for this thread, every attention call of the block (projections: each module's
+    output projection; a generation step's with `keys_so_far`, `position` and `rules`: FastCapture)."""
+    capture = FastCapture(own_implementation=own_implementation or "eager", projections=dict(projections or {}),
+                          keys_so_far=keys_so_far, position=position, rules=rules)
     previous = getattr(_local, "capture", None)
     _local.capture = capture
     try:
