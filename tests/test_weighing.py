@@ -157,3 +157,17 @@ def test_an_on_demand_run_keeps_the_same_value_norms_as_a_full_run(default_model
     full_run = default_model.run(TEXT)
     assert on_demand.value_norms is not None
     assert torch.allclose(on_demand.value_norms, full_run.value_norms, rtol=1e-5, atol=1e-6)
+
+
+def test_a_head_with_nan_never_sets_the_weighed_runs_scale(default_model):
+    import dataclasses
+
+    from attnscope.widget.payloads import displayed
+
+    run = default_model.run(TEXT)
+    attention = run.attention.clone()
+    attention[1, 2, 0, 0] = float("nan")
+    broken = dataclasses.replace(run, attention=attention, nonfinite_heads=[(1, 2)])
+    _, scale = displayed(broken, False, False, weigh_by="value_norm")
+    weights = _weighed_full(broken)
+    assert scale["largest"] == pytest.approx(float(weights.nan_to_num(nan=0.0).max()), rel=1e-6)

@@ -50,6 +50,10 @@ def weighed(result: AttentionResult | LongAttentionResult, weigh_by: str) -> Att
         logs = norms.log()  # a norm of 0 passes nothing: log 0 = −inf, weight 0
         rules = [dataclasses.replace(rule, key_log_weights=logs[layer]) for layer, rule in enumerate(result.rules)]
         return dataclasses.replace(result, rules=rules)
-    attention = torch.stack([result.layer_attention(layer) * norms[layer, :, None, :].to(result.layer_attention(layer).device)
-                             for layer in range(result.n_layers)])
+    first = result.layer_attention(0)
+    # Written in place, a layer at a time: one pass over L × H × T × T (a stack of products is two).
+    attention = torch.empty(result.attention_shape, dtype=torch.float32, device=first.device)
+    norms = norms.to(first.device)
+    for layer in range(result.n_layers):
+        torch.mul(result.layer_attention(layer), norms[layer, :, None, :], out=attention[layer])
     return dataclasses.replace(result, attention=attention, unmasked=None, compared=None)

@@ -86,9 +86,13 @@ def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str,
     one scale whose full line is that largest value (a head's own largest would make a change of
     0.03 look as busy as one of 0.6); and that scale, {of, measure, largest, layer, head}, from
     which the views say so and give the unscaled numbers."""
-    change = difference.abs_()
-    # A head whose attention is not finite (the notice names it) never sets the scale.
-    finite = change.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    # Weights (measure other than "change") are ≥ 0 already; a difference is made |difference|.
+    change = difference.abs_() if measure == "change" else difference
+    # A head whose attention is not finite (the notice names it) never sets the scale. Weights of a
+    # run with none need no finite copy (a pass over L × H × T × T fewer); a difference may take its
+    # NaN from the other run.
+    finite = (change.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0) if measure == "change" or shown.nonfinite_heads
+              else change)
     where = finite.argmax()
     largest = float(finite.flatten()[where])
     layer, head = (int(i) for i in torch.unravel_index(where, change.shape)[:2])
