@@ -38,7 +38,7 @@ function analysisState({ get, decoded, width }) {
       behaviours: analysis.behaviours, colorBy: "behaviour", thumbnails: complete ? decoded("thumbnails") : null, width } };
   }
   const measures = measuresOf(analysis);
-  const state = { nLayers, nHeads, measures, measure: analysis.measure };
+  const state = { nLayers, nHeads, measures, measure: analysis.measure, ...(analysis.columns ? { columns: analysis.columns } : {}) };
   if (analysis.finder) {
     return { note: analysis.note, kind: "finder", state: { ...state, finder: analysis.finder, choice: get("finder_choice") ?? {} } };
   }
@@ -76,7 +76,8 @@ function createAnalysisView(body, actions, get) {
         return;
       }
       kind = shownState.kind;
-      note.textContent = [shownState.note, kind === "finder" ? FINDER_HINT : OPEN_HEAD_HINT].filter(Boolean).join(" ");
+      const hint = kind === "finder" ? FINDER_HINT : shownState.state.columns ? "" : OPEN_HEAD_HINT; // kinds of token open nothing
+      note.textContent = [shownState.note, hint].filter(Boolean).join(" ");
       for (const [name, box] of Object.entries(boxes)) box.hidden = name !== kind;
       ({ heatmap, scatter, finder })[kind].update(shownState.state);
     },

@@ -283,3 +283,22 @@ it("colours every behaviour the kernel names, each its own colour, other grey", 
   expect(colours).not.toContain(BEHAVIOUR_COLORS.other);
   expect(BEHAVIOUR_COLORS.other).toBe("#9e9e9e");
 });
+
+it("heatmap of a layout of its own (value_flow: layers × kinds of token): the columns' names, and no head to open", () => {
+  const container = document.createElement("div");
+  const onOpenHead = vi.fn();
+  const view = createHeadMapView(container, { onOpenHead });
+  const columns = [{ label: "1st", name: "[CLS] / first token" }, { label: "SEP", name: "[SEP]" }];
+  const alpha = { key: "alpha", label: "Mean α received", values: Float32Array.from([0.5, 0.3, 0.1, 0.2]) };
+  view.update({ nLayers: 2, nHeads: 2, measures: [alpha], measure: "alpha", columns });
+  expect([...container.querySelectorAll(".attnscope-headmap-columns > *")].map((n) => n.textContent)).toEqual(["1st", "SEP"]);
+  const canvas = container.querySelector("canvas.attnscope-headmap");
+  move(canvas, HEATMAP_CELL + 3, HEATMAP_CELL + 3);
+  expect(container.querySelector(".attnscope-tooltip").textContent).toMatch(/\[SEP\] · Mean α received: 0\.2/);
+  canvas.dispatchEvent(new MouseEvent("click", { clientX: 3, clientY: 3, bubbles: true }));
+  expect(onOpenHead).not.toHaveBeenCalled();
+  const texts = heatmapScene({ nLayers: 2, nHeads: 2, columns }, alpha, 0.5, { title: "m" }).items
+    .filter((item) => item.type === "text").map((item) => item.text);
+  expect(texts).toEqual(expect.arrayContaining(["1st", "SEP"]));
+  expect(texts).not.toContain("0");
+});

@@ -11,6 +11,12 @@ import {
 import { createScene, drawScene, imageMethods } from "./scene.js";
 
 export const HEATMAP_CELL = 28;
+/** A column's label: the head's number, or the analysis's own column (a layout of layers × kinds
+ * of token: state.columns = [{label, name}]). */
+const columnTexts = (state) => (state.columns ? state.columns.map((c) => c.label)
+  : Array.from({ length: state.nHeads }, (_, h) => String(h)));
+const cellName = (state, layer, col) => (state.columns ? `${layerText(layer)} · ${state.columns[col].name}` : headLabel(layer, col));
+
 /** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
 export function cellAt(x, y, cellSize, nLayers, nHeads) {
   const cell = gridCellAt(x, y, cellSize, nLayers, nHeads);
@@ -64,7 +70,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
       left, top, cell: HEATMAP_CELL, columnY: 36,
-      columnTexts: Array.from({ length: nHeads }, (_, h) => String(h)),
+      columnTexts: columnTexts(state),
       rowTexts: Array.from({ length: nLayers }, (_, l) => layerText(l)),
     });
   }
@@ -84,7 +90,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
 
 /**
  * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
- * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?, integer?}], measure}
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?, integer?}], measure,
+ *         columns?: [{label, name}] (the columns are these, not heads: nHeads of them, none opens)}
  * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none";
  * integer: its values are whole numbers, written without decimals)
  */
@@ -126,7 +133,7 @@ export function createHeadMapView(container, callbacks = {}) {
     if (!cell) { tooltip.hidden = true; return; }
     const measure = current();
     const value = measure.values[cell.layer * state.nHeads + cell.head];
-    tooltip.textContent = `${headLabel(cell.layer, cell.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
+    tooltip.textContent = `${cellName(state, cell.layer, cell.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
     placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
@@ -134,7 +141,7 @@ export function createHeadMapView(container, callbacks = {}) {
     if (!state) return;
     const [x, y] = pointerIn(canvas, event);
     const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
-    if (cell) callbacks.onOpenHead?.(cell.layer, cell.head);
+    if (cell && !state.columns) callbacks.onOpenHead?.(cell.layer, cell.head); // a kind of token is no head to open
   });
 
   return {
@@ -151,7 +158,7 @@ export function createHeadMapView(container, callbacks = {}) {
         option.value = m.key;
         option.textContent = m.label;
       }
-      grid.label(Array.from({ length: next.nHeads }, (_, h) => String(h)), Array.from({ length: next.nLayers }, (_, l) => layerText(l)));
+      grid.label(columnTexts(next), Array.from({ length: next.nLayers }, (_, l) => layerText(l)));
       draw();
     },
     ...imageMethods(({ title = "" } = {}) => {

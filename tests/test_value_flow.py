@@ -51,3 +51,40 @@ def test_the_embedded_models_special_tokens_receive_much_and_pass_little(default
     ratio = (wide["weighted"] / wide["alpha"]).unstack("kind")  # layer × kind: what a unit of α passes
     assert (ratio["[SEP]"] < ratio["other"]).sum() >= 4, ratio
     assert flow.attrs["attnscope"] == "value_flow" and set(flow.kind) == set(KINDS)
+
+
+def test_the_analysis_tab_shows_layers_by_kind_of_token_and_refuses_another_models(default_model):
+    """A layout of its own (issue 46 §1): layers × kinds of token, not × heads, in the widget, its
+    saved page and its picture."""
+    import pytest
+
+    from attnscope import InputError
+    from attnscope.analyses.value_flow import KIND_LABELS
+
+    flow = attnscope.value_flow(default_model, TEXTS, progress=False)
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
+    try:
+        widget.show_analysis(flow)
+        payload = widget.analysis
+        assert widget.view == "analysis" and payload["kind"] == "value_flow"
+        assert payload["n_layers"] == default_model.n_layers and payload["n_heads"] == len(KINDS)
+        assert [c["label"] for c in payload["columns"]] == list(KIND_LABELS) and [c["name"] for c in payload["columns"]] == list(KINDS)
+        alpha = next(m for m in payload["measures"] if m["key"] == "alpha")
+        row = flow[(flow.measure == "alpha") & (flow.layer == 3) & (flow.kind == "[SEP]")]
+        assert alpha["values"][3 * len(KINDS) + KINDS.index("[SEP]")] == pytest.approx(float(row.value.iloc[0]))
+        assert "Kobayashi" in payload["note"]
+        picture, why = attnscope.widget.picture.picture_svg(widget)
+        assert picture is not None, why
+        assert ">SEP<" in picture and ">punc<" in picture
+    finally:
+        widget.close()
+    torch.manual_seed(0)
+    other = attnscope.load(transformers.BertModel(transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)).eval(), default_model.tokenizer,
+        device="cpu")
+    widget = attnscope.AttentionWidget(TEXTS[0], model=other)
+    try:
+        with pytest.raises(InputError, match="6 layers, and the widget's model 2"):
+            widget.show_analysis(flow)
+    finally:
+        widget.close()

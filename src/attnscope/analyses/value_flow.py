@@ -23,9 +23,11 @@ from ..errors import InputError
 from ..progress import progress as progress_bar
 from .corpus import Documents, document_position, documents, token_kinds_for
 from .runner import run_partial
-from .tables import HeadSums, SumsPartial
+from .tables import Grid, HeadSums, SumsPartial, analysis_view
 
 KINDS = ("[CLS] / first token", "[SEP]", "punctuation", "other")
+# The analysis view's column labels (a 28-pixel column each); the note and hover give KINDS.
+KIND_LABELS = ("1st", "SEP", "punc", "rest")
 MEASURES = {"alpha": "α received", "norm": "‖f(x)‖", "weighted": "‖α f(x)‖ received"}
 
 
@@ -102,3 +104,24 @@ def value_flow(model: Any, corpus: Any, *, column: str | Sequence[str] | None = 
     frame = pd.DataFrame(rows, columns=["layer", "kind", "measure", "value"])
     frame.attrs.update({"attnscope": "value_flow", "model": model.name, "documents": len(docs)})
     return frame
+
+
+@analysis_view("value_flow")
+def value_flow_view(data: Any, _grid: Grid) -> dict:
+    """Layer × kind of token heatmaps, one per measure: a layout of its own (`columns`), not
+    layer × head."""
+    n_layers = int(data["layer"].max()) + 1 if len(data) else 0
+    measures = []
+    for key, label in MEASURES.items():
+        rows = data[data["measure"] == key]
+        values = [float("nan")] * (n_layers * len(KINDS))
+        for layer, kind, value in zip(rows["layer"], rows["kind"], rows["value"]):
+            values[int(layer) * len(KINDS) + KINDS.index(kind)] = float(value)
+        measures.append({"key": key, "label": f"Mean {label}", "values": values})
+    note = ("Kobayashi et al. 2020 (§4): per layer, the mean attention a kind of token receives (α), the size of "
+            "what it passes (‖f(x)‖) and the two together (‖α f(x)‖). They found that [CLS], [SEP] and punctuation "
+            "receive much attention and pass small vectors. Columns: 1st = [CLS] or the first token (a decoder's "
+            f"BOS, its attention sink), SEP = [SEP], punc = punctuation, rest = the other tokens; "
+            f"{data.attrs.get('documents', 0)} documents.")
+    return {"measures": measures, "note": note, "n_layers": n_layers,
+            "columns": [{"label": short, "name": name} for short, name in zip(KIND_LABELS, KINDS)]}

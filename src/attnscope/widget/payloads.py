@@ -280,6 +280,14 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
 
     shown = ANALYSIS_VIEWS[kind](data, grid)
     measures = shown.pop("measures")
+    if "columns" in shown:
+        # A layout of its own: layers × the analysis's columns (kinds of token), not × heads.
+        if shown.pop("n_layers") != n_layers:
+            raise InputError(f"This analysis has {data['layer'].max() + 1} layers, and the widget's model {n_layers}: "
+                             "analyse the same model.")
+        n_heads = len(shown["columns"])
+        for m in measures:
+            m["values"] = [json_number(v) for v in m["values"]]
     payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": "", **shown}
     for m in measures:
         finite = [v for v in m["values"] if isinstance(v, float)]
