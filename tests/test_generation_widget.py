@@ -27,6 +27,8 @@ def engine():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = scaled_up(families(window=4, lm_head=True)["llama (GQA)"]())
+    # No end-of-text token: every run here ends at max_new_tokens or a stop, whatever the weights.
+    model.generation_config.eos_token_id = []
     return attnscope.load(model, byte_level_bpe(), device="cpu")
 
 
@@ -146,3 +148,18 @@ def test_the_model_leaves_as_it_came(engine):
     widget.close()
     assert state() == before
     model.eval()
+
+
+def test_a_token_or_view_the_reader_chose_mid_way_is_kept_while_it_writes(engine):
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+    try:
+        while widget.generation.steps < 1:
+            widget._done.wait(0.01)
+        widget.focus_token, widget.view = 2, "map"  # from Python, as the page's writes are taken too
+        steps = widget.generation.steps
+        while widget.generation.steps < steps + 2:
+            widget._done.wait(0.01)
+        run = widget.stop(timeout=60)
+        assert (widget.focus_token, widget.view) == (2, "map") and len(widget.tokens) == len(run.ids)
+    finally:
+        widget.close()

@@ -16,6 +16,7 @@ Stop (the page's "stop" event, or `stop()`) is checked between steps; the text s
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ class GenerationWidget(AttentionWidget):
         self._generation = first
         self._steps = steps
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the kernel's: the picture is redrawn there at the end
         super().__init__(result=first.attention, **kwargs)
 
     @property
@@ -69,6 +71,10 @@ class GenerationWidget(AttentionWidget):
     def start(self) -> GenerationWidget:
         """Generate the rest in a background thread (generate() calls it once displayed)."""
         if self._thread is None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:  # plain Python: the next cell redraws the picture
+                self._loop = None
             self._quietly(generating=True)
             self._thread = threading.Thread(target=self._generate, name="attnscope-generate", daemon=True)
             self._thread.start()
@@ -94,6 +100,8 @@ class GenerationWidget(AttentionWidget):
                 if not self._closed:
                     self._quietly(generating=False)
             self._done.set()
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._pictures.redraw_later)  # the picture of the whole run
 
     def _apply(self, computed: Any, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
         """A run shown as AttentionWidget shows it, with the generation's settings in the notice
@@ -130,6 +138,14 @@ class GenerationWidget(AttentionWidget):
     def set_state(self, sync_data: dict) -> None:
         with self._state_lock:  # a page's write sees one step whole
             super().set_state(sync_data)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        lock = self.__dict__.get("_state_lock")
+        if lock is None:  # being made
+            super().__setattr__(name, value)
+            return
+        with lock:  # a setting from Python (widget.focus_token = 2) too: set and its work between two steps
+            super().__setattr__(name, value)
 
     def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
         with self._state_lock:  # the run and its result_id of one step
