@@ -17,6 +17,7 @@
  * @property {Object<string, any>} finder_choice [both] The head finder's plot as the reader chose it (show_analysis(head_finder(...))): {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}; a part left out, or {}, is the default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The selected token: the text view's on a long run, which opens on its last token when causal (token 0 attends only to itself) until a token is chosen; on a short run the one the head view marks (a head finder's example opens on its query), -1 for none, as a new run has.
+ * @property {boolean} generating [kernel] attnscope.generate: the kernel is writing new tokens into this run (the page shows Stop, which sends a "stop" event); False once it ended, stopped or not.
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
@@ -72,6 +73,7 @@ export const TRAITS = [
   "finder_choice",
   "focus_head",
   "focus_token",
+  "generating",
   "heads",
   "include_heads",
   "include_layers",
@@ -131,6 +133,8 @@ export const MESSAGES = {
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */
   rendered: { kind: "event", sender: "view" },
+  /** The Stop button while `generating`: the kernel ends the generation between two steps, keeping the text so far (generation_widget.py). */
+  stop: { kind: "event", sender: "view" },
 };
 
 // Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).

@@ -44,6 +44,7 @@ function button(className, parent, text) {
  * @property {(request: {id: number, text: string, text_b: string|null, open?: {layer: number, head: number, query: number}}) => void} sendRequest  an edited text
  * @property {(format: string) => void} saveImage  the SVG / PNG buttons
  * @property {() => void} redraw  a change that only the view shows (mask mode, typing)
+ * @property {() => void} [stop]  the Stop button while the kernel generates (attnscope.generate)
  */
 
 /**
@@ -102,6 +103,14 @@ export function createControls(root, views, actions, { page = false } = {}) {
     node.title = `Save this view as ${format.toUpperCase()}`;
     node.addEventListener("click", () => actions.saveImage(format));
     return node;
+  });
+  // attnscope.generate: while the kernel writes new tokens, Stop ends it between two steps.
+  const stopButton = button("attnscope-stop", group, "Stop");
+  stopButton.title = "Stop generating: the text so far stays";
+  stopButton.hidden = true;
+  stopButton.addEventListener("click", () => {
+    stopButton.disabled = true; // until the kernel says it stopped (generating false)
+    actions.stop?.();
   });
   const status = el("span", "attnscope-status", header);
 
@@ -189,6 +198,9 @@ export function createControls(root, views, actions, { page = false } = {}) {
       changeControl.hidden = masked.length === 0;
       unmask.hidden = masked.length === 0 || page;
       maskSummary.textContent = get("mask_summary") ?? "";
+      const generating = !page && Boolean(get("generating"));
+      if (!generating) stopButton.disabled = false;
+      stopButton.hidden = !generating;
       notice.textContent = get("notice");
       notice.hidden = !get("notice");
       error.textContent = get("error");

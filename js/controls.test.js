@@ -190,3 +190,30 @@ it("opens another text as if typed and sent at once (the head finder's examples)
   saved.update((name) => values[name]);
   expect(saved.editor.open("a cat", null)).toBe(false);
 });
+
+it("shows Stop while the kernel generates: a click sends stop once, and it goes when generating ends", () => {
+  const stop = vi.fn();
+  const values = { ...BASE, generating: true };
+  const get = (name) => values[name];
+  const root = document.body.appendChild(document.createElement("div"));
+  const controls = createControls(root, VIEWS, { setTraits: vi.fn(), sendRequest: vi.fn(), saveImage: vi.fn(),
+    redraw: vi.fn(), stop });
+  controls.update(get);
+  const button = root.querySelector(".attnscope-stop");
+  expect(button.hidden).toBe(false);
+  expect(button.textContent).toBe("Stop");
+  button.click();
+  expect(stop).toHaveBeenCalledTimes(1);
+  expect(button.disabled).toBe(true);
+  values.generating = false;
+  controls.update(get);
+  expect(button.hidden).toBe(true);
+  expect(button.disabled).toBe(false);
+  // A saved copy has no kernel to stop.
+  const saved = createControls(document.body.appendChild(document.createElement("div")), VIEWS,
+    { setTraits: vi.fn(), sendRequest: vi.fn(), saveImage: vi.fn(), redraw: vi.fn(), stop }, { page: true });
+  saved.update(get);
+  values.generating = true;
+  saved.update(get);
+  expect(document.body.lastChild.querySelector(".attnscope-stop").hidden).toBe(true);
+});

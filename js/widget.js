@@ -80,6 +80,7 @@ function render({ model, el: host, page = false, fit = false }) {
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
     redraw: schedule,
+    stop: () => channel.notify("stop"), // the kernel's generation (attnscope.generate)
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);

@@ -36,6 +36,7 @@ from .engine.attention_model import AttentionModel, AttentionResult, load
 from .engine.results import CrossAttentionResult, EncoderDecoderResult, LongAttentionResult, word_attention
 from .errors import AttnscopeError, InputError, ModelNotFoundError, NoAttentionError
 from .widget.attention_widget import AttentionWidget, show
+from .widget.generation_widget import GenerationWidget, generate
 from .widget.widget_checks import SettingError
 
 try:  # declared once, in pyproject.toml
@@ -50,6 +51,7 @@ __all__ = [
     "AttnscopeError",
     "CrossAttentionResult",
     "EncoderDecoderResult",
+    "GenerationWidget",
     "InputError",
     "LongAttentionResult",
     "ModelNotFoundError",
@@ -87,4 +89,5 @@ __all__ = [
     "word_attention",
     "render_html",
     "show",
+    "generate",
 ]

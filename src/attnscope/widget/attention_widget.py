@@ -153,7 +153,7 @@ class AttentionWidget(CheckedTraits):
             self,
             {"neuron": self._answer_neuron, "layer": self._answer_layer,
              **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
-            {"rendered": self._on_rendered},
+            {"rendered": self._on_rendered, "stop": self._on_stop},
         )
 
     def set_state(self, sync_data: dict) -> None:
@@ -373,6 +373,9 @@ class AttentionWidget(CheckedTraits):
 
     def _on_rendered(self, _content: dict) -> None:
         self._rendered = True
+
+    def _on_stop(self, _content: dict) -> None:
+        """The page's Stop: only a generating widget (generation_widget.py) has a run to stop."""
 
     def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "neuron" request: one query's numbers. The answer names the run, the part and the

@@ -70,6 +70,8 @@ MESSAGES = {
                 "make at once (the trait then stays empty); the passes' elementwise max is the whole."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
+        Message("stop", "event", "view", "The Stop button while `generating`: the kernel ends the generation between "
+                "two steps, keeping the text so far (generation_widget.py)."),
     )
 }
 

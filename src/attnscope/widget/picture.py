@@ -97,9 +97,16 @@ def _read_page(widget: Any) -> tuple[dict, list[str]] | str:
     except ImportError:
         return "no picture: the quickjs package is not installed"
     try:
-        return _refined_only(widget) or _page_of(widget)
+        with _held(widget):
+            return _refined_only(widget) or _page_of(widget)
     except Exception as exc:  # a failing picture must not fail the cell that shows the widget
         return _failed(exc)
+
+
+def _held(widget: Any) -> Any:
+    """A widget that another thread writes too (generation_widget.py) is read under its lock: one
+    step's state whole."""
+    return getattr(widget, "_state_lock", None) or contextlib.nullcontext()
 
 
 def _refined_only(widget: Any) -> str:
@@ -313,7 +320,8 @@ def picture_key(widget: Any) -> str:
     """What a widget's picture depends on: every synced trait but the binary payloads (the run's
     id stands for those)."""
     skip = {"attention", "thumbnails", "rollout", "request", "error", "picture_id"}
-    state = {name: getattr(widget, name) for name in contract_traits(type(widget)) if name not in skip}
+    with _held(widget):
+        state = {name: getattr(widget, name) for name in contract_traits(type(widget)) if name not in skip}
     return json.dumps(state, sort_keys=True, default=str)
 
 

@@ -50,6 +50,8 @@ class WidgetTraits(anywidget.AnyWidget):
     result_id = synced(Int(0), "The id of the edit the current run answers (0 for the first run).")
     error = synced(Unicode(""), "A visible message when an edit or setting failed; the previous view stays.")
     notice = synced(Unicode(""), "Visible notes on the run, a line each: truncation, heads with NaN attention.")
+    generating = synced(Bool(False), "attnscope.generate: the kernel is writing new tokens into this run (the page "
+                        "shows Stop, which sends a \"stop\" event); False once it ended, stopped or not.")
     editable = synced(Bool(True), "False for precomputed attention: no model to rerun, no sentence editor.")
 
     # The run

@@ -1,0 +1,213 @@
+"""Watch the model write (issue 48): `attnscope.generate` opens the long-run views on a prompt and
+generates into them, a token a step.
+
+The prompt's pass runs in the call, so bad arguments raise before anything is displayed; the
+steps then run in a background thread, so the cell ends and the page draws while the kernel
+writes (a loop in the cell would hold the comm's messages until it ended). Each step is shown as
+any run is (AttentionWidget._apply: widget_state.run_state, taken in one step), with a new
+result_id, so the page files its rows under the run they belong to; the text view's token
+follows the newest one until the reader chooses one (widget_state._long_run_state).
+
+Two threads touch the widget: the generating one and the kernel's (the page's writes and
+requests). A lock keeps them apart: a step is shown whole between two writes of the page.
+Stop (the page's "stop" event, or `stop()`) is checked between steps; the text so far stays,
+`generating` turns False and the thread ends. Closing the widget stops it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .. import checks
+from ..engine.generation import Generation, generation_steps
+from ..errors import AttnscopeError, InputError
+from .attention_widget import AttentionWidget, resolve_engine
+from .long_answers import LongAnswers
+from .picture import shown
+from .views import VIEW_NAMES
+from .widget_state import run_state
+
+
+def generation_notice(run: Generation) -> str:
+    """How the run chose its tokens, and how far it got: the notice's first line."""
+    settings = run.settings
+    how = "greedily" if not settings.do_sample else \
+        f"sampled: temperature {settings.temperature:g}, top-p {settings.top_p:g}, seed {settings.seed}"
+    chat = ", the prompt read through the chat template" if settings.chat else ""
+    if run.finish is None:
+        return f"Generating {how}{chat}: {run.steps} of at most {settings.max_new_tokens} new tokens so far."
+    ending = {"stopped": f" (stopped after {run.steps})",
+              "eos": f" (ended by the end-of-text token after {run.steps})"}.get(run.finish, "")
+    return f"Generated {how}{chat}, {settings.max_new_tokens} new tokens{ending}."
+
+
+class GenerationWidget(AttentionWidget):
+    """The long-run views of a generation that grows: made by attnscope.generate, which starts it.
+
+    `generation` is the run so far (its text, tokens, settings); `wait()` waits for its end,
+    `stop()` ends it between two steps, keeping the text so far."""
+
+    def __init__(self, steps: Iterator[Generation], first: Generation, stop: threading.Event, **kwargs: Any):
+        """steps: generation_steps(..., stop=stop) after its first yield, `first`."""
+        self._state_lock = threading.RLock()
+        self._stop_event = stop
+        self._done = threading.Event()
+        self._failure: BaseException | None = None
+        self._generation = first
+        self._steps = steps
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the kernel's: the picture is redrawn there at the end
+        super().__init__(result=first.attention, **kwargs)
+
+    @property
+    def generation(self) -> Generation:
+        """The run so far: prompt, new tokens and text, settings, and `finish` once it ended."""
+        return self._generation
+
+    def start(self) -> GenerationWidget:
+        """Generate the rest in a background thread (generate() calls it once displayed)."""
+        if self._thread is None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:  # plain Python: the next cell redraws the picture
+                self._loop = None
+            self._quietly(generating=True)
+            self._thread = threading.Thread(target=self._generate, name="attnscope-generate", daemon=True)
+            self._thread.start()
+        return self
+
+    def _generate(self) -> None:
+        try:
+            for run in self._steps:
+                with self._state_lock:
+                    if self._closed:
+                        break
+                    self._generation = run
+                    self._apply(run.attention, self.result_id + 1)
+        except BaseException as exc:  # said in the widget, raised again by wait()
+            self._failure = exc
+            with self._state_lock:
+                if not self._closed:
+                    message = str(exc) if isinstance(exc, AttnscopeError) else f"{type(exc).__name__}: {exc}"
+                    self._quietly(error=f"The generation failed: {message}")
+        finally:
+            self._steps.close()  # the engine holds nothing between steps: this ends it
+            with self._state_lock:
+                if not self._closed:
+                    self._quietly(generating=False)
+            self._done.set()
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._pictures.redraw_later)  # the picture of the whole run
+
+    def _apply(self, computed: Any, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
+        """A run shown as AttentionWidget shows it, with the generation's settings in the notice
+        and whether it still runs: one message."""
+        state = run_state(computed, self._settings(), request_id, layer, heads)
+        run = self._generation
+        generating = run.finish is None and self._thread is not None and not self._done.is_set()
+        traits = {**state.traits, "generating": generating,
+                  "notice": "\n".join(line for line in (generation_notice(run), state.traits.get("notice", "")) if line)}
+        self._show(dataclasses.replace(state, traits=traits))
+
+    def wait(self, timeout: float | None = None) -> Generation:
+        """Wait for the generation's end (its last token, the end-of-text token or a stop) and
+        return it; raises what ended it if it failed, or TimeoutError after `timeout` seconds."""
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            if not self._done.wait(timeout):
+                raise TimeoutError(f"The generation still runs after {timeout} s ({self._generation.steps} tokens).")
+        if self._failure is not None:
+            raise self._failure
+        return self._generation
+
+    def stop(self, timeout: float | None = None) -> Generation:
+        """End the generation between two steps, keeping the text so far; returns the run once its
+        thread ended (nothing keeps running)."""
+        self._stop_event.set()
+        if self._thread is None:
+            return self._generation
+        self._done.wait(timeout)
+        return self._generation
+
+    def _on_stop(self, _content: dict) -> None:
+        self._stop_event.set()  # the page's Stop: the thread ends after the step it is in
+
+    def set_state(self, sync_data: dict) -> None:
+        with self._state_lock:  # a page's write sees one step whole
+            super().set_state(sync_data)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        lock = self.__dict__.get("_state_lock")
+        if lock is None:  # being made
+            super().__setattr__(name, value)
+            return
+        with lock:  # a setting from Python (widget.focus_token = 2) too: set and its work between two steps
+            super().__setattr__(name, value)
+
+    def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
+        with self._state_lock:  # the run and its result_id of one step
+            return super()._long_answers(type_)
+
+    def close(self) -> None:
+        """Stop the generation and close the widget (AttentionWidget.close)."""
+        self._stop_event.set()
+        with self._state_lock:
+            super().close()
+        if self._thread is not None and threading.current_thread() is not self._thread:
+            self._done.wait()
+
+    def __repr__(self) -> str:
+        run = self._generation
+        state = "generating" if run.finish is None and not self._done.is_set() else run.finish
+        return f"{super().__repr__()[:-1]}, {run.steps} new tokens, {state})"
+
+
+def generate(
+    prompt: str,
+    model: Any = None,
+    max_new_tokens: int = 32,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    chat: bool | None = None,
+    view: str | None = None,
+    tokenizer: Any = None,
+    device: str | None = None,
+    **kwargs: Any,
+) -> GenerationWidget:
+    """Watch a model write: `attnscope.generate("Once upon a time", model="smollm2")`.
+
+    Displays the long-run views (the text view: a token's row shaded) on the prompt, then
+    generates into them token by token while the page draws, the newest token selected until you
+    choose one; Stop (or `widget.stop()`) ends it between two steps, keeping the text so far.
+    Returns the widget: `widget.generation` is the run (text, tokens, settings), `widget.wait()`
+    waits for its end. Every row is exact (engine/generation.py).
+
+    model: a causal language model (a loaded AttentionModel, a Hugging Face name or path, or a
+    PreTrainedModel with `tokenizer`). do_sample False: greedy; True: sampled at `temperature`
+    from the `top_p` nucleus with `seed` (picked and recorded when not given). chat: read the
+    prompt as a user's message through the tokenizer's chat template (the default where it has
+    one). view and **kwargs: as attnscope.show's (layer, theme, ...).
+    """
+    if model is None:
+        raise InputError("model=None: generate needs a causal language model, e.g. "
+                         "attnscope.generate(prompt, model=\"smollm2\").")
+    if view is not None and view not in VIEW_NAMES:
+        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
+    engine = resolve_engine(model, tokenizer, device)
+    checks.integer("max_new_tokens", max_new_tokens, minimum=1)
+    stop = threading.Event()
+    steps = generation_steps(engine, prompt, max_new_tokens, do_sample=do_sample, temperature=temperature,
+                             top_p=top_p, seed=seed, chat=chat, stop=stop)
+    try:
+        first = next(steps)  # the arguments checked and the prompt read: errors raise here
+        widget = GenerationWidget(steps, first, stop, view=view, **kwargs)
+    except BaseException:
+        steps.close()
+        raise
+    return shown(widget).start()

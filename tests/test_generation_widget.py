@@ -1,0 +1,165 @@
+"""Watch the model write (issue 48, the widget): attnscope.generate opens the long-run views on a
+prompt and generates into them from a background thread, each step shown whole; Stop ends it
+between steps keeping the text so far; the settings are said in the notice; bad arguments raise
+before anything is displayed; the model leaves as it came."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+import torch
+from small_models import families, scaled_up
+from test_long_widget import ask, values
+from test_token_labels import byte_level_bpe
+
+import attnscope
+from attnscope import InputError
+from attnscope.engine.generation import generate as engine_generate
+
+PROMPT = "The café is naïve, and the lake near Zürich is cold."
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = scaled_up(families(window=4, lm_head=True)["llama (GQA)"]())
+    # No end-of-text token: every run here ends at max_new_tokens or a stop, whatever the weights.
+    model.generation_config.eos_token_id = []
+    return attnscope.load(model, byte_level_bpe(), device="cpu")
+
+
+def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monkeypatch):
+    seen = []  # every value `tokens` took once the generation started
+    original = attnscope.GenerationWidget.start
+
+    def start(widget):
+        widget.observe(lambda change: seen.append(list(change["new"])), names="tokens")
+        return original(widget)
+
+    monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
+    try:
+        run = widget.wait(timeout=120)
+        assert not widget.generating and run.finish == "max_new_tokens" and run.steps == STEPS
+        expected = engine_generate(engine, PROMPT, STEPS, chat=False)
+        assert run.new_ids == expected.new_ids
+        long = run.attention
+        assert widget.long_context and widget.view == "text"
+        assert widget.tokens == long.labels and len(widget.tokens) == len(run.prompt_ids) + STEPS
+        # Each step was pushed: the tokens grew one at a time.
+        assert [len(tokens) for tokens in seen] == list(range(len(run.prompt_ids) + 1, len(run.ids) + 1))
+        # The newest token is selected; its row (and another's) is the run's exact row.
+        assert widget.focus_token == len(run.ids) - 1
+        for token in (len(run.ids) - 1, 3):
+            content, buffers = ask(widget, "attention_rows", layer=1, head=2, token=token, direction="from")
+            assert "error" not in content and content["result_id"] == widget.result_id
+            assert torch.allclose(values(content, buffers), long.attention_rows(1, 2, [token])[0], atol=1e-6)
+        assert widget.notice.splitlines()[0] == f"Generated greedily, {STEPS} new tokens."
+        assert repr(widget).endswith(f"text view, {STEPS} new tokens, max_new_tokens)")
+    finally:
+        widget.close()
+    assert not widget._thread.is_alive()
+
+
+def test_stop_keeps_the_text_so_far_and_leaves_nothing_running(engine):
+    threads = threading.active_count()
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+    try:
+        while widget.generation.steps < 2:
+            assert widget.generating
+            widget._done.wait(0.01)
+        run = widget.stop(timeout=60)
+        assert run.finish == "stopped" and run.stopped and 2 <= run.steps < 200
+        assert not widget.generating and not widget._thread.is_alive() and threading.active_count() == threads
+        assert widget.tokens == run.attention.labels and len(widget.tokens) == len(run.ids)
+        assert widget.notice.splitlines()[0] == f"Generated greedily, 200 new tokens (stopped after {run.steps})."
+        assert widget.wait() is run
+    finally:
+        widget.close()
+
+
+def test_the_pages_stop_event_stops_it_and_closing_a_widget_stops_its_generation(engine):
+    first = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+    second = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, do_sample=True, temperature=0.7,
+                                top_p=0.9, seed=4, chat=False)
+    try:
+        first._channel._receive(first, {"kind": "event", "type": "stop"}, [])
+        run = first.wait(timeout=60)
+        assert run.finish == "stopped" and not first.generating
+        second.close()  # the other generation, alongside, ends with its widget
+        assert not second._thread.is_alive() and second.generation.finish in ("stopped", None)
+        assert second.generation.settings.seed == 4
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_notice_names_the_sampling_settings(engine):
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, do_sample=True, temperature=0.7, top_p=0.9,
+                                seed=4, chat=False)
+    try:
+        run = widget.wait(timeout=60)
+        assert run.finish == "max_new_tokens"
+        assert widget.notice.splitlines()[0] == "Generated sampled: temperature 0.7, top-p 0.9, seed 4, 3 new tokens."
+        assert run.new_ids == engine_generate(engine, PROMPT, 3, do_sample=True, temperature=0.7, top_p=0.9, seed=4,
+                                              chat=False).new_ids
+    finally:
+        widget.close()
+
+
+def test_bad_arguments_raise_naming_the_parameter_before_anything_is_shown(engine, monkeypatch):
+    shown = []
+    monkeypatch.setattr("attnscope.widget.generation_widget.shown", lambda widget: shown.append(widget) or widget)
+    threads = threading.active_count()
+    for kwargs, match in [
+        (dict(max_new_tokens=0), "max_new_tokens=0 is too small"),
+        (dict(do_sample=True, temperature=0), "temperature=0 with do_sample=True"),
+        (dict(top_p=1.5), r"top_p=1.5 is outside \(0, 1\]"),
+        (dict(seed=-1), "seed=-1"),
+        (dict(chat=True), "chat=True, but .* no chat template"),
+        (dict(model=None), "model=None: generate needs a causal language model"),
+        (dict(view="nope"), "Unknown view 'nope'"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            attnscope.generate(PROMPT, **{"model": engine, "chat": False, **kwargs})
+    with pytest.raises(InputError, match="prompt=.* is empty"):
+        attnscope.generate("  ", model=engine, chat=False)
+    assert shown == [] and threading.active_count() == threads
+
+
+def test_the_model_leaves_as_it_came(engine):
+    model = engine.model
+    model.train()
+
+    def state():
+        hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+        return ({name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict(),
+                model.config._attn_implementation)
+
+    with torch.inference_mode():  # transformers installs its own output hooks on a first call
+        model(input_ids=torch.tensor([[1, 2, 3]]))
+    before = state()
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
+    widget.wait(timeout=60)
+    widget.close()
+    assert state() == before
+    model.eval()
+
+
+def test_a_token_or_view_the_reader_chose_mid_way_is_kept_while_it_writes(engine):
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+    try:
+        while widget.generation.steps < 1:
+            widget._done.wait(0.01)
+        widget.focus_token, widget.view = 2, "map"  # from Python, as the page's writes are taken too
+        steps = widget.generation.steps
+        while widget.generation.steps < steps + 2:
+            widget._done.wait(0.01)
+        run = widget.stop(timeout=60)
+        assert (widget.focus_token, widget.view) == (2, "map") and len(widget.tokens) == len(run.ids)
+    finally:
+        widget.close()
