@@ -147,3 +147,26 @@ def test_head_finder_notebook_finds_heads_and_the_decoders_induction_heads():
     assert "72 heads over 1000 documents" in text and "strongest previous-token head:" in text
     found = re.search(r"the finder's top 5 induction heads found by the direct test: (\d) of 5", text)
     assert found and int(found[1]) >= 3, text[-2000:]
+
+
+def test_what_flows_reproduces_the_norm_comparison_a_knockout_and_contributions():
+    """Issue 47 item 5: Kobayashi et al.'s comparison on MiniLM and SmolLM2, Geva et al.'s knockout
+    sweep and ALTI beside rollout, offline; what the text says is what the run printed."""
+    outputs = run_notebook("what_flows.ipynb", NOTEBOOKS)
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    # [CLS] takes much and passes little: weighed, it receives less than another token.
+    weighed = float(re.search(r"\((\d+\.\d+)×\)\.", text).group(1))
+    assert weighed < 1, text
+    cls_alpha, cls_norm = (float(x) for x in re.search(r"\[CLS\] receives (\d+)× the attention .* vector (\d+)× smaller", text).groups())
+    assert cls_alpha > 3 and cls_norm > 3, text
+    # The sink of a trained decoder passes a smaller vector than the other tokens.
+    assert float(re.search(r"passes a vector (\d+\.\d+)× smaller\.", text).group(1)) > 1, text
+    # Knockout: the answer is Paris, and the largest drop is past the first layers (Geva et al.).
+    assert "predicted: Paris" in text
+    first, _last, drop = re.search(r"in layers (\d+)–(\d+) lowers log p\(Paris\) by (\d+\.\d+)", text).groups()
+    assert int(first) >= 9 and float(drop) > 0.2, text
+    # ALTI gives [CLS] far less of the last layer's outputs than rollout does.
+    rollout_cls = float(re.search(r"rollout\s+\[CLS\] (\d\.\d+)", text).group(1))
+    alti_cls = float(re.search(r"ALTI\s+\[CLS\] (\d\.\d+)", text).group(1))
+    assert alti_cls < rollout_cls / 4, text
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) == 2
