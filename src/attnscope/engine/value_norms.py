@@ -105,3 +105,13 @@ def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_h
         values.append(v.to(device))
         layer_norms.append(norms(v, weight.detach().to(v.device)).to(device))
     return values, torch.stack(layer_norms)
+
+
+def of_part(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int,
+            device: torch.device) -> dict[str, torch.Tensor | None]:
+    """An encoder-decoder part's `values` (layers × heads × keys × d, stacked) and `value_norms`
+    (layers × heads × keys), as a result's fields, from what its hooks recorded. Cross-attention's
+    value projection reads the encoder's states, so its values and norms are over the encoder's
+    tokens, the part's keys: Σ_h Σ_j α_hij f_h(x_j) + b_O is the cross-attention's own output."""
+    values, layer_norms = captured(model, modules, projected, n_heads, device)
+    return {"values": None if values is None else torch.stack(values), "value_norms": layer_norms}
