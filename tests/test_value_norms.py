@@ -13,8 +13,7 @@ import warnings
 
 import pytest
 import torch
-import transformers
-from small_models import FAMILIES, families, sharpened
+from small_models import FAMILIES, families, sharpened, tiny_bart
 from small_models import TEXT as LONG_TEXT
 from test_token_labels import byte_level_bpe
 
@@ -153,19 +152,12 @@ def test_a_long_run_keeps_the_same_norms_and_never_the_values(family, default_mo
                     lambda k: value_norms.split_values(projected[k], engine.n_heads, d), outputs, family)
 
 
-def tiny_bart(vocab_size: int, dtype=torch.float32):
-    torch.manual_seed(0)
-    return sharpened(transformers.BartModel(transformers.BartConfig(
-        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64))).to(dtype)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_every_part_of_an_encoder_decoder_sums_to_its_own_output(dtype, bert_tokenizer):
     """BART: encoder and decoder self-attention, and cross-attention, whose values are the encoder's
     states through the cross-attention's own value projection: its norms are over the encoder's
     tokens (the part's keys), and α (decoder tokens × encoder tokens) times them rebuilds its out_proj's output."""
-    engine = attnscope.load(tiny_bart(len(bert_tokenizer), dtype), bert_tokenizer, device="cpu")
+    engine = attnscope.load(tiny_bart(len(bert_tokenizer)).to(dtype), bert_tokenizer, device="cpu")
     with contextlib.ExitStack() as stack:
         outputs = {part: stack.enter_context(_block_outputs(engine.model, modules)) for part, modules in engine.groups.items()}
         result = engine.run(TEXT, "Der Wärter fütterte den Löwen.")
