@@ -45,6 +45,16 @@ def tiny_bart(vocab_size: int = VOCAB):
         decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64)))
 
 
+def gated_qwen3_next():
+    """A sharpened Qwen3-Next of softmax-attention layers only (no linear attention): its query
+    projection gives each head's query and an output gate, σ(gate) multiplying the head's output."""
+    torch.manual_seed(0)
+    return sharpened(transformers.Qwen3NextModel(transformers.Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=2,
+        num_experts_per_tok=1, max_position_embeddings=64, attention_bias=True, layer_types=["full_attention"] * 2)))
+
+
 # Decoders whose attention the engine recomputes (long inputs, generation).
 TEXT = "The café is naïve, and the lake near Zürich is cold. " * 4
 SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,

@@ -3,8 +3,10 @@ what a run records, checked by the identity that defines it: Σ_h Σ_j α_hij f_
 attention block's own output (before the residual and any normalisation), in each family's layout:
 BERT, GQA (Llama, Qwen2), GPT-2's fused Conv1D, Gemma 2's soft-capped scores and sliding windows
 (its output projection's output, before its post-attention norm), gpt-oss's sink logits (rows that
-sum to less than 1: the sink's share is kept, never renormalised), and each part of BART (encoder,
-decoder and cross-attention, whose keys are the encoder's tokens)."""
+sum to less than 1: the sink's share is kept, never renormalised), Qwen3-Next's output gate (σ(gate) of
+the query multiplies the head's output before o_proj: it belongs in f, which then depends on the query,
+so the engine keeps no per-key norm for it), and each part of BART (encoder, decoder and cross-attention,
+whose keys are the encoder's tokens)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ import warnings
 
 import pytest
 import torch
-from small_models import FAMILIES, families, sharpened, tiny_bart
+from small_models import FAMILIES, families, gated_qwen3_next, sharpened, tiny_bart
 from small_models import TEXT as LONG_TEXT
 from test_token_labels import byte_level_bpe
 
 import attnscope
-from attnscope.engine import value_norms
+from attnscope.engine import value_norms, weighing
 
 TEXT = "The keeper fed the lion before the storm, and it slept."
 # Families that soft-cap or sink their scores (small_models.families(), read by a byte-level BPE
@@ -172,3 +174,34 @@ def test_every_part_of_an_encoder_decoder_sums_to_its_own_output(dtype, bert_tok
             weight, _ = value_norms.output_projection(engine.model, module)
             f = value_norms.head_outputs(run.values[layer].double(), weight.detach().double())
             torch.testing.assert_close(run.value_norms[layer].double(), f.norm(dim=-1), rtol=1e-5, atol=1e-7)
+
+
+def test_a_gated_heads_output_belongs_in_f_and_leaves_no_norm_per_key(bert_tokenizer):
+    """Qwen3-Next: o_proj reads each head's Σ_j α_hij v_hj times σ(g_hi), the gate of query i. With
+    the gate in f, f_h(x_j; i) = (v_hj ⊙ σ(g_hi)) W_O^h, the identity holds; without it, it fails.
+    ‖α f‖ then depends on the query as well as the key, so the run keeps its values but no norms,
+    and says why it cannot be weighed."""
+    engine = attnscope.load(gated_qwen3_next(), bert_tokenizer, device="cpu")
+    queries = []
+    handles = [module.q_proj.register_forward_hook(lambda _m, _i, out: queries.append(out[0].detach().double()))
+               for module in engine.attention_modules]
+    try:
+        with _block_outputs(engine.model, engine.attention_modules) as outputs:
+            result = engine.run(TEXT)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert all(value_norms.gated(module) for module in engine.attention_modules)
+    assert result.values is not None and result.value_norms is None
+    assert "Qwen3-Next" in weighing.no_value_norms(result)
+    for layer, module in enumerate(engine.attention_modules):
+        n, (heads, d) = len(result.tokens), result.values.shape[1::2]
+        gate = torch.sigmoid(queries[layer].view(n, heads, 2 * d)[..., d:].transpose(0, 1))  # heads × T × d
+        weight, bias = value_norms.output_projection(engine.model, module)
+        slices = weight.detach().double().reshape(-1, heads, d).permute(1, 2, 0)  # heads × d × width
+        mixed = result.attention[layer].double() @ result.values[layer].double()  # heads × T × d: Σ_j α_hij v_hj
+        rebuilt = torch.einsum("hid,hdw->iw", mixed * gate, slices) + bias.detach().double()
+        scale = max(1.0, outputs[layer].abs().max().item())
+        torch.testing.assert_close(rebuilt, outputs[layer], rtol=0, atol=1e-5 * scale)
+        ungated = torch.einsum("hid,hdw->iw", mixed, slices) + bias.detach().double()
+        assert (ungated - outputs[layer]).abs().max().item() > 100 * 1e-5 * scale

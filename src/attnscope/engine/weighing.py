@@ -34,7 +34,8 @@ def no_value_norms(result: AttentionResult | LongAttentionResult) -> str:
                 "precomputed attention has none.")
     return (f"Weighing by value norm needs what each key passes (its value vector and the output projection), "
             f"and those of {result.model_name} were not captured: precomputed attention has no values, "
-            "and a model whose attention cannot be hooked has none either.")
+            "and a model whose attention cannot be hooked has none either; where a gate multiplies each head's output "
+            "by the query's own factor (Qwen3-Next), what a key passes depends on the query, and no norm per key says it.")
 
 
 def weighed(result: AttentionResult | LongAttentionResult, weigh_by: str) -> AttentionResult | LongAttentionResult:
