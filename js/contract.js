@@ -55,7 +55,7 @@
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
  * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
  * @property {"attention" | "value_norm"} weigh_by [both] What the head, model, text and map views draw each weight as: the attention α, or Kobayashi et al. 2020's ‖αf(x)‖ = α·‖f(x)‖, the share of what the key's value vector passes through the head (engine/weighing.py), on one scale for the run (one_scale).
- * @property {string} weigh_unavailable [kernel] Why this run cannot be weighed by value norm (precomputed attention, cross-attention), shown on the control; "" when it can.
+ * @property {string} weigh_unavailable [kernel] Why this run cannot be weighed by value norm (precomputed attention, a model whose attention cannot be hooked), shown on the control; "" when it can.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.
  */
 

@@ -1,5 +1,6 @@
 """Small random models of each family, for tests that check a formula on every layout:
-- FAMILIES (value norms, contributions): sharpened so that a wrong key, head or bias shows;
+- FAMILIES (value norms, contributions): sharpened so that a wrong key, head or bias shows (and
+  tiny_bart, an encoder-decoder, sharpened too);
 - families() (long inputs, generation): decoders of the layouts whose attention the engine
   recomputes (grouped-query attention, sliding windows, soft-capping, sink logits, fused q/k/v),
   scaled up so that attention is sharp and a wrong pairing, mask or scale would show."""
@@ -34,6 +35,24 @@ FAMILIES = {
     "gpt2 (fused q|k|v, Conv1D)": lambda: transformers.GPT2Model(
         transformers.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64)),
 }
+
+
+def tiny_bart(vocab_size: int = VOCAB):
+    """A sharpened BART (encoder, decoder and cross-attention; value and output biases)."""
+    torch.manual_seed(0)
+    return sharpened(transformers.BartModel(transformers.BartConfig(
+        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64)))
+
+
+def gated_qwen3_next():
+    """A sharpened Qwen3-Next of softmax-attention layers only (no linear attention): its query
+    projection gives each head's query and an output gate, σ(gate) multiplying the head's output."""
+    torch.manual_seed(0)
+    return sharpened(transformers.Qwen3NextModel(transformers.Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=2,
+        num_experts_per_tok=1, max_position_embeddings=64, attention_bias=True, layer_types=["full_attention"] * 2)))
 
 
 # Decoders whose attention the engine recomputes (long inputs, generation).

@@ -119,7 +119,10 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     reply, buffers = sent[0]
     assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
     assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == len(reply["inputs"])
-    assert reply["inputs"] == ["query", "keys"]  # cross-attention's values are not captured: no value columns
+    # Cross-attention's values are the encoder's states through its value projection: one per key token.
+    assert reply["inputs"] == ["query", "keys", "values", "norms"]
+    run = widget.token_result
+    assert run.values.shape[2] == run.value_norms.shape[2] == len(widget.key_tokens)
 
 
 def t5_model():

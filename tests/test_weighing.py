@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from small_models import tiny_bart
 from test_long_widget import ask, engine, full, values  # noqa: F401  (fixtures)
 
 import attnscope
 from attnscope import InputError
 from attnscope.engine import exact_attention as exact
+from attnscope.engine import weighing
 from attnscope.engine.weighing import weighed
 from attnscope.serialize import decode
 
@@ -171,3 +173,30 @@ def test_a_head_with_nan_never_sets_the_weighed_runs_scale(default_model):
     _, scale = displayed(broken, False, False, weigh_by="value_norm")
     weights = _weighed_full(broken)
     assert scale["largest"] == pytest.approx(float(weights.nan_to_num(nan=0.0).max()), rel=1e-6)
+
+
+def test_cross_attention_weighed_by_value_norm_draws_alpha_times_the_encoder_tokens_norms(bert_tokenizer):
+    """BART's cross-attention: its keys are the encoder's tokens, and their values the encoder's
+    states through the cross-attention's own value projection; the views draw α·‖f‖ on one scale."""
+    bart = attnscope.load(tiny_bart(len(bert_tokenizer)), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget(TEXT, "Der Wärter fütterte den Löwen.", model=bart, attention_part="cross",
+                                       weigh_by="value_norm", layer=1)
+    try:
+        cross = widget.token_result
+        assert isinstance(cross, attnscope.CrossAttentionResult) and widget.weigh_unavailable == ""
+        weights = _weighed_full(cross)  # decoder tokens × encoder tokens, times the encoder tokens' norms
+        assert weights.shape[-1] == len(widget.key_tokens) != weights.shape[-2]
+        largest = float(weights.max())
+        assert widget.one_scale["of"] == "‖αf(x)‖" and widget.one_scale["largest"] == pytest.approx(largest, rel=1e-6)
+        assert torch.allclose(decode(widget.attention), weights[1] / largest, atol=1 / 255 + 1e-6)
+        widget.weigh_by = "attention"
+        assert widget.one_scale == {} and torch.allclose(widget.result.attention, cross.attention)
+    finally:
+        widget.close()
+    # A cross-attention run given without its values says so.
+    given = attnscope.CrossAttentionResult(**{**{f: getattr(cross, f) for f in ("tokens", "attention", "scaling", "causal",
+                                                                               "text", "text_b", "key_tokens")},
+                                              "model_name": "given"})
+    assert "cross-attention keys" in weighing.no_value_norms(given)
+    with pytest.raises(InputError, match="value norm"):
+        weighed(given, "value_norm")

@@ -546,11 +546,7 @@ class AttentionModel:
                 captures[part] = stack.enter_context(capture_queries_keys(modules, self.layout)) if self.layout else None
             outputs = self.forward(inputs)
 
-        found = {
-            "encoder": list(getattr(outputs, "encoder_attentions", None) or []),
-            "decoder": list(getattr(outputs, "decoder_attentions", None) or []),
-            "cross": list(getattr(outputs, "cross_attentions", None) or []),
-        }
+        found = {part: list(getattr(outputs, f"{part}_attentions", None) or []) for part in ("encoder", "decoder", "cross")}
         outputs = None  # only the attentions are kept (and freed layer by layer below)
         parts: dict[str, AttentionResult] = {}
         for part, attentions in found.items():
@@ -583,7 +579,8 @@ class AttentionModel:
                 word_groups=encoder_words if part == "encoder" else decoder_words,
                 score_bias=captured_score_bias(captures[part], attention),
                 nonfinite_heads=self._warn_nonfinite(attention, captures[part]),
-            )
+                **value_norms.of_part(self.model, self.groups[part], captures[part].values if captures[part] else [],
+                                      n_heads, attention.layers[0].device))
             if part == "cross":
                 parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_labels=labels.labels,
                                                    key_token_notes=labels.notes, key_word_groups=encoder_words)

@@ -245,7 +245,9 @@ def _lse_agrees(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, lse: torch.Te
 def _value_norms(module: Any, values: torch.Tensor, capture: FastCapture) -> torch.Tensor | None:
     """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d) and its output projection
     (the run's, else the module's own): heads × T floats kept, never the values themselves; None
-    where no projection is found."""
+    where no projection is found or the heads' outputs are gated (value_norms.gated)."""
+    if value_norms.gated(module):
+        return None
     weight = capture.projections.get(id(module))
     if weight is None:
         try:

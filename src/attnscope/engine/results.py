@@ -85,7 +85,7 @@ class AttentionResult:
     # broken weights); the views say so and the analyses refuse them.
     nonfinite_heads: list[tuple[int, int]] = field(default_factory=list)
     # Kobayashi et al.'s ‖f_h(x_j)‖ (value_norms.py): layers × heads × T keys, float32; None when
-    # not captured (precomputed attention, word level, cross-attention).
+    # not captured (precomputed attention, word level). Cross-attention's: over its keys, the encoder's tokens.
     value_norms: torch.Tensor | None = field(default=None, repr=False)
     # What each token shows (token_labels.py): the text it covers; None → decoded from `tokens`.
     labels: list[str] | None = None

@@ -41,6 +41,16 @@ def output_projection(model: torch.nn.Module | None, attention_module: torch.nn.
     return weight, getattr(layer, "bias", None)
 
 
+def gated(module: torch.nn.Module) -> bool:
+    """Gated attention outputs (Qwen3-Next, Qwen3.5): the query projection gives each head's query
+    and an output gate, [q_h | g_h] a head, twice what the output projection reads, and σ(g_h) at
+    query i multiplies head h's output before it. The gate belongs in f, f_h(x_j; i) = (v_hj ⊙
+    σ(g_hi)) W_O^h, which then depends on the query too: there is no one norm per key."""
+    query, output = getattr(module, "q_proj", None), getattr(module, "o_proj", None)
+    return (isinstance(query, torch.nn.Linear) and isinstance(output, torch.nn.Linear)
+            and query.out_features == 2 * output.in_features)
+
+
 def projections(model: torch.nn.Module, modules) -> dict[int, torch.Tensor]:
     """Each attention module's output projection weight by id(module), where one is found (for
     the attention function, which sees the module only)."""
@@ -91,7 +101,8 @@ def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_h
              device: torch.device) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
     """Each layer's values (heads × T × d, float32) and ‖f_h(x_j)‖ (layers × heads × T) from the
     value projections a run recorded, one per attention module; (None, None) when they were not
-    all recorded or a module's output projection is not found."""
+    all recorded or a module's output projection is not found; norms None where heads' outputs are
+    gated (gated: the values are kept, what a key passes depends on the query too)."""
     if len(projected) != len(modules) or not projected:
         return None, None
     values, layer_norms = [], []
@@ -104,4 +115,14 @@ def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_h
         v = split_values(output, n_heads, head_dim).float()
         values.append(v.to(device))
         layer_norms.append(norms(v, weight.detach().to(v.device)).to(device))
-    return values, torch.stack(layer_norms)
+    return values, None if any(gated(module) for module in modules) else torch.stack(layer_norms)
+
+
+def of_part(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int,
+            device: torch.device) -> dict[str, torch.Tensor | None]:
+    """An encoder-decoder part's `values` (layers × heads × keys × d, stacked) and `value_norms`
+    (layers × heads × keys), as a result's fields, from what its hooks recorded. Cross-attention's
+    value projection reads the encoder's states, so its values and norms are over the encoder's
+    tokens, the part's keys: Σ_h Σ_j α_hij f_h(x_j) + b_O is the cross-attention's own output."""
+    values, layer_norms = captured(model, modules, projected, n_heads, device)
+    return {"values": None if values is None else torch.stack(values), "value_norms": layer_norms}

@@ -29,11 +29,13 @@ def no_value_norms(result: AttentionResult | LongAttentionResult) -> str:
     if result.value_norms is not None:
         return ""
     if getattr(result, "key_tokens", None) is not None:
-        return ("Weighing by value norm is for self-attention: the value vectors of cross-attention's keys "
-                "are not captured. Choose the encoder or the decoder.")
+        return (f"Weighing by value norm needs what each key passes, and the value vectors of {result.model_name}'s "
+                "cross-attention keys (the encoder's tokens through its value projection) were not captured: "
+                "precomputed attention has none.")
     return (f"Weighing by value norm needs what each key passes (its value vector and the output projection), "
             f"and those of {result.model_name} were not captured: precomputed attention has no values, "
-            "and a model whose attention cannot be hooked has none either.")
+            "and a model whose attention cannot be hooked has none either; where a gate multiplies each head's output "
+            "by the query's own factor (Qwen3-Next), what a key passes depends on the query, and no norm per key says it.")
 
 
 def weighed(result: AttentionResult | LongAttentionResult, weigh_by: str) -> AttentionResult | LongAttentionResult:

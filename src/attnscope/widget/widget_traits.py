@@ -109,7 +109,7 @@ class WidgetTraits(anywidget.AnyWidget):
                       "through the head (engine/weighing.py), on one scale for the run (one_scale).",
                       writer="both", page="fixed", label="Weigh by")
     weigh_unavailable = synced(Unicode(""), "Why this run cannot be weighed by value norm (precomputed attention, "
-                               "cross-attention), shown on the control; \"\" when it can.")
+                               "a model whose attention cannot be hooked), shown on the control; \"\" when it can.")
     one_scale = synced(Dict(), "While the views draw something other than attention itself, on one scale for every "
                        "layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights "
                        "weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run "
