@@ -7,7 +7,6 @@ move to the CPU only for the browser.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import threading
 import warnings
@@ -19,7 +18,8 @@ import torch
 from .. import checks
 from ..checks import head_pair
 from ..errors import InputError, NoAttentionError
-from . import eager_blocks, fast_capture, value_norms
+from . import eager_blocks, fast_capture, texts, value_norms
+from .encoder_decoder_run import run_encoder_decoder
 from .exact_attention import describe_bytes, full_attention_bytes
 from .hooks import (
     Capture,
@@ -35,9 +35,9 @@ from .hooks import (
 )
 from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
-from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LayerMaps, LongAttentionResult
+from .results import AttentionResult, LayerMaps, LongAttentionResult
 from .run_progress import describe_run, layer_progress
-from .texts import groups_from_tokens, single_text, text_pieces, word_groups_of
+from .texts import PIECE_CHARACTERS, count_in_pieces, single_text, word_groups_of
 from .token_labels import TokenLabels, labels_for_tokenizer
 
 FULL_ATTENTION_LIMIT = 2**30
@@ -49,8 +49,6 @@ FULL_ATTENTION_MAX = 8_000_000_000
 # about 150,000 characters), and short of the memory a tokenizer needs for all of a huge paste
 # (about 150 bytes a character: 15 GB for 100 MB).
 MAX_TEXT_CHARACTERS = 1_000_000
-# A longer text is counted and read a piece of about this many characters at a time (text_pieces).
-PIECE_CHARACTERS = 100_000
 CAUSAL_MODEL_TYPES = {"gpt2", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt"}
 
 
@@ -174,33 +172,19 @@ class AttentionModel:
         return inputs
 
     def check_token_ids(self, ids: torch.Tensor) -> None:
-        """Token ids past the embedding table mean the tokenizer belongs to another model; the
-        model would fail with an index error deep in its embedding (or a CUDA assert)."""
-        try:
-            embeddings = self.model.get_input_embeddings()
-        except (AttributeError, NotImplementedError):  # a model without a token embedding to check
-            embeddings = None
-        rows = getattr(embeddings, "num_embeddings", None)
-        if rows is None or ids.numel() == 0:
-            return
-        largest = int(ids.max())
-        if largest >= rows or int(ids.min()) < 0:
-            raise InputError(
-                f"The tokenizer gave token id {largest}, but {self.name}'s embedding table has {rows} rows "
-                f"(ids 0..{rows - 1}): the tokenizer (vocabulary of {len(self.tokenizer)}) does not belong to "
-                "this model. Pass the model's own tokenizer."
-            )
+        """texts.check_token_ids for this model and tokenizer."""
+        texts.check_token_ids(self.model, self.tokenizer, self.name, ids)
 
     def __repr__(self) -> str:
         return f"AttentionModel({self.name!r}, device={self.device})"
 
-    def _encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int, list[str]]:
+    def encode(self, text: str, text_b: str | None, max_length: int) -> tuple[dict, int, list[str]]:
         """Tokenize, truncating to max_length; also return the untruncated length and the texts
         read (a long single text's tokens come from its start: text_pieces)."""
         read = text
         if text_b is None and len(text) > PIECE_CHARACTERS:
-            counted, read = self._count_in_pieces(text, enough=max_length + 8)
-            full_length = counted + self._special_tokens(pair=False)
+            counted, read = count_in_pieces(self.tokenizer, text, enough=max_length + 8)
+            full_length = counted + texts.special_tokens(self.tokenizer, pair=False)
         else:
             full_length = len(self.tokenizer(text, text_b, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
         # Fast tokenizers also say which characters each token covers: the labels come from them.
@@ -211,35 +195,15 @@ class AttentionModel:
         )
         return encoded, full_length, [t for t in (read, text_b) if t is not None]
 
-    def _count_in_pieces(self, text: str, enough: int, count_all: bool = True) -> tuple[int, str]:
-        """The tokens of `text` (no special tokens), counted a piece at a time, so the tokenizer
-        holds one piece (about 150 bytes a character), never the whole text; and the text's start,
-        in whole pieces, that holds at least `enough` tokens: the tokens a truncated run keeps
-        come from it alone. count_all False: stop there (the count is then of that start)."""
-        count, prefix_end = 0, None
-        for start, end in text_pieces(text, PIECE_CHARACTERS):
-            count += len(self.tokenizer(text[start:end], add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
-            if prefix_end is None and count >= enough:
-                prefix_end = end
-                if not count_all:
-                    break
-        return count, text[: prefix_end or len(text)]
-
     def text_start(self, text: str, n_tokens: int) -> str:
         """The start of `text` that holds its first `n_tokens` tokens, read a piece at a time: all
         of a text up to PIECE_CHARACTERS long. A truncating tokenizer given only this keeps the
         same tokens, and needs memory for this much, not the whole text (the corpus analyses)."""
         if len(text) <= PIECE_CHARACTERS:
             return text
-        return self._count_in_pieces(text, n_tokens + 8, count_all=False)[1]
+        return count_in_pieces(self.tokenizer, text, n_tokens + 8, count_all=False)[1]
 
-    def _special_tokens(self, pair: bool) -> int:
-        try:
-            return int(self.tokenizer.num_special_tokens_to_add(pair=pair))
-        except (AttributeError, TypeError, ValueError):
-            return 0
-
-    def _labels(self, encoded: Any, tokens: Sequence[str], texts: Sequence[str]) -> TokenLabels:
+    def labels_of_encoding(self, encoded: Any, tokens: Sequence[str], texts: Sequence[str]) -> TokenLabels:
         """The tokens' labels from `encoded`'s offsets, which are taken out of it: the model
         must not be given them."""
         mapping = encoded.pop("offset_mapping", None)
@@ -295,8 +259,8 @@ class AttentionModel:
         per token, what it adds to the text read as running text (`reading`: "hike", "rs" for
         "hikers"; None without a fast tokenizer's offsets)."""
         max_length, _ = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
-        encoded, _, read = self._encode(text, text_b, max_length)
-        return self._labels(encoded, self.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist()), read)
+        encoded, _, read = self.encode(text, text_b, max_length)
+        return self.labels_of_encoding(encoded, self.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist()), read)
 
     def keeps_on_demand(self, n_tokens: int) -> bool:
         """Whether a run of n_tokens keeps its attention on demand by itself (attention="auto"):
@@ -354,7 +318,7 @@ class AttentionModel:
             model_name=self.name,
             text=text,
             text_b=text_b,
-            sentence_b_start=self._sentence_b_start(encoded, text_b),
+            sentence_b_start=texts.sentence_b_start(encoded, text_b),
             truncated_from=truncated_from,
             input_ids=encoded["input_ids"],
             word_groups=labels.words or word_groups_of(encoded, tokens, self.tokenizer),
@@ -386,7 +350,7 @@ class AttentionModel:
         limit = max_positions(self.model, self.tokenizer)
         if max_length is None:
             return limit or 512, "the model's maximum"
-        special = self._special_tokens(pair)
+        special = texts.special_tokens(self.tokenizer, pair)
         max_length = checks.integer("max_length", max_length, minimum=special + 1)
         if limit is not None and max_length > limit:
             raise InputError(f"max_length={max_length} is longer than the model's {limit} positions.")
@@ -397,15 +361,15 @@ class AttentionModel:
         if self.is_encoder_decoder:
             if masked_heads:
                 raise InputError("Masking heads of encoder-decoder models is not supported yet.")
-            return self._run_encoder_decoder(text, text_b, max_length, reason)
-        encoded, full_length, read = self._encode(text, text_b, max_length)
-        self._check_known_words(encoded["input_ids"][0])
+            return run_encoder_decoder(self, text, text_b, max_length, reason)
+        encoded, full_length, read = self.encode(text, text_b, max_length)
+        self.check_known_words(encoded["input_ids"][0])
         input_ids = encoded["input_ids"]
         on_demand = self._on_demand(attention, input_ids.shape[1], masked_heads)
         if not on_demand:
             self._check_full_attention_size(input_ids.shape[1], attention, masked_heads)
         tokens = self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
-        labels = self._labels(encoded, tokens, read)
+        labels = self.labels_of_encoding(encoded, tokens, read)
         truncated_from = full_length if full_length > input_ids.shape[1] else None
         if truncated_from is not None:
             warnings.warn(
@@ -416,7 +380,7 @@ class AttentionModel:
                                   describe_run(self.name, input_ids.shape[1], truncated_from, reason))
         if on_demand:
             return self._run_on_demand(encoded, tokens, labels, text, text_b, truncated_from, counting)
-        sentence_b_start = self._sentence_b_start(encoded, text_b)
+        sentence_b_start = texts.sentence_b_start(encoded, text_b)
         mask = self.head_mask(masked_heads)
 
         capturing = capture_queries_keys(self.attention_modules, self.layout) if self.layout else no_capture()
@@ -460,10 +424,10 @@ class AttentionModel:
             word_groups=labels.words or word_groups_of(encoded, tokens, self.tokenizer),
             masked_heads=[tuple(int(v) for v in pair) for pair in masked_heads],
             score_bias=captured_score_bias(capture, attention),
-            nonfinite_heads=self._warn_nonfinite(attention, capture),
+            nonfinite_heads=self.warned_nonfinite_heads(attention, capture),
         )
 
-    def _warn_nonfinite(self, attention: LayerMaps, capture: Capture | None) -> list[tuple[int, int]]:
+    def warned_nonfinite_heads(self, attention: LayerMaps, capture: Capture | None) -> list[tuple[int, int]]:
         # Every head's map is scanned only when some attention output was not finite (a tenth of
         # the run's time at 512 tokens on bert-base otherwise).
         finite = capture is not None and capture.attention_finite(attention.shape[0])
@@ -472,7 +436,7 @@ class AttentionModel:
             warnings.warn(nonfinite_message(heads, attention.shape[0] * attention.shape[1]), NonFiniteAttentionWarning, stacklevel=4)
         return heads
 
-    def _check_known_words(self, ids: torch.Tensor) -> None:
+    def check_known_words(self, ids: torch.Tensor) -> None:
         """Every word an unknown token means the tokenizer does not fit (e.g. a model directory
         without tokenizer files gives transformers an empty vocabulary): a view of [UNK]s is refused."""
         unk = getattr(self.tokenizer, "unk_token_id", None)
@@ -486,121 +450,6 @@ class AttentionModel:
                 f"(vocabulary of {len(self.tokenizer)}) does not know any of its words. Is it the model's own "
                 "tokenizer? (A model directory without its tokenizer files gives an empty vocabulary.)"
             )
-
-    def _decoder_input_ids(self, decoder_text: str, max_length: int) -> tuple[torch.Tensor, int, Any]:
-        """Teacher forcing: the decoder reads its start token, then the target text shifted right.
-        Also the target's untruncated length, and the target's encoding (its offsets, for labels)."""
-        full_length = len(self.tokenizer(text_target=decoder_text, truncation=False, verbose=False)["input_ids"])
-        target = self.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt",
-                                return_offsets_mapping=bool(getattr(self.tokenizer, "is_fast", False)))
-        config = self.model.config
-        start = next(
-            (v for v in (getattr(config, n, None) for n in ("decoder_start_token_id", "pad_token_id", "bos_token_id"))
-             if isinstance(v, int)),
-            None,
-        )
-        if start is None:
-            raise NoAttentionError(f"{self.name} names no decoder start token, so its decoder cannot be run.")
-        ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
-        return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length, target
-
-    def _decoder_labels(self, target: Any, decoder_ids: torch.Tensor, decoder_text: str) -> TokenLabels:
-        """The decoder's labels: the start token's name, then the target's spans shifted right
-        with it (the target's last token is not read)."""
-        tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
-        mapping = target.get("offset_mapping")
-        offsets = sequence_ids = None
-        if mapping is not None:
-            n = len(tokens) - 1
-            offsets = [(0, 0), *mapping[0].tolist()[:n]]
-            sequence_ids = [None, *target.sequence_ids(0)[:n]]
-        labels = labels_for_tokenizer(self.tokenizer, tokens, ids=decoder_ids[0].tolist(), offsets=offsets,
-                                      sequence_ids=sequence_ids, texts=[decoder_text])
-        # The start token is no piece of the text, whatever the vocabulary calls it ([unused1]).
-        return dataclasses.replace(labels, covers_text=[False, *labels.covers_text[1:]])
-
-    def _run_encoder_decoder(self, text: str, decoder_text: str | None, max_length: int, reason: str) -> AttentionResult:
-        """Encoder self-attention over `text`; decoder self-attention and cross-attention over
-        `decoder_text` (e.g. a translation), or over `text` itself when none is given."""
-        encoded, full_length, read = self._encode(text, None, max_length)
-        input_ids = encoded["input_ids"]
-        self._check_known_words(input_ids[0])
-        truncated_from = full_length if full_length > input_ids.shape[1] else None
-        if truncated_from is not None:
-            warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=4)
-        decoder_text_read = decoder_text if decoder_text is not None else text
-        decoder_ids, decoder_length, target = self._decoder_input_ids(decoder_text_read, max_length)
-        decoder_truncated_from = decoder_length if decoder_length > decoder_ids.shape[1] else None
-        if decoder_truncated_from is not None:
-            warnings.warn(
-                f"Decoder text truncated from {decoder_length} to {decoder_ids.shape[1]} tokens ({reason}).", stacklevel=4
-            )
-        tokens = list(self.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()))
-        decoder_tokens = list(self.tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist()))
-        labels = self._labels(encoded, tokens, read)
-        decoder_labels = self._decoder_labels(target, decoder_ids, decoder_text_read)
-        inputs = {**encoded, "decoder_input_ids": decoder_ids}
-        captures = {}
-        with contextlib.ExitStack() as stack:
-            for part, modules in self.groups.items():
-                captures[part] = stack.enter_context(capture_queries_keys(modules, self.layout)) if self.layout else None
-            outputs = self.forward(inputs)
-
-        found = {part: list(getattr(outputs, f"{part}_attentions", None) or []) for part in ("encoder", "decoder", "cross")}
-        outputs = None  # only the attentions are kept (and freed layer by layer below)
-        parts: dict[str, AttentionResult] = {}
-        for part, attentions in found.items():
-            if not attentions or any(a is None for a in attentions):
-                raise NoAttentionError(f"Model {self.name} returned no {part} attention weights.")
-            attention = LayerMaps(first_of_each(attentions))
-            found[part] = None
-            n_layers, n_heads = attention.shape[:2]
-            queries, keys, scaling = captured_queries_keys(captures[part], n_layers, n_heads, self.name)
-            queries, keys = (None if layers is None else LayerMaps(layers) for layers in (queries, keys))
-            specials = getattr(self.tokenizer, "all_special_tokens", ())
-            # The encoder's words come from the text's spans (its offsets) when the tokenizer gives them.
-            encoder_words = labels.words or groups_from_tokens(tokens, specials)
-            decoder_words = decoder_labels.words or groups_from_tokens(decoder_tokens, specials)
-            fields = dict(
-                tokens=tokens if part == "encoder" else decoder_tokens,
-                labels=(labels if part == "encoder" else decoder_labels).labels,
-                token_notes=(labels if part == "encoder" else decoder_labels).notes,
-                covers_text=(labels if part == "encoder" else decoder_labels).covers_text,
-                attention=attention,
-                queries=queries,
-                keys=keys,
-                scaling=scaling,
-                causal=part == "decoder",
-                model_name=self.name,
-                text=text,
-                text_b=decoder_text,
-                truncated_from=truncated_from,
-                input_ids=input_ids if part == "encoder" else decoder_ids,
-                word_groups=encoder_words if part == "encoder" else decoder_words,
-                score_bias=captured_score_bias(captures[part], attention),
-                nonfinite_heads=self._warn_nonfinite(attention, captures[part]),
-                **value_norms.of_part(self.model, self.groups[part], captures[part].values if captures[part] else [],
-                                      n_heads, attention.layers[0].device))
-            if part == "cross":
-                parts[part] = CrossAttentionResult(**fields, key_tokens=tokens, key_labels=labels.labels,
-                                                   key_token_notes=labels.notes, key_word_groups=encoder_words)
-            else:
-                parts[part] = AttentionResult(**fields)
-        return EncoderDecoderResult.of(parts, decoder_truncated_from)
-
-    def _sentence_b_start(self, encoded: Any, text_b: str | None) -> int | None:
-        if text_b is None:
-            return None
-        try:
-            sequence_ids = encoded.sequence_ids(0)
-        except (AttributeError, ValueError):  # slow (Python) tokenizers have no sequence ids
-            sequence_ids = None
-        if sequence_ids is not None and 1 in sequence_ids:
-            return sequence_ids.index(1)
-        token_types = encoded.get("token_type_ids")
-        if token_types is not None and bool((token_types[0] == 1).any()):
-            return int((token_types[0] == 1).nonzero()[0, 0])
-        return None
 
 
 def model_of(value: Any, what: str) -> AttentionModel:

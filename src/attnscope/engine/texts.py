@@ -10,6 +10,9 @@ from .. import checks
 from ..errors import InputError
 from .formulas import word_groups
 
+# A longer text is counted and read a piece of about this many characters at a time (text_pieces).
+PIECE_CHARACTERS = 100_000
+
 
 def groups_from_tokens(tokens: Sequence[str], special: Sequence[str] = ()) -> list[list[int]]:
     """Word groups when the tokenizer has no word ids (slow tokenizers): "##" pieces continue a word,
@@ -73,3 +76,61 @@ def word_groups_of(encoded: Any, tokens: Sequence[str], tokenizer: Any, index: i
         return groups_from_tokens(tokens, getattr(tokenizer, "all_special_tokens", ()))
     length = len(tokens)
     return word_groups(word_ids[:length], sequence_ids[:length])
+
+
+def count_in_pieces(tokenizer: Any, text: str, enough: int, count_all: bool = True) -> tuple[int, str]:
+    """The tokens of `text` (no special tokens), counted a piece at a time, so the tokenizer
+    holds one piece (about 150 bytes a character), never the whole text; and the text's start,
+    in whole pieces, that holds at least `enough` tokens: the tokens a truncated run keeps
+    come from it alone. count_all False: stop there (the count is then of that start)."""
+    count, prefix_end = 0, None
+    for start, end in text_pieces(text, PIECE_CHARACTERS):
+        count += len(tokenizer(text[start:end], add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+        if prefix_end is None and count >= enough:
+            prefix_end = end
+            if not count_all:
+                break
+    return count, text[: prefix_end or len(text)]
+
+
+def sentence_b_start(encoded: Any, text_b: str | None) -> int | None:
+    """Index of sentence B's first token in a tokenizer's encoding of a pair, or None."""
+    if text_b is None:
+        return None
+    try:
+        sequence_ids = encoded.sequence_ids(0)
+    except (AttributeError, ValueError):  # slow (Python) tokenizers have no sequence ids
+        sequence_ids = None
+    if sequence_ids is not None and 1 in sequence_ids:
+        return sequence_ids.index(1)
+    token_types = encoded.get("token_type_ids")
+    if token_types is not None and bool((token_types[0] == 1).any()):
+        return int((token_types[0] == 1).nonzero()[0, 0])
+    return None
+
+
+def special_tokens(tokenizer: Any, pair: bool) -> int:
+    """How many special tokens the tokenizer adds to one text (or a pair); 0 where it cannot say."""
+    try:
+        return int(tokenizer.num_special_tokens_to_add(pair=pair))
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
+def check_token_ids(model: Any, tokenizer: Any, model_name: str, ids: Any) -> None:
+    """Token ids past the embedding table mean the tokenizer belongs to another model; the
+    model would fail with an index error deep in its embedding (or a CUDA assert)."""
+    try:
+        embeddings = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):  # a model without a token embedding to check
+        embeddings = None
+    rows = getattr(embeddings, "num_embeddings", None)
+    if rows is None or ids.numel() == 0:
+        return
+    largest = int(ids.max())
+    if largest >= rows or int(ids.min()) < 0:
+        raise InputError(
+            f"The tokenizer gave token id {largest}, but {model_name}'s embedding table has {rows} rows "
+            f"(ids 0..{rows - 1}): the tokenizer (vocabulary of {len(tokenizer)}) does not belong to "
+            "this model. Pass the model's own tokenizer."
+        )
