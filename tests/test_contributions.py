@@ -290,3 +290,12 @@ def test_a_saved_page_holds_the_contributions_mode_it_was_saved_in(default_model
     state = page["state"]  # ... and for the page, in the mode it shows
     assert state["rollout_mode"] == "contributions" and state["rollout"]["mode"] == "contributions"
     assert page["traits"]["rollout_mode"]["page"] == "fixed"
+
+
+def test_the_pages_write_of_the_contributions_mode_is_taken_and_a_bad_one_refused(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, view="rollout")
+    widget.set_state({"rollout_mode": "contributions"})  # the select in the tab, as ipywidgets passes it on
+    assert widget.rollout_mode == "contributions" and widget.rollout["mode"] == "contributions" and widget.error == ""
+    widget.set_state({"rollout_mode": "<b>alti</b>"})
+    assert widget.rollout_mode == "contributions" and widget.rollout["mode"] == "contributions"
+    assert "rollout_mode" in widget.error
