@@ -41,7 +41,8 @@
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
  * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
  * @property {number} result_id [kernel] The id of the edit the current run answers (0 for the first run).
- * @property {Object<string, any>} rollout [kernel] Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: {n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.
+ * @property {Object<string, any>} rollout [kernel] The Rollout tab's matrices through every layer, made while it is open, in rollout_mode: {mode, n_tokens, special, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.
+ * @property {"rollout" | "contributions"} rollout_mode [both] What the Rollout tab rolls out through the layers: Abnar & Zuidema's attention rollout (the mean attention, the residual a fixed half), or ALTI contributions (Ferrando et al. 2022: each token's share of a layer's output through attention, residual and LayerNorm; the kernel reruns the model with hooks, analyses/contributions.py).
  * @property {(number | null)} sentence_b_start [kernel] Index of sentence B's first token, or None.
  * @property {"all" | "aa" | "bb" | "ab" | "ba"} sentence_filter [both] Which sentence's tokens attend to which: all, aa, bb, ab or ba.
  * @property {boolean} show_change [both] With masked heads, the head and model views draw |A_masked − A|.
@@ -98,6 +99,7 @@ export const TRAITS = [
   "request",
   "result_id",
   "rollout",
+  "rollout_mode",
   "sentence_b_start",
   "sentence_filter",
   "show_change",

@@ -25,6 +25,28 @@ export const WEIGH_TITLE = "Weigh by: attention α, or α·‖f‖ (Kobayashi et
 
 export const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
+// What the Rollout tab rolls out through the layers (the rollout_mode trait; analyses/contributions.py).
+export const ROLLOUT_MODES = [["rollout", "Rollout"], ["contributions", "ALTI contributions"]];
+export const ROLLOUT_MODE_TITLE = "Rollout (Abnar & Zuidema 2020) mixes each layer's mean attention with a fixed half for "
+  + "the residual; ALTI contributions (Ferrando et al. 2022) measure each token's share of the layer's output through "
+  + "attention, residual and LayerNorm (the kernel reruns the model), both rolled out across layers.";
+
+/**
+ * The Rollout tab's mode: a select "Rollout | ALTI contributions" in `parent` (the view's own
+ * options row), written as rollout_mode; a saved copy answers a change as for any setting it keeps.
+ * → {control, update(get)}.
+ */
+export function createRolloutMode(parent, setTraits) {
+  const modeSelect = select("attnscope-rollout-mode", ROLLOUT_MODES);
+  const control = labelled(parent, "Show", modeSelect);
+  control.title = ROLLOUT_MODE_TITLE;
+  modeSelect.addEventListener("change", () => setTraits({ rollout_mode: modeSelect.value }));
+  return {
+    control,
+    update(get) { modeSelect.value = get("rollout_mode") ?? "rollout"; },
+  };
+}
+
 function checkbox(className) {
   const box = el("input", className);
   box.type = "checkbox";

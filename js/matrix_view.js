@@ -131,10 +131,15 @@ export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}
   return matrixScene(shown, layer, options);
 }
 
-export function createMatrixView(container) {
+/** options.lead(bar): puts the view's own controls first in the options row (the rollout view's mode). */
+export function createMatrixView(container, { lead = undefined } = {}) {
   const root = el("div", "attnscope-matrix-view", container);
   const title = el("div", "attnscope-matrix-title", root);
   const bar = el("div", "attnscope-matrix-options", root);
+  lead?.(bar);
+  // Why there is no matrix (the kernel's {error}), in place of it; the lead controls stay, to choose another.
+  const message = el("div", "attnscope-status attnscope-matrix-message", root);
+  message.hidden = true;
   const select = el("select", "attnscope-matrix-layer", bar);
   select.setAttribute("aria-label", "Layer");
   const option = (className, text, checked) => {
@@ -202,9 +207,23 @@ export function createMatrixView(container) {
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
 
+  const drawn = [title, select, dropBox.parentElement, normBox.parentElement, legend, grid];
+  function showMatrix(shown) {
+    message.hidden = shown;
+    for (const node of drawn) node.style.display = shown ? "" : "none";
+  }
+
   return {
+    /** Says why there is no matrix, in its place (textContent: never HTML). */
+    say(text) {
+      message.textContent = text;
+      showMatrix(false);
+      state = null;
+      shown = null;
+    },
     update(next) {
       if (state === next) return;
+      showMatrix(true);
       const [nLayers] = next.shape;
       const label = next.layerLabel ?? defaultLayerLabel;
       select.replaceChildren(); // rebuilt each time: the labels may change with the same count

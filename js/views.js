@@ -61,6 +61,11 @@ const SAYS = {
       : "";
   },
   analysis: ({ get }) => get("analysis")?.note ?? "",
+  // The Rollout tab in ALTI's mode: what it shows, and how it differs from rollout (the title names it).
+  "rollout mode": ({ get }) => (get("rollout_mode") === "contributions"
+    ? "ALTI contributions (Ferrando et al. 2022): each token's share of the layer's output through attention, residual "
+      + "and LayerNorm, rolled out across layers; attention rollout instead mixes the mean attention with a fixed half "
+      + "for the residual." : ""),
   weigh: ({ get }) => (get("weigh_by") === "value_norm"
     ? "Weighed by value norm (Kobayashi et al. 2020): each weight is ‖αf(x)‖ = α·‖f(x)‖, the attention times the size "
       + "of what the key's value vector passes through the head; it is not bounded by 1." : ""),

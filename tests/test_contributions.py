@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 
 import pytest
 import torch
+import traitlets
 import transformers
 from small_models import FAMILIES, SMALL, VOCAB, sharpened
 
@@ -223,3 +225,77 @@ def test_the_frame_is_tidy_and_reads_the_matrices(default_model):
     assert sep == pytest.approx(found.rolled[5, :, n - 1].double().mean().item(), abs=1e-9)
     own = frame[(frame.measure == "self") & (frame.layer == 2)].value.to_numpy()
     assert own == pytest.approx(torch.diagonal(found.layers[2]).numpy(), abs=1e-9)
+
+
+# ---- the Rollout tab's mode: ALTI contributions in the widget -------------------------------
+
+
+def _rolled(widget) -> torch.Tensor:
+    from attnscope.serialize import decode
+
+    return decode(widget.rollout)
+
+
+def test_the_widget_in_contributions_mode_carries_the_rolled_matrix_and_switches_back(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, view="rollout")
+    rollout = _rolled(widget)
+    assert widget.rollout["mode"] == "rollout"
+    widget.rollout_mode = "contributions"
+    found = attnscope.contributions(default_model, TEXT)
+    assert widget.rollout["mode"] == "contributions" and widget.rollout["n_tokens"] == len(found.tokens)
+    step = widget.rollout["scale"]
+    assert (_rolled(widget) - found.rolled).abs().max() <= step / 2 + 1e-6  # within the uint8 quantisation
+    assert (rollout - found.rolled).abs().max() > 10 * step  # the two differ: the test could tell them apart
+    widget.rollout_mode = "rollout"
+    assert widget.rollout["mode"] == "rollout" and torch.equal(_rolled(widget), rollout)
+
+
+def test_contributions_mode_merges_words_before_the_rollout(default_model):
+    text = "Tokenization is unbelievable."
+    widget = attnscope.AttentionWidget(text, model=default_model, view="rollout", rollout_mode="contributions",
+                                       word_level=True)
+    found = attnscope.contributions(default_model, text)
+    merged = formulas.rolled_out(formulas.merge_words(found.layers[:, None], widget.token_result.word_groups)[:, 0])
+    assert len(widget.tokens) < len(found.tokens) and _rolled(widget).shape == merged.shape
+    assert (_rolled(widget) - merged).abs().max() <= widget.rollout["scale"] / 2 + 1e-6
+    assert torch.allclose(merged.sum(-1), torch.ones(merged.shape[:-1]), atol=1e-5)  # rows still shares
+
+
+def test_contributions_mode_of_an_unsupported_family_shows_why_in_the_tab(bert_tokenizer):
+    engine = attnscope.load(FAMILIES["gpt2 (fused q|k|v, Conv1D)"]().eval(), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget(TEXT, model=engine, view="rollout")
+    widget.rollout_mode = "contributions"  # no traceback: the tab's payload says why
+    assert re.search(r"GPT2Model.*\(gpt2\) is not one of them", widget.rollout["error"])
+    assert widget.rollout_mode == "contributions" and widget.error == ""
+    widget.rollout_mode = "rollout"
+    assert "error" not in widget.rollout and widget.rollout["mode"] == "rollout"
+
+
+def test_contributions_mode_without_a_model_or_with_masks_says_why(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, masked_heads=[[0, 1]], view="rollout",
+                                       rollout_mode="contributions")
+    assert "unmask the heads" in widget.rollout["error"]
+    precomputed = attnscope.AttentionWidget(result=widget.token_result.unmasked, view="rollout", rollout_mode="contributions")
+    assert "needs a model" in precomputed.rollout["error"]
+    with pytest.raises(traitlets.TraitError, match="rollout_mode"):
+        precomputed.rollout_mode = "alti"
+
+
+def test_a_saved_page_holds_the_contributions_mode_it_was_saved_in(default_model):
+    from attnscope.widget.export import page_state
+
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, view="head", rollout_mode="contributions")
+    assert widget.rollout == {}  # made only while the tab is open ...
+    page = page_state(widget)
+    state = page["state"]  # ... and for the page, in the mode it shows
+    assert state["rollout_mode"] == "contributions" and state["rollout"]["mode"] == "contributions"
+    assert page["traits"]["rollout_mode"]["page"] == "fixed"
+
+
+def test_the_pages_write_of_the_contributions_mode_is_taken_and_a_bad_one_refused(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, view="rollout")
+    widget.set_state({"rollout_mode": "contributions"})  # the select in the tab, as ipywidgets passes it on
+    assert widget.rollout_mode == "contributions" and widget.rollout["mode"] == "contributions" and widget.error == ""
+    widget.set_state({"rollout_mode": "<b>alti</b>"})
+    assert widget.rollout_mode == "contributions" and widget.rollout["mode"] == "contributions"
+    assert "rollout_mode" in widget.error

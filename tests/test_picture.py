@@ -373,6 +373,10 @@ STATES = {
     "words, head": ("head", dict(word_level=True), [r"Word level: wordpieces merged into words"]),
     "words, model": ("model", dict(word_level=True), [r"Word level"]),
     "words, rollout": ("rollout", dict(word_level=True), [r"Word level"]),
+    "contributions, rollout": ("rollout", dict(rollout_mode="contributions"),
+                               [r"^ALTI contributions \(Ferrando et al\. 2022\): each token's share of the layer's output "
+                                r"through attention, residual and LayerNorm, rolled out across layers; attention rollout "
+                                r"instead mixes the mean attention with a fixed half"]),
     "sentence filter": ("head", dict(text_b="It fell asleep.", sentence_filter="ba"),
                         [r"Only sentence B → sentence A attention is drawn \(sentence B's tokens attending to sentence A's\)\."]),
     "some heads": ("head", dict(heads=[2, 7]), [r"Heads 2 and 7 of 12 \(0–11\) drawn\."]),

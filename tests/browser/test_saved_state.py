@@ -51,6 +51,9 @@ SNAPSHOT = """() => {
     windowNote: texts(".attnscope-window-note").join(""),
     scaleNote: texts(".attnscope-scale-note").join(""),
     rollout: visible(q("canvas.attnscope-matrix")) ? [q("canvas.attnscope-matrix").dataset.n, q("canvas.attnscope-matrix").dataset.layer] : null,
+    rolloutMode: q("select.attnscope-rollout-mode")?.value,
+    rolloutTitle: texts(".attnscope-matrix-title").join(""),
+    rolloutMessage: texts(".attnscope-matrix-message").join(""),
   };
 }"""
 
@@ -180,6 +183,34 @@ def test_rollout_tab_paints_offline(live_and_saved, default_model):
     # [CLS] and [SEP] left out, as the view opens (issue 30).
     assert shown["rollout"] == [str(len(widget.tokens) - 2), str(widget.n_layers - 1)]
     assert saved.evaluate(PAINTED, "canvas.attnscope-matrix") > 100
+
+
+def test_a_saved_page_shows_the_rollout_tab_in_the_mode_it_was_saved_with(live_and_saved, default_model):
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=default_model, view="rollout",
+                                       rollout_mode="contributions")
+    assert widget.rollout["mode"] == "contributions"
+    live, saved = live_and_saved(widget, ROLLOUT_READY)
+    shown = same_view(live, saved)
+    assert shown["rolloutMode"] == "contributions" and shown["rolloutTitle"].startswith("ALTI contributions (Ferrando et al. 2022)")
+    assert shown["rollout"] == [str(len(widget.tokens) - 2), str(widget.n_layers - 1)] and not shown["rolloutMessage"]
+    assert saved.evaluate(PAINTED, "canvas.attnscope-matrix") > 100
+    # The mode is fixed on a saved page: the other needs the live widget, and the select goes back.
+    saved.select_option("select.attnscope-rollout-mode", "rollout")
+    settle(saved)
+    after = saved.evaluate(SNAPSHOT)
+    assert after["rolloutMode"] == "contributions" and "Rollout tab's mode" in after["error"]
+    assert after["rolloutTitle"].startswith("ALTI contributions")
+
+
+def test_a_contributions_tab_of_an_unsupported_family_says_why_offline(live_and_saved, bert_tokenizer):
+    from small_models import FAMILIES
+
+    engine = attnscope.load(FAMILIES["gpt2 (fused q|k|v, Conv1D)"]().eval(), bert_tokenizer, device="cpu")
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=engine, view="rollout", rollout_mode="contributions")
+    ready = "document.querySelector('.attnscope-matrix-message')?.textContent.length > 0"
+    shown = same_view(*live_and_saved(widget, ready))
+    assert "is not one of them" in shown["rolloutMessage"] and shown["rollout"] is None and shown["rolloutMode"] == "contributions"
+    assert not shown["error"]
 
 
 def tiny_t5(tokenizer):

@@ -247,9 +247,9 @@ class AttentionWidget(CheckedTraits):
             sentence_filter=self.sentence_filter, neuron_head=self.neuron_head, neuron_query=self.neuron_query,
             focus_token=self.focus_token, focus_head=self.focus_head, analysis=self.analysis,
             include_layers=self.include_layers, include_heads=self.include_heads, thumbnail_size=self._thumbnail_size,
-            prettify=self._prettify, has_model=self._engine is not None, focus_chosen=self._focus_chosen,
-            opened_query=self.__dict__.get("_opened_query"), thumbnails=self.thumbnails,
-            thumbnails_of=self._thumbnails_of, rollout=self.rollout, rollout_of=self._rollout_of,
+            prettify=self._prettify, has_model=self._engine is not None, focus_chosen=self._focus_chosen, max_length=self._max_length,
+            opened_query=self.__dict__.get("_opened_query"), thumbnails=self.thumbnails, thumbnails_of=self._thumbnails_of,
+            rollout=self.rollout, rollout_of=self._rollout_of, rollout_mode=self.rollout_mode, models=(self._engine, self._compare_engine),
         )
 
     def _apply(self, computed: AttentionResult, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
@@ -318,7 +318,7 @@ class AttentionWidget(CheckedTraits):
         if self._closed:
             raise InputError(CLOSED)
 
-    @traitlets.observe("view", "include_layers", "include_heads", "analysis")
+    @traitlets.observe("view", "include_layers", "include_heads", "analysis", "rollout_mode")
     def _on_view(self, change: dict) -> None:
         if self._applying or "_drawn_run" not in self.__dict__ and not self._closed:
             return

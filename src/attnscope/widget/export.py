@@ -24,6 +24,7 @@ from .contract import contract_traits, page_traits
 from .long_answers import LongAnswers
 from .messages import OVERVIEW_BINS
 from .views import VIEW
+from .widget_state import rollout_for
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -142,7 +143,7 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     if not only_open_view or draws == "thumbnails":
         state["thumbnails"] = pl.thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
     if not state["rollout"] and (not only_open_view or draws == "rollout"):
-        state["rollout"] = pl.rollout_payload(token_result, widget.word_level)
+        state["rollout"] = rollout_for(token_result, widget._settings())
     source = state["attention"].get("source")  # the saved layers are the shown run's, as the kernel's are
     if state["layer"] not in layers:
         state["layer"] = layers[0]

@@ -126,16 +126,25 @@ def thumbnails_payload(
             **quantize_uint8(pooled)}
 
 
-def rollout_payload(token_result: AttentionResult, word_level: bool) -> dict:
-    """Abnar & Zuidema's rollout through every layer, L × T × T, of the attention itself (even
-    while the views show a masking's change)."""
+def rollout_payload(token_result: AttentionResult, word_level: bool, mixing: torch.Tensor | None = None) -> dict:
+    """The Rollout tab's matrices, L × T × T, each layer's rolled out through the layers before it
+    (mode: which). "rollout": Abnar & Zuidema's rollout of the attention itself (even while the views
+    show a masking's change). "contributions": given `mixing`, a run's per-layer ALTI C (L × T × T,
+    engine/contributions.py), those rolled out by products as analyses.contributions does. Word level:
+    the attention, or each layer's C, merged into words first (summed over a word's pieces as keys,
+    averaged as queries: rows still sum to 1)."""
     if key_tokens_of(token_result) is not None:
         return {"error": "Rollout follows self-attention through the layers: choose the encoder or the decoder."}
     source = word_attention(token_result) if word_level else token_result
+    if mixing is None:
+        mode, rolled = "rollout", an.rollout(source.attention)
+    else:
+        merged = an.merge_words(mixing[:, None], token_result.word_groups)[:, 0] if word_level else mixing
+        mode, rolled = "contributions", an.rolled_out(merged)
     kinds = an.token_kinds(source.tokens)
     # [CLS] / [SEP] (and <s> / </s>) soak up rollout; the view can leave them out.
     special = (kinds.cls | kinds.sep).nonzero().flatten().tolist()
-    return {"n_tokens": len(source.tokens), "special": special, **quantize_uint8(an.rollout(source.attention))}
+    return {"mode": mode, "n_tokens": len(source.tokens), "special": special, **quantize_uint8(rolled)}
 
 
 def score_label(result: AttentionResult, layer: int) -> str:

@@ -9,12 +9,14 @@ computes everything first. A failure on the way raises before anything is shown.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from ..analyses.sinks import attention_sinks
+from ..engine.contributions import run_contributions
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
-from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, notes_of, opening_query, parts_of
+from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, key_tokens_of, notes_of, opening_query, parts_of
 from ..engine.weighing import no_value_norms, weighed
 from ..errors import InputError
 from . import payloads as pl
@@ -73,6 +75,11 @@ class Settings:
     thumbnails_of: tuple | None = None
     rollout: dict = dataclasses.field(default_factory=dict)
     rollout_of: tuple | None = None
+    # The Rollout tab's mode, and what ALTI contributions rerun: (the model, the compared model;
+    # None where there is none) and the run's max_length.
+    rollout_mode: str = "rollout"
+    models: tuple = (None, None)
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -268,13 +275,37 @@ def view_payloads(result: Any, token_result: Any, view: str,
     else:
         thumbnails = (pl.thumbnails_payload(result, settings.include_layers, settings.include_heads,
                                             settings.thumbnail_size), made_from)
-    made_from = (id(result), settings.word_level)
+    made_from = (id(result), settings.word_level, settings.rollout_mode)
     if made_from == settings.rollout_of:
         rollout = (settings.rollout, made_from)
     elif view != "rollout" or isinstance(result, LongAttentionResult):
         rollout = ({}, None)
-    elif settings.compare_shown == "difference":  # rollout multiplies one model's layers
-        rollout = ({"error": COMPARED_ONE_MODEL.format(view="rollout", what="attention through its layers")}, made_from)
     else:
-        rollout = (pl.rollout_payload(token_result, settings.word_level), made_from)
+        rollout = (rollout_for(token_result, settings), made_from)
     return thumbnails, rollout
+
+
+def rollout_for(token_result: AttentionResult, settings: Settings) -> dict:
+    """The Rollout tab's payload of a short run (payloads.rollout_payload) in the mode the settings
+    choose, or {error} saying why not: the live widget's and a saved page's (export.py)."""
+    if settings.compare_shown == "difference":  # rollout multiplies one model's layers
+        return {"error": COMPARED_ONE_MODEL.format(view="rollout", what="attention through its layers")}
+    if settings.rollout_mode == "rollout" or key_tokens_of(token_result) is not None:
+        return pl.rollout_payload(token_result, settings.word_level)
+    model = settings.models[1 if settings.compare_shown == "second" else 0]
+    if model is None:
+        return {"error": NEEDS_A_MODEL.format(what="The ALTI contributions mode (it reruns the model with hooks on its attention blocks)")}
+    if token_result.masked_heads:
+        return {"error": "ALTI contributions follow the whole model: unmask the heads to see them (or choose Rollout, "
+                         "which follows the masked run)."}
+    try:
+        with warnings.catch_warnings():  # truncation and NaN heads: the widget's notice says them already
+            warnings.simplefilter("ignore", UserWarning)
+            run, mixing = run_contributions(model, token_result.text, token_result.text_b,
+                                            max_length=settings.max_length, attention="full")
+    except InputError as exc:  # a family ALTI does not follow: the tab says so
+        return {"error": str(exc)}
+    if list(run.tokens) != list(token_result.tokens):
+        return {"error": "ALTI contributions rerun the model, and that run read the text into other tokens than the "
+                         "one shown."}
+    return pl.rollout_payload(token_result, settings.word_level, mixing)

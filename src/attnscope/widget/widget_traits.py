@@ -120,8 +120,15 @@ class WidgetTraits(anywidget.AnyWidget):
     neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
                          writer="both", page="view")
     neuron_query = synced(Int(0), "The neuron view's query token.", writer="both", page="view")
-    rollout = synced(Dict(), "Abnar & Zuidema's rollout through every layer, made while the Rollout tab is open: "
-                     "{n_tokens, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.")
+    rollout = synced(Dict(), "The Rollout tab's matrices through every layer, made while it is open, in rollout_mode: "
+                     "{mode, n_tokens, special, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, "
+                     "or {error}.")
+    rollout_mode = synced(Enum(("rollout", "contributions"), default_value="rollout"),
+                          "What the Rollout tab rolls out through the layers: Abnar & Zuidema's attention rollout (the "
+                          "mean attention, the residual a fixed half), or ALTI contributions (Ferrando et al. 2022: each "
+                          "token's share of a layer's output through attention, residual and LayerNorm; the kernel reruns "
+                          "the model with hooks, analyses/contributions.py).",
+                          writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
     finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (show_analysis(head_finder(...))): "
                            "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
