@@ -196,7 +196,8 @@ def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, d
     page.click("button.attnscope-tab[data-view='neuron']")
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     labels = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-colorbar-label", "ls => ls.map(l => l.textContent)")
-    assert labels[:3] == ["q", "k", "q × k"] and len(labels) == 4
+    # Past the softmax (issue 47 item 2): the values, what each passes and the head's output have theirs.
+    assert labels == ["q", "k", "q × k", "q·k / √d", "v", "α·v", "o = Σ α·v"]
     ends = page.eval_on_selector_all(".attnscope-neuron-view .attnscope-colorbar-tick", "ts => ts.map(t => t.textContent)")
     assert float(ends[0]) < 0 < float(ends[2]) and ends[1] == "0"
     assert not page.problems, page.problems
