@@ -18,8 +18,8 @@ const FILTERS = [
 export const COMPARED = [["first", "First model"], ["second", "Second model"], ["difference", "|Second − first|"]];
 /** The parts of an encoder-decoder model, as the controls name them. */
 // What the views draw each weight as (the weigh_by trait; engine/weighing.py).
-export const WEIGHINGS = [["attention", "α"], ["value_norm", "α·‖f‖"]];
-export const WEIGH_TITLE = "Weigh by: attention α, or α·‖f‖ (Kobayashi et al. 2020): each weight α times ‖f(x)‖, the size of what "
+export const WEIGHINGS = [["attention", "α"], ["value_norm", "‖αf‖"]];
+export const WEIGH_TITLE = "Weigh by: attention α, or ‖αf(x)‖ = α·‖f(x)‖ (Kobayashi et al. 2020): each weight α times ‖f(x)‖, the size of what "
   + "the key's value vector passes through the head, (xW_V + b_V)W_O of that head. Tokens that take much attention "
   + "but pass small vectors ([CLS], [SEP], punctuation, a sink) fade. Drawn on one scale for every layer and head.";
 
@@ -208,7 +208,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
       compareControl.hidden = !get("compared_model");
       compareSelect.value = get("compare_shown") ?? "first";
       compareControl.title = `Second model: ${get("compared_model") ?? ""}. |Second − first| draws each weight's `
-        + "difference on one scale for every layer and head: the largest difference is the darkest line.";
+        + "difference on one scale for every layer and head: the largest difference is the strongest line.";
       for (const node of imageButtons) node.disabled = view === "neuron" && Boolean(get("neuron_unavailable"));
       editor.update(get);
       // Masking reruns the model: not for precomputed attention (none to rerun, as the editor goes) nor a

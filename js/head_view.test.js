@@ -241,7 +241,7 @@ describe("a difference (|second − first|)", () => {
     made.push(view);
     // The kernel's weights: |difference| ÷ 0.5, the run's largest change.
     expect(adapter.draw(view, { get, decoded: () => attention, width: 600 })).toBe("");
-    expect(container.querySelector(".attnscope-window-note").textContent).toContain("darkest line = 0.500, the largest change (layer 3, head 1)");
+    expect(container.querySelector(".attnscope-window-note").textContent).toContain("strongest line = 0.500, the largest change (layer 3, head 1)");
     container.querySelector('.attnscope-right .attnscope-token[data-index="0"]').dispatchEvent(new MouseEvent("mouseenter"));
     const rows = [...container.querySelectorAll(".attnscope-left .attnscope-token")];
     expect(rows[1].title).toBe(`|second − first| from “b” to “a” (one bar a head, the number their largest):\nhead 0: 0.0500\nhead 1: 0.500`);

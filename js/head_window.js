@@ -28,6 +28,9 @@ function relativeWindow(win, aside) {
   return { values: relative, largest };
 }
 
+// What a line stands for: the weight, or (Weigh by value norm) ‖αf(x)‖ = α·‖f(x)‖, not bounded by 1.
+const weighedWord = (get) => (get("weigh_by") === "value_norm" ? "‖αf(x)‖ (α × value norm)" : "weight");
+
 /** The head view's state on a long run (the window around the selected token), or a status line.
  * memo keeps the slices and relative weights between draws (the view's own object on screen). */
 export function windowState({ get, long }, memo = {}) {
@@ -57,7 +60,7 @@ export function windowState({ get, long }, memo = {}) {
     selected: selected - start,
     caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
       + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer")}: each line is as opaque `
-      + `as its exact weight relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
+      + `as its exact ${weighedWord(get)} relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
       + "outside this window is not drawn.",
   };
 }

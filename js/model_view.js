@@ -28,8 +28,12 @@ const DIFFERENCE_MIN_WEIGHT = 1 / ALPHA_LEVELS;
 // Past this many lines in one head, an even sample over the head's weights is drawn.
 export const THUMBNAIL_MAX_LINES = 600;
 export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
+// A long run weighed by value norm has no one scale (its thumbnails come in passes): each head's own.
+export const WEIGHED_SCALE_NOTE = "Line opacity: each ‖αf(x)‖ (α × value norm) ÷ its head's largest; weighed, the "
+  + "tokens that take much attention and pass little (a sink) fade, so heads look denser.";
 // A difference or ‖αf(x)‖ is drawn on the run's one scale instead (one_scale.js): its heads compare.
-const scaleNote = (state) => (state.runScale ? oneScaleNote(state.runScale) : SCALE_NOTE);
+const scaleNote = (state) => (state.runScale ? oneScaleNote(state.runScale)
+  : state.weighBy === "value_norm" ? WEIGHED_SCALE_NOTE : SCALE_NOTE);
 
 /**
  * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
@@ -187,13 +191,13 @@ export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
 }
 
 /** The enlarged head's card: its largest weight beside a uniform row's (1/n, how broad a head is),
- * or, on the run's one scale, its largest value beside the darkest line's (a uniform baseline means
+ * or, on the run's one scale, its largest value beside the strongest line's (a uniform baseline means
  * nothing for a difference or ‖αf(x)‖). */
 export function zoomText(state, row, col) {
   const own = headLargest(state.thumbnails.values, state.thumbnails.shape, row, col);
   if (state.runScale) {
     const { largest } = state.runScale;
-    const share = largest > 0 ? ` (${Math.round(100 * own)}% of the darkest line, ${largest.toFixed(3)})` : "";
+    const share = largest > 0 ? ` (${Math.round(100 * own)}% of the strongest line, ${largest.toFixed(3)})` : "";
     return `largest ${measureOf(state.runScale)} ${(own * largest).toFixed(3)}${share}`;
   }
   const nKeys = (state.keyTokens ?? state.tokens)?.length;
@@ -311,7 +315,7 @@ export function createModelView(container, callbacks = {}) {
 function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
   const payload = get("thumbnails");
   const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
-    tokens: get("tokens"), keyTokens: keyTokens(get), runScale: oneScale(get) };
+    tokens: get("tokens"), keyTokens: keyTokens(get), runScale: oneScale(get), weighBy: get("weigh_by") };
   if (payload?.data && payload.n_tokens === get("tokens").length) {
     return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
   }

@@ -2,7 +2,7 @@
 // models, Show change's |A_masked − A|) or weights without a bound of 1 (‖αf(x)‖, Weigh by value
 // norm). The kernel sends value ÷ the run's largest (payloads.one_scale, the one_scale trait), so a
 // head that barely changed, or passes little, is faint next to one that changed or passes much.
-// The views say what the darkest line is and give numbers unscaled.
+// The views say what the strongest line is and give numbers unscaled.
 import { headName } from "./labels.js";
 
 /** of: what is drawn; measure: what one value is called ("change", "‖αf(x)‖").
@@ -27,6 +27,6 @@ export function oneScaleNote(scale) {
     return measure === "change" ? `${of}: no weight differs, so no line is drawn.` : `${of}: every value is 0, so no line is drawn.`;
   }
   const top = largest.toFixed(3);
-  return `${of}, one scale for every layer and head: darkest line = ${top}, the largest ${measure} (${headName(layer, head)}); `
+  return `${of}, one scale for every layer and head: strongest line = ${top}, the largest ${measure} (${headName(layer, head)}); `
     + `a line's opacity is its ${measure} ÷ ${top}.`;
 }

@@ -1,7 +1,7 @@
 // @vitest-environment node
 // Issue 45 item 1: a difference (|second − first|) is drawn on one scale for every layer and
 // head, through the adapters' own pictures (the kernel's picture and the screen draw the same
-// scenes), and says what its darkest line is; a uniform baseline is never given for it.
+// scenes), and says what its strongest line is; a uniform baseline is never given for it.
 import { expect, it } from "vitest";
 import { adapter as headAdapter } from "./head_view.js";
 import { adapter as modelAdapter, SCALE_NOTE, zoomText } from "./model_view.js";
@@ -57,20 +57,20 @@ it("says the difference's one scale in the model view's picture, not each head's
   const scene = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: SCALE }, { thumbnails }), { title: "t" });
   const note = scene.items.filter((item) => item.role === "scale").map((item) => item.text).join(" ");
   expect(note).toContain("one scale for every layer and head");
-  expect(note).toContain(`darkest line = ${LARGE.toFixed(3)}`);
+  expect(note).toContain(`strongest line = ${LARGE.toFixed(3)}`);
   expect(note).toContain("layer 5, head 0");
   expect(note).not.toContain("its head's largest");
   const plain = modelAdapter.picture(context({ ...thumbnailTraits, one_scale: {} }, { thumbnails }), { title: "t" });
   expect(plain.items.filter((item) => item.role === "scale").map((item) => item.text).join(" ")).toBe(SCALE_NOTE);
 });
 
-it("gives an enlarged head's largest change against the darkest line, never a uniform baseline", () => {
+it("gives an enlarged head's largest change against the strongest line, never a uniform baseline", () => {
   const thumbnails = differenceThumbnails();
   const state = { thumbnails, tokens, runScale: SCALE };
   const small = zoomText(state, 0, 0);
   expect(small).not.toContain("uniform");
   expect(small).toContain(`largest change ${SMALL.toFixed(3)}`);
-  expect(small).toContain(`${Math.round((100 * SMALL) / LARGE)}% of the darkest line`);
+  expect(small).toContain(`${Math.round((100 * SMALL) / LARGE)}% of the strongest line`);
   expect(zoomText(state, 5, 0)).toContain(`largest change ${LARGE.toFixed(3)}`);
   // Attention keeps its baseline: a uniform row's weight is what a broad head is read against.
   expect(zoomText({ thumbnails, tokens }, 5, 0)).toContain(`(uniform: ${(1 / n).toFixed(3)})`);

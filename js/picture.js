@@ -70,7 +70,11 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
   }
   if (svg === null || svg.length > maxBytes) {
     const bytes = (svg ?? sceneToSvg(scene, { dark })).length;
-    return { error: `the ${adapter.label.toLowerCase()} view's picture would take ${Math.ceil(bytes / 1000)} kB, over ${Math.floor(maxBytes / 1000)} kB` };
+    // Said to a reader of a saved notebook, who can do something about it: save on another view.
+    const instead = state.view === "head" ? "show fewer heads (a head's swatch)" : "switch the widget to the head view";
+    return { error: `the ${adapter.label.toLowerCase()} view is too large for a notebook's picture (${Math.ceil(bytes / 1000)} kB, `
+      + `over the ${Math.floor(maxBytes / 1000)} kB a picture may take): ${instead} before saving, or save the view `
+      + "as SVG or PNG with its buttons" };
   }
   return { svg, width: scene.width, height: scene.height };
 }

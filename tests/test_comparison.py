@@ -230,7 +230,7 @@ def test_a_difference_is_scaled_once_for_the_whole_run_not_head_by_head():
     thumbnails = decode(pl.thumbnails_payload(shown, None, None, 5))
     per_head = thumbnails.flatten(2).amax(-1)
     assert float(per_head[5, 0]) == pytest.approx(1.0, abs=step)
-    # The small head's darkest line is 0.035 / 0.58 of the large one's, not as dark.
+    # The small head's strongest line is 0.035 / 0.58 of the large one's, not as dark.
     assert float(per_head[0, 0] / per_head[5, 0]) == pytest.approx(0.035 / 0.58, abs=2 * step)
     assert float(decode(pl.layer_payload(shown, 0)).max()) == pytest.approx(0.035 / 0.58, abs=step)
     # Attention itself is sent as it is, with no scale.
@@ -259,7 +259,7 @@ def test_the_widget_names_its_differences_scale_and_its_model_view_shares_it(bas
 
 @pytest.mark.skipif(not (STATIC / "picture.js").is_file(), reason="JS bundle not built")
 def test_the_saved_picture_of_a_difference_draws_every_head_on_its_one_scale_and_says_so(base_and_tuned):
-    """The kernel's picture (the views' own scene code in QuickJS): each cell's darkest line is its
+    """The kernel's picture (the views' own scene code in QuickJS): each cell's strongest line is its
     head's largest change ÷ the run's largest, to within draw_lines' 32 opacity levels."""
     import xml.etree.ElementTree as ET
 
@@ -290,6 +290,6 @@ def test_the_saved_picture_of_a_difference_draws_every_head_on_its_one_scale_and
     # The view tells heads apart: some changed heads are drawn faint (each head's own scale drew them all full).
     assert max(darkest.values()) == 1.0 and any(0 < v < 0.75 for v in darkest.values())
     shown = " ".join(node.text or "" for node in root.iter(f"{ns}text"))
-    assert "one scale for every layer and head" in shown and f"darkest line = {largest:.3f}" in shown
+    assert "one scale for every layer and head" in shown and f"strongest line = {largest:.3f}" in shown
     assert "its head's largest" not in shown
     widget.close()

@@ -58,7 +58,7 @@ def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monke
             content, buffers = ask(widget, "attention_rows", layer=1, head=2, token=token, direction="from")
             assert "error" not in content and content["result_id"] == widget.result_id
             assert torch.allclose(values(content, buffers), long.attention_rows(1, 2, [token])[0], atol=1e-6)
-        assert widget.notice.splitlines()[0] == f"Generated greedily, {STEPS} new tokens."
+        assert widget.notice.splitlines()[0] == f"Generated greedily: {STEPS} new tokens."
         assert repr(widget).endswith(f"text view, {STEPS} new tokens, max_new_tokens)")
     finally:
         widget.close()
@@ -76,7 +76,7 @@ def test_stop_keeps_the_text_so_far_and_leaves_nothing_running(engine):
         assert run.finish == "stopped" and run.stopped and 2 <= run.steps < 200
         assert not widget.generating and not widget._thread.is_alive() and threading.active_count() == threads
         assert widget.tokens == run.attention.labels and len(widget.tokens) == len(run.ids)
-        assert widget.notice.splitlines()[0] == f"Generated greedily, 200 new tokens (stopped after {run.steps})."
+        assert widget.notice.splitlines()[0] == f"Generated greedily: {run.steps} new tokens of at most 200, stopped."
         assert widget.wait() is run
     finally:
         widget.close()
@@ -104,7 +104,7 @@ def test_the_notice_names_the_sampling_settings(engine):
     try:
         run = widget.wait(timeout=60)
         assert run.finish == "max_new_tokens"
-        assert widget.notice.splitlines()[0] == "Generated sampled: temperature 0.7, top-p 0.9, seed 4, 3 new tokens."
+        assert widget.notice.splitlines()[0] == "Generated sampled: temperature 0.7, top-p 0.9, seed 4: 3 new tokens."
         assert run.new_ids == engine_generate(engine, PROMPT, 3, do_sample=True, temperature=0.7, top_p=0.9, seed=4,
                                               chat=False).new_ids
     finally:

@@ -200,3 +200,18 @@ def test_cross_attention_weighed_by_value_norm_draws_alpha_times_the_encoder_tok
     assert "cross-attention keys" in weighing.no_value_norms(given)
     with pytest.raises(InputError, match="value norm"):
         weighed(given, "value_norm")
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"weigh_by": "norm"}, r"weigh_by must be one of \['attention', 'value_norm'\], not 'norm'"),
+    ({"weight_by": "value_norm"}, r"no setting weight_by='value_norm'; did you mean weigh_by=\?"),
+    ({"theme": "blue"}, r"theme must be one of \['auto', 'light', 'dark'\], not 'blue'"),
+])
+def test_a_setting_misspelt_or_out_of_range_is_refused_before_the_model_runs(default_model, monkeypatch, settings, message):
+    """The newcomer's trial: `weigh_by="norm"` ended in traitlets' traceback after the run, and
+    `weight_by=` was taken silently."""
+    ran = []
+    monkeypatch.setattr(default_model, "run", lambda *args, **kwargs: ran.append(1))
+    with pytest.raises(InputError, match=message):
+        attnscope.AttentionWidget(TEXT, model=default_model, **settings)
+    assert ran == []

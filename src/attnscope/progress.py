@@ -11,6 +11,7 @@ bar, as tqdm.auto picks it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -78,3 +79,25 @@ def _notebook_bar_class(tqdm_notebook: type, text_bar: type) -> type:
                 widget.close()
 
     return NotebookBar
+
+
+@contextmanager
+def status(text: str) -> Iterator[None]:
+    """A line saying what the kernel is doing while the block runs (loading a model by name takes
+    tens of seconds, and an empty output reads as a hang), removed when it ends; in a notebook's
+    kernel only (a script's user sees their own prints)."""
+    handle = None
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        shell = get_ipython()
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            handle = display({"text/plain": text}, raw=True, display_id=True)
+    except ImportError:  # no IPython: not in a notebook
+        handle = None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.update({"text/plain": ""}, raw=True)

@@ -167,13 +167,13 @@ def test_a_difference_of_two_models_opens_on_one_scale_for_every_head(live_and_s
     live, saved = live_and_saved(widget, MODEL_READY)
     shown = same_view(live, saved)
     largest = widget.one_scale["largest"]
-    assert "one scale for every layer and head" in shown["scaleNote"] and f"darkest line = {largest:.3f}" in shown["scaleNote"]
+    assert "one scale for every layer and head" in shown["scaleNote"] and f"strongest line = {largest:.3f}" in shown["scaleNote"]
     for page in (live, saved):
         canvas = page.locator("canvas.attnscope-thumbnails")
         box, cell = canvas.bounding_box(), float(canvas.get_attribute("data-cell"))
         page.mouse.move(box["x"] + cell / 2, box["y"] + 1.5 * cell)  # layer 1, head 0
         card = page.locator(".attnscope-zoom .attnscope-hint").text_content()
-        assert card.startswith("largest change") and "darkest line" in card and "uniform" not in card
+        assert card.startswith("largest change") and "strongest line" in card and "uniform" not in card
 
 
 def test_rollout_tab_paints_offline(live_and_saved, default_model):

@@ -33,7 +33,7 @@ def test_the_head_view_weighed_by_value_norm_says_so_and_draws_on_the_runs_scale
     assert "Kobayashi et al. 2020" in page.eval_on_selector("select.attnscope-weigh", "s => s.closest('label').title")
     note = page.text_content(".attnscope-window-note")
     largest = f"{widget.one_scale['largest']:.3f}"
-    assert note.startswith("‖αf(x)‖, one scale for every layer and head") and f"darkest line = {largest}" in note
+    assert note.startswith("‖αf(x)‖, one scale for every layer and head") and f"strongest line = {largest}" in note
     # Choosing it in the page writes the trait the kernel checks.
     choice.select_option("attention")
     assert page.evaluate("window.attnscopeHarness.model.get('weigh_by')") == "attention"

@@ -10,10 +10,8 @@ and answers go through messages.Channel, and export.py saves the widget's own st
 from __future__ import annotations
 
 import contextlib
-import functools
 import uuid
 import warnings
-from pathlib import Path
 from typing import Any
 
 import traitlets
@@ -21,42 +19,28 @@ import traitlets
 from .. import checks
 from ..analyses.comparison import check_comparable
 from ..checks import head_pair
-from ..engine.attention_model import AttentionModel, load
+from ..engine.attention_model import AttentionModel
+from ..engine.engines import resolve_engine
 from ..engine.nonfinite import NonFiniteAttentionWarning
 from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run_of
 from ..errors import AttnscopeError, InputError
-from ..files import ImageRequest, output_path, write_atomic
 from . import payloads as pl
 from .contract import contract_traits
-from .export import slide_html, widget_html
 from .long_answers import LongAnswers
 from .messages import Channel
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
 from .views import VIEW_NAMES
-from .widget_checks import CheckedTraits, finder_choice
+from .widget_checks import CheckedTraits, constructor_settings, finder_choice
+from .widget_outputs import WidgetOutputs
 from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
 
 THUMBNAIL_SIZE = 48
 
 
-@functools.lru_cache(maxsize=4)
-def _default_engine(device: str | None) -> AttentionModel:
-    # Loading takes seconds; every show() without a model reuses the embedded one.
-    return load(None, device=device)
-
-
-def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
-    if isinstance(model, AttentionModel):
-        return model
-    if model is None and tokenizer is None:
-        return _default_engine(device)
-    return load(model, tokenizer, device)
-
-
 CLOSED = "This widget was closed, and its results were freed with it: make a new one with attnscope.show()."
 
-class AttentionWidget(CheckedTraits):
+class AttentionWidget(WidgetOutputs, CheckedTraits):
     """Live attention views of one text (or text pair) for a model. Layers and heads are counted
     from 0, here and in the views: `layer=5` opens "Layer 5", Hugging Face's `attentions[5]`.
 
@@ -68,7 +52,7 @@ class AttentionWidget(CheckedTraits):
     tokenizer unless it is an AttentionModel). It must have the same layers × heads and read the
     text into the same tokens (one vocabulary): a base model and its fine-tuned copy. The Show
     control draws the first model, the second, or |second − first|, every head on one scale whose
-    darkest line is the largest change in the run (`one_scale`). Short inputs only (a run
+    strongest line is the largest change in the run (`one_scale`). Short inputs only (a run
     kept on demand is refused), and heads cannot be masked while comparing.
     """
 
@@ -101,6 +85,7 @@ class AttentionWidget(CheckedTraits):
     ):
         # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
         # model: the views work, editing and masking say they need one.
+        constructor_settings(type(self), {"theme": theme, **kwargs})  # before the model runs: a typo is never taken silently
         if result is not None and (text is not None or model is not None):
             raise InputError("Give either precomputed attention (result=) or a text to run, not both.")
         if result is None and text is None:
@@ -469,38 +454,6 @@ class AttentionWidget(CheckedTraits):
             return
         with self._or_put_back(change):
             self.update(self.text, self.text_b)
-
-    def save_image(self, path: str | Path) -> ImageRequest:
-        """Save the current view as PNG or SVG (by the file's suffix), drawn by the widget's view.
-
-        The browser draws the image, so the widget must be displayed. The file is written when the
-        view answers, which is right after the cell finishes (a kernel cannot wait for its front
-        end in mid-cell); the returned request says when it is done (`.done`, `.error`).
-        """
-        path = Path(path)
-        image_format = path.suffix.lower().lstrip(".")
-        if image_format not in ("png", "svg"):
-            raise InputError(f"save_image writes .png or .svg files, not {path.name!r}.")
-        if not getattr(self, "_rendered", False):
-            raise InputError(
-                "save_image needs the widget on screen: display it first (make it a cell's last line), "
-                "then call save_image in another cell. Or use the PNG/SVG buttons in the widget."
-            )
-        request = ImageRequest(path, image_format)
-        request.id = self._channel.request("image", {"format": image_format}, request.answered)
-        return request
-
-    def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
-        """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
-        path = output_path(path, "html")  # a path that would replace another kind of file: before any work
-        return write_atomic(path, widget_html(self, layers), file_format="html")
-
-    def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
-        """This view as a self-contained iframe for slideshows (RISE), where widgets do not render
-        (export.slide_html: the standalone page in `srcdoc`; the open view fits its `height`)."""
-        from IPython.display import HTML
-
-        return HTML(slide_html(self, checks.integer("height", height, minimum=100), layers))
 
     def update(self, text: str, text_b: str | None = None) -> None:
         """Show another text (pair) with the same model, keeping layer and heads."""

@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import checks
+from ..engine.engines import resolve_engine
 from ..engine.generation import Generation, generation_steps
 from ..errors import AttnscopeError, InputError
-from .attention_widget import AttentionWidget, resolve_engine
+from .attention_widget import AttentionWidget
 from .long_answers import LongAnswers
 from .picture import shown
 from .views import VIEW_NAMES
@@ -40,9 +41,10 @@ def generation_notice(run: Generation) -> str:
     chat = ", the prompt read through the chat template" if settings.chat else ""
     if run.finish is None:
         return f"Generating {how}{chat}: {run.steps} of at most {settings.max_new_tokens} new tokens so far."
-    ending = {"stopped": f" (stopped after {run.steps})",
-              "eos": f" (ended by the end-of-text token after {run.steps})"}.get(run.finish, "")
-    return f"Generated {how}{chat}, {settings.max_new_tokens} new tokens{ending}."
+    ending = {"stopped": "stopped", "eos": "ended by the end-of-text token"}.get(run.finish)
+    if ending is None:
+        return f"Generated {how}{chat}: {run.steps} new tokens."
+    return f"Generated {how}{chat}: {run.steps} new tokens of at most {settings.max_new_tokens}, {ending}."
 
 
 class GenerationWidget(AttentionWidget):
@@ -199,6 +201,8 @@ def generate(
                          "attnscope.generate(prompt, model=\"smollm2\").")
     if view is not None and view not in VIEW_NAMES:
         raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
+    if isinstance(prompt, str) and not prompt.strip():  # said before a model loads (tens of seconds)
+        raise InputError(f"prompt={prompt!r} is empty: give the text the model continues.")
     engine = resolve_engine(model, tokenizer, device)
     checks.integer("max_new_tokens", max_new_tokens, minimum=1)
     stop = threading.Event()

@@ -21,6 +21,7 @@ from ..checks import head_pair
 from ..engine.results import LongAttentionResult
 from ..errors import InputError
 from ..labels import head_label
+from .contract import contract_traits
 from .views import LONG_VIEWS, SHORT_VIEWS
 from .widget_state import NEEDS_A_MODEL, layer_in_range, long_only, short_only
 from .widget_traits import WidgetTraits
@@ -206,3 +207,21 @@ def _as_trait_error(check: Any, *args: Any) -> Any:
         return check(*args)
     except InputError as exc:
         raise SettingError(str(exc)) from None
+
+
+def constructor_settings(widget_class: type, settings: dict[str, Any]) -> None:
+    """The keyword settings a widget is made with (AttentionWidget(text, weigh_by=...)), checked before
+    the model runs: a name that is no setting (a typo would be taken silently: `weight_by=`) and a
+    value a setting cannot take are refused naming the setting, what it got and what it takes."""
+    import difflib
+
+    known = widget_class.class_traits()
+    ours = set(contract_traits(widget_class))
+    for name, value in settings.items():
+        if name not in known or name.startswith("_"):
+            close = difflib.get_close_matches(name, sorted(ours), n=1)
+            hint = f"; did you mean {close[0]}=?" if close else f"; the settings are: {', '.join(sorted(ours))}"
+            raise InputError(f"{widget_class.__name__} has no setting {name}={checks.short_repr(value)}{hint}")
+        trait = known[name]
+        if isinstance(trait, traitlets.Enum) and value not in trait.values:
+            raise InputError(f"{name} must be one of {list(trait.values)}, not {checks.short_repr(value)}.")

@@ -1,0 +1,37 @@
+"""The model a call names, as a loaded AttentionModel: the embedded MiniLM when none is named (loaded
+once), a hub name loaded once per process (the last two kept), a local folder or a model object
+loaded each time. A line says what loads while it does (tens of seconds for a decoder)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ..progress import status
+from .attention_model import AttentionModel, load
+
+
+@functools.lru_cache(maxsize=4)
+def _default_engine(device: str | None) -> AttentionModel:
+    # Loading takes seconds; every show() without a model reuses the embedded one.
+    return load(None, device=device)
+
+
+@functools.lru_cache(maxsize=2)
+def _named_engine(name: str, device: str | None) -> AttentionModel:
+    # A second widget of the same hub name ("smollm2", "bert-base-uncased") reuses the first's model:
+    # loading one took 36-48 s in a newcomer's trial, each call.
+    with status(f"attnscope: loading {name}…"):
+        return load(name, None, device)
+
+
+def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
+    if isinstance(model, AttentionModel):
+        return model
+    if model is None and tokenizer is None:
+        return _default_engine(device)
+    if isinstance(model, str) and tokenizer is None and not Path(model).expanduser().exists():
+        return _named_engine(model, device)  # a local folder is read again: its files may have changed
+    with status(f"attnscope: loading {model if isinstance(model, str) else type(model).__name__}…"):
+        return load(model, tokenizer, device)
