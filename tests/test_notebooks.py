@@ -170,3 +170,16 @@ def test_what_flows_reproduces_the_norm_comparison_a_knockout_and_contributions(
     alti_cls = float(re.search(r"ALTI\s+\[CLS\] (\d\.\d+)", text).group(1))
     assert alti_cls < rollout_cls / 4, text
     assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) == 2
+
+
+def test_generation_notebook_writes_answers_copies_with_an_induction_head_and_reads_a_long_prompt():
+    """Issue 48 item 7: SmolLM2 offline, a factual answer, a copy from the prompt where an induction
+    head fires, a long prompt kept as queries and keys, and model.generate's own output."""
+    outputs = run_notebook("generation.ipynb", NOTEBOOKS)
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "'The capital of France is Paris.'" in text
+    copied, score = re.search(r"(\d+) copied tokens; the strongest induction head is \d+-\d+: (\d\.\d+)", text).groups()
+    assert int(copied) >= 3 and float(score) > 0.5, text
+    kept_mb, full_gb = (float(x) for x in re.search(r"kept ([\d.]+) MB .* would take ([\d.]+) GB", text).groups())
+    assert kept_mb / 1000 < full_gb / 10, text
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) == 3
