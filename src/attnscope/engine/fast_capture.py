@@ -61,6 +61,10 @@ class FastCapture:
     keys_so_far: list[torch.Tensor] | None = None
     position: int = 0
     rules: list[ScoreRule] | None = None
+    # A generation step whose output rows are recomputed and checked against the model's kernel: the
+    # first steps and then a sample (generation.CHECKED_STEPS). The check is a second attention over
+    # every key and a scan of the values; every step's row is exact either way (its log-sum-exp).
+    check_step: bool = True
 
 
 def _own_kernel(name: str):
@@ -183,13 +187,17 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
             raise NoAttentionError(f"Layer {index}'s mask for a generation step is not the causal or sliding-window "
                                    "mask it declares: attnscope cannot recompute its attention.")
     lse = logsumexp_at(q, keys[:, : t + 1], rule, rows)
-    p = probabilities(q, keys[:, first : t + 1], lse, rule, rows, cols)
-    recomputed = _weighted_values(p, value[0].detach())  # heads × 1 × d_v
-    if (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa"):
+    own_row = (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa")
+    recomputed = None
+    if own_row or capture.check_step:
+        p = probabilities(q, keys[:, first : t + 1], lse, rule, rows, cols)
+        recomputed = _weighted_values(p, value[0].detach())  # heads × 1 × d_v
+    if own_row:
         output = recomputed.transpose(0, 1)[None].to(value.dtype)  # sdpa runs neither: the same row, computed here
     else:
         output, _ = kernel(module, query, key, value, mask, dropout=0.0, scaling=scaling, is_causal=is_causal, **kwargs)
-        _check_close(module, index, recomputed, output[0].detach().float().transpose(0, 1), value[0])
+        if recomputed is not None:
+            _check_close(module, index, recomputed, output[0].detach().float().transpose(0, 1), value[0])
     capture.layers.append(LayerCapture(queries=q.clone(), keys=keys[:, t : t + 1].clone(), lse=lse, rule=rule,
                                        value_norms=_value_norms(module, value[0, :, -1:].detach(), capture)))
     return output, None
@@ -254,7 +262,7 @@ def _value_norms(module: Any, values: torch.Tensor, capture: FastCapture) -> tor
             weight, _ = value_norms.output_projection(None, module)
         except LookupError:
             return None
-    return value_norms.norms(values, weight.detach())
+    return value_norms.norms(values, weight)
 
 
 def attention_function(
@@ -305,11 +313,11 @@ def register() -> None:
 @contextmanager
 def capturing(own_implementation: str | None, projections: dict[int, torch.Tensor] | None = None,
               keys_so_far: list[torch.Tensor] | None = None, position: int = 0,
-              rules: list[ScoreRule] | None = None) -> Iterator[FastCapture]:
+              rules: list[ScoreRule] | None = None, check_step: bool = True) -> Iterator[FastCapture]:
     """Record, for this thread, every attention call of the block (projections: each module's
     output projection; a generation step's with `keys_so_far`, `position` and `rules`: FastCapture)."""
     capture = FastCapture(own_implementation=own_implementation or "eager", projections=dict(projections or {}),
-                          keys_so_far=keys_so_far, position=position, rules=rules)
+                          keys_so_far=keys_so_far, position=position, rules=rules, check_step=check_step)
     previous = getattr(_local, "capture", None)
     _local.capture = capture
     try:

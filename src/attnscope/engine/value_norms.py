@@ -12,6 +12,8 @@ BERT's family, its sibling (attention.output.dense).
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 _OWN = ("o_proj", "out_proj", "o", "out_lin", "c_proj")
@@ -57,7 +59,7 @@ def projections(model: torch.nn.Module, modules) -> dict[int, torch.Tensor]:
     found = {}
     for module in modules:
         try:
-            found[id(module)] = output_projection(model, module)[0].detach()
+            found[id(module)] = output_projection(model, module)[0]  # the parameter itself: its Gram is kept (_gram)
         except LookupError:
             continue
     return found
@@ -79,6 +81,29 @@ def head_outputs(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.bmm(values, slices.to(values.dtype))
 
 
+# Each output projection's per-head Gram matrices, by the weight tensor (held weakly: an entry is
+# used only for the very tensor it was made from) and its version: a generation step computes norms
+# for one token a layer, and making W_O^hᵀ W_O^h again each time was a fifth of a step's time on
+# SmolLM2. A weight changed in place has another version; the oldest entries go first.
+_GRAMS: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
+_GRAMS_KEPT = 256
+
+
+def _gram(weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
+    """W_O^hᵀ W_O^h of every head: heads × d × d, float32, on the weight's device."""
+    key = (id(weight), weight._version, n_heads, head_dim)
+    held = _GRAMS.get(key)
+    if held is not None and held[0]() is weight:
+        return held[1]
+    with torch.no_grad():
+        slices = weight.detach().float().reshape(weight.shape[0], n_heads, head_dim).permute(1, 0, 2)  # heads × width × d
+        gram = slices.transpose(1, 2) @ slices
+    while len(_GRAMS) >= _GRAMS_KEPT:
+        _GRAMS.pop(next(iter(_GRAMS)))
+    _GRAMS[key] = (weakref.ref(weight), gram)
+    return gram
+
+
 def norms(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """‖f_h(x_j)‖ for every head and token (heads × T), through each head's d × d Gram matrix
     W_O^hᵀ W_O^h: T·d² a head instead of T·d·width, and never a heads × T × width tensor (at 32,768
@@ -88,8 +113,7 @@ def norms(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     n_kv, _, head_dim = values.shape
     n_heads = weight.shape[1] // head_dim
     group = n_heads // n_kv
-    slices = weight.float().reshape(weight.shape[0], n_heads, head_dim).permute(1, 0, 2)  # heads × width × d
-    gram = (slices.transpose(1, 2) @ slices).reshape(n_kv, group, head_dim, head_dim)
+    gram = _gram(weight, n_heads, head_dim).reshape(n_kv, group, head_dim, head_dim)
     out = torch.empty(n_heads, values.shape[1], dtype=torch.float32, device=values.device)
     for g in range(n_kv):  # one key-value head's values at a time, in float32
         v = values[g].float()
@@ -114,7 +138,7 @@ def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_h
         head_dim = weight.shape[1] // n_heads
         v = split_values(output, n_heads, head_dim).float()
         values.append(v.to(device))
-        layer_norms.append(norms(v, weight.detach().to(v.device)).to(device))
+        layer_norms.append(norms(v, weight.to(v.device)).to(device))
     return values, None if any(gated(module) for module in modules) else torch.stack(layer_norms)
 
 
