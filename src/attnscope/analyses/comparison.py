@@ -17,7 +17,7 @@ from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
 from .runner import run_partial
-from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
+from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view, heads_frame, tagged
 
 
 def check_comparable(base: AttentionModel, tuned: AttentionModel, what: str = "attention_similarity") -> None:
@@ -85,6 +85,7 @@ def attention_similarity(
 
 def similarity_by_layer(frame):
     """Each layer's mean cosine similarity over its heads (a Series indexed by layer)."""
+    frame = analysis_frame(frame, "similarity_by_layer", "attention_similarity")
     return frame[frame.measure == "cosine"].groupby("layer").value.mean().rename("cosine")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import uuid
 import warnings
 from pathlib import Path
@@ -20,12 +21,11 @@ import traitlets
 
 from .. import checks
 from ..analyses.comparison import check_comparable
-from ..checks import head_pair
 from ..engine.attention_model import AttentionModel, load
 from ..engine.nonfinite import NonFiniteAttentionWarning
 from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run_of
 from ..errors import AttnscopeError, InputError
-from ..files import ImageRequest, output_path, write_atomic
+from ..files import ImageRequest, writable_path, write_atomic
 from . import payloads as pl
 from .contract import contract_traits
 from .export import slide_html, widget_html
@@ -47,6 +47,7 @@ def _default_engine(device: str | None) -> AttentionModel:
 
 
 def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
+    checks.device_kind(device)
     if isinstance(model, AttentionModel):
         return model
     if model is None and tokenizer is None:
@@ -116,9 +117,12 @@ class AttentionWidget(CheckedTraits):
         if compare is not None:
             if self._engine is None:
                 raise InputError(NEEDS_A_MODEL.format(what="Comparing two models"))
-            self._compare_engine = resolve_engine(compare, tokenizer or self._engine.tokenizer, device)
+            try:
+                self._compare_engine = resolve_engine(compare, tokenizer or self._engine.tokenizer, device)
+            except AttnscopeError as error:  # said of compare=, not of the widget's model
+                raise type(error)(f"compare: {error}") from None
             check_comparable(self._engine, self._compare_engine, "compare=")
-        self._prettify = bool(prettify_tokens)
+        self._prettify = checks.flag("prettify_tokens", prettify_tokens)
         self._max_length = max_length
         self._attention_mode = attention
         # What the thumbnails and rollout were made from (widget_state.view_payloads): reused while it holds.
@@ -126,7 +130,7 @@ class AttentionWidget(CheckedTraits):
         self._rollout_of: tuple | None = None
         self._applying = False
         self._closed = False
-        self._masks = [list(head_pair(pair)) for pair in (masked_heads or [])]
+        self._masks = [list(pair) for pair in checks.head_pairs("masked_heads", masked_heads)]
         # Until a token is chosen (here, from Python or in the view), a causal long run opens on its last.
         self._focus_chosen = "focus_token" in kwargs
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
@@ -138,7 +142,7 @@ class AttentionWidget(CheckedTraits):
         include_heads = checks.indices("include_heads", include_heads, result.n_heads, "heads")
         super().__init__(
             theme=theme, include_layers=include_layers, include_heads=include_heads,
-            word_level=bool(word_level), masked_heads=self._masks, editable=self._engine is not None, **kwargs,
+            word_level=checks.flag("word_level", word_level), masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         if neuron_query is not None:  # asked for: kept over where the view would open
@@ -477,6 +481,8 @@ class AttentionWidget(CheckedTraits):
         view answers, which is right after the cell finishes (a kernel cannot wait for its front
         end in mid-cell); the returned request says when it is done (`.done`, `.error`).
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"save_image writes to a path (a str or a pathlib.Path), not {checks.short_repr(path)}.")
         path = Path(path)
         image_format = path.suffix.lower().lstrip(".")
         if image_format not in ("png", "svg"):
@@ -492,7 +498,7 @@ class AttentionWidget(CheckedTraits):
 
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
-        path = output_path(path, "html")  # a path that would replace another kind of file: before any work
+        path = writable_path("path", path, "html")  # a path that would replace another kind of file: before any work
         return write_atomic(path, widget_html(self, layers), file_format="html")
 
     def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
@@ -525,6 +531,6 @@ def show(
     in a loop; once, even as the cell's last line) and returns it: keep it to read `.result` or
     to change it from Python.
     """
-    if view is not None and view not in VIEW_NAMES:
-        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
+    if view is not None and not checks.one_of(view, VIEW_NAMES):
+        raise InputError(f"Unknown view {checks.short_repr(view)}; available: {', '.join(VIEW_NAMES)}.")
     return shown(AttentionWidget(text, text_b, model, view=view, **kwargs))

@@ -21,6 +21,7 @@ from ..checks import head_pair
 from ..engine.results import LongAttentionResult
 from ..errors import InputError
 from ..labels import head_label
+from .contract import contract_traits
 from .views import LONG_VIEWS, SHORT_VIEWS
 from .widget_state import NEEDS_A_MODEL, layer_in_range, long_only, short_only
 from .widget_traits import WidgetTraits
@@ -206,3 +207,28 @@ def _as_trait_error(check: Any, *args: Any) -> Any:
         return check(*args)
     except InputError as exc:
         raise SettingError(str(exc)) from None
+
+
+def _refused_as_a_setting(trait: traitlets.TraitType) -> None:
+    """traitlets' own refusal of a value of the wrong kind (`widget.view = None`, `widget.theme =
+    np.array(...)`) said as every other setting's: a SettingError naming the setting, what it got
+    and what it takes, not traitlets' message with the value's whole repr. An Enum's value that is
+    no string is refused before traitlets compares it (a NumPy array's `==` is an array)."""
+
+    def error(obj: Any, value: Any, error: Any = None, info: Any = None) -> None:
+        raise SettingError(f"{trait.name} must be {info or trait.info()}, not {checks.short_repr(value)}.")
+
+    trait.error = error
+    if isinstance(trait, traitlets.Enum):
+        validate = trait.validate
+
+        def checked(obj: Any, value: Any) -> Any:
+            if not (value is None or isinstance(value, str)):
+                error(obj, value)
+            return validate(obj, value)
+
+        trait.validate = checked
+
+
+for _trait in contract_traits(CheckedTraits).values():
+    _refused_as_a_setting(_trait)
