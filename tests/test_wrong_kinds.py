@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -33,6 +34,9 @@ import attnscope
 from attnscope.edges import bertviz_compat, cli
 from attnscope.errors import AttnscopeError
 from attnscope.widget.contract import contract_traits
+
+# Thousands of calls, hundreds of which run the model or build a widget: minutes on a CPU.
+pytestmark = pytest.mark.slow
 
 TEXT = "The cat sat."
 CORPUS = ["The cat sat.", "A dog ran."]
@@ -125,6 +129,7 @@ VALID_FOR = {
     ("result_from_encoder_decoder", "encoder_attention"): lambda kit: ATTENTION,
     ("result_from_encoder_decoder", "encoder_tokens"): lambda kit: list(TOKENS),
     ("AttentionWidget", "text"): lambda kit: TEXT,
+    ("attention_probes", "conllu_or_texts"): lambda kit: CONLLU * 4,  # a probe trains on 3 sentences or more
     ("save_html", "path"): lambda kit: kit.tmp / "page.html",
     ("save_image", "path"): lambda kit: kit.tmp / "picture.png",
     ("show_analysis", "data"): lambda kit: kit.stats,
@@ -279,7 +284,7 @@ def _same(a, b) -> bool:
 
 
 # How a message may name a parameter other than by its own name (the file kind a reader reads).
-SAID_AS = {"text_or_path": ("CoNLL",)}
+SAID_AS = {"text_or_path": ("CoNLL",), "conllu_or_texts": ("corpus", "CoNLL", "sentences"), "conll": ("CoNLL",)}
 
 
 def names(message: str, parameter: str, entry: str | None = None) -> bool:
@@ -294,6 +299,8 @@ def names(message: str, parameter: str, entry: str | None = None) -> bool:
 def verdict(call, parameter: str, subject: str | None = None) -> str | None:
     """None when the call returned or refused naming `parameter` (or `subject`); else what leaked."""
     start = time.perf_counter()
+    signal.signal(signal.SIGALRM, _too_slow)
+    signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
     try:
         out = call()
         if hasattr(out, "close") and isinstance(out, attnscope.AttentionWidget):
@@ -302,14 +309,28 @@ def verdict(call, parameter: str, subject: str | None = None) -> str | None:
     except AttnscopeError as error:
         message = str(error)
         return None if names(message, parameter, subject) else f"{type(error).__name__} not naming {parameter}: {message[:200]}"
+    except TooSlow:
+        return f"still running after {CALL_SECONDS} s (a wrong value taken as work to do?)"
     except Exception as error:
         frames = traceback.extract_tb(error.__traceback__)
         where = frames[-1].filename if frames else "?"
         place = "attnscope" if "/attnscope/" in where else Path(where).name
         return f"{type(error).__name__} raised in {place}: {str(error)[:200]}"
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         CALLS["count"] += 1
         CALLS["seconds"] += time.perf_counter() - start
+
+
+CALL_SECONDS = 60  # a call still running then took a wrong value as work to do (n_init=10**30)
+
+
+class TooSlow(BaseException):  # not an Exception: no `except Exception` inside attnscope swallows it
+    pass
+
+
+def _too_slow(*_args):
+    raise TooSlow
 
 
 def _check(leaks: dict[tuple[str, str, str], str], entry: str) -> None:
@@ -436,11 +457,14 @@ def test_the_command_line_refuses_the_wrong_kinds_in_one_line(kit, capsys):
     _check(leaks, "cli")
 
 
-def test_the_calls_generated(record_property):
-    """Last in the file: how many calls the tests above made (issue 46 §3 asks for the number)."""
+def test_the_calls_generated(record_property, request):
+    """Last in the file: how many calls the tests above made (issue 46 §3 asks for the number);
+    shown with -rA or -s, and as the test's `calls` property (--junitxml)."""
     record_property("calls", CALLS["count"])
-    print(f"\nwrong kinds: {CALLS['count']} calls generated in {CALLS['seconds']:.1f} s "
-          f"over {len(ENTRY_POINTS)} entry points, {len(_trait_names())} settable traits and the command line; "
-          f"{len(XFAIL)} known leaks (XFAIL), {len(SKIPPED)} entry points skipped with reasons")
-    if CALLS["count"]:  # the whole file ran
-        assert CALLS["count"] >= 2000
+    line = (f"wrong kinds: {CALLS['count']:,} calls generated in {CALLS['seconds']:.0f} s over {len(ENTRY_POINTS)} "
+            f"entry points, {len(_trait_names())} settable traits and the command line; {len(XFAIL)} known leaks "
+            f"(XFAIL), {len(SKIPPED)} entry points skipped with their reasons")
+    print(line)
+    generators = [item for item in request.session.items if item.module is request.module and item.name != request.node.name]
+    if len(generators) == len(ENTRY_POINTS) + len(_trait_names()) + 1:  # the whole file ran, not a -k selection
+        assert CALLS["count"] >= 5000, line

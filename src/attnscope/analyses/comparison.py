@@ -74,7 +74,7 @@ def attention_similarity(
     measure "cosine", value); `similarity_by_layer(frame)` gives each layer's mean, their Figure 4.
     backend: "local" or "ray", as in `head_stats` (each worker rebuilds both models)."""
     model = model_of(model, "attention_similarity")
-    tuned = model_of(tuned, "attention_similarity (its second model)")
+    tuned = model_of(tuned, "attention_similarity's tuned= (its second model)")
     check_comparable(model, tuned)
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
