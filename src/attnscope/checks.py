@@ -47,6 +47,31 @@ def integer(name: str, value: Any, minimum: int | None = None, maximum: int | No
     return value
 
 
+def flag(name: str, value: Any) -> bool:
+    """A yes-or-no setting: True or False (NumPy's bools and the whole numbers 0 and 1 too); an
+    array, a tensor or a string is refused by name (its truth is ambiguous, or not what was meant:
+    progress="no" is true)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if _is_integer(value) and operator.index(value) in (0, 1):
+        return bool(operator.index(value))
+    raise InputError(f"{name} must be True or False, not {short_repr(value)}.")
+
+
+def device_kind(value: Any) -> Any:
+    """`value` when it can name a device (None, a str, or anything torch calls a device); what
+    cannot (a list, a dict) is refused by name before it reaches a cache or torch."""
+    if value is None or isinstance(value, str) or type(value).__name__ == "device":
+        return value
+    raise InputError(f"device must be 'cpu', 'cuda', 'cuda:1' or 'mps' (or a torch.device), not {short_repr(value)}.")
+
+
+def one_of(value: Any, choices: Any) -> bool:
+    """Whether `value` is one of the string `choices`: never True for another kind (a NumPy array's
+    `==` is an array, whose truth raises; a dict is unhashable), so a caller's check says what it got."""
+    return isinstance(value, str) and value in choices
+
+
 def fraction(name: str, value: Any) -> float:
     """A number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
@@ -216,8 +241,22 @@ def caller_stacklevel() -> int:
 def head_pair(pair: Any) -> tuple[int, int]:
     """(layer, head) as two whole numbers: (1.5, 2) is a mistake, not head (1, 2)."""
     if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
-        raise InputError(f"Cannot mask head {pair!r}: heads to mask are (layer, head) pairs, e.g. [(4, 2), (5, 11)].")
+        raise InputError(f"Cannot mask head {short_repr(pair)}: heads to mask are (layer, head) pairs, e.g. "
+                         "masked_heads=[(4, 2), (5, 11)].")
     return integer("masked head's layer", pair[0]), integer("masked head's head", pair[1])
+
+
+def head_pairs(name: str, pairs: Any) -> list[tuple[int, int]]:
+    """A list of (layer, head) pairs to mask (None: none); InputError naming `name` otherwise."""
+    if pairs is None:
+        return []
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Sequence, set, frozenset)) or _is_array(pairs):
+        raise InputError(f"{name} must be a list of (layer, head) pairs, e.g. {name}=[(4, 2), (5, 11)], not {short_repr(pairs)}.")
+    return [head_pair(pair) for pair in pairs]
+
+
+def _is_array(value: Any) -> bool:
+    return type(value).__module__.split(".")[0] in ("numpy", "torch")
 
 
 # What a page sent (AttentionWidget.set_state): checked before traitlets sees it.

@@ -40,6 +40,14 @@ class ModelNotFoundError(AttnscopeError, OSError):
     """A model name is neither a local path nor cached, and could not be downloaded."""
 
 
+class MissingFolderError(AttnscopeError, FileNotFoundError):
+    """A file to write is in a folder that does not exist (caught as FileNotFoundError too)."""
+
+
+class FolderNotFileError(AttnscopeError, IsADirectoryError):
+    """A file to write names a folder (caught as IsADirectoryError too)."""
+
+
 class NoAttentionError(AttnscopeError):
     """The model returns no attention weights (or has no attention layers attnscope can read)."""
 

@@ -11,8 +11,9 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .errors import InputError
+from .errors import FolderNotFileError, InputError, MissingFolderError
 
 # What each kind of file attnscope writes may be called; the first suffix is the one added to a
 # name without any.
@@ -65,6 +66,19 @@ def output_path(path: str | os.PathLike, file_format: str) -> Path:
     )
 
 
+def writable_path(name: str, path: Any, file_format: str) -> Path:
+    """output_path(path, file_format), checked before any work: a file name, in a folder that
+    exists; InputError naming the parameter `name` otherwise."""
+    try:
+        target = output_path(path, file_format)
+    except InputError as error:
+        raise InputError(f"{name}: {error}") from None
+    folder = target.expanduser().parent
+    if not folder.is_dir():
+        raise MissingFolderError(f"{name}={str(path)!r}: cannot write the file there, the folder {folder} does not exist.")
+    return target
+
+
 def describe_size(n: int) -> str:
     """"12 bytes", "3.4 kB", "1.2 MB"."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -109,9 +123,9 @@ def write_atomic(
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     folder = target.parent
     if not folder.is_dir():
-        raise FileNotFoundError(f"Cannot write {path}: the folder {folder} does not exist.")
+        raise MissingFolderError(f"Cannot write {path}: the folder {folder} does not exist.")
     if target.is_dir():
-        raise IsADirectoryError(f"Cannot write {path}: it is a folder.")
+        raise FolderNotFileError(f"Cannot write {path}: it is a folder.")
     try:
         old = target.stat()
         mode = stat.S_IMODE(old.st_mode)

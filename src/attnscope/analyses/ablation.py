@@ -55,9 +55,9 @@ def head_ablation(
     backend: "local" or "ray", as in `head_stats`.
     """
     model = model_of(model, "head_ablation")
-    if mode not in MODES:
+    if not checks.one_of(mode, MODES):
         raise InputError(f"mode is 'uniform' (the head attends evenly) or 'zero' (its output is zeroed), not {checks.short_repr(mode)}.")
-    if unit not in UNITS:
+    if not checks.one_of(unit, UNITS):
         raise InputError(f"unit is 'head' or 'layer', not {checks.short_repr(unit)}.")
     docs = documents(corpus, column)
     objective = UserLoss(loss) if loss is not None else default_loss(model)

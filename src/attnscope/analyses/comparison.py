@@ -17,7 +17,7 @@ from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
 from .runner import run_partial
-from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
+from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view, heads_frame, tagged
 
 
 def check_comparable(base: AttentionModel, tuned: AttentionModel, what: str = "attention_similarity") -> None:
@@ -74,7 +74,7 @@ def attention_similarity(
     measure "cosine", value); `similarity_by_layer(frame)` gives each layer's mean, their Figure 4.
     backend: "local" or "ray", as in `head_stats` (each worker rebuilds both models)."""
     model = model_of(model, "attention_similarity")
-    tuned = model_of(tuned, "attention_similarity (its second model)")
+    tuned = model_of(tuned, "attention_similarity's tuned= (its second model)")
     check_comparable(model, tuned)
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
@@ -85,6 +85,7 @@ def attention_similarity(
 
 def similarity_by_layer(frame):
     """Each layer's mean cosine similarity over its heads (a Series indexed by layer)."""
+    frame = analysis_frame(frame, "similarity_by_layer", "attention_similarity")
     return frame[frame.measure == "cosine"].groupby("layer").value.mean().rename("cosine")
 
 

@@ -85,6 +85,8 @@ def read_conll2012(text_or_path: str | os.PathLike) -> list[CorefDocument]:
         raise InputError(f"read_conll2012 reads a CoNLL-2012 file's path or its text, not {checks.kind_of(text_or_path)}.")
     text = os.fspath(text_or_path)
     path = checks.existing_file(text)
+    if path is not None and path.is_dir():
+        raise InputError(f"'{text}' is a folder; read_conll2012 reads a CoNLL-2012 file (or its text): name the file in it.")
     if path is not None:
         text = Path(path).read_text(encoding="utf-8")
     elif "\n" not in text:

@@ -227,8 +227,8 @@ def corpus_settings(model: AttentionModel, docs: Sequence[Document], max_length:
     else:
         pair = any(b is not None for _, b in docs)
         max_length, _ = model.resolve_max_length(max_length, pair=pair)
-    if batch_size == "auto":
-        return max_length, ("auto" if backend == "ray" else auto_batch_size(model, max_length, gradients))
+    if isinstance(batch_size, str) and batch_size == "auto":
+        return max_length, ("auto" if checks.one_of(backend, ("ray",)) else auto_batch_size(model, max_length, gradients))
     return max_length, checks.integer("batch_size", batch_size, minimum=1)
 
 

@@ -407,9 +407,12 @@ class HeadFinder:
 
     def find(self, expression: str):
         """The heads a filter keeps, as rows of `metrics` ("layer >= 6 and sink_rate > 0.5")."""
-        if not isinstance(expression, str) or len(expression) > FILTER_CHARACTERS:
+        if not isinstance(expression, str):
             raise InputError(f"A filter is a condition as text, e.g. \"layer >= 6 and sink_rate > 0.5\", not "
                              f"{checks.kind_of(expression)}.")
+        if len(expression) > FILTER_CHARACTERS:
+            raise InputError(f"A filter is at most {FILTER_CHARACTERS:,} characters of text, e.g. \"layer >= 6 and "
+                             f"sink_rate > 0.5\"; this one has {len(expression):,}.")
         keep = _safe_filter(expression, ["layer", "head", *self.metric_names])
         rows = self.metrics.to_dict("records")
         return self.metrics[[bool(keep(row)) for row in rows]]

@@ -165,6 +165,8 @@ def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: fl
     needed = {"layer", "head", "label", "measure", "value"}
     if not (isinstance(frame, pd.DataFrame) and needed <= set(frame.columns) and frame.attrs.get("attnscope") == "head_roles"):
         raise InputError(f"roles names heads from what head_roles returns, not {checks.kind_of(frame)}.")
+    positional, rare = checks.fraction("positional", positional), checks.fraction("rare", rare)
+    margin = checks.fraction("margin", margin)
     wide = frame.pivot_table(index=["layer", "head", "label"], columns="measure", values="value").reset_index()
     wide.columns.name = None
     syntactic = _syntactic(syntax, margin, relations) if syntax is not None else {}

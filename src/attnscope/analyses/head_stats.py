@@ -139,7 +139,7 @@ def head_distances(
     """
     model = model_of(model, "head_distances")
 
-    an.check_n_init(n_init)  # before the corpus runs, not after
+    an.check_n_init(n_init, seed)  # before the corpus runs, not after
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
     partial = run_partial(functools.partial(head_partial, "distances"), model, docs, progress=progress, backend=backend, max_length=max_length,

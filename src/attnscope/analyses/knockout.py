@@ -71,7 +71,7 @@ def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> d
 
 
 def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
-    if mode not in MODES:
+    if not checks.one_of(mode, MODES):
         raise InputError(f"mode must be one of {MODES}, not {checks.short_repr(mode)}.")
     chosen = [checks.head_pair(pair) for pair in heads]
     if not chosen:

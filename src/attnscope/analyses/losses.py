@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .. import checks
 from ..engine.attention_model import (
     AttentionModel,
 )
@@ -104,16 +105,34 @@ def default_loss(model: AttentionModel):
 
 
 class UserLoss:
+    """The caller's loss= (outputs, batch) → the loss as a float tensor, one per example or one
+    for the batch; what it returns is checked at each call, named as loss=."""
+
     name = "given by the caller"
 
     def __init__(self, fn: Loss):
+        if not callable(fn):
+            raise InputError(f"loss must be a function (outputs, batch) → the loss as a float tensor (one per example), "
+                             f"or None for the model's own loss; not {checks.short_repr(fn)}.")
         self.fn = fn
 
     def prepare(self, encoded):
         return dict(encoded)
 
     def __call__(self, outputs, encoded):
-        return self.fn(outputs, encoded)
+        value = self.fn(outputs, encoded)
+        named = getattr(self.fn, "__name__", "the function")
+        wants = "the loss as a float tensor computed from the model's outputs (one per example, or one for the batch)"
+        if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.is_complex()):
+            raise InputError(f"loss={named} returned {checks.short_repr(value)}; it must return {wants}.")
+        if value.is_complex() or value.dim() > 1:
+            raise InputError(f"loss={named} returned a {'complex ' if value.is_complex() else ''}tensor of shape "
+                             f"{list(value.shape)}; it must return {wants}.")
+        tracked = any(getattr(a, "requires_grad", False) for a in (getattr(outputs, "attentions", None) or ()))
+        if tracked and not value.requires_grad:
+            raise InputError(f"loss={named} returned a tensor that does not depend on the model's outputs (it has no "
+                             f"gradient); it must return {wants}.")
+        return value
 
 
 def _pairwise_batches(docs: Sequence[Document], size: int) -> list[list[Document]]:
@@ -135,7 +154,8 @@ def loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
     if isinstance(loss, InBatchContrastiveLoss):
         # Each text is ranked against the others in its batch: every batch needs two or more.
         if len(docs) < 2:
-            raise InputError(f"The default loss of {model.name} ({loss.name}) compares texts in a batch: give at least 2 texts, or pass loss=.")
+            raise InputError(f"The default loss of {model.name} ({loss.name}) compares texts in a batch: "
+                             "give at least 2 texts in the corpus, or pass loss=.")
         if getattr(model.tokenizer, "pad_token", None) is None:
             raise InputError(f"The default loss of {model.name} ({loss.name}) batches texts, but its tokenizer has no pad token: pass loss=.")
         batches = _pairwise_batches(docs, max(batch_size, 2))

@@ -19,7 +19,7 @@ import torch
 from ..engine.attention_model import AttentionModel, model_of
 from .corpus import Documents, corpus_settings, documents, iter_attention
 from .runner import run_partial
-from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
+from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view, heads_frame, tagged
 
 PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneous")
 # The rule's thresholds (ours): a class when its share of the rows' weight passes them. VERTICAL
@@ -131,6 +131,7 @@ def attention_patterns(
 
 def patterns_by_layer(frame):
     """Each pattern's share of the maps of each layer (rows: layers, columns: the patterns)."""
+    frame = analysis_frame(frame, "patterns_by_layer", "attention_patterns")
     table = frame.pivot_table(index="layer", columns="measure", values="value", aggfunc="mean")
     return table[[name for name in PATTERNS if name in table.columns]]
 

@@ -35,6 +35,7 @@ from .runner import run_partial
 from .syntax import ParsedSentence, iter_sentence_attention, parsed_sentences
 from .tables import Grid, analysis_view
 
+MAX_EPOCHS = 10_000  # passes over the training sentences (Clark et al. ran 1; 10**30 would run for ever)
 PROBES = ("right-branching", "distances + vectors", "random-init attn + vectors", "attn", "attn + vectors")
 # Clark et al. 2019, Table 3 (UAS, Penn Treebank, BERT-base, 100-d GloVe).
 CLARK_UAS = {"right-branching": 26, "distances + vectors": 58, "random-init attn + vectors": 30, "attn": 61,
@@ -136,7 +137,7 @@ class WordVectors:
 
 
 def as_word_vectors(vectors: Any) -> WordVectors:
-    if vectors == "glove":
+    if checks.one_of(vectors, ("glove",)):
         return glove_vectors()
     if isinstance(vectors, WordVectors):
         return vectors
@@ -301,12 +302,15 @@ def attention_probes(
     of word → vector. probes: which rows of PROBES to run. The maps are read in one process or with
     backend="ray" (equal to 1e-6); the probes train here."""
     model = model_of(model, "attention_probes")
-    unknown = [p for p in probes if p not in PROBES]
+    if isinstance(probes, (str, bytes)) or not isinstance(probes, (Sequence, set, frozenset)):
+        raise InputError(f"probes must be a list of some of {list(PROBES)}, not {checks.short_repr(probes)}.")
+    unknown = [p for p in probes if not checks.one_of(p, PROBES)]
     if unknown or not probes:
-        raise InputError(f"probes must be some of {list(PROBES)}, not {list(probes)!r}.")
-    if not 0 < held_out < 1:
+        raise InputError(f"probes must be some of {list(PROBES)}, not {checks.short_repr(list(probes))}.")
+    if checks.fraction("held_out", held_out) in (0.0, 1.0):
         raise InputError(f"held_out is the share of sentences kept for the test, between 0 and 1, not {held_out!r}.")
-    epochs = checks.integer("epochs", epochs, minimum=1)
+    epochs = checks.integer("epochs", epochs, minimum=1, maximum=MAX_EPOCHS)
+    checks.integer("seed", seed, minimum=0, maximum=2**63 - 1)
     sentences, source = parsed_sentences(conllu_or_texts)
     n_test = max(1, round(held_out * len(sentences)))
     n_dev = max(1, round(0.1 * (len(sentences) - n_test)))

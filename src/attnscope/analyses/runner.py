@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import checks
 from ..engine.attention_model import load
 from ..errors import InputError
 from ..progress import progress as progress_bar
@@ -28,8 +29,8 @@ AUTO_CHUNK_UNIT = 64
 
 
 def check_backend(backend: Any) -> str:
-    if backend not in BACKENDS:
-        raise InputError(f"backend={backend!r}: use 'local' (this process) or 'ray' (a Ray Data pipeline).")
+    if not checks.one_of(backend, BACKENDS):
+        raise InputError(f"backend={checks.short_repr(backend)}: use 'local' (this process) or 'ray' (a Ray Data pipeline).")
     return backend
 
 
@@ -43,6 +44,7 @@ def run_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress
     each worker then rebuilds every one. The settings in `options` are resolved by the caller,
     once, before any batch runs anywhere."""
     backend = check_backend(backend)
+    progress = checks.flag("progress", progress)
     if backend == "local":
         return partial(model, items, progress=progress, **options)
     return _ray_partial(partial, model, items, progress=progress, options=options)

@@ -47,6 +47,8 @@ def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
         raise InputError(f"read_conllu reads a CoNLL-U file's path or its text, not {checks.kind_of(text_or_path)}.")
     text = os.fspath(text_or_path)
     path = checks.existing_file(text)
+    if path is not None and path.is_dir():
+        raise InputError(f"'{text}' is a folder; read_conllu reads a CoNLL-U file (or its text): name the file in it.")
     if path is not None:
         text = path.read_text(encoding="utf-8")
     elif isinstance(text_or_path, os.PathLike) or looks_like_conllu_path(text):

@@ -10,9 +10,11 @@ from typing import Any
 
 import torch
 
+from .. import checks
 from ..engine.attention_model import (
     AttentionModel,
 )
+from ..errors import InputError
 from ..labels import head_label
 
 
@@ -101,3 +103,19 @@ def analysis_kind(data: Any) -> str | None:
     """The kind of an analysis's result: what its tag says (tagged)."""
     return getattr(data, "analysis_kind", None) or (data.attrs.get("attnscope") if hasattr(data, "attrs") else None)
 
+
+
+FRAME_COLUMNS = ("head", "label", "layer", "measure", "value")
+
+
+def analysis_frame(frame: Any, reader: str, made_by: str) -> Any:
+    """`frame` when it is a tidy frame as the analyses return (layer, head, label, measure, value);
+    else InputError naming `reader` (the function that reads it), what it got and what makes one."""
+    import pandas as pd
+
+    if isinstance(frame, pd.DataFrame) and set(FRAME_COLUMNS) <= set(frame.columns):
+        return frame
+    got = checks.kind_of(frame)
+    if isinstance(frame, pd.DataFrame):
+        got = f"a DataFrame of {', '.join(map(str, frame.columns[:8]))}" if len(frame.columns) else "a DataFrame of no columns"
+    raise InputError(f"{reader} reads what {made_by} returns (a DataFrame of {', '.join(FRAME_COLUMNS)}), not {got}.")

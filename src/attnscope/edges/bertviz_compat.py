@@ -38,15 +38,26 @@ def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
             f"{what} is empty. With transformers 5, outputs[-1] can be the (empty) cross_attentions of an "
             "encoder-only model: pass outputs.attentions, from a model loaded with attn_implementation=\"eager\"."
         )
+    if _is_array(attention):  # NumPy for torch: the same numbers
+        attention = torch.from_numpy(attention)
+    if isinstance(attention, (list, tuple)) and attention and all(_is_array(a) for a in attention):
+        attention = [torch.from_numpy(a) for a in attention]
     if isinstance(attention, torch.Tensor):
         layers = list(attention) if attention.dim() == 5 else [attention]
     elif isinstance(attention, (list, tuple)) and attention and all(isinstance(a, torch.Tensor) for a in attention):
         layers = list(attention)
     else:
+        inside = ""
+        if isinstance(attention, (list, tuple)) and attention:
+            kinds = sorted({checks.kind_of(a).split(" ", 1)[-1] for a in attention})
+            inside = f" of {', '.join(kinds)}"
         raise InputError(
             f"{what} must be a tuple of per-layer tensors (batch × heads × tokens × tokens), as a Hugging "
-            f"Face model returns with output_attentions=True; got {type(attention).__name__}."
+            f"Face model returns with output_attentions=True; got {checks.kind_of(attention)}{inside}."
         )
+    bad_kind = next((a for a in layers if not (a.is_floating_point() and not a.is_complex())), None)
+    if bad_kind is not None:
+        raise InputError(f"{what} must hold attention weights as floats, not a tensor of {bad_kind.dtype}.")
     shapes = {tuple(a.shape) for a in layers}
     if len(shapes) != 1:
         raise InputError(f"The layers of {what} have different shapes: {sorted(shapes)}.")
@@ -58,7 +69,43 @@ def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
             f"{what} holds a batch of {shape[0]}; attnscope (like BertViz) shows one input at a time. "
             f"Pass attention[i][j:j+1] for each layer i, or run the inputs one by one."
         )
-    return torch.stack([a[0] for a in layers]).detach().float()
+    stacked = torch.stack([a[0] for a in layers]).detach().float()
+    check_distribution(stacked, what)
+    return stacked
+
+
+def _is_array(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"
+
+
+# How far a row's sum may pass 1 (float16 attention, rounding) before it is no distribution.
+ROW_SUM_TOLERANCE = 1e-2
+
+
+def check_distribution(attention: torch.Tensor, what: str) -> None:
+    """Attention to draw is a probability distribution over the keys in each row: weights in
+    [0, 1] that sum to at most 1 (a row may sum to less: a sink's share, a masked row). NaN, a
+    negative weight or a row past 1 (scores, logits, or a sum over heads) is refused by where it
+    is, as layer × head × row; a picture of them would be silently wrong."""
+    def where(mask: torch.Tensor) -> str:
+        layer, head, row = (int(i) for i in mask.nonzero()[0][:3])
+        return f"layer {layer}, head {head}, row {row}"
+
+    finite = torch.isfinite(attention)
+    if not bool(finite.all()):
+        raise InputError(f"{what} holds {'NaN' if bool(attention.isnan().any()) else 'infinite'} weights "
+                         f"(first at {where(~finite.all(-1))}): attention weights are probabilities.")
+    negative = attention < 0
+    if bool(negative.any()):
+        raise InputError(f"{what} holds negative weights (first at {where(negative.any(-1))}, "
+                         f"{float(attention.min()):.3g}): attention weights are probabilities in [0, 1]. "
+                         "Scores or logits? Pass their softmax.")
+    sums = attention.sum(-1)
+    over = sums > 1 + ROW_SUM_TOLERANCE
+    if bool(over.any()):
+        raise InputError(f"{what} has rows whose weights sum past 1 (first at {where(over)}, {float(sums.max()):.3g}): "
+                         "each row of attention is a probability distribution over the keys. Scores, or a sum over "
+                         "heads or layers? Pass the softmax of each head.")
 
 
 def token_list(tokens: Any, name: str) -> list[str]:
@@ -78,11 +125,14 @@ def token_list(tokens: Any, name: str) -> list[str]:
         tokens = tokens.tolist()  # an array or Series of tokens (of ids: refused below)
     if not isinstance(tokens, (list, tuple)):
         raise InputError(f"{name} must be a list of tokens, not {checks.kind_of(tokens)}: e.g. {convert}.")
-    bad = next((t for t in tokens if not isinstance(t, str)), None)
-    if bad is not None:
+    bad = next((t for t in tokens if not isinstance(t, str)), _NO_TOKEN)
+    if bad is not _NO_TOKEN:
         ids = " (token ids?)" if isinstance(bad, int) else ""
         raise InputError(f"{name} must hold strings, and holds {checks.short_repr(bad)}{ids}: e.g. {convert}.")
     return list(tokens)
+
+
+_NO_TOKEN = object()
 
 
 def display_tokens(tokens: Any, name: str) -> tuple[list[str], dict]:
@@ -122,9 +172,10 @@ def result_from_attention(
     n = stacked.shape[-1]
     if stacked.shape[-2] != n:
         raise InputError(f"Self-attention must be square; got {stacked.shape[-2]} × {n}.")
-    tokens, shown = display_tokens(tokens, "tokens" if what == "attention" else what.replace("attention", "tokens"))
+    tokens_name = "tokens" if what == "attention" else what.replace("attention", "tokens")
+    tokens, shown = display_tokens(tokens, tokens_name)
     if len(tokens) != n:
-        raise InputError(f"The {what} has {n} positions, but {len(tokens)} tokens were given.")
+        raise InputError(f"The {what} has {n} positions, but {len(tokens)} tokens were given as {tokens_name}.")
     if sentence_b_start is not None:
         checks.integer("sentence_b_start", sentence_b_start)
         if not 0 < sentence_b_start < n:
@@ -193,14 +244,14 @@ def _theme(display_mode: str | None) -> str:
     host's, as every other widget. BertViz's default of "dark" opened dark in a light JupyterLab."""
     if display_mode is None:
         return "auto"
-    if display_mode not in ("dark", "light"):
-        raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
+    if not checks.one_of(display_mode, ("dark", "light")):
+        raise InputError(f"display_mode must be 'dark' or 'light', not {checks.short_repr(display_mode)}.")
     return display_mode
 
 
 def _check_action(html_action: str) -> None:
-    if html_action not in HTML_ACTIONS:
-        raise ValueError(f"html_action must be 'view' or 'return', not {html_action!r}.")
+    if not checks.one_of(html_action, HTML_ACTIONS):
+        raise InputError(f"html_action must be 'view' or 'return', not {checks.short_repr(html_action)}.")
 
 
 def _result_and_part(args: dict) -> tuple[AttentionResult, str]:
@@ -224,9 +275,10 @@ def _deliver(widget: AttentionWidget, html_action: str) -> Any:
     return shown(widget)
 
 
-def _first_layer(layer: int | None, include_layers: list[int] | None) -> int:
+def _first_layer(layer: int | None, include_layers: Any) -> int:
     if layer is not None:
         return layer
+    include_layers = checks.indices("include_layers", include_layers, None, "layers")  # the range once the run is known
     return include_layers[0] if include_layers else 0
 
 
@@ -298,8 +350,15 @@ def neuron_view(
     for name, sentence in (("sentence_a", sentence_a), ("sentence_b", sentence_b)):
         if isinstance(sentence, str):  # named as the caller named it (the run would say "text")
             checks.text_of_characters(name, sentence)
+        elif sentence is not None or name == "sentence_a":
+            raise InputError(f"{name} must be the sentence to run, as a str, not {checks.short_repr(sentence)}.")
+        if isinstance(sentence, str) and not sentence.strip():
+            raise InputError(f"{name} is empty: give a sentence" + (", or leave sentence_b out." if name == "sentence_b" else "."))
+    layer = 0 if layer is None else checks.integer("layer", layer, minimum=0)
+    if head is not None:
+        head = checks.integer("head", head, minimum=0)
     engine = load(model, tokenizer)
-    widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer or 0, theme=theme, view="neuron")
+    widget = AttentionWidget(sentence_a, sentence_b, engine, layer=layer, theme=theme, view="neuron")
     if head is not None:
         if not 0 <= head < widget.n_heads:
             raise InputError(f"head={head} is out of range: the model has heads 0..{widget.n_heads - 1}.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..files import output_path, write_atomic
+from ..files import writable_path, write_atomic
 from ..widget.attention_widget import AttentionWidget
 from ..widget.export import widget_html
 
@@ -25,9 +25,10 @@ def render_html(
     (a .html or .htm file: another suffix is refused before the model runs, none gets .html)."""
 
     if path is not None:
-        output_path(path, "html")
+        writable_path("path", path, "html")
     widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
     page = widget_html(widget, layers)
     if path is not None:
         write_atomic(path, page, file_format="html")
     return page
+

@@ -229,8 +229,8 @@ class AttentionModel:
         log-sum-exp (a LongAttentionResult: exact rows, tiles and pooled overviews); "auto" picks
         on demand when the full attention would take more than FULL_ATTENTION_LIMIT bytes.
         """
-        if attention not in ("auto", "full", "on_demand"):
-            raise InputError(f"attention must be 'auto', 'full' or 'on_demand', not {attention!r}.")
+        if not checks.one_of(attention, ("auto", "full", "on_demand")):
+            raise InputError(f"attention must be 'auto', 'full' or 'on_demand', not {checks.short_repr(attention)}.")
         text = single_text(text, "text")
         text_b = single_text(text_b, "text_b")
         if text is None or not text.strip():

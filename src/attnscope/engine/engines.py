@@ -8,6 +8,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from .. import checks
 from ..progress import status
 from .attention_model import AttentionModel, load
 
@@ -27,6 +28,7 @@ def _named_engine(name: str, device: str | None) -> AttentionModel:
 
 
 def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
+    checks.device_kind(device)  # before a cache keyed by it (a list is unhashable)
     if isinstance(model, AttentionModel):
         return model
     if model is None and tokenizer is None:

@@ -253,9 +253,14 @@ def stress(distances: torch.Tensor, points: torch.Tensor) -> float:
     return float(((distances.double() - fitted) ** 2).triu(1).sum())
 
 
-def check_n_init(n_init: int) -> int:
-    """n_init, the number of MDS starts: a whole number ≥ 1."""
-    return checks.integer("n_init", n_init, minimum=1)
+MAX_N_INIT = 1000  # MDS starts: each is up to 300 SMACOF iterations (Clark et al. ran 5)
+
+
+def check_n_init(n_init: int, seed: int = 0) -> int:
+    """n_init, the number of MDS starts: a whole number in 1..MAX_N_INIT (10**30 would run for
+    ever); and the seed of their random starts, one torch takes."""
+    checks.integer("seed", seed, minimum=0, maximum=2**63 - 1)
+    return checks.integer("n_init", n_init, minimum=1, maximum=MAX_N_INIT)
 
 
 def _smacof(d: torch.Tensor, x: torch.Tensor, max_iter: int, eps: float) -> tuple[torch.Tensor, float]:
@@ -286,7 +291,7 @@ def mds(
     n_init=5), drawn from a generator seeded with `seed`, and keeps the layout of lowest stress.
     Deterministic either way: the same distances and arguments always give the same layout.
     """
-    check_n_init(n_init)
+    check_n_init(n_init, seed)
     d = distances.double()
     d = 0.5 * (d + d.transpose(0, 1))
     k = d.shape[0]

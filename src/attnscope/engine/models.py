@@ -264,7 +264,12 @@ def quiet_loading():
 def _from_pretrained(loader: Any, name: str, **kwargs: Any) -> Any:
     """Load from the local cache first, then (when online) from the hub; name the model on failure."""
     with quiet_loading():
-        return _load(loader, name, **kwargs)
+        try:
+            return _load(loader, name, **kwargs)
+        except ModelNotFoundError as error:
+            if "Tokenizer" not in getattr(loader, "__name__", ""):
+                raise
+            raise ModelNotFoundError(f"tokenizer={checks.short_repr(name)}: {error}") from None
 
 
 def _load(loader: Any, name: str, **kwargs: Any) -> Any:
@@ -276,9 +281,13 @@ def _load(loader: Any, name: str, **kwargs: Any) -> Any:
         )
     if checks.looks_like_path(name) and checks.existing_file(name) is None:
         raise ModelNotFoundError(f"No such model directory: '{name}'.")
+    if "Tokenizer" not in getattr(loader, "__name__", ""):  # a tokenizer's folder has no config.json of its own
+        _check_model_folder(name)
     try:
         return loader.from_pretrained(name, local_files_only=True, **kwargs)
-    except OSError as local_error:
+    except (OSError, ValueError) as local_error:
+        if isinstance(local_error, ValueError) and checks.existing_file(name) is None:
+            raise
         if checks.existing_file(name) is not None:
             # A local directory that does not load is not a download problem: say what is wrong.
             raise ModelNotFoundError(f"Could not load model from the local path '{name}': {local_error}") from None
@@ -341,6 +350,7 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
     from transformers import AutoModel, AutoTokenizer
 
     check_model_and_tokenizer(model, tokenizer)
+    checks.device_kind(device)
     dispatched = isinstance(model, torch.nn.Module) and isinstance(getattr(model, "hf_device_map", None), dict)
     if isinstance(model, torch.nn.Module):
         check_placement(model)
@@ -438,6 +448,23 @@ def check_placement(model: torch.nn.Module) -> None:
 # Files one of which every tokenizer directory holds (fast or slow, WordPiece, BPE or SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
                    "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "merges.txt")
+
+
+def _check_model_folder(name: str) -> None:
+    """A local folder that holds no model (no config.json: an empty folder, a parent folder, a
+    folder of data) is named, with what it holds, before transformers' own error about its config."""
+    path = checks.existing_file(name)
+    if path is None or not path.is_dir() or (path / "config.json").is_file():
+        return
+    try:
+        held = sorted(p.name for p in path.iterdir())
+    except OSError:
+        held = []
+    holds = f"it holds {checks.short_repr(held)}" if held else "it is empty"
+    raise ModelNotFoundError(
+        f"model='{name}' is a folder without a model: it has no config.json ({holds}). Give the folder that "
+        "model.save_pretrained(...) wrote, or a Hugging Face name."
+    )
 
 
 def _check_tokenizer_files(name: str) -> None:

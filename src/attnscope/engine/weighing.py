@@ -16,6 +16,7 @@ import dataclasses
 
 import torch
 
+from .. import checks
 from ..errors import InputError
 from .results import AttentionResult, LongAttentionResult
 
@@ -40,8 +41,8 @@ def no_value_norms(result: AttentionResult | LongAttentionResult) -> str:
 
 def weighed(result: AttentionResult | LongAttentionResult, weigh_by: str) -> AttentionResult | LongAttentionResult:
     """`result` as the views draw it for `weigh_by` ("attention": itself; "value_norm": α·‖f‖)."""
-    if weigh_by not in WEIGHINGS:
-        raise InputError(f"weigh_by must be one of {list(WEIGHINGS)}, not {weigh_by!r}.")
+    if not checks.one_of(weigh_by, WEIGHINGS):
+        raise InputError(f"weigh_by must be one of {list(WEIGHINGS)}, not {checks.short_repr(weigh_by)}.")
     if weigh_by == "attention":
         return result
     reason = no_value_norms(result)

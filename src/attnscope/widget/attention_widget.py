@@ -18,7 +18,6 @@ import traitlets
 
 from .. import checks
 from ..analyses.comparison import check_comparable
-from ..checks import head_pair
 from ..engine.attention_model import AttentionModel
 from ..engine.engines import resolve_engine
 from ..engine.nonfinite import NonFiniteAttentionWarning
@@ -101,9 +100,12 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         if compare is not None:
             if self._engine is None:
                 raise InputError(NEEDS_A_MODEL.format(what="Comparing two models"))
-            self._compare_engine = resolve_engine(compare, tokenizer or self._engine.tokenizer, device)
+            try:
+                self._compare_engine = resolve_engine(compare, tokenizer or self._engine.tokenizer, device)
+            except AttnscopeError as error:  # said of compare=, not of the widget's model
+                raise type(error)(f"compare: {error}") from None
             check_comparable(self._engine, self._compare_engine, "compare=")
-        self._prettify = bool(prettify_tokens)
+        self._prettify = checks.flag("prettify_tokens", prettify_tokens)
         self._max_length = max_length
         self._attention_mode = attention
         # What the thumbnails and rollout were made from (widget_state.view_payloads): reused while it holds.
@@ -111,7 +113,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         self._rollout_of: tuple | None = None
         self._applying = False
         self._closed = False
-        self._masks = [list(head_pair(pair)) for pair in (masked_heads or [])]
+        self._masks = [list(pair) for pair in checks.head_pairs("masked_heads", masked_heads)]
         # Until a token is chosen (here, from Python or in the view), a causal long run opens on its last.
         self._focus_chosen = "focus_token" in kwargs
         # Bad input raises here, before anything is displayed: a clear Python error, no blank cell.
@@ -123,7 +125,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         include_heads = checks.indices("include_heads", include_heads, result.n_heads, "heads")
         super().__init__(
             theme=theme, include_layers=include_layers, include_heads=include_heads,
-            word_level=bool(word_level), masked_heads=self._masks, editable=self._engine is not None, **kwargs,
+            word_level=checks.flag("word_level", word_level), masked_heads=self._masks, editable=self._engine is not None, **kwargs,
         )
         self._apply(result, request_id=0, layer=layer, heads=heads)
         if neuron_query is not None:  # asked for: kept over where the view would open
@@ -478,6 +480,6 @@ def show(
     in a loop; once, even as the cell's last line) and returns it: keep it to read `.result` or
     to change it from Python.
     """
-    if view is not None and view not in VIEW_NAMES:
-        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
+    if view is not None and not checks.one_of(view, VIEW_NAMES):
+        raise InputError(f"Unknown view {checks.short_repr(view)}; available: {', '.join(VIEW_NAMES)}.")
     return shown(AttentionWidget(text, text_b, model, view=view, **kwargs))

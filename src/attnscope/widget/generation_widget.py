@@ -199,8 +199,8 @@ def generate(
     if model is None:
         raise InputError("model=None: generate needs a causal language model, e.g. "
                          "attnscope.generate(prompt, model=\"smollm2\").")
-    if view is not None and view not in VIEW_NAMES:
-        raise InputError(f"Unknown view {view!r}; available: {', '.join(VIEW_NAMES)}.")
+    if view is not None and not checks.one_of(view, VIEW_NAMES):
+        raise InputError(f"Unknown view {checks.short_repr(view)}; available: {', '.join(VIEW_NAMES)}.")
     if isinstance(prompt, str) and not prompt.strip():  # said before a model loads (tens of seconds)
         raise InputError(f"prompt={prompt!r} is empty: give the text the model continues.")
     engine = resolve_engine(model, tokenizer, device)

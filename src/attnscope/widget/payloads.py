@@ -308,8 +308,8 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             raise ValueError(f"Measure {m['key']!r} says its values are integers, and they are not.")
     payload["measures"] = measures
     keys = [m["key"] for m in measures]
-    if measure is not None and measure not in keys:
-        raise InputError(f"measure={measure!r} is not in this analysis; choose one of {keys}.")
+    if measure is not None and not checks.one_of(measure, keys):
+        raise InputError(f"measure={checks.short_repr(measure)} is not in this analysis; choose one of {keys}.")
     payload["measure"] = measure or (keys[0] if keys else "")
     payload["model"] = data.attrs.get("model", "") if hasattr(data, "attrs") else ""
     return payload

@@ -223,5 +223,30 @@ def constructor_settings(widget_class: type, settings: dict[str, Any]) -> None:
             hint = f"; did you mean {close[0]}=?" if close else f"; the settings are: {', '.join(sorted(ours))}"
             raise InputError(f"{widget_class.__name__} has no setting {name}={checks.short_repr(value)}{hint}")
         trait = known[name]
-        if isinstance(trait, traitlets.Enum) and value not in trait.values:
+        if isinstance(trait, traitlets.Enum) and not checks.one_of(value, trait.values):
             raise InputError(f"{name} must be one of {list(trait.values)}, not {checks.short_repr(value)}.")
+
+
+def _refused_as_a_setting(trait: traitlets.TraitType) -> None:
+    """traitlets' own refusal of a value of the wrong kind (`widget.view = None`, `widget.theme =
+    np.array(...)`) said as every other setting's: a SettingError naming the setting, what it got
+    and what it takes, not traitlets' message with the value's whole repr. An Enum's value that is
+    no string is refused before traitlets compares it (a NumPy array's `==` is an array)."""
+
+    def error(obj: Any, value: Any, error: Any = None, info: Any = None) -> None:
+        raise SettingError(f"{trait.name} must be {info or trait.info()}, not {checks.short_repr(value)}.")
+
+    trait.error = error
+    if isinstance(trait, traitlets.Enum):
+        validate = trait.validate
+
+        def checked(obj: Any, value: Any) -> Any:
+            if not (value is None or isinstance(value, str)):
+                error(obj, value)
+            return validate(obj, value)
+
+        trait.validate = checked
+
+
+for _trait in contract_traits(CheckedTraits).values():
+    _refused_as_a_setting(_trait)

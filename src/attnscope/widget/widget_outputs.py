@@ -4,12 +4,13 @@ AttentionWidget: it reads the widget's channel and its page state (export.py).""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from .. import checks
 from ..errors import InputError
-from ..files import ImageRequest, output_path, write_atomic
+from ..files import ImageRequest, writable_path, write_atomic
 from .export import slide_html, widget_html
 
 
@@ -23,6 +24,8 @@ class WidgetOutputs:
         view answers, which is right after the cell finishes (a kernel cannot wait for its front
         end in mid-cell); the returned request says when it is done (`.done`, `.error`).
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"save_image writes to a path (a str or a pathlib.Path), not {checks.short_repr(path)}.")
         path = Path(path)
         image_format = path.suffix.lower().lstrip(".")
         if image_format not in ("png", "svg"):
@@ -38,7 +41,7 @@ class WidgetOutputs:
 
     def save_html(self, path: str | Path, layers: list[int] | None = None) -> Path:
         """Write this view as one self-contained, offline HTML file (all layers unless `layers`)."""
-        path = output_path(path, "html")  # a path that would replace another kind of file: before any work
+        path = writable_path("path", path, "html")  # a path that would replace another kind of file: before any work
         return write_atomic(path, widget_html(self, layers), file_format="html")
 
     def slide(self, height: int = 560, layers: list[int] | None = None) -> Any:
