@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JS_SOURCES := $(wildcard js/*.js js/*.css) scripts/build.mjs
 BUNDLE := src/attnscope/static/widget.js
 
-.PHONY: demo test test-fast test-python test-js lint install js chromium bench clean contract docs
+.PHONY: demo test test-fast test-kinds test-python test-js lint install js chromium bench clean contract docs
 
 DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)
 
@@ -38,6 +38,11 @@ test: install chromium
 # notebook is a page, executed (scripts/executed_notebooks.py: the runs `make test` kept, else run here).
 docs: install
 	ATTNSCOPE_EXECUTE_NOTEBOOKS=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The wrong-kinds contract with every (parameter, wrong kind) pair, about 7,800 calls (tests/test_wrong_kinds.py;
+# `make test` tries a fixed quarter of them).
+test-kinds: install
+	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/test_wrong_kinds.py -rA
 
 # Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json
