@@ -143,6 +143,14 @@ class _Reading:
         return frame
 
 
+def predicted_position(model: Any, text: str, position: Any = None) -> tuple[int, int]:
+    """Where knockout reads the prediction in `text` (as its `position` says) and how many tokens
+    the model reads it as; nothing runs."""
+    model = model_of(model, "knockout")
+    _, tokens = _encoded(model, text)
+    return _position(model, output_kind(model), position, tokens), len(tokens)
+
+
 def reading(model: Any, text: str, position: Any, target: Any, what: str) -> _Reading:
     """The model's log p at `position` (a causal LM's next token, a masked LM's [MASK]) of
     `target` (its own prediction by default), nothing blocked."""
