@@ -21,7 +21,8 @@ export function knockoutLine(answer, tokens, notes = []) {
   const token = (i) => tokenCaption(tokens[i] ?? "", notes[i]);
   const what = answer.key === WHOLE ? `${headName(answer.layer, answer.head)} zeroed`
     : `line ${token(answer.position)} → ${token(answer.key)} blocked in ${headName(answer.layer, answer.head)}`;
-  const number = (v) => `${v < 0 ? "−" : ""}${Math.abs(v).toFixed(3)}`;
+  const size = (v) => (v !== 0 && v < 1e-3 ? v.toExponential(1) : v.toFixed(3)); // a tiny change is not "0.000"
+  const number = (v) => `${v < 0 ? "−" : ""}${size(Math.abs(v))}`;
   const delta = `${answer.delta > 0 ? "+" : answer.delta < 0 ? "" : "±"}${number(answer.delta)}`;
   const masks = answer.masked ? " (measured without the masked heads)" : "";
   return `${what}: log p of “${answer.target}” ${number(answer.log_p)} → ${number(answer.log_p_knocked)}, Δ ${delta}${masks}`;

@@ -87,4 +87,6 @@ it("says a whole head's knockout, a rise, and masks left out", () => {
   const line = knockoutLine({ layer: 0, head: 2, key: -1, position: 4, target: "x", log_p: -3, log_p_knocked: -2.5, delta: 0.5,
     masked: true }, ["a"]);
   expect(line).toBe("layer 0, head 2 zeroed: log p of “x” −3.000 → −2.500, Δ +0.500 (measured without the masked heads)");
+  const tiny = knockoutLine({ layer: 0, head: 2, key: -1, position: 0, target: "x", log_p: -3, log_p_knocked: -3, delta: -0.00004 }, ["a"]);
+  expect(tiny.endsWith("Δ −4.0e-5")).toBe(true);
 });

@@ -28,6 +28,7 @@ def test_a_line_knocked_out_in_the_head_view_says_what_knockout_says(open_widget
     assert {k: request[k] for k in ("layer", "head", "key", "result_id")} == {"layer": 2, "head": 1, "key": 3,
                                                                                 "result_id": widget.result_id}
     expected = attnscope.knockout(decoder, TEXT, edges=[(2, 1, last, 3)]).iloc[0]
+    assert abs(expected.delta) > 1e-3  # shown to 3 decimals
     delta = f"{'+' if expected.delta > 0 else ''}{expected.delta:.3f}".replace("-", "−")
     line = page.locator(".attnscope-knockout-result")
     line.filter(has_text="Δ").wait_for()

@@ -1,8 +1,10 @@
 """Attention knockout measured on the output (Geva et al. 2023, "Dissecting Recall of Factual
 Associations"; Kovaleva et al.'s and Michel et al.'s disabled heads): block edges query → key in
 chosen layers and heads, or disable whole heads, and read the change of log p of the token the
-model predicts after a position. The edges are blocked inside the model's own attention kernel
-(engine/knockout.py), so that with nothing blocked the run is its plain forward.
+model predicts at a position: a causal LM's next token, or an encoder's masked token through its
+masked-LM head. The edges are blocked inside the model's own attention kernel (engine/knockout.py),
+so that with nothing blocked the run is its plain forward. The sweep and the per-head frame show in
+the widget's analysis view (their conversions at the end).
 """
 
 from __future__ import annotations
