@@ -11,6 +11,7 @@ import { oneScaleNote, oneScale } from "./one_scale.js";
 import { createScene, imageMethods } from "./scene.js";
 import { textWidth, wrapText } from "./svg.js";
 import { drawWindow, followSelected, windowMemos, windowState } from "./head_window.js";
+import { createKnockoutControl, knockoutState } from "./knockout_control.js";
 import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
 export const ROW_HEIGHT = 20;
@@ -550,7 +551,7 @@ function headState({ get, decoded, layerData }) {
 /** @type {import("./view_adapter.js").ViewAdapter} */
 export const adapter = {
   ...declared("head"),
-  create(body, { setTraits }, get) {
+  create(body, { setTraits, ask, page = false }, get) {
     const view = createHeadView(body, {
       onToggleHead(h) {
         const heads = new Set(get("heads"));
@@ -570,10 +571,14 @@ export const adapter = {
     });
     const memo = { start: 0 };
     windowMemos.set(view, memo);
-    return view;
+    // Under the view: knock out a head of this layer, or one of its lines (knockout_control.js).
+    const knockout = createKnockoutControl(body, { ask });
+    return Object.assign(view, { knockout, updateKnockout: () => knockout.update(knockoutState(get, page)) });
   },
-  draw: (view, context) => (context.get("long_context") ? drawWindow(view, context)
-    : followSelected(view, context, shown(view, headState(context)))),
+  draw(view, context) {
+    view.updateKnockout();
+    return context.get("long_context") ? drawWindow(view, context) : followSelected(view, context, shown(view, headState(context)));
+  },
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
   shows: ["notice", "part", "masked", "change", "weigh", "words", "filter", "heads", "causal", "aside"],

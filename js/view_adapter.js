@@ -24,7 +24,7 @@ import { VIEWS as DECLARED_VIEWS } from "./contract.js";
  * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
  * @property {string[]} controls  the header's controls it uses (js/controls.js)
  * @property {object[]} thinning  the picture's thinner versions' options, tried in turn (src/attnscope/widget/views.py)
- * @property {(body: HTMLElement, actions: {setTraits: (values: object, options?: {now?: boolean}) => void, redraw: () => void, openText?: (text: string, textB: string|null, opening?: {layer: number, head: number, query: number}) => boolean}, get: (name: string) => any) => any} create
+ * @property {(body: HTMLElement, actions: {setTraits: (values: object, options?: {now?: boolean}) => void, redraw: () => void, openText?: (text: string, textB: string|null, opening?: {layer: number, head: number, query: number}) => boolean, ask?: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>, page?: boolean}, get: (name: string) => any) => any} create
  * @property {(view: any, context: ViewContext) => string} draw
  * @property {(context: ViewContext, options: object) => object | string} picture  the view as a scene from the
  *   state alone, no DOM (the kernel's picture of a saved output, js/picture.js), or why there is none

@@ -85,7 +85,9 @@ function render({ model, el: host, page = false, fit = false }) {
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
     const openText = (text, textB, opening) => controls.editor.open(text, textB, opening);
-    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule, openText }, get) }];
+    // A view's own request to the kernel (the head view's knockout), through the channel made below.
+    const ask = (type, params) => channel.request(type, params);
+    return [adapter.name, { adapter, body, view: adapter.create(body, { setTraits, redraw: schedule, openText, ask, page }, get) }];
   }));
 
   // The kernel asks the view for images (save_image); the view asks the kernel for neuron numbers.

@@ -9,10 +9,11 @@ import math
 import pytest
 import torch
 import transformers
+from transformers.models.bert import modeling_bert
 from transformers.models.llama import modeling_llama
 
 import attnscope
-from attnscope.analyses.knockout import blocked_edges
+from attnscope.analyses.knockout import blocked_edges, knockout_heads_view, knockout_sweep_view
 from attnscope.errors import InputError
 
 TEXT = "The Eiffel Tower is in the city of"
@@ -109,8 +110,10 @@ def test_the_window_sweep_blocks_the_last_token_from_a_span_in_each_window(decod
 
 
 def test_what_knockout_refuses(decoder, default_model):
-    with pytest.raises(InputError, match="no next-token head"):
+    with pytest.raises(InputError, match="encoder with no masked-LM head.*embedded MiniLM has none"):
         attnscope.knockout(default_model, TEXT)
+    with pytest.raises(InputError, match=r"keys has \[99\] out of range: positions are numbered 0..11 \(or -12..-1 from the end\)"):
+        attnscope.knockout_sweep(decoder, TEXT, keys=[2, 99], window=2)
     with pytest.raises(InputError, match="leaves a query with no key"):
         attnscope.knockout(decoder, TEXT, edges=[(0, None, 0, 0)])  # the first token sees only itself
     with pytest.raises(InputError, match="target='Paris is' is"):
@@ -119,3 +122,100 @@ def test_what_knockout_refuses(decoder, default_model):
         attnscope.knockout(decoder, TEXT, edges=[(0, 1)])
     with pytest.raises(InputError, match="mode must be one of"):
         attnscope.knockout(decoder, TEXT, heads=[(0, 0)], mode="half")
+
+
+MASKED = "The Eiffel Tower is in the city of [MASK] ."
+
+
+@pytest.fixture(scope="module")
+def masked_lm(bert_tokenizer):
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(bert_tokenizer), hidden_size=64, num_hidden_layers=3,
+                                     num_attention_heads=4, intermediate_size=96, max_position_embeddings=64)
+    model = transformers.BertForMaskedLM(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() == 2 and "embeddings" not in name:
+                parameter.normal_(0, 0.2)
+    return attnscope.load(model, bert_tokenizer, device="cpu")
+
+
+def _independent_bert(model, ids, blocked, position):
+    """An encoder's masked-token log p with the blocked edges' scores −inf before the softmax, in
+    an eager attention written here (no mask: one unpadded text)."""
+    calls = iter(range(model.config.num_hidden_layers))
+
+    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        layer = next(calls)
+        scores = (query.double() @ key.double().transpose(2, 3)) * (query.shape[-1] ** -0.5)
+        if layer in blocked:
+            scores = scores.masked_fill(blocked[layer][None], -math.inf)
+        weights = torch.softmax(scores, -1)
+        return (weights @ value.double()).to(query.dtype).transpose(1, 2).contiguous(), weights
+
+    original = modeling_bert.eager_attention_forward
+    modeling_bert.eager_attention_forward = attention
+    implementation = model.config._attn_implementation
+    try:
+        model.config._attn_implementation = "eager"
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits
+    finally:
+        modeling_bert.eager_attention_forward = original
+        model.config._attn_implementation = implementation
+    return torch.log_softmax(logits[0, position].double(), -1)
+
+
+def test_an_encoder_with_a_masked_lm_head_reads_its_mask_token_exactly(masked_lm):
+    ids = masked_lm.tokenizer(MASKED, return_tensors="pt")["input_ids"]
+    at = ids[0].tolist().index(masked_lm.tokenizer.mask_token_id)
+    plain = _independent_bert(masked_lm.model, ids, {}, at)
+    frame = attnscope.knockout(masked_lm, MASKED)
+    assert frame.position.iloc[0] == at and frame.attrs["output"] == "masked token"
+    assert abs(frame.log_p.iloc[0] - float(plain.max())) <= 1e-5 and frame.delta.iloc[0] == 0
+    edges = [(0, None, at, [1, 2, 3]), (2, 1, at, range(4, 8)), (1, None, [0, at], at)]
+    blocked = blocked_edges(masked_lm, ids.shape[1], edges)
+    knocked = attnscope.knockout(masked_lm, MASKED, edges=edges)
+    reference = _independent_bert(masked_lm.model, ids, blocked, at)
+    target = int(plain.argmax())
+    assert abs(knocked.delta.iloc[0] - float(reference[target] - plain[target])) <= 1e-5
+    assert abs(knocked.delta.iloc[0]) > 1e-3
+    with pytest.raises(InputError, match="position=2 holds .*not the mask token '\\[MASK\\]'"):
+        attnscope.knockout(masked_lm, MASKED, position=2)
+    with pytest.raises(InputError, match="The text has 0 mask tokens"):
+        attnscope.knockout(masked_lm, TEXT)
+    sweep = attnscope.knockout_sweep(masked_lm, MASKED, keys=[4, 5], window=2, progress=False)
+    assert list(sweep.first_layer) == [0, 1] and sweep.attrs["position"] == at
+
+
+def test_each_head_disabled_in_turn_is_a_heads_frame_the_analysis_view_shows(masked_lm, decoder):
+    frame = attnscope.knockout_heads(masked_lm, MASKED, progress=False)
+    assert list(frame.columns) == ["layer", "head", "label", "measure", "value"] and len(frame) == 3 * 4
+    assert set(frame.measure) == {"delta"} and frame.attrs["attnscope"] == "knockout_heads"
+    for layer, head in [(0, 1), (2, 3)]:
+        one = attnscope.knockout(masked_lm, MASKED, heads=[(layer, head)]).delta.iloc[0]
+        assert frame[(frame.layer == layer) & (frame["head"] == head)].value.iloc[0] == pytest.approx(one, abs=1e-12)
+    uniform = attnscope.knockout_heads(decoder, TEXT, mode="uniform", progress=False)
+    one = attnscope.knockout(decoder, TEXT, heads=[(1, 2)], mode="uniform").delta.iloc[0]
+    assert uniform[(uniform.layer == 1) & (uniform["head"] == 2)].value.iloc[0] == pytest.approx(one, abs=1e-12)
+    from attnscope.widget.payloads import analysis_payload
+
+    shown = analysis_payload(frame, 3, 4)
+    assert shown["kind"] == "knockout_heads" and shown["measure"] == "drop"
+    assert shown["measures"][0]["values"] == pytest.approx(list(-frame.value))
+    assert "'" + frame.attrs["target"] + "'" in shown["note"] and "masked token" in shown["note"]
+    assert knockout_heads_view is not None
+    with pytest.raises(InputError, match="mode must be one of"):
+        attnscope.knockout_heads(decoder, TEXT, mode="half", progress=False)
+
+
+def test_the_sweep_in_the_analysis_view_is_a_column_of_windows_by_first_layer(decoder):
+    from attnscope.widget.payloads import analysis_payload
+
+    sweep = attnscope.knockout_sweep(decoder, TEXT, keys=[2, 3], window=2, progress=False)
+    shown = analysis_payload(sweep, 4, 4)
+    assert shown["n_heads"] == 1 and shown["columns"][0]["name"] == "window of 2 layers from here"
+    assert shown["measures"][0]["values"][:3] == pytest.approx(list(-sweep.delta)) and shown["measures"][0]["values"][3] is None
+    assert knockout_sweep_view is not None
+    with pytest.raises(InputError, match="analyse the same model"):
+        analysis_payload(sweep, 6, 4)

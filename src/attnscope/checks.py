@@ -81,9 +81,11 @@ def fraction(name: str, value: Any) -> float:
     return float(value)
 
 
-def indices(name: str, values: Any, count: int | None, what: str, allow_none: bool = True) -> list[int] | None:
+def indices(name: str, values: Any, count: int | None, what: str, allow_none: bool = True,
+            from_end: bool = False) -> list[int] | None:
     """A list of distinct 0-based indices into `count` things (layers, heads), or None for all.
-    count None: the range is checked later, once the model is known.
+    count None: the range is checked later, once the model is known. from_end (with a count):
+    -1 is the last, as Python counts (token positions), returned as the 0-based index.
 
     An empty list is refused (BertViz silently shows everything for include_layers=[]). The time
     taken is linear in the list and, when `count` is known, bounded by it: a list longer than
@@ -108,10 +110,14 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
     if bad_type is not _NONE:
         raise InputError(f"{name} must hold whole numbers; {short_repr(bad_type)} is not one.")
     values = [v if type(v) is int else operator.index(v) for v in values]
-    bad = [v for v in values if v < 0 or count is not None and v >= count]
+    lowest = -count if from_end and count is not None else 0
+    bad = [v for v in values if v < lowest or count is not None and v >= count]
     if bad:
         numbered = f"0..{count - 1}" if count is not None else "from 0"
-        raise InputError(f"{name} has {_listed(bad)} out of range: {what} are numbered {numbered}.")
+        back = f" (or -{count}..-1 from the end)" if lowest else ""
+        raise InputError(f"{name} has {_listed(bad)} out of range: {what} are numbered {numbered}{back}.")
+    if lowest:
+        values = [v % count for v in values]
     repeated = sorted(v for v, n in collections.Counter(values).items() if n > 1)
     if repeated:
         raise InputError(f"{name} names {what} {_listed(repeated)} more than once.")

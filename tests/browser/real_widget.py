@@ -17,19 +17,26 @@ def wire(value):
     return value
 
 
-def answer_neuron_request(page, widget) -> dict:
-    """The neuron view's request for numbers, answered by the widget's own handler as the kernel
-    would; returns the request once the view shows the numbers."""
+def answer_request(page, widget, type_: str) -> dict:
+    """The view's last request, of `type_`, answered by the widget's own handler as the kernel
+    would; returns the request."""
     replies = []
     widget.send = lambda content, buffers=None: replies.append((content, buffers))
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.at(-1)?.type === 'neuron'")
+    page.wait_for_function(f"window.attnscopeHarness.model.sentMessages.at(-1)?.type === {type_!r}")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
     widget._handle_custom_msg(request, [])
     content, buffers = replies[-1]
     page.evaluate(
         """([content, arrays]) => { const h = window.attnscopeHarness;
             h.model.emitCustom(content, arrays.map((b) => new DataView(Uint8Array.from(b).buffer))); }""",
-        [content, [list(b) for b in buffers]],
+        [content, [list(b) for b in buffers or []]],
     )
+    return request
+
+
+def answer_neuron_request(page, widget) -> dict:
+    """The neuron view's request for numbers, answered by the widget's own handler as the kernel
+    would; returns the request once the view shows the numbers."""
+    request = answer_request(page, widget, "neuron")
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     return request

@@ -13,7 +13,7 @@ from .head_finder import head_finder
 from .head_roles import head_roles, roles
 from .head_stats import behaviours, head_distances, head_stats
 from .importance import attention_gradients, head_importance
-from .knockout import knockout, knockout_sweep
+from .knockout import knockout, knockout_heads, knockout_sweep
 from .patterns import attention_patterns, patterns_by_layer
 from .probes import attention_probes, glove_vectors
 from .pruning import pruning_curve
@@ -25,7 +25,7 @@ from .value_flow import value_flow
 __all__ = [
     "attention_gradients", "attention_patterns", "attention_probes", "attention_similarity", "attention_sinks",
     "behaviours", "contributions", "coref_heads", "documents", "glove_vectors", "head_ablation", "head_distances", "head_finder", "head_importance",
-    "head_roles", "head_stats", "knockout", "knockout_sweep",
+    "head_roles", "head_stats", "knockout", "knockout_heads", "knockout_sweep",
     "patterns_by_layer", "pruning_curve", "read_conll2012", "read_conllu", "roles", "rollout",
     "similarity_by_layer", "syntax_heads", "value_flow",
 ]

@@ -1,13 +1,16 @@
 """Attention knockout measured on the output (Geva et al. 2023, "Dissecting Recall of Factual
 Associations"; Kovaleva et al.'s and Michel et al.'s disabled heads): block edges query → key in
 chosen layers and heads, or disable whole heads, and read the change of log p of the token the
-model predicts after a position. The edges are blocked inside the model's own attention kernel
-(engine/knockout.py), so that with nothing blocked the run is its plain forward.
+model predicts at a position: a causal LM's next token, or an encoder's masked token through its
+masked-LM head. The edges are blocked inside the model's own attention kernel (engine/knockout.py),
+so that with nothing blocked the run is its plain forward. The sweep and the per-head frame show in
+the widget's analysis view (their conversions at the end).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,6 +20,7 @@ from ..engine import knockout as engine_knockout
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from ..progress import progress as progress_bar
+from .tables import Grid, analysis_view, heads_frame
 
 MODES = ("zero", "uniform")
 
@@ -28,9 +32,40 @@ def _encoded(model: AttentionModel, text: str) -> tuple[Any, list[str]]:
     return encoded, model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
 
 
-def _position(position: Any, n: int) -> int:
-    position = checks.integer("position", position, minimum=-n, maximum=n - 1)
-    return position % n
+def output_kind(model: AttentionModel) -> str:
+    """What token the model's LM head reads: "next token" (a causal LM) or "masked token" (an
+    encoder with a masked-LM head); InputError saying why there is none."""
+    hf = model.model
+    head = getattr(hf, "get_output_embeddings", lambda: None)()
+    if getattr(hf.config, "is_encoder_decoder", False):
+        raise InputError(f"{model.name} is an encoder-decoder model: knockout reads a causal LM's next token or an "
+                         "encoder's masked token, not yet a decoder's over an encoder's text.")
+    if head is not None:
+        return "next token" if model.causal else "masked token"
+    if model.causal:
+        raise InputError(f"{model.name} has no next-token head to read a token's log p from: load it as a causal LM "
+                         "(AutoModelForCausalLM, or attnscope.load('smollm2')).")
+    raise InputError(f"{model.name} is an encoder with no masked-LM head to read a masked token's log p from "
+                     "(the embedded MiniLM has none): load one with its head (AutoModelForMaskedLM, e.g. "
+                     "BertForMaskedLM) and put its mask token in the text.")
+
+
+def _position(model: AttentionModel, kind: str, position: Any, tokens: list[str]) -> int:
+    """The position whose distribution is read: a causal LM's (default the last token), or a
+    masked LM's mask token (default the text's only one)."""
+    n = len(tokens)
+    mask = getattr(model.tokenizer, "mask_token", None)
+    if kind == "next token" or position is not None:
+        at = checks.integer("position", -1 if position is None else position, minimum=-n, maximum=n - 1) % n
+        if kind == "masked token" and tokens[at] != mask:
+            raise InputError(f"position={position} holds {tokens[at]!r}, not the mask token {mask!r}: a masked LM "
+                             "predicts a masked token (put it in the text).")
+        return at
+    masks = [i for i, token in enumerate(tokens) if token == mask]
+    if len(masks) != 1:
+        raise InputError(f"The text has {len(masks)} mask tokens {mask!r}: put one in it, or name the one to read "
+                         "with position=.")
+    return masks[0]
 
 
 def _target(model: AttentionModel, target: Any, plain: torch.Tensor) -> int:
@@ -46,10 +81,8 @@ def _target(model: AttentionModel, target: Any, plain: torch.Tensor) -> int:
 
 
 def _positions(name: str, value: Any, n: int) -> list[int]:
-    values = [value] if isinstance(value, int) or hasattr(value, "__index__") else list(value)
-    if not values:
-        raise InputError(f"{name} lists no position.")
-    return sorted({_position(v, n) for v in values})
+    values = [value] if isinstance(value, int) or hasattr(value, "__index__") else value
+    return sorted(checks.indices(name, values, n, "positions", allow_none=False, from_end=True))
 
 
 def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, torch.Tensor]:
@@ -84,66 +117,139 @@ def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
     return ((~grid).float(), None) if mode == "zero" else (None, grid)
 
 
-def _causal_lm(model: AttentionModel) -> None:
-    hf = model.model
-    if not model.causal or getattr(hf, "get_output_embeddings", lambda: None)() is None:
-        raise InputError(f"{model.name} has no next-token head to read a token's log p from: knockout needs a causal "
-                         "LM (AutoModelForCausalLM, or attnscope.load('smollm2')). An encoder's masked-LM target is "
-                         "not supported yet.")
+@dataclass
+class _Reading:
+    """What every knockout reads before it blocks anything: the text, where and which token."""
+
+    model: AttentionModel
+    text: str
+    encoded: Any
+    tokens: list[str]
+    kind: str  # "next token" or "masked token"
+    at: int
+    plain: torch.Tensor  # log p over the vocabulary, nothing blocked
+    wanted: int
+
+    def knocked(self, blocked=None, head_mask=None, uniform=None) -> float:
+        return float(engine_knockout.token_log_probs(self.model, self.encoded, self.at, blocked, head_mask,
+                                                     uniform)[self.wanted])
+
+    @property
+    def log_p(self) -> float:
+        return float(self.plain[self.wanted])
+
+    def tag(self, frame, kind: str, **extra):
+        frame.attrs.update({"attnscope": kind, "model": self.model.name, "text": self.text, "output": self.kind,
+                            "position": self.at, "target": self.model.tokenizer.convert_ids_to_tokens(self.wanted),
+                            "log_p": self.log_p, **extra})
+        return frame
+
+
+def predicted_position(model: Any, text: str, position: Any = None) -> tuple[int, int]:
+    """Where knockout reads the prediction in `text` (as its `position` says) and how many tokens
+    the model reads it as; nothing runs."""
+    model = model_of(model, "knockout")
+    _, tokens = _encoded(model, text)
+    return _position(model, output_kind(model), position, tokens), len(tokens)
+
+
+def reading(model: Any, text: str, position: Any, target: Any, what: str) -> _Reading:
+    """The model's log p at `position` (a causal LM's next token, a masked LM's [MASK]) of
+    `target` (its own prediction by default), nothing blocked."""
+    model = model_of(model, what)
+    kind = output_kind(model)
+    encoded, tokens = _encoded(model, text)
+    at = _position(model, kind, position, tokens)
+    plain = engine_knockout.token_log_probs(model, encoded, at)
+    return _Reading(model, text, encoded, tokens, kind, at, plain, _target(model, target, plain))
 
 
 def knockout(model: Any, text: str, *, edges: Iterable[Sequence] = (), heads: Iterable[Sequence] = (),
-             mode: str = "zero", position: int = -1, target: Any = None):
-    """Δ log p of the token predicted after `position` when `edges` are blocked ((layer, head or
-    None, queries, keys): their scores −inf before the softmax) and `heads` ((layer, head)) are
-    disabled (mode "zero": their output zeroed, Michel et al.; "uniform": even attention,
-    Kovaleva et al.). target: the model's own prediction (None), a token id or a one-token text.
-    A one-row DataFrame: position, target, log_p, log_p_knocked, delta."""
+             mode: str = "zero", position: Any = None, target: Any = None):
+    """Δ log p of the token the model predicts at `position` (a causal LM: the next token after
+    it, by default after the last; an encoder with a masked-LM head: the mask token's, by default
+    the text's one [MASK]) when `edges` are blocked ((layer, head or None, queries, keys): their
+    scores −inf before the softmax) and `heads` ((layer, head)) are disabled (mode "zero": their
+    output zeroed, Michel et al.; "uniform": even attention, Kovaleva et al.). target: the model's
+    own prediction (None), a token id or a one-token text. A one-row DataFrame: position, target,
+    log_p, log_p_knocked, delta."""
     import pandas as pd
 
-    model = model_of(model, "knockout")
-    _causal_lm(model)
-    encoded, tokens = _encoded(model, text)
-    n = len(tokens)
-    at = _position(position, n)
-    plain = engine_knockout.next_token_log_probs(model, encoded, at)
-    wanted = _target(model, target, plain)
-    head_mask, uniform = _head_grids(model, heads, mode)
-    blocked = blocked_edges(model, n, edges)
-    knocked = engine_knockout.next_token_log_probs(model, encoded, at, blocked, head_mask, uniform)
-    frame = pd.DataFrame([{"position": at, "target": model.tokenizer.convert_ids_to_tokens(wanted),
-                           "log_p": float(plain[wanted]), "log_p_knocked": float(knocked[wanted]),
-                           "delta": float(knocked[wanted] - plain[wanted])}])
-    frame.attrs.update({"attnscope": "knockout", "model": model.name, "text": text})
-    return frame
+    read = reading(model, text, position, target, "knockout")
+    head_mask, uniform = _head_grids(read.model, heads, mode)
+    knocked = read.knocked(blocked_edges(read.model, len(read.tokens), edges), head_mask, uniform)
+    frame = pd.DataFrame([{"position": read.at, "target": read.model.tokenizer.convert_ids_to_tokens(read.wanted),
+                           "log_p": read.log_p, "log_p_knocked": knocked, "delta": knocked - read.log_p}])
+    return read.tag(frame, "knockout")
 
 
-def knockout_sweep(model: Any, text: str, keys: Any, *, window: int = 9, position: int = -1, target: Any = None,
+def knockout_sweep(model: Any, text: str, keys: Any, *, window: int = 9, position: Any = None, target: Any = None,
                    progress: bool = True):
-    """Geva et al.'s figure: the edges from the token at `position` to `keys` (a position or
-    several, e.g. the subject's span) blocked in every head of a window of `window` layers,
-    for each window in turn; Δ log p of the predicted token. A DataFrame: first_layer,
-    last_layer, log_p, log_p_knocked, delta."""
+    """Geva et al.'s figure: the edges from the token at `position` (as knockout's) to `keys` (a
+    position or several, e.g. the subject's span) blocked in every head of a window of `window`
+    layers, for each window in turn; Δ log p of the predicted token. A DataFrame: first_layer,
+    last_layer, log_p, log_p_knocked, delta; widget.show_analysis shows it per window."""
     import pandas as pd
 
-    model = model_of(model, "knockout_sweep")
-    _causal_lm(model)
-    window = checks.integer("window", window, minimum=1, maximum=model.n_layers)
-    encoded, tokens = _encoded(model, text)
-    n = len(tokens)
-    at = _position(position, n)
+    read = reading(model, text, position, target, "knockout_sweep")
+    window = checks.integer("window", window, minimum=1, maximum=read.model.n_layers)
+    n = len(read.tokens)
     spans = _positions("keys", keys, n)
-    plain = engine_knockout.next_token_log_probs(model, encoded, at)
-    wanted = _target(model, target, plain)
     rows = []
-    starts = range(model.n_layers - window + 1)
+    starts = range(read.model.n_layers - window + 1)
     for first in progress_bar(starts, len(starts), "knockout windows", progress, unit="window"):
         layers = range(first, first + window)
-        blocked = blocked_edges(model, n, [(layer, None, at, spans) for layer in layers])
-        knocked = engine_knockout.next_token_log_probs(model, encoded, at, blocked)
-        rows.append({"first_layer": first, "last_layer": first + window - 1, "log_p": float(plain[wanted]),
-                     "log_p_knocked": float(knocked[wanted]), "delta": float(knocked[wanted] - plain[wanted])})
-    frame = pd.DataFrame(rows)
-    frame.attrs.update({"attnscope": "knockout_sweep", "model": model.name, "text": text, "position": at,
-                        "keys": spans, "target": model.tokenizer.convert_ids_to_tokens(wanted), "window": window})
-    return frame
+        knocked = read.knocked(blocked_edges(read.model, n, [(layer, None, read.at, spans) for layer in layers]))
+        rows.append({"first_layer": first, "last_layer": first + window - 1, "log_p": read.log_p,
+                     "log_p_knocked": knocked, "delta": knocked - read.log_p})
+    return read.tag(pd.DataFrame(rows), "knockout_sweep", keys=spans, window=window, n_layers=read.model.n_layers)
+
+
+def knockout_heads(model: Any, text: str, *, mode: str = "zero", position: Any = None, target: Any = None,
+                   progress: bool = True):
+    """Each head disabled in turn (mode "zero": its output zeroed, Michel et al.; "uniform": even
+    attention, Kovaleva et al.), Δ log p of the token predicted at `position` (as knockout's):
+    one forward per head. A tidy DataFrame: layer, head, label, measure ("delta"), value;
+    widget.show_analysis shows it as a layer × head heatmap."""
+    read = reading(model, text, position, target, "knockout_heads")
+    _head_grids(read.model, [], mode)  # the mode checked before the runs
+    n_layers, n_heads = read.model.n_layers, read.model.n_heads
+    delta = torch.zeros(n_layers, n_heads, dtype=torch.float64)
+    pairs = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    for layer, head in progress_bar(pairs, len(pairs), "knockout heads", progress, unit="head"):
+        head_mask, uniform = _head_grids(read.model, [(layer, head)], mode)
+        delta[layer, head] = read.knocked(None, head_mask, uniform) - read.log_p
+    return read.tag(heads_frame({"delta": delta}), "knockout_heads", mode=mode)
+
+
+def _drop_note(data: Any, what: str) -> str:
+    attrs = data.attrs
+    where = ("the next token" if attrs.get("output") == "next token" else "the masked token")
+    return (f"{what}: the drop in log p of {attrs.get('target', '?')!r}, {where} at position "
+            f"{attrs.get('position', '?')} (log p {attrs.get('log_p', float('nan')):.3f} with nothing knocked out), "
+            "−Δ log p: bright where knocking out hurts the prediction most; a rise (Δ > 0) is at the scale's bottom.")
+
+
+@analysis_view("knockout_heads")
+def knockout_heads_view(data: Any, grid: Grid) -> dict:
+    """Layer × head: each head's drop in log p when it alone is disabled."""
+    drop = data.assign(drop=-data["value"])
+    mode = "zeroed output (Michel et al.)" if data.attrs.get("mode") == "zero" else "uniform attention (Kovaleva et al.)"
+    return {"measures": [{"key": "drop", "label": "Drop in log p (−Δ)", "values": grid(drop, "drop")}],
+            "note": _drop_note(data, f"Each head disabled alone, {mode}")}
+
+
+@analysis_view("knockout_sweep")
+def knockout_sweep_view(data: Any, _grid: Grid) -> dict:
+    """Layers × one column: each window's drop in log p, on the row of its first layer (Geva et
+    al.'s figure); the rows past the last window are empty."""
+    n_layers = int(data.attrs.get("n_layers", int(data["last_layer"].max()) + 1 if len(data) else 0))
+    values = [float("nan")] * n_layers
+    for first, delta in zip(data["first_layer"], data["delta"]):
+        values[int(first)] = -float(delta)
+    window = data.attrs.get("window", "?")
+    what = (f"Edges from position {data.attrs.get('position', '?')} to keys {data.attrs.get('keys', '?')} blocked in "
+            f"every head of a window of {window} layers; each row is the window starting at that layer")
+    return {"measures": [{"key": "drop", "label": "Drop in log p (−Δ)", "values": values}],
+            "note": _drop_note(data, what), "n_layers": n_layers,
+            "columns": [{"label": "−Δ", "name": f"window of {window} layers from here"}]}

@@ -161,6 +161,16 @@ class AttentionModel:
               uniform_heads_hooks(self.attention_modules, self.layout, uniform)):
             return self.model(**inputs, output_attentions=True)
 
+    def locked_forward(self, encoded: Any, implementation: str, *contexts: Any) -> Any:
+        """The model's own forward on tokenizer output, its output as it returns it: under the run
+        lock, through attention `implementation` (borrowed, restored after), in inference mode,
+        inside `contexts` (hooks: context managers, entered in order)."""
+        inputs = self._model_inputs(encoded)
+        with self._lock, borrowed(self.model, implementation), torch.inference_mode(), contextlib.ExitStack() as stack:
+            for context in contexts:
+                stack.enter_context(context)
+            return self.model(**inputs)
+
     def _model_inputs(self, encoded: Any) -> dict:
         """Tokenizer output as the model's forward takes it: on its device, ids checked."""
         inputs = {k: v.to(self.device) for k, v in encoded.items() if k in self._forward_inputs}

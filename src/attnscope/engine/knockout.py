@@ -101,21 +101,20 @@ def blocking(blocked: Blocked) -> Iterator[None]:
         _local.blocked = previous
 
 
-def next_token_log_probs(engine: Any, encoded: Any, position: int, blocked: dict[int, torch.Tensor] | None = None,
-                         head_mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> torch.Tensor:
-    """log p over the vocabulary of the token after `position` (float64, on the CPU), from one
-    forward of the model's own causal-LM head through its own attention kernel, with `blocked`
-    edges (layer → heads × T × T booleans) and disabled heads (head_mask: factors; uniform: heads
-    that attend evenly). Nothing blocked or disabled: the model's plain forward."""
+def token_log_probs(engine: Any, encoded: Any, position: int, blocked: dict[int, torch.Tensor] | None = None,
+                    head_mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> torch.Tensor:
+    """log p over the vocabulary that the model's LM head reads at `position` (float64, on the
+    CPU): a causal LM's next token, a masked LM's token at a [MASK]. One forward through the
+    model's own attention kernel, with `blocked` edges (layer → heads × T × T booleans) and
+    disabled heads (head_mask: factors; uniform: heads that attend evenly). Nothing blocked or
+    disabled: the model's plain forward."""
     from .hooks import head_mask_hooks, uniform_heads_hooks
-    from .models import attention_implementation, borrowed
+    from .models import attention_implementation
 
     register()
     implementation = implementation_for(attention_implementation(engine.model))
     plan = Blocked(layers=dict(blocked or {}), layer_of={id(m): k for k, m in enumerate(engine.attention_modules)})
-    inputs = engine._model_inputs(encoded)
-    with (engine._lock, borrowed(engine.model, implementation), torch.inference_mode(), blocking(plan),
-          head_mask_hooks(engine.attention_modules, engine.layout, head_mask),
-          uniform_heads_hooks(engine.attention_modules, engine.layout, uniform)):
-        logits = engine.model(**inputs).logits
+    logits = engine.locked_forward(encoded, implementation, blocking(plan),
+                                   head_mask_hooks(engine.attention_modules, engine.layout, head_mask),
+                                   uniform_heads_hooks(engine.attention_modules, engine.layout, uniform)).logits
     return torch.log_softmax(logits[0, position].double(), dim=-1).cpu()

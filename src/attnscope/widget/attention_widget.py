@@ -25,6 +25,7 @@ from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run
 from ..errors import AttnscopeError, InputError
 from . import payloads as pl
 from .contract import contract_traits
+from .knockout_answers import answer_knockout
 from .long_answers import LongAnswers
 from .messages import Channel
 from .page_input import take_page_write
@@ -138,7 +139,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         self._pictures = PictureOutputs(self)
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "layer": self._answer_layer,
+            {"neuron": self._answer_neuron, "layer": self._answer_layer, "knockout": lambda r, _: answer_knockout(self, r),
              **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
             {"rendered": self._on_rendered, "stop": self._on_stop},
         )

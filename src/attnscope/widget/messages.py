@@ -68,6 +68,11 @@ MESSAGES = {
                 "(payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, "
                 "float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to "
                 "make at once (the trait then stays empty); the passes' elementwise max is the whole."),
+        Message("knockout", "request", "view",
+                "{layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts "
+                "(knockout_control's position) with that head's output zeroed, or the lines from that position to "
+                "token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, "
+                "delta} with layer, head, key, masked and result_id (widget/knockout_answers.py)."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
         Message("stop", "event", "view", "The Stop button while `generating`: the kernel ends the generation between "

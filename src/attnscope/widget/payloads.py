@@ -294,8 +294,8 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
     measures = shown.pop("measures")
     if "columns" in shown:
         # A layout of its own: layers × the analysis's columns (kinds of token), not × heads.
-        if shown.pop("n_layers") != n_layers:
-            raise InputError(f"This analysis has {data['layer'].max() + 1} layers, and the widget's model {n_layers}: "
+        if (its_layers := shown.pop("n_layers")) != n_layers:
+            raise InputError(f"This analysis has {its_layers} layers, and the widget's model {n_layers}: "
                              "analyse the same model.")
         n_heads = len(shown["columns"])
         for m in measures:

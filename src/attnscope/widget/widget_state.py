@@ -20,6 +20,7 @@ from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of,
 from ..engine.weighing import no_value_norms, weighed
 from ..errors import InputError
 from . import payloads as pl
+from .knockout_answers import knockout_control
 from .views import LONG_VIEWS, SHORT_VIEWS
 
 NEEDS_A_MODEL = (
@@ -149,6 +150,7 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         mask_summary=pl.mask_summary(per_token), notice=pl.result_notice(computed, per_token),
         compared_model="" if second is None else second.model_name, compare_shown=settings.compare_shown,
         one_scale=one_scale, weigh_by=settings.weigh_by, weigh_unavailable=no_value_norms(per_token),
+        knockout_control=knockout_control(settings.models[0], per_token, settings.word_level, False),
         long_context=False, n_key_heads=n_heads, view=view, error="", result_id=request_id,
         focus_token=-1,  # a new short run marks no token (indices of another text would mark a wrong one)
     )
@@ -197,6 +199,7 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         mask_summary="", notice=pl.long_notice(result), error="", result_id=request_id,
         compared_model="", compare_shown="first", one_scale={},
         weigh_by=settings.weigh_by, weigh_unavailable=no_value_norms(result),
+        knockout_control=knockout_control(settings.models[0], result, False, True),
     )
     return RunState(traits, drawn, result, result, thumbnails_of, None, settings.opened_query)
 

@@ -1,0 +1,92 @@
+// @vitest-environment jsdom
+import { afterEach, expect, it, vi } from "vitest";
+import { createKnockoutControl, knockoutLine, knockoutState, SAVED_PAGE } from "./knockout_control.js";
+
+const TRAITS = {
+  knockout_control: { position: 3, output: "next token" }, layer: 2, n_heads: 4, heads: [0, 1, 2, 3],
+  tokens: ["[CLS]", "the", "<b>", "of", "[SEP]"], token_notes: [], causal: true, result_id: 5,
+};
+const stateOf = (traits = {}, page = false) => knockoutState((name) => ({ ...TRAITS, ...traits })[name], page);
+
+function mount(ask) {
+  const parent = document.body.appendChild(document.createElement("div"));
+  return { parent, control: createKnockoutControl(parent, { ask }) };
+}
+
+const flush = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+afterEach(() => document.body.replaceChildren());
+
+it("asks the kernel to knock out the chosen head, or its line from the predicted token, and says Δ log p", async () => {
+  const answer = { layer: 2, head: 1, key: 2, position: 3, target: "paris", log_p: -1.5, log_p_knocked: -2.25, delta: -0.75,
+    masked: false, result_id: 5 };
+  const ask = vi.fn(() => Promise.resolve({ content: answer }));
+  const { parent, control } = mount(ask);
+  control.update(stateOf());
+  const head = parent.querySelector(".attnscope-knockout-head");
+  const key = parent.querySelector(".attnscope-knockout-key");
+  expect([...head.options].map((o) => o.textContent)).toEqual(["Head 0", "Head 1", "Head 2", "Head 3"]);
+  // A causal model's predicted token reads the tokens up to it: the whole head, or a line to one of them.
+  expect([...key.options].map((o) => o.value)).toEqual(["-1", "0", "1", "2", "3"]);
+  expect(key.options[3].textContent).toBe("its line “of” → “<b>” (token 2)"); // text, never HTML
+  expect(parent.querySelector("b")).toBeNull();
+  head.value = "1";
+  key.value = "2";
+  parent.querySelector(".attnscope-knockout-run").click();
+  expect(ask).toHaveBeenCalledWith("knockout", { layer: 2, head: 1, key: 2, result_id: 5 });
+  expect(parent.querySelector(".attnscope-knockout-result").textContent).toBe("knocking out…");
+  await flush();
+  expect(parent.querySelector(".attnscope-knockout-result").textContent)
+    .toBe("line “of” → “<b>” blocked in layer 2, head 1: log p of “paris” −1.500 → −2.250, Δ −0.750");
+  // Another layer: the line spoke of the last one, and goes.
+  control.update(stateOf({ layer: 3 }));
+  expect(parent.querySelector(".attnscope-knockout-result").textContent).toBe("");
+  // A head shown alone is the one the control knocks out.
+  control.update(stateOf({ heads: [3] }));
+  expect(head.value).toBe("3");
+});
+
+it("says the kernel's error, and drops an answer for another text", async () => {
+  let reject;
+  const ask = vi.fn(() => new Promise((_, no) => { reject = no; }));
+  const { parent, control } = mount(ask);
+  control.update(stateOf({ causal: false, knockout_control: { position: 1, output: "masked token" } }));
+  expect(parent.querySelector(".attnscope-knockout-key").options.length).toBe(1 + 5); // an encoder reads every token
+  parent.querySelector(".attnscope-knockout-run").click();
+  reject(new Error("head=9 is too large"));
+  await flush();
+  expect(parent.querySelector(".attnscope-knockout-result").textContent).toBe("head=9 is too large");
+  parent.querySelector(".attnscope-knockout-run").click();
+  control.update(stateOf({ result_id: 6 }));
+  reject(new Error("late"));
+  await flush();
+  expect(parent.querySelector(".attnscope-knockout-result").textContent).toBe("");
+});
+
+it("says why where the run cannot be scored, and on a saved page, instead of offering a broken control", () => {
+  const ask = vi.fn();
+  const { parent, control } = mount(ask);
+  const why = parent.querySelector(".attnscope-knockout-why");
+  control.update(stateOf({ knockout_control: { unavailable: "all-MiniLM-L6-v2 (embedded) is an encoder with no masked-LM head" } }));
+  expect(why.hidden).toBe(false);
+  expect(why.textContent).toContain("no masked-LM head");
+  expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(true);
+  expect(parent.querySelector(".attnscope-knockout-head").closest("label").hidden).toBe(true);
+  control.update(stateOf({}, true));
+  expect(why.textContent).toBe(SAVED_PAGE);
+  control.update(stateOf({ knockout_control: {} })); // nothing said yet (an older page): nothing shown
+  expect(why.hidden).toBe(true);
+  expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(true);
+  control.update(stateOf());
+  expect(why.hidden).toBe(true);
+  expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(false);
+  expect(ask).not.toHaveBeenCalled();
+});
+
+it("says a whole head's knockout, a rise, and masks left out", () => {
+  const line = knockoutLine({ layer: 0, head: 2, key: -1, position: 4, target: "x", log_p: -3, log_p_knocked: -2.5, delta: 0.5,
+    masked: true }, ["a"]);
+  expect(line).toBe("layer 0, head 2 zeroed: log p of “x” −3.000 → −2.500, Δ +0.500 (measured without the masked heads)");
+  const tiny = knockoutLine({ layer: 0, head: 2, key: -1, position: 0, target: "x", log_p: -3, log_p_knocked: -3, delta: -0.00004 }, ["a"]);
+  expect(tiny.endsWith("Δ −4.0e-5")).toBe(true);
+});

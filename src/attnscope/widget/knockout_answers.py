@@ -1,0 +1,59 @@
+"""The head view's knockout control, the kernel's side: whether the shown run can be scored (a
+causal LM's next token or a masked LM's [MASK], one short text), and the answer to a "knockout"
+request, which is attnscope.knockout's on the widget's text: a head disabled (its output zeroed,
+Michel et al.) or the lines from the predicted position to one token in that head blocked (their
+scores −inf before the softmax, Geva et al.). Each request is untrusted input, checked against
+the widget's run before the model runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import checks
+from ..analyses.knockout import knockout, output_kind, predicted_position
+from ..errors import InputError
+
+
+def knockout_control(engine: Any, result: Any, word_level: bool, long_context: bool) -> dict:
+    """What the head view's knockout control offers for this run: {position: the token whose
+    distribution is read, output: "next token" or "masked token"}, or {unavailable: why not}."""
+    if engine is None:
+        return {"unavailable": "Knockout reruns the model, and this view was made from precomputed attention."}
+    if long_context:
+        return {"unavailable": f"Knockout reruns the whole model once per try: this text of {result.n_tokens:,} "
+                               "tokens is for attnscope.knockout(...) in a cell."}
+    if result.text_b is not None:
+        return {"unavailable": "Knockout reads one text: this run has a second one (sentence B)."}
+    if word_level:
+        return {"unavailable": "Knockout blocks a token's lines: switch off Words."}
+    try:
+        output = output_kind(engine)
+        at, n_tokens = predicted_position(engine, result.text)
+    except InputError as exc:
+        return {"unavailable": str(exc)}
+    if n_tokens != len(result.tokens):
+        return {"unavailable": f"The model reads this text as {n_tokens} tokens and the run shows "
+                               f"{len(result.tokens)} (cut at max_length): knockout needs the whole text."}
+    return {"position": at, "output": output}
+
+
+def answer_knockout(widget: Any, request: dict) -> dict:
+    """A "knockout" request {layer, head, key (-1: the whole head), result_id} → attnscope.knockout's
+    row for the widget's text: Δ log p of the predicted token with that head's output zeroed, or
+    with the lines from the predicted position to `key` in that head blocked."""
+    result = widget.token_result
+    control = knockout_control(widget.engine, result, widget.word_level, widget.long_context)
+    if "unavailable" in control:
+        raise InputError(control["unavailable"])
+    if request.get("result_id") != widget.result_id:
+        raise InputError("This knockout was asked of an earlier text: try again on the one shown.")
+    engine, at = widget.engine, control["position"]
+    layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=engine.n_layers - 1)
+    head = checks.integer("head", request.get("head"), minimum=0, maximum=engine.n_heads - 1)
+    key = checks.integer("key", request.get("key", -1), minimum=-1, maximum=len(result.tokens) - 1)
+    edges = [] if key == -1 else [(layer, head, at, key)]
+    row = knockout(engine, result.text, edges=edges, heads=[(layer, head)] if key == -1 else []).iloc[0]
+    return {"result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": int(row.position),
+            "target": str(row.target), "log_p": float(row.log_p), "log_p_knocked": float(row.log_p_knocked),
+            "delta": float(row.delta), "masked": bool(widget.masked_heads)}
