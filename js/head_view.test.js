@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { decodeArray } from "./codec.js";
-import { computeLines, strongestLines, createHeadView as createView, DEFAULT_MIN_WEIGHT, tokenRanges } from "./head_view.js";
+import { computeLines, DEFAULT_MIN_WEIGHT, strongestLines, tokenRanges } from "./head_lines.js";
+import { createHeadView as createView } from "./head_view.js";
 
 // Every view made here is destroyed after its test: a view left alive draws its line tiles on
 // timers that would fire once the test's DOM is gone.

@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { expect, it } from "vitest";
 import { gridCellAt } from "./grid.js";
-import { headScene, LINES_WIDTH, ROW_HEIGHT } from "./head_view.js";
+import { LINES_WIDTH, ROW_HEIGHT } from "./head_lines.js";
+import { headScene } from "./head_view.js";
 import { neuronScene } from "./neuron_view.js";
 import { createScene, drawScene, sceneToSvg } from "./scene.js";
 import { svgSafeText } from "./svg.js";
