@@ -13,25 +13,12 @@ from typing import Any
 
 import torch
 
+from ..checks import check_comparable
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
 from .runner import run_partial
 from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
-
-
-def check_comparable(base: AttentionModel, tuned: AttentionModel, what: str = "attention_similarity") -> None:
-    """The two models must read a text into the same tokens and have the same heads."""
-    if (base.n_layers, base.n_heads) != (tuned.n_layers, tuned.n_heads):
-        raise InputError(
-            f"{what} compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
-            f"{base.n_heads} heads and {tuned.name} {tuned.n_layers} × {tuned.n_heads}."
-        )
-    if base.tokenizer.get_vocab() != tuned.tokenizer.get_vocab():
-        raise InputError(
-            f"{what} compares maps token by token, so both models need one tokenizer: "
-            f"{base.name}'s vocabulary ({len(base.tokenizer)}) and {tuned.name}'s ({len(tuned.tokenizer)}) differ."
-        )
 
 
 def map_cosines(base: torch.Tensor, tuned: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,7 @@ from ..labels import head_label
 from ..progress import progress as progress_bar
 from .corpus import Documents, corpus_settings, document_position, documents, iter_attention, token_kinds_for
 from .example_text import example_spans, example_text, running_pieces
+from .finder_choice import FILTER_CHARACTERS, finder_choice
 from .head_roles import corpus_tokens, document_measures, rarest_tokens
 from .importance import head_importance
 from .patterns import PATTERNS, classify, pattern_shares, segments_of
@@ -58,7 +59,6 @@ INDUCTION_NOTE = (f"induction: Olsson et al.'s score on {INDUCTION_SEQUENCES} se
 STATS = {"cls": "cls", "sep": "sep", "punct": "punct", "prev": "prev_token", "current": "self", "next": "next_token",
          "entropy": "entropy"}
 ROLES = {"confidence": "confidence", "rare": "rare"}
-FILTER_CHARACTERS = 2000  # the longest filter taken (find, and the widget's finder_choice)
 # Kovaleva et al.'s patterns as names a filter can say ("vertical_diagonal > 0.5").
 PATTERN_NAMES = {name: name.replace(" + ", "_") for name in PATTERNS}
 
@@ -550,7 +550,7 @@ def _grid(rows, column: str, shape) -> torch.Tensor:
     return grid
 
 
-@analysis_view("head_finder")
+@analysis_view("head_finder", layout="finder", check_choice=finder_choice)
 def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
     """Every metric as a measure (the finder's scatter, its picture and its table read them, as the
     widget's finder_choice picks them), and each head's top examples with the documents they point at."""

@@ -159,7 +159,7 @@ def head_stats_view(data: Any, grid: Grid) -> dict:
     return {"measures": measures, "note": f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."}
 
 
-@analysis_view("head_distances")
+@analysis_view("head_distances", layout="scatter", needs=("thumbnails",))
 def head_distances_view(data: Any, grid: Grid) -> dict:
     """The heads laid out by MDS: a scatter, coloured by behaviour."""
     frame = data.sort_values(["layer", "head"])

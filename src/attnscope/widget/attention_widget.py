@@ -19,8 +19,8 @@ from typing import Any
 import traitlets
 
 from .. import checks
-from ..analyses.comparison import check_comparable
-from ..checks import head_pair
+from ..analyses.tables import check_choice
+from ..checks import check_comparable, head_pair
 from ..engine.attention_model import AttentionModel, load
 from ..engine.nonfinite import NonFiniteAttentionWarning
 from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run_of
@@ -34,7 +34,7 @@ from .messages import Channel
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
 from .views import VIEW_NAMES
-from .widget_checks import CheckedTraits, finder_choice
+from .widget_checks import CheckedTraits
 from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
 
 THUMBNAIL_SIZE = 48
@@ -356,15 +356,15 @@ class AttentionWidget(CheckedTraits):
                 raise
 
     def show_analysis(self, data: Any, measure: str | None = None) -> AttentionWidget:
-        """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
-        `syntax_heads` result as heatmaps, `head_distances` as the MDS scatter, `head_finder` as
-        its scatter and table (its plot as `finder_choice` says). Clicking a head opens it in the
-        head view. The finder's choice keeps the parts the new analysis still has."""
+        """Show an analysis result in the layout its module declares (analyses/tables.py
+        `analysis_view`): per-head heatmaps, the heads' MDS scatter, the head finder's scatter and
+        table (its plot as `finder_choice` says), or a layout of its own. Clicking a head opens it
+        in the head view. The reader's choice keeps the parts the new analysis still takes."""
         analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         choice = {}
         for part, value in self.finder_choice.items():
             with contextlib.suppress(InputError):
-                choice[part] = finder_choice({part: value}, analysis)[part]
+                choice[part] = check_choice({part: value}, analysis)[part]
         with self.hold_sync():  # one message: the page never draws the new finder with the old choice
             self.analysis = analysis
             self.finder_choice = choice

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ..analyses.sinks import attention_sinks
+from ..analyses.tables import long_run_analysis
 from ..engine.contributions import run_contributions
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
 from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, key_tokens_of, notes_of, opening_query, parts_of
@@ -173,9 +173,9 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
                          "demand: switch Words off, or give a shorter text.")
     layer = _layer_in(settings, result.n_layers, layer)
-    sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
+    opening = pl.analysis_payload(long_run_analysis(result), result.n_layers, result.n_heads)  # the sinks
     view = "text" if settings.view in SHORT_VIEWS and settings.view not in LONG_VIEWS else settings.view
-    analysis = sinks if not settings.analysis or settings.analysis.get("kind") == "attention_sinks" else settings.analysis
+    analysis = opening if not settings.analysis or settings.analysis.get("kind") == opening["kind"] else settings.analysis
     drawn = weighed(result, settings.weigh_by)  # rows, tiles and thumbnails read α or α·‖f‖
     (thumbnails, thumbnails_of), _ = view_payloads(drawn, result, view, dataclasses.replace(settings, analysis=analysis))
     last = result.n_tokens - 1

@@ -130,7 +130,7 @@ class WidgetTraits(anywidget.AnyWidget):
                           "the model with hooks, analyses/contributions.py).",
                           writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
-    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (show_analysis(head_finder(...))): "
+    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (the analysis view's finder layout): "
                            "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
                            "characters), head: a head's label, \"2-5\", or null}; a part left out, or {}, is the "
                            "default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.",
