@@ -54,7 +54,7 @@
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
- * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
+ * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs head, model, text, map or analysis (head: a window around focus_token).
  * @property {"attention" | "value_norm"} weigh_by [both] What the head, model, text and map views draw each weight as: the attention α, or Kobayashi et al. 2020's ‖αf(x)‖ = α·‖f(x)‖, the share of what the key's value vector passes through the head (engine/weighing.py), on one scale for the run (one_scale).
  * @property {string} weigh_unavailable [kernel] Why this run cannot be weighed by value norm (precomputed attention, a model whose attention cannot be hooked), shown on the control; "" when it can.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.

@@ -1,6 +1,9 @@
 """Adding an analysis is one module (issue 33): this file's first half is such a module, written
 as src/attnscope/analyses/<name>.py would be (its partial, whose results merge, its DataFrame and
-its conversion for the analysis view), and the widget shows it with nothing else changed."""
+its conversion for the analysis view), and the widget shows it with nothing else changed, in the
+layout it declares (the heatmap by default). An analysis with a layout of its own adds one JS module,
+js/<layout>_layout.js: tests/browser/test_a_new_layout.py builds one and sees it in the live widget,
+the saved page and the picture."""
 
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ def test_a_new_analysis_module_is_shown_in_the_analysis_view_with_nothing_else_c
     assert torch.allclose(torch.tensor(frame.value.to_numpy()).view_as(expected).float(), expected, atol=1e-5)
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model).show_analysis(frame)
     assert widget.view == "analysis" and widget.analysis["kind"] == "first_token"
+    assert widget.analysis["layout"] == "heatmap"  # what it declares: @analysis_view's default
     (measure,) = widget.analysis["measures"]
     assert measure["key"] == "first_token" and widget.analysis["note"] == "Over 3 documents."
     assert measure["values"] == pytest.approx(expected.flatten().tolist(), abs=1e-5)

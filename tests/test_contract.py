@@ -47,7 +47,9 @@ def test_the_js_contract_is_generated_from_the_python_one():
 
 def test_the_typedef_gives_each_trait_its_type():
     text = contract_js(attnscope.AttentionWidget)
-    assert '@property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both]' in text
+    from attnscope.widget.views import VIEW_NAMES
+
+    assert f"@property {{{' | '.join(map(json.dumps, VIEW_NAMES))}}} view [both]" in text  # head | model | ... | map
     assert "@property {(Array<number> | null)} include_layers [kernel]" in text
     assert "@property {Array<Array<number>>} masked_heads [both]" in text
     assert "@property {(number | null)} sentence_b_start [kernel]" in text

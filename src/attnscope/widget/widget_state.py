@@ -20,7 +20,7 @@ from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of,
 from ..engine.weighing import no_value_norms, weighed
 from ..errors import InputError
 from . import payloads as pl
-from .views import LONG_VIEWS, SHORT_VIEWS
+from .views import LONG_VIEWS, SHORT_VIEWS, VIEW, spoken
 
 NEEDS_A_MODEL = (
     "{what} needs a model, and this view was made from precomputed attention. "
@@ -31,7 +31,7 @@ NEEDS_A_MODEL = (
 def long_only(view: str) -> str:
     """Why a view that asks for rows and tiles cannot show a run that keeps its full attention."""
     return (f"The {view} view is for long inputs, whose attention comes on request; this run keeps its full "
-            "attention: use the head, model, neuron, rollout or analysis view, or attention='on_demand'.")
+            f"attention: use the {spoken(SHORT_VIEWS)} view, or attention='on_demand'.")
 
 
 def short_only(view: str, result: LongAttentionResult) -> str:
@@ -278,7 +278,7 @@ def view_payloads(result: Any, token_result: Any, view: str,
     made_from = (id(result), settings.word_level, settings.rollout_mode)
     if made_from == settings.rollout_of:
         rollout = (settings.rollout, made_from)
-    elif view != "rollout" or isinstance(result, LongAttentionResult):
+    elif VIEW[view].draws != "rollout" or isinstance(result, LongAttentionResult):
         rollout = ({}, None)
     else:
         rollout = (rollout_for(token_result, settings), made_from)
