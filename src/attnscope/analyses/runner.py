@@ -52,26 +52,32 @@ def run_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress
 
 @dataclass
 class CorpusRun:
-    """What a corpus analysis's run gives its entry: the model, how many documents, the merged partial."""
+    """What a corpus analysis's run gives its entry: the model, how many documents, the merged
+    partial, and the max_length and batch_size it ran with."""
 
     model: AttentionModel
     documents: int
     partial: Any
+    max_length: int
+    batch_size: int | str
 
 
 def run_corpus(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, *, column: str | Sequence[str] | None = None,
                max_length: int | None = None, batch_size: int | str = "auto", progress: bool = True, backend: str = "local",
-               gradients: bool = False, **options) -> CorpusRun:
+               gradients: bool = False, prepare: Callable[[Any, Documents, int], dict] | None = None, **options) -> CorpusRun:
     """A corpus analysis's entry, written once: the model checked (model_of, named as `kind`), the
     corpus's documents (`column`), max_length and batch_size checked before any batch runs
     (corpus_settings; `gradients`: batches sized for a backward pass) and `partial` run over every
-    document, here or on Ray (run_partial, with `options`)."""
+    document, here or on Ray (run_partial, with `options`, and those `prepare(model, documents,
+    max_length)` adds before the run: what the partial needs of the whole corpus, its token counts)."""
     model = model_of(model, kind)
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=gradients, backend=backend)
+    if prepare is not None:
+        options = {**options, **prepare(model, docs, max_length)}
     merged = run_partial(partial, model, docs, progress=progress, backend=backend, max_length=max_length,
                          batch_size=batch_size, **options)
-    return CorpusRun(model, len(docs), merged)
+    return CorpusRun(model, len(docs), merged, max_length, batch_size)
 
 
 def heads_analysis(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, **settings):
