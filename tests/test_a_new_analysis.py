@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import attnscope
-from attnscope.analyses.corpus import Documents, corpus_settings, documents, iter_attention
-from attnscope.analyses.runner import run_partial
-from attnscope.analyses.tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+from attnscope.analyses.corpus import Documents, iter_attention
+from attnscope.analyses.runner import heads_analysis
+from attnscope.analyses.tables import Grid, HeadSums, analysis_view
 
 # ---- the module -------------------------------------------------------------------------------
 
@@ -39,11 +39,8 @@ def first_token_partial(model, docs: Documents, *, max_length: int, batch_size: 
 
 
 def first_token(model, corpus, *, max_length=None, batch_size="auto", progress=False, backend="local") -> pd.DataFrame:
-    docs = documents(corpus)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(first_token_partial, model, docs, progress=progress, backend=backend, max_length=max_length,
-                          batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "first_token", model, len(docs))
+    return heads_analysis("first_token", first_token_partial, model, corpus, max_length=max_length, batch_size=batch_size,
+                          progress=progress, backend=backend)
 
 
 @analysis_view("first_token")

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .corpus import Documents, corpus_settings, documents, iter_attention
-from .runner import run_partial
+from .corpus import Documents, iter_attention
+from .runner import run_corpus
 from .tables import Grid, HeadSums, SumsPartial, analysis_view, tagged
 
 
@@ -42,13 +42,11 @@ def first_token_bars_partial(model, docs: Documents, *, max_length: int, batch_s
 
 
 def first_token_bars(model, corpus, *, max_length=None, batch_size="auto", progress=False, backend="local") -> pd.DataFrame:
-    docs = documents(corpus)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(first_token_bars_partial, model, docs, progress=progress, backend=backend,
-                          max_length=max_length, batch_size=batch_size)
-    per_layer = partial.sums.result()["first"][:, 0].tolist()
+    run = run_corpus("first_token_bars", first_token_bars_partial, model, corpus, max_length=max_length,
+                     batch_size=batch_size, progress=progress, backend=backend)
+    per_layer = run.partial.sums.result()["first"][:, 0].tolist()
     frame = pd.DataFrame({"layer": range(len(per_layer)), "value": per_layer})
-    return tagged(frame, "first_token_bars", model, len(docs))
+    return tagged(frame, "first_token_bars", run.model, run.documents)
 
 
 @analysis_view("first_token_bars", layout="bars")
