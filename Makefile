@@ -92,7 +92,8 @@ $(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-# js/contract.js and ARCHITECTURE.md's contract table from the trait and message declarations
+# js/contract.js, js/view_modules.js, js/layout_modules.js and ARCHITECTURE.md's contract table from the
+# trait, message, view and analysis-layout declarations
 # (tests/test_contract.py says when they are out of date).
 contract: install
 	$(PY) scripts/write_contract.py

@@ -302,3 +302,19 @@ it("heatmap of a layout of its own (value_flow: layers × kinds of token): the c
   expect(texts).toEqual(expect.arrayContaining(["1st", "SEP"]));
   expect(texts).not.toContain("0");
 });
+
+it("the analysis tab draws the layout its payload names, from the generated table of layouts", async () => {
+  const { adapter } = await import("./analysis_view.js");
+  const { LAYOUTS } = await import("./layout_modules.js");
+  expect(Object.keys(LAYOUTS)).toEqual(expect.arrayContaining(["heatmap", "scatter", "finder"]));
+  const payload = { kind: "some_analysis", n_layers: 2, n_heads: 3, note: "A note.", measure: "sep",
+    measures: [{ key: "sep", label: "Attention to [SEP]", max: 0.5, values: [0.1, 0.2, 0.3, 0.4, 0.5, null] }] };
+  const context = (analysis) => ({ get: (name) => ({ analysis, thumbnails: {}, finder_choice: {} })[name], decoded: () => null, width: 400 });
+  const heatmap = adapter.picture(context({ ...payload, layout: "heatmap" }), { title: "t" });
+  expect(heatmap.items.some((item) => item.type === "text" && item.text.includes("Attention to [SEP]"))).toBe(true);
+  const scatter = adapter.picture(context({ ...payload, layout: "scatter", measures: [], points: [0, 0, 1, 1, 2, 0, 0, 2, 1, 0, 2, 2],
+    behaviours: Array(6).fill("broad") }), {});
+  expect(scatter.items.filter((item) => item.type === "circle").length).toBeGreaterThanOrEqual(6);
+  // A layout this page was not built with is said, not thrown.
+  expect(adapter.picture(context({ ...payload, layout: "bars" }), {})).toMatch(/no bars layout/);
+});

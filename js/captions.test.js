@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { CELL, gridLabels, MIN_CELL, MIN_FIT_CELL, modelCell, modelImage, SCALE_NOTE } from "./model_view.js";
 import { createScene, sceneToSvg, withCaption } from "./scene.js";
+import { VIEWS } from "./contract.js";
 import { textWidth } from "./svg.js";
 import { imageCaption } from "./views.js";
 
@@ -117,7 +118,8 @@ describe("what an image's caption says", () => {
   const say = (view, state) => imageCaption({ get: (name) => ({ ...plain, ...state })[name] }, view);
 
   it("says nothing of the ordinary view", () => {
-    for (const view of ["head", "model", "neuron", "rollout", "text", "map"]) expect(say(view, {})).toEqual([]);
+    // Every view that draws the run (head, model, neuron, rollout, text, map), from the registry.
+    for (const { name } of VIEWS.filter((v) => v.draws || v.asks)) expect(say(name, {})).toEqual([]);
   });
 
   it("names the masked heads, counted from 0, and what Show change draws", () => {

@@ -14,7 +14,7 @@
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
- * @property {Object<string, any>} finder_choice [both] The head finder's plot as the reader chose it (show_analysis(head_finder(...))): {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}; a part left out, or {}, is the default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.
+ * @property {Object<string, any>} finder_choice [both] The head finder's plot as the reader chose it (the analysis view's finder layout): {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}; a part left out, or {}, is the default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The selected token: the text view's on a long run, which opens on its last token when causal (token 0 attends only to itself) until a token is chosen; on a short run the one the head view marks (a head finder's example opens on its query), -1 for none, as a new run has.
  * @property {boolean} generating [kernel] attnscope.generate: the kernel is writing new tokens into this run (the page shows Stop, which sends a "stop" event); False once it ended, stopped or not.
@@ -55,7 +55,7 @@
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
- * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs text, map, head (a window around focus_token), model or analysis.
+ * @property {"head" | "model" | "neuron" | "rollout" | "analysis" | "text" | "map"} view [both] The open view: head, model, neuron, rollout or analysis; for long inputs head, model, text, map or analysis (head: a window around focus_token).
  * @property {"attention" | "value_norm"} weigh_by [both] What the head, model, text and map views draw each weight as: the attention α, or Kobayashi et al. 2020's ‖αf(x)‖ = α·‖f(x)‖, the share of what the key's value vector passes through the head (engine/weighing.py), on one scale for the run (one_scale).
  * @property {string} weigh_unavailable [kernel] Why this run cannot be weighed by value norm (precomputed attention, a model whose attention cannot be hooked), shown on the control; "" when it can.
  * @property {boolean} word_level [both] Wordpieces merged into words (Clark et al. 4.1): summed as keys, averaged as queries.

@@ -22,6 +22,8 @@ import { VIEWS as DECLARED_VIEWS } from "./contract.js";
  * @property {string} name
  * @property {string} label
  * @property {string[]} modes  "short" (the run keeps its full attention), "long" (attention on request) or both
+ * @property {string} draws  what it draws of a short run (src/attnscope/widget/views.py): "attention" (the open layer:
+ *   the page holds the layers around it, asked for while it is open), "thumbnails", "rollout", "neuron" or ""
  * @property {string[]} controls  the header's controls it uses (js/controls.js)
  * @property {object[]} thinning  the picture's thinner versions' options, tried in turn (src/attnscope/widget/views.py)
  * @property {(body: HTMLElement, actions: {setTraits: (values: object, options?: {now?: boolean}) => void, redraw: () => void, openText?: (text: string, textB: string|null, opening?: {layer: number, head: number, query: number}) => boolean, ask?: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>, page?: boolean}, get: (name: string) => any) => any} create

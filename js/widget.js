@@ -105,12 +105,14 @@ function render({ model, el: host, page = false, fit = false }) {
     decodedCache.set(name, { payload, value });
     return value;
   }
-  // The layers around the open one, asked for while the head view is open and the page idle.
+  // The layers around the open one, asked for while a view that draws the open layer's attention
+  // (views.py: draws="attention") is open and the page idle.
   const layers = createLayerRequests(channel, get, decoded, drawSoon);
+  const drawsAttention = (name) => views.get(name)?.adapter.draws === "attention";
   let prefetchTimer = 0;
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
-    prefetchTimer = setTimeout(() => { if (get("view") === "head") layers.prefetch(); }, PREFETCH_DELAY_MS);
+    prefetchTimer = setTimeout(() => { if (drawsAttention(get("view"))) layers.prefetch(); }, PREFETCH_DELAY_MS);
   }
   // The views fit the width they are given (and in a box of fixed size, its height) and follow
   // the output's resizing.
@@ -161,7 +163,7 @@ function render({ model, el: host, page = false, fit = false }) {
     }
     try {
       controls.setStatus(open.adapter.draw(open.view, context(open.body)));
-      if (open.adapter.name === "head") prefetchLayersSoon();
+      if (drawsAttention(open.adapter.name)) prefetchLayersSoon();
     } catch (err) {
       controls.setStatus("");
       controls.showError(err.message);

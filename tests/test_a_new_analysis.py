@@ -1,6 +1,9 @@
 """Adding an analysis is one module (issue 33): this file's first half is such a module, written
 as src/attnscope/analyses/<name>.py would be (its partial, whose results merge, its DataFrame and
-its conversion for the analysis view), and the widget shows it with nothing else changed."""
+its conversion for the analysis view), and the widget shows it with nothing else changed, in the
+layout it declares (the heatmap by default). An analysis with a layout of its own adds one JS module,
+js/<layout>_layout.js: tests/browser/test_a_new_layout.py builds one and sees it in the live widget,
+the saved page and the picture."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import pytest
 import torch
 
 import attnscope
-from attnscope.analyses.corpus import Documents, corpus_settings, documents, iter_attention
-from attnscope.analyses.runner import run_partial
-from attnscope.analyses.tables import Grid, HeadSums, analysis_view, heads_frame, tagged
+from attnscope.analyses.corpus import Documents, iter_attention
+from attnscope.analyses.runner import heads_analysis
+from attnscope.analyses.tables import Grid, HeadSums, analysis_view
 
 # ---- the module -------------------------------------------------------------------------------
 
@@ -36,11 +39,8 @@ def first_token_partial(model, docs: Documents, *, max_length: int, batch_size: 
 
 
 def first_token(model, corpus, *, max_length=None, batch_size="auto", progress=False, backend="local") -> pd.DataFrame:
-    docs = documents(corpus)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(first_token_partial, model, docs, progress=progress, backend=backend, max_length=max_length,
-                          batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "first_token", model, len(docs))
+    return heads_analysis("first_token", first_token_partial, model, corpus, max_length=max_length, batch_size=batch_size,
+                          progress=progress, backend=backend)
 
 
 @analysis_view("first_token")
@@ -61,6 +61,7 @@ def test_a_new_analysis_module_is_shown_in_the_analysis_view_with_nothing_else_c
     assert torch.allclose(torch.tensor(frame.value.to_numpy()).view_as(expected).float(), expected, atol=1e-5)
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model).show_analysis(frame)
     assert widget.view == "analysis" and widget.analysis["kind"] == "first_token"
+    assert widget.analysis["layout"] == "heatmap"  # what it declares: @analysis_view's default
     (measure,) = widget.analysis["measures"]
     assert measure["key"] == "first_token" and widget.analysis["note"] == "Over 3 documents."
     assert measure["values"] == pytest.approx(expected.flatten().tolist(), abs=1e-5)

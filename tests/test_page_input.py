@@ -24,6 +24,7 @@ from attnscope.widget import payloads as pl
 from attnscope.widget.attention_widget import AttentionWidget
 from attnscope.widget.contract import contract_traits, page_writable
 from attnscope.widget.messages import MESSAGES
+from attnscope.widget.views import LONG_VIEWS, SHORT_VIEWS
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
 KERNEL_WRITTEN = sorted(name for name in contract_traits(AttentionWidget) if name not in page_writable(AttentionWidget))
@@ -55,9 +56,9 @@ def assert_consistent(widget: AttentionWidget) -> None:
     assert (0 if widget.long_context else -1) <= widget.focus_token < len(widget.tokens) and -1 <= widget.focus_head < widget.n_heads
     assert widget.masked_heads == widget._masks
     if isinstance(result, LongAttentionResult):
-        assert widget.long_context and widget.view in ("text", "map", "head", "model", "analysis")
+        assert widget.long_context and widget.view in LONG_VIEWS
     else:
-        assert not widget.long_context and widget.view in ("head", "model", "neuron", "rollout", "analysis")
+        assert not widget.long_context and widget.view in SHORT_VIEWS
         assert widget.attention["layer"] == widget.layer
         assert widget.attention["shape"] == [widget.n_heads, len(widget.tokens), len(widget.key_tokens or widget.tokens)]
         if widget.view == "rollout":

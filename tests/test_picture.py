@@ -26,10 +26,14 @@ import attnscope
 from attnscope.analyses import head_stats
 from attnscope.widget import picture as picture_module
 from attnscope.widget.picture import PICTURE_BYTES, picture_bundle, picture_svg
+from attnscope.widget.views import LONG_VIEWS, VIEWS
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 OUTPUT_LIMIT = 200_000
 SVG = "{http://www.w3.org/2000/svg}"
+# The views that draw a run (not the analysis, which draws what show_analysis gave), from the registry.
+DRAWING_SHORT_VIEWS = [view.name for view in VIEWS if "short" in view.modes and view.draws]  # head, model, neuron, rollout
+ASKING_LONG_VIEWS = [view.name for view in VIEWS if "long" in view.modes and view.asks]  # head, model, text, map
 
 pytestmark = pytest.mark.skipif(not (picture_module.STATIC / "picture.js").is_file(), reason="JS bundle not built")
 
@@ -46,7 +50,7 @@ def long_engine():
     return attnscope.load(model, byte_level_bpe(), device="cpu")
 
 
-@pytest.mark.parametrize("view", ["head", "model", "neuron", "rollout"])
+@pytest.mark.parametrize("view", DRAWING_SHORT_VIEWS)
 def test_every_short_view_is_pictured_with_its_tokens_as_text(default_model, view):
     hostile = 'The <img src=x onerror=alert(1)> café & "naïve" fox.'
     widget = attnscope.AttentionWidget(hostile, model=default_model, view=view, layer=2)
@@ -78,7 +82,7 @@ def test_an_analysis_and_a_missing_one_say_what_they_are(default_model):
     widget.close()
 
 
-@pytest.mark.parametrize("view", ["text", "map", "head", "model", "analysis"])
+@pytest.mark.parametrize("view", LONG_VIEWS)
 def test_every_long_view_is_pictured_from_the_kernels_answers(long_engine, view):
     widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view=view)
     widget.focus_token = 20
@@ -441,13 +445,13 @@ def picture_texts_of_every_view(default_model, long_engine):
     """Every view's picture, short and long, in states that add notes (thinned lines, a window,
     masks, sinks): (name, every text in it)."""
     many = " ".join([SENTENCE] * 12)  # enough lines that the head view keeps its strongest
-    for view in ("head", "model", "neuron", "rollout"):
+    for view in DRAWING_SHORT_VIEWS:
         widget = attnscope.AttentionWidget(many, model=default_model, view=view, layer=3, masked_heads=[(1, 1)])
         svg, why = picture_svg(widget)
         assert why == "", why
         yield f"short {view}", texts(svg)
         widget.close()
-    for view in ("text", "map", "head", "model"):
+    for view in ASKING_LONG_VIEWS:
         widget = attnscope.AttentionWidget(TEXT, model=long_engine, attention="on_demand", view=view)
         widget.focus_token, widget.sink_aside = 20, 1
         svg, why = picture_svg(widget)

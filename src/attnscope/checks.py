@@ -297,3 +297,18 @@ def values_in(value: Any, budget: int) -> int:
                 return budget + 1
             stack.extend(item)
     return count
+
+
+def check_comparable(base: Any, tuned: Any, what: str = "attention_similarity") -> None:
+    """Two models (AttentionModel) compared head by head, token by token (attention_similarity, the
+    widget's compare=): they must read a text into the same tokens and have the same heads."""
+    if (base.n_layers, base.n_heads) != (tuned.n_layers, tuned.n_heads):
+        raise InputError(
+            f"{what} compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
+            f"{base.n_heads} heads and {tuned.name} {tuned.n_layers} × {tuned.n_heads}."
+        )
+    if base.tokenizer.get_vocab() != tuned.tokenizer.get_vocab():
+        raise InputError(
+            f"{what} compares maps token by token, so both models need one tokenizer: "
+            f"{base.name}'s vocabulary ({len(base.tokenizer)}) and {tuned.name}'s ({len(tuned.tokenizer)}) differ."
+        )

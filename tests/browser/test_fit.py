@@ -9,6 +9,7 @@ import pytest
 from grid_checks import COLUMN_LABELS, SLIDE_GRID, assert_legible
 
 import attnscope
+from attnscope.widget.views import SHORT_VIEWS
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDALONE = ROOT / "src" / "attnscope" / "static" / "standalone.js"
@@ -109,7 +110,7 @@ def test_the_header_does_not_jump_between_tabs_and_its_buttons_are_apart(open_sa
     page.wait_for_function("Number(document.querySelector('.attnscope-lines')?.dataset.lineCount) > 0")
     parts = [".attnscope-tabs", ".attnscope-export", ".attnscope-status", "select.attnscope-layer"]
     where = {}
-    for view in ("head", "model", "neuron", "rollout", "analysis"):
+    for view in SHORT_VIEWS:
         page.click(f"button.attnscope-tab[data-view='{view}']")
         frame(page)
         where[view] = [page.evaluate(BOX, p)[:2] for p in parts[:2]]

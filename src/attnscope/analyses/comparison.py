@@ -13,25 +13,11 @@ from typing import Any
 
 import torch
 
-from ..engine.attention_model import AttentionModel, model_of
+from ..engine.attention_model import AttentionModel
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, document_position, documents, iter_attention
-from .runner import run_partial
+from .corpus import Documents, document_position, iter_attention
+from .runner import run_corpus
 from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view, heads_frame, tagged
-
-
-def check_comparable(base: AttentionModel, tuned: AttentionModel, what: str = "attention_similarity") -> None:
-    """The two models must read a text into the same tokens and have the same heads."""
-    if (base.n_layers, base.n_heads) != (tuned.n_layers, tuned.n_heads):
-        raise InputError(
-            f"{what} compares a model with a copy of it: {base.name} has {base.n_layers} layers × "
-            f"{base.n_heads} heads and {tuned.name} {tuned.n_layers} × {tuned.n_heads}."
-        )
-    if base.tokenizer.get_vocab() != tuned.tokenizer.get_vocab():
-        raise InputError(
-            f"{what} compares maps token by token, so both models need one tokenizer: "
-            f"{base.name}'s vocabulary ({len(base.tokenizer)}) and {tuned.name}'s ({len(tuned.tokenizer)}) differ."
-        )
 
 
 def map_cosines(base: torch.Tensor, tuned: torch.Tensor) -> torch.Tensor:
@@ -73,14 +59,10 @@ def attention_similarity(
     of each document, averaged over the corpus. Returns a tidy DataFrame (layer, head, label,
     measure "cosine", value); `similarity_by_layer(frame)` gives each layer's mean, their Figure 4.
     backend: "local" or "ray", as in `head_stats` (each worker rebuilds both models)."""
-    model = model_of(model, "attention_similarity")
-    tuned = model_of(tuned, "attention_similarity's tuned= (its second model)")
-    check_comparable(model, tuned)
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(similarity_partial, (model, tuned), docs, progress=progress, backend=backend,
-                          max_length=max_length, batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "attention_similarity", model, len(docs), compared_with=tuned.name)
+    run = run_corpus("attention_similarity", similarity_partial, model, corpus, second=tuned, column=column,
+                     max_length=max_length, batch_size=batch_size, progress=progress, backend=backend)
+    return tagged(heads_frame(run.partial.sums.result()), "attention_similarity", run.model, run.documents,
+                  compared_with=tuned.name)  # run_corpus checked it
 
 
 def similarity_by_layer(frame):

@@ -27,17 +27,18 @@ import torch
 
 from .. import checks
 from ..engine import formulas as an
-from ..engine.attention_model import AttentionModel, model_of
+from ..engine.attention_model import AttentionModel
 from ..engine.results import LongAttentionResult, fallback_labels
 from ..errors import InputError
 from ..labels import head_label
 from ..progress import progress as progress_bar
-from .corpus import Documents, corpus_settings, document_position, documents, iter_attention, token_kinds_for
+from .corpus import Documents, document_position, iter_attention, token_kinds_for
 from .example_text import example_spans, example_text, running_pieces
+from .finder_choice import FILTER_CHARACTERS, finder_choice
 from .head_roles import corpus_tokens, document_measures, rarest_tokens
 from .importance import head_importance
 from .patterns import PATTERNS, classify, pattern_shares, segments_of
-from .runner import run_partial
+from .runner import run_corpus
 from .syntax import syntax_heads
 from .tables import Grid, HeadSums, analysis_view
 
@@ -58,7 +59,6 @@ INDUCTION_NOTE = (f"induction: Olsson et al.'s score on {INDUCTION_SEQUENCES} se
 STATS = {"cls": "cls", "sep": "sep", "punct": "punct", "prev": "prev_token", "current": "self", "next": "next_token",
          "entropy": "entropy"}
 ROLES = {"confidence": "confidence", "rare": "rare"}
-FILTER_CHARACTERS = 2000  # the longest filter taken (find, and the widget's finder_choice)
 # Kovaleva et al.'s patterns as names a filter can say ("vertical_diagonal > 0.5").
 PATTERN_NAMES = {name: name.replace(" + ", "_") for name in PATTERNS}
 
@@ -484,12 +484,10 @@ def head_finder(
     bytes of full attention) is measured a block of rows at a time, never layers × heads × T × T."""
     import pandas as pd
 
-    model = model_of(model, "head_finder")
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    counts, long = _corpus_tokens(model, docs, max_length)
-    partial = run_partial(finder_partial, model, docs, progress=progress, backend=backend, counts=counts, long=long,
-                          max_length=max_length, batch_size=batch_size)
+    run = run_corpus("head_finder", finder_partial, model, corpus, column=column, max_length=max_length,
+                     batch_size=batch_size, progress=progress, backend=backend,
+                     prepare=lambda model, docs, max_length: dict(zip(("counts", "long"), _corpus_tokens(model, docs, max_length))))
+    model, partial, max_length, batch_size = run.model, run.partial, run.max_length, run.batch_size
     values = partial.sums.result()
     if induction is None:
         induction = bool(getattr(model, "causal", False))
@@ -517,7 +515,7 @@ def head_finder(
     running = {d: running_pieces(model.token_labels(*partial.texts[d], max_length=max_length), len(tokens))
                for d, tokens in partial.tokens.items()}
     metrics.attrs["induction"] = INDUCTION_NOTE if induction else ""
-    return HeadFinder(metrics, top, partial.tokens, partial.texts, len(docs), model.name,
+    return HeadFinder(metrics, top, partial.tokens, partial.texts, run.documents, model.name,
                       {d: pieces for d, pieces in running.items() if pieces is not None})
 
 
@@ -553,7 +551,7 @@ def _grid(rows, column: str, shape) -> torch.Tensor:
     return grid
 
 
-@analysis_view("head_finder")
+@analysis_view("head_finder", layout="finder", check_choice=finder_choice)
 def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
     """Every metric as a measure (the finder's scatter, its picture and its table read them, as the
     widget's finder_choice picks them), and each head's top examples with the documents they point at."""

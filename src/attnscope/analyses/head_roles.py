@@ -5,7 +5,6 @@ sentence's least frequent token) or syntactic (from a `syntax_heads` result), ov
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -13,11 +12,11 @@ from typing import Any
 import torch
 
 from .. import checks
-from ..engine.attention_model import AttentionModel, model_of
+from ..engine.attention_model import AttentionModel
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, device_batch_size, documents, encode_batch, in_batches, iter_attention, tokens_at
-from .runner import run_partial
-from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
+from .corpus import Documents, device_batch_size, encode_batch, in_batches, iter_attention, tokens_at
+from .runner import heads_analysis
+from .tables import Grid, HeadSums, SumsPartial, analysis_view
 
 MEASURES = {
     "confidence": "Confidence: mean largest weight of a token's row",
@@ -139,18 +138,15 @@ def head_roles(
     Returns a tidy DataFrame (layer, head, label, measure, value); `roles(frame)` names each head's
     roles. backend: "local" or "ray", as in `head_stats`.
     """
-    model = model_of(model, "head_roles")
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    if counts is None:
-        counts = token_counts(model, docs, max_length)
-    elif not isinstance(counts, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()):
-        raise InputError(f"counts maps each token to how often it occurs (a dict of str → int), not {checks.kind_of(counts)}.")
-    else:
-        counts = dict(counts)
-    partial = run_partial(functools.partial(roles_partial, counts=counts), model, docs, progress=progress, backend=backend,
-                          max_length=max_length, batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "head_roles", model, len(docs))
+    def counted(model: AttentionModel, docs: Documents, max_length: int) -> dict:
+        if counts is None:
+            return {"counts": token_counts(model, docs, max_length)}
+        if not isinstance(counts, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()):
+            raise InputError(f"counts maps each token to how often it occurs (a dict of str → int), not {checks.kind_of(counts)}.")
+        return {"counts": dict(counts)}
+
+    return heads_analysis("head_roles", roles_partial, model, corpus, column=column, max_length=max_length,
+                          batch_size=batch_size, progress=progress, backend=backend, prepare=counted)
 
 
 def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: float = RARE,

@@ -19,8 +19,8 @@ from ..engine.attention_model import (
     model_of,
 )
 from ..errors import InputError
-from .corpus import Documents, corpus_settings, documents, iter_attention
-from .runner import run_partial
+from .corpus import Documents, iter_attention
+from .runner import heads_analysis, run_corpus
 from .tables import Grid, HeadSums, analysis_view, heads_frame, tagged
 
 
@@ -76,13 +76,8 @@ def head_stats(
     same analysis as a Ray Data pipeline, one model actor per GPU (or per CPU when there is none)
     on the cluster `ray.init()` joins (`pip install "attnscope[ray]"`); the same numbers.
     """
-    model = model_of(model, "head_stats")
-
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(functools.partial(head_partial, "stats"), model, docs, progress=progress, backend=backend,
-                          max_length=max_length, batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "head_stats", model, len(docs))
+    return heads_analysis("head_stats", functools.partial(head_partial, "stats"), model, corpus, column=column,
+                          max_length=max_length, batch_size=batch_size, progress=progress, backend=backend)
 
 
 def behaviours(stats) -> Any:
@@ -138,18 +133,16 @@ def head_distances(
     backend: "local" or "ray", as in `head_stats`.
     """
     model = model_of(model, "head_distances")
-
     an.check_n_init(n_init, seed)  # before the corpus runs, not after
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(functools.partial(head_partial, "distances"), model, docs, progress=progress, backend=backend, max_length=max_length,
-                          batch_size=batch_size)
+    run = run_corpus("head_distances", functools.partial(head_partial, "distances"), model, corpus, column=column,
+                     max_length=max_length, batch_size=batch_size, progress=progress, backend=backend)
+    partial = run.partial
     total = partial.divergence
     layout = an.mds(total, n_init=n_init, seed=seed)
     labels = behaviours(heads_frame(partial.sums.result()))
     frame = labels.assign(x=layout[:, 0].cpu().numpy(), y=layout[:, 1].cpu().numpy())
     frame = frame[["layer", "head", "label", "x", "y", "behaviour"]]
-    return tagged(frame, "head_distances", model, len(docs), distances=total.cpu().tolist())
+    return tagged(frame, "head_distances", run.model, run.documents, distances=total.cpu().tolist())
 
 
 @analysis_view("head_stats")
@@ -159,7 +152,7 @@ def head_stats_view(data: Any, grid: Grid) -> dict:
     return {"measures": measures, "note": f"Clark et al. 2019 §3, averaged over {data.attrs.get('documents', '?')} documents."}
 
 
-@analysis_view("head_distances")
+@analysis_view("head_distances", layout="scatter", needs=("thumbnails",))
 def head_distances_view(data: Any, grid: Grid) -> dict:
     """The heads laid out by MDS: a scatter, coloured by behaviour."""
     frame = data.sort_values(["layer", "head"])

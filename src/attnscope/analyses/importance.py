@@ -12,9 +12,9 @@ from ..engine.attention_model import (
     AttentionModel,
     model_of,
 )
-from .corpus import Documents, corpus_settings, documents, refuse_nonfinite, token_kinds_for, tokens_at, unpadded
+from .corpus import Documents, refuse_nonfinite, token_kinds_for, tokens_at, unpadded
 from .losses import Loss, UserLoss, default_loss, loss_batches
-from .runner import run_partial
+from .runner import run_corpus
 from .tables import Grid, HeadSums, SumsPartial, analysis_view, heads_frame, tagged
 
 
@@ -79,16 +79,13 @@ def head_importance(
     in-batch contrastive default) sees the same batches either way: a Ray worker runs whole batches.
     """
     model = model_of(model, "head_importance")
-
-    docs = documents(corpus, column)
     objective = UserLoss(loss) if loss is not None else default_loss(model)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
-    partial = run_partial(importance_partial, model, docs, progress=progress, backend=backend, loss=loss,
-                          max_length=max_length, batch_size=batch_size)
-    raw = partial.sums.result()["importance"]  # E|∂L/∂ξ_h|: the sums over the documents counted
+    run = run_corpus("head_importance", importance_partial, model, corpus, column=column, max_length=max_length,
+                     batch_size=batch_size, progress=progress, backend=backend, gradients=True, loss=loss)
+    raw = run.partial.sums.result()["importance"]  # E|∂L/∂ξ_h|: the sums over the documents counted
     normalised = an.normalize_importance(raw)
     frame = heads_frame({"importance": normalised, "raw": raw})
-    return tagged(frame, "head_importance", model, len(docs), loss=objective.name)
+    return tagged(frame, "head_importance", model, run.documents, loss=objective.name)
 
 
 def attention_gradients(
@@ -110,18 +107,17 @@ def attention_gradients(
     import pandas as pd
 
 
-    docs = documents(corpus, column)
     objective = UserLoss(loss) if loss is not None else default_loss(model)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=True, backend=backend)
-    mean = run_partial(gradients_partial, model, docs, progress=progress, backend=backend, loss=loss,
-                       max_length=max_length, batch_size=batch_size).sums
+    run = run_corpus("attention_gradients", gradients_partial, model, corpus, column=column, max_length=max_length,
+                     batch_size=batch_size, progress=progress, backend=backend, gradients=True, loss=loss)
+    mean = run.partial.sums
     rows = [
         (layer, key_type, float(values[layer]))
         for key_type, values in mean.result().items()
         for layer in range(values.shape[0])
     ]
     frame = pd.DataFrame(rows, columns=["layer", "key_type", "value"])
-    return tagged(frame, "attention_gradients", model, len(docs), loss=objective.name)
+    return tagged(frame, "attention_gradients", model, run.documents, loss=objective.name)
 
 
 @analysis_view("head_importance")

@@ -20,7 +20,7 @@ from ..engine import knockout as engine_knockout
 from ..engine.attention_model import AttentionModel, model_of
 from ..errors import InputError
 from ..progress import progress as progress_bar
-from .tables import Grid, analysis_view, heads_frame
+from .tables import Grid, analysis_view, heads_frame, widget_action
 
 MODES = ("zero", "uniform")
 
@@ -32,6 +32,7 @@ def _encoded(model: AttentionModel, text: str) -> tuple[Any, list[str]]:
     return encoded, model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
 
 
+@widget_action("knockout.output_kind")
 def output_kind(model: AttentionModel) -> str:
     """What token the model's LM head reads: "next token" (a causal LM) or "masked token" (an
     encoder with a masked-LM head); InputError saying why there is none."""
@@ -145,6 +146,7 @@ class _Reading:
         return frame
 
 
+@widget_action("knockout.predicted_position")
 def predicted_position(model: Any, text: str, position: Any = None) -> tuple[int, int]:
     """Where knockout reads the prediction in `text` (as its `position` says) and how many tokens
     the model reads it as; nothing runs."""
@@ -164,6 +166,7 @@ def reading(model: Any, text: str, position: Any, target: Any, what: str) -> _Re
     return _Reading(model, text, encoded, tokens, kind, at, plain, _target(model, target, plain))
 
 
+@widget_action("knockout")
 def knockout(model: Any, text: str, *, edges: Iterable[Sequence] = (), heads: Iterable[Sequence] = (),
              mode: str = "zero", position: Any = None, target: Any = None):
     """Δ log p of the token the model predicts at `position` (a causal LM: the next token after

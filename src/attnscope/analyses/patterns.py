@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from ..engine.attention_model import AttentionModel, model_of
-from .corpus import Documents, corpus_settings, documents, iter_attention
-from .runner import run_partial
-from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view, heads_frame, tagged
+from ..engine.attention_model import AttentionModel
+from .corpus import Documents, iter_attention
+from .runner import heads_analysis
+from .tables import Grid, HeadSums, SumsPartial, analysis_frame, analysis_view
 
 PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneous")
 # The rule's thresholds (ours): a class when its share of the rows' weight passes them. VERTICAL
@@ -121,12 +121,8 @@ def attention_patterns(
     Returns a tidy DataFrame (layer, head, label, measure: the pattern, value: its share);
     `patterns_by_layer(frame)` gives their Figure 1's shares per layer. Sentence pairs show blocks.
     backend: "local" or "ray", as in `head_stats`."""
-    model = model_of(model, "attention_patterns")
-    docs = documents(corpus, column)
-    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, backend=backend)
-    partial = run_partial(patterns_partial, model, docs, progress=progress, backend=backend, max_length=max_length,
-                          batch_size=batch_size)
-    return tagged(heads_frame(partial.sums.result()), "attention_patterns", model, len(docs))
+    return heads_analysis("attention_patterns", patterns_partial, model, corpus, column=column, max_length=max_length,
+                          batch_size=batch_size, progress=progress, backend=backend)
 
 
 def patterns_by_layer(frame):

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import checks
-from ..engine.attention_model import load
+from ..checks import check_comparable
+from ..engine.attention_model import AttentionModel, load, model_of
 from ..errors import InputError
 from ..progress import progress as progress_bar
-from .corpus import Documents
+from .corpus import Documents, corpus_settings, documents
+from .tables import heads_frame, tagged
 
 BACKENDS = ("local", "ray")
 AUTO_CHUNK_UNIT = 64
@@ -48,6 +51,49 @@ def run_partial(partial: Callable[..., Any], model: Any, items: Any, *, progress
     if backend == "local":
         return partial(model, items, progress=progress, **options)
     return _ray_partial(partial, model, items, progress=progress, options=options)
+
+
+@dataclass
+class CorpusRun:
+    """What a corpus analysis's run gives its entry: the model, how many documents, the merged
+    partial, and the max_length and batch_size it ran with."""
+
+    model: AttentionModel
+    documents: int
+    partial: Any
+    max_length: int
+    batch_size: int | str
+
+
+def run_corpus(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, *, column: str | Sequence[str] | None = None,
+               max_length: int | None = None, batch_size: int | str = "auto", progress: bool = True, backend: str = "local",
+               gradients: bool = False, prepare: Callable[[Any, Documents, int], dict] | None = None, second: Any = None,
+               **options) -> CorpusRun:
+    """A corpus analysis's entry, written once: the model checked (model_of, named as `kind`), the
+    corpus's documents (`column`), max_length and batch_size checked before any batch runs
+    (corpus_settings; `gradients`: batches sized for a backward pass) and `partial` run over every
+    document, here or on Ray (run_partial, with `options`, and those `prepare(model, documents,
+    max_length)` adds before the run: what the partial needs of the whole corpus, its token counts).
+    `second`: a model compared with the first head by head (attention_similarity's fine-tuned
+    copy), checked as comparable; the partial reads both, (model, second)."""
+    model = model_of(model, kind)
+    if second is not None:
+        second = model_of(second, f"{kind}'s tuned= (its second model)")
+        check_comparable(model, second, kind)
+    docs = documents(corpus, column)
+    max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=gradients, backend=backend)
+    if prepare is not None:
+        options = {**options, **prepare(model, docs, max_length)}
+    merged = run_partial(partial, model if second is None else (model, second), docs, progress=progress, backend=backend, max_length=max_length,
+                         batch_size=batch_size, **options)
+    return CorpusRun(model, len(docs), merged, max_length, batch_size)
+
+
+def heads_analysis(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, **settings):
+    """A corpus analysis of per-head means (its partial's `sums`, tables.HeadSums): run_corpus, then
+    the tidy frame of its measures (heads_frame) tagged with `kind`, the model and the documents."""
+    run = run_corpus(kind, partial, model, corpus, **settings)
+    return tagged(heads_frame(run.partial.sums.result()), kind, run.model, run.documents)
 
 
 def _import_ray():

@@ -102,7 +102,7 @@ def _corpus_sinks(model: AttentionModel, corpus: Any, *, n_first: int, epsilon: 
                         documents=len(docs))
 
 
-@analysis_view("attention_sinks")
+@analysis_view("attention_sinks", of_a_long_run=attention_sinks)
 def attention_sinks_view(data: Any, grid: Grid) -> dict:
     n_first = data.attrs.get("n_first", 4)
     measures = [

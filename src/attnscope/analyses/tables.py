@@ -84,19 +84,82 @@ class SumsPartial:
 # A per-head grid of an analysis's column: grid(rows, column) → layers × heads values, as the
 # analysis view reads them (payloads.analysis_payload makes it, checking the model's shape).
 Grid = Callable[[Any, str], list]
-# kind → how that kind is shown: (data, grid) → {"measures": [{key, label, values}], "note": ...,
-# and for a scatter "points" and "behaviours"}. A measure may say what its values are:
-# "categories" (their names, values index them) or "integer": True (counts, steps: no decimals).
-ANALYSIS_VIEWS: dict[str, Callable[[Any, Grid], dict]] = {}
+# What a layout may need beside the analysis's payload, made while it is shown (payloads.needs_thumbnails).
+NEEDS = ("thumbnails",)
 
 
-def analysis_view(kind: str):
+@dataclass(frozen=True)
+class AnalysisView:
+    """How the widget's analysis view shows one kind of analysis, declared by its module
+    (`@analysis_view`). The widget and the page read these, never the analysis by name.
+
+    convert: (data, grid) → {"measures": [{key, label, values}], "note": ..., and what its layout
+    reads besides (a scatter's "points" and "behaviours", the finder's "finder", a layout of its
+    own's own keys)}. A measure may say what its values are: "categories" (their names, values
+    index them) or "integer": True (counts, steps: no decimals).
+    layout: the JS module that draws it, js/<layout>_layout.js (`make contract` lists the layouts
+    in js/layout_modules.js).
+    needs: what it needs beside its payload (NEEDS: "thumbnails", every head's, shown on hover).
+    check_choice: (choice, analysis payload) → choice, refusing (InputError) what the reader's
+    choice in it (the widget's finder_choice) cannot be.
+    of_a_long_run: result → its data: a long run's Analysis tab opens on this analysis of the run.
+    """
+
+    kind: str
+    convert: Callable[[Any, Grid], dict]
+    layout: str = "heatmap"
+    needs: tuple[str, ...] = ()
+    check_choice: Callable[[dict, dict], dict] | None = None
+    of_a_long_run: Callable[[Any], Any] | None = None
+
+
+# kind → its declaration, in the order the modules register them.
+ANALYSIS_VIEWS: dict[str, AnalysisView] = {}
+
+
+def analysis_view(kind: str, *, layout: str = "heatmap", needs: tuple[str, ...] = (),
+                  check_choice: Callable[[dict, dict], dict] | None = None,
+                  of_a_long_run: Callable[[Any], Any] | None = None):
     """Registers a module's conversion of its result (`frame.attrs["attnscope"] == kind`) for the
-    widget's analysis view: a new analysis is shown once its module is imported (analyses/__init__)."""
+    widget's analysis view, with its layout and what it needs (AnalysisView): a new analysis is
+    shown once its module is imported (analyses/__init__)."""
+    if not set(needs) <= set(NEEDS):
+        raise ValueError(f"An analysis needs some of {NEEDS}, not {needs}.")
+    if of_a_long_run is not None and any(v.of_a_long_run for v in ANALYSIS_VIEWS.values() if v.kind != kind):
+        raise ValueError("One analysis opens a long run's Analysis tab.")
+
     def register(convert: Callable[[Any, Grid], dict]) -> Callable[[Any, Grid], dict]:
-        ANALYSIS_VIEWS[kind] = convert
+        ANALYSIS_VIEWS[kind] = AnalysisView(kind, convert, layout, tuple(needs), check_choice, of_a_long_run)
         return convert
     return register
+
+
+def layouts() -> list[str]:
+    """The layouts the registered analyses declare, the heatmap first: js/layout_modules.js's."""
+    return list(dict.fromkeys(["heatmap", *(view.layout for view in ANALYSIS_VIEWS.values())]))
+
+
+def needs(analysis: dict, what: str) -> bool:
+    """Whether the shown analysis (the widget's analysis payload, {} for none) needs `what` (NEEDS)."""
+    view = ANALYSIS_VIEWS.get(analysis.get("kind") or "")
+    return view is not None and what in view.needs
+
+
+def check_choice(choice: dict, analysis: dict) -> dict:
+    """The reader's choice in the shown analysis (`analysis`, the widget's payload), checked by the
+    check its module declared; {} always holds. With no such analysis shown, a declared check
+    refuses it, saying what it sets."""
+    if not choice:
+        return choice
+    own = ANALYSIS_VIEWS.get(analysis.get("kind") or "")
+    declared = [own.check_choice] if own and own.check_choice else [v.check_choice for v in ANALYSIS_VIEWS.values() if v.check_choice]
+    return declared[0](choice, analysis)
+
+
+def long_run_analysis(result: Any) -> Any:
+    """The analysis a long run's Analysis tab opens on (the one declared `of_a_long_run`), of `result`."""
+    (view,) = [v for v in ANALYSIS_VIEWS.values() if v.of_a_long_run]
+    return view.of_a_long_run(result)
 
 
 def analysis_kind(data: Any) -> str | None:
@@ -119,3 +182,24 @@ def analysis_frame(frame: Any, reader: str, made_by: str) -> Any:
     if isinstance(frame, pd.DataFrame):
         got = f"a DataFrame of {', '.join(map(str, frame.columns[:8]))}" if len(frame.columns) else "a DataFrame of no columns"
     raise InputError(f"{reader} reads what {made_by} returns (a DataFrame of {', '.join(FRAME_COLUMNS)}), not {got}.")
+
+
+# What a widget's control runs of an analysis (the head view's "knock out this head"), by name: the
+# widget asks here, as it asks for layouts and checks, and imports no analysis. Registered by the
+# analysis's module (`@widget_action(name)`), present once attnscope.analyses is imported.
+WIDGET_ACTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def widget_action(name: str):
+    """Registers `function` as the widget's action `name` (analyses' modules, at import)."""
+    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+        WIDGET_ACTIONS[name] = function
+        return function
+    return register
+
+
+def action(name: str) -> Callable[..., Any]:
+    """The analysis function registered as the widget's action `name`."""
+    if name not in WIDGET_ACTIONS:
+        raise LookupError(f"no analysis registers the widget's action {name!r} (analyses/__init__ imports them all)")
+    return WIDGET_ACTIONS[name]

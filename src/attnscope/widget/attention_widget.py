@@ -17,7 +17,8 @@ from typing import Any
 import traitlets
 
 from .. import checks
-from ..analyses.comparison import check_comparable
+from ..analyses.tables import check_choice
+from ..checks import check_comparable
 from ..engine.attention_model import AttentionModel
 from ..engine.engines import resolve_engine
 from ..engine.nonfinite import NonFiniteAttentionWarning
@@ -31,7 +32,7 @@ from .messages import Channel
 from .page_input import take_page_write
 from .picture import PictureOutputs, display_with_picture, shown
 from .views import VIEW_NAMES
-from .widget_checks import CheckedTraits, constructor_settings, finder_choice
+from .widget_checks import CheckedTraits, constructor_settings
 from .widget_outputs import WidgetOutputs
 from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
 
@@ -344,15 +345,15 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
                 raise
 
     def show_analysis(self, data: Any, measure: str | None = None) -> AttentionWidget:
-        """Show an analysis result as a layer × head view: a `head_stats`, `head_importance` or
-        `syntax_heads` result as heatmaps, `head_distances` as the MDS scatter, `head_finder` as
-        its scatter and table (its plot as `finder_choice` says). Clicking a head opens it in the
-        head view. The finder's choice keeps the parts the new analysis still has."""
+        """Show an analysis result in the layout its module declares (analyses/tables.py
+        `analysis_view`): per-head heatmaps, the heads' MDS scatter, the head finder's scatter and
+        table (its plot as `finder_choice` says), or a layout of its own. Clicking a head opens it
+        in the head view. The reader's choice keeps the parts the new analysis still takes."""
         analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         choice = {}
         for part, value in self.finder_choice.items():
             with contextlib.suppress(InputError):
-                choice[part] = finder_choice({part: value}, analysis)[part]
+                choice[part] = check_choice({part: value}, analysis)[part]
         with self.hold_sync():  # one message: the page never draws the new finder with the old choice
             self.analysis = analysis
             self.finder_choice = choice

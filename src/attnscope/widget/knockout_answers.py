@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import checks
-from ..analyses.knockout import knockout, output_kind, predicted_position
+from ..analyses.tables import action
 from ..errors import InputError
 
 
@@ -28,8 +28,8 @@ def knockout_control(engine: Any, result: Any, word_level: bool, long_context: b
     if word_level:
         return {"unavailable": "Knockout blocks a token's lines: switch off Words."}
     try:
-        output = output_kind(engine)
-        at, n_tokens = predicted_position(engine, result.text)
+        output = action("knockout.output_kind")(engine)
+        at, n_tokens = action("knockout.predicted_position")(engine, result.text)
     except InputError as exc:
         return {"unavailable": str(exc)}
     if n_tokens != len(result.tokens):
@@ -53,7 +53,7 @@ def answer_knockout(widget: Any, request: dict) -> dict:
     head = checks.integer("head", request.get("head"), minimum=0, maximum=engine.n_heads - 1)
     key = checks.integer("key", request.get("key", -1), minimum=-1, maximum=len(result.tokens) - 1)
     edges = [] if key == -1 else [(layer, head, at, key)]
-    row = knockout(engine, result.text, edges=edges, heads=[(layer, head)] if key == -1 else []).iloc[0]
+    row = action("knockout")(engine, result.text, edges=edges, heads=[(layer, head)] if key == -1 else []).iloc[0]
     return {"result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": int(row.position),
             "target": str(row.target), "log_p": float(row.log_p), "log_p_knocked": float(row.log_p_knocked),
             "delta": float(row.delta), "masked": bool(widget.masked_heads)}

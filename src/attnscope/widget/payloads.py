@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .. import checks
-from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind
+from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind, needs
 from ..engine import formulas as an
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
 from ..engine.nonfinite import nonfinite_message
@@ -290,7 +290,7 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             values[int(layer) * n_heads + int(head)] = json_number(value)
         return values
 
-    shown = ANALYSIS_VIEWS[kind](data, grid)
+    shown = ANALYSIS_VIEWS[kind].convert(data, grid)
     measures = shown.pop("measures")
     if "columns" in shown:
         # A layout of its own: layers × the analysis's columns (kinds of token), not × heads.
@@ -300,7 +300,7 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
         n_heads = len(shown["columns"])
         for m in measures:
             m["values"] = [json_number(v) for v in m["values"]]
-    payload: dict = {"kind": kind, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": "", **shown}
+    payload: dict = {"kind": kind, "layout": ANALYSIS_VIEWS[kind].layout, "n_layers": n_layers, "n_heads": n_heads, "model": "", "note": "", **shown}
     for m in measures:
         finite = [v for v in m["values"] if isinstance(v, float)]
         m["max"] = max(finite) if finite else 1.0
@@ -463,8 +463,9 @@ def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[i
 
 
 def needs_thumbnails(view: str, analysis: dict) -> bool:
-    """The model view draws every head's thumbnail; the analysis scatter shows one on hover."""
-    return VIEW[view].draws == "thumbnails" or (view == "analysis" and analysis.get("kind") == "head_distances")
+    """The model view draws every head's thumbnail; an analysis that says it needs them (the MDS
+    scatter shows one on hover) has them while it is open."""
+    return VIEW[view].draws == "thumbnails" or (view == "analysis" and needs(analysis, "thumbnails"))
 
 
 __all__ = [

@@ -63,3 +63,8 @@ SHORT_VIEWS = tuple(view.name for view in VIEWS if "short" in view.modes)
 LONG_VIEWS = tuple(view.name for view in VIEWS if "long" in view.modes)
 # The `view` trait's values: a short run's views, then those only a long run has.
 VIEW_NAMES = SHORT_VIEWS + tuple(name for name in LONG_VIEWS if name not in SHORT_VIEWS)
+
+
+def spoken(names: tuple[str, ...]) -> str:
+    """Names as a sentence says them: "head, model or analysis"."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ..analyses.sinks import attention_sinks
+from ..analyses.tables import long_run_analysis
 from ..engine.contributions import run_contributions
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
 from ..engine.results import AttentionResult, LongAttentionResult, key_notes_of, key_tokens_of, notes_of, opening_query, parts_of
@@ -21,7 +21,7 @@ from ..engine.weighing import no_value_norms, weighed
 from ..errors import InputError
 from . import payloads as pl
 from .knockout_answers import knockout_control
-from .views import LONG_VIEWS, SHORT_VIEWS
+from .views import LONG_VIEWS, SHORT_VIEWS, VIEW, spoken
 
 NEEDS_A_MODEL = (
     "{what} needs a model, and this view was made from precomputed attention. "
@@ -32,7 +32,7 @@ NEEDS_A_MODEL = (
 def long_only(view: str) -> str:
     """Why a view that asks for rows and tiles cannot show a run that keeps its full attention."""
     return (f"The {view} view is for long inputs, whose attention comes on request; this run keeps its full "
-            "attention: use the head, model, neuron, rollout or analysis view, or attention='on_demand'.")
+            f"attention: use the {spoken(SHORT_VIEWS)} view, or attention='on_demand'.")
 
 
 def short_only(view: str, result: LongAttentionResult) -> str:
@@ -175,9 +175,9 @@ def _long_run_state(result: LongAttentionResult, settings: Settings, request_id:
         raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
                          "demand: switch Words off, or give a shorter text.")
     layer = _layer_in(settings, result.n_layers, layer)
-    sinks = pl.analysis_payload(attention_sinks(result), result.n_layers, result.n_heads)
+    opening = pl.analysis_payload(long_run_analysis(result), result.n_layers, result.n_heads)  # the sinks
     view = "text" if settings.view in SHORT_VIEWS and settings.view not in LONG_VIEWS else settings.view
-    analysis = sinks if not settings.analysis or settings.analysis.get("kind") == "attention_sinks" else settings.analysis
+    analysis = opening if not settings.analysis or settings.analysis.get("kind") == opening["kind"] else settings.analysis
     drawn = weighed(result, settings.weigh_by)  # rows, tiles and thumbnails read α or α·‖f‖
     (thumbnails, thumbnails_of), _ = view_payloads(drawn, result, view, dataclasses.replace(settings, analysis=analysis))
     last = result.n_tokens - 1
@@ -281,7 +281,7 @@ def view_payloads(result: Any, token_result: Any, view: str,
     made_from = (id(result), settings.word_level, settings.rollout_mode)
     if made_from == settings.rollout_of:
         rollout = (settings.rollout, made_from)
-    elif view != "rollout" or isinstance(result, LongAttentionResult):
+    elif VIEW[view].draws != "rollout" or isinstance(result, LongAttentionResult):
         rollout = ({}, None)
     else:
         rollout = (rollout_for(token_result, settings), made_from)

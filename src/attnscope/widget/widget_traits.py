@@ -9,7 +9,7 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode
 
 from ..files import STATIC
 from .contract import synced
-from .views import VIEW_NAMES
+from .views import LONG_VIEWS, SHORT_VIEWS, VIEW_NAMES, spoken
 
 # Shown instead of a blank cell when the package was installed without its built front end.
 _MISSING_BUNDLE_ESM = """
@@ -38,8 +38,8 @@ class WidgetTraits(anywidget.AnyWidget):
     _css = _static("widget.css", "")
 
     # What is shown
-    view = synced(Enum(VIEW_NAMES, default_value="head"), "The open view: head, model, neuron, rollout or analysis; for "
-                  "long inputs text, map, head (a window around focus_token), model or analysis.", writer="both", page="view")
+    view = synced(Enum(VIEW_NAMES, default_value="head"), f"The open view: {spoken(SHORT_VIEWS)}; for long inputs "
+                  f"{spoken(LONG_VIEWS)} (head: a window around focus_token).", writer="both", page="view")
     picture_id = synced(Unicode(""), "Names this widget's picture output (picture.py), which the live view hides.")
     text = synced(Unicode(""), "Sentence A as run (an edit arrives as `request`; setting it from Python reruns).")
     text_b = synced(Unicode(None, allow_none=True), "Sentence B (or an encoder-decoder model's decoder text), or None.")
@@ -133,7 +133,7 @@ class WidgetTraits(anywidget.AnyWidget):
                           "the model with hooks, analyses/contributions.py).",
                           writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
-    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (show_analysis(head_finder(...))): "
+    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (the analysis view's finder layout): "
                            "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
                            "characters), head: a head's label, \"2-5\", or null}; a part left out, or {}, is the "
                            "default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.",
