@@ -140,6 +140,14 @@ VALID_FOR = {
     ("save_html", "path"): lambda kit: kit.tmp / "page.html",
     ("save_image", "path"): lambda kit: kit.tmp / "picture.png",
     ("show_analysis", "data"): lambda kit: kit.stats,
+    ("result_from_attention", "attention"): lambda kit: ATTENTION,
+    ("result_from_attention", "tokens"): lambda kit: list(TOKENS),
+    # Knockout reads a token's log p: a causal LM (the embedded MiniLM has no head to read it from).
+    ("knockout", "model"): lambda kit: kit.decoder,
+    ("knockout_heads", "model"): lambda kit: kit.decoder,
+    ("knockout_sweep", "model"): lambda kit: kit.decoder,
+    ("knockout_sweep", "keys"): lambda kit: [1],
+    ("knockout_sweep", "window"): lambda kit: 1,
 }
 # Defaults changed to keep every call cheap (the values are still valid).
 CHEAP = {
@@ -194,6 +202,11 @@ class Kit:
         torch.manual_seed(0)
         bert = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
         return attnscope.load(bert, self.model.tokenizer, device="cpu")
+
+    def _make_decoder(self):
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(vocab_size=30522, num_key_value_heads=2, **SMALL)
+        return attnscope.load(transformers.LlamaForCausalLM(config), self.model.tokenizer, device="cpu")
 
     def _make_other_result(self):
         return self.other.run(TEXT)

@@ -491,6 +491,7 @@ def head_finder(
     values = partial.sums.result()
     if induction is None:
         induction = bool(getattr(model, "causal", False))
+    induction = checks.flag("induction", induction)
     if induction:
         values["induction"] = induction_scores(model, progress=progress)
     if importance:
@@ -498,7 +499,10 @@ def head_finder(
                                 progress=progress, backend=backend)
         values["importance"] = _grid(frame[frame.measure == "importance"], "value", values["cls"].shape)
     if syntax is not None:
-        heads = syntax_heads(model, syntax, progress=progress, backend=backend).accuracy
+        try:
+            heads = syntax_heads(model, syntax, progress=progress, backend=backend).accuracy
+        except InputError as error:  # said of syntax=, which the user gave, not of a corpus they did not
+            raise InputError(f"syntax= (the parsed sentences for the syntax metric): {error}") from None
         best = heads[heads.relation == "All"].groupby(["layer", "head"], as_index=False)["accuracy"].max()
         values["syntax"] = _grid(best, "accuracy", values["cls"].shape)
     order = ["cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "alpha_first", "sink_rate",

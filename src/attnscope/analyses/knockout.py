@@ -90,9 +90,11 @@ def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> d
     """(layer, head or None, queries, keys) tuples (each of queries and keys one position or
     several; head None: every head) as each layer's heads × n × n blocked edges."""
     blocked: dict[int, torch.Tensor] = {}
+    if not isinstance(edges, (list, tuple)):
+        raise InputError(f"edges must be a list of (layer, head or None, queries, keys), not {checks.short_repr(edges)}.")
     for edge in edges:
         if not isinstance(edge, (tuple, list)) or len(edge) != 4:
-            raise InputError(f"An edge is (layer, head or None, queries, keys), not {checks.short_repr(edge)}.")
+            raise InputError(f"edges: an edge is (layer, head or None, queries, keys), not {checks.short_repr(edge)}.")
         layer, head, queries, keys = edge
         layer = checks.integer("an edge's layer", layer, minimum=0, maximum=model.n_layers - 1)
         heads = range(model.n_heads) if head is None else [checks.integer("an edge's head", head, minimum=0,
@@ -107,7 +109,7 @@ def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> d
 def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
     if not checks.one_of(mode, MODES):
         raise InputError(f"mode must be one of {MODES}, not {checks.short_repr(mode)}.")
-    chosen = [checks.head_pair(pair) for pair in heads]
+    chosen = checks.head_pairs("heads", heads)
     if not chosen:
         return None, None
     grid = torch.zeros(model.n_layers, model.n_heads, dtype=torch.bool)
@@ -192,6 +194,7 @@ def knockout_sweep(model: Any, text: str, keys: Any, *, window: int = 9, positio
     position or several, e.g. the subject's span) blocked in every head of a window of `window`
     layers, for each window in turn; Δ log p of the predicted token. A DataFrame: first_layer,
     last_layer, log_p, log_p_knocked, delta; widget.show_analysis shows it per window."""
+    checks.flag("progress", progress)  # before the model runs
     import pandas as pd
 
     read = reading(model, text, position, target, "knockout_sweep")
@@ -214,6 +217,7 @@ def knockout_heads(model: Any, text: str, *, mode: str = "zero", position: Any =
     attention, Kovaleva et al.), Δ log p of the token predicted at `position` (as knockout's):
     one forward per head. A tidy DataFrame: layer, head, label, measure ("delta"), value;
     widget.show_analysis shows it as a layer × head heatmap."""
+    checks.flag("progress", progress)  # before the model runs
     read = reading(model, text, position, target, "knockout_heads")
     _head_grids(read.model, [], mode)  # the mode checked before the runs
     n_layers, n_heads = read.model.n_layers, read.model.n_heads

@@ -168,6 +168,8 @@ def result_from_attention(
     """An AttentionResult for attention computed elsewhere (no queries or keys, no model)."""
     if tokens is None:
         raise InputError("'tokens' is required: the list of tokens the attention is over.")
+    if not isinstance(what, str):  # the name the messages give the attention (its own parameter's)
+        raise InputError(f"what must be the attention's name as a str (e.g. 'encoder_attention'), not {checks.short_repr(what)}.")
     stacked = stack_attention(attention, what)
     n = stacked.shape[-1]
     if stacked.shape[-2] != n:
