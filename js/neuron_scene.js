@@ -48,15 +48,28 @@ export const softmaxTitle = (data) => (data.sinkShare > 0 ? `softmax α (sink ${
 
 /** @typedef {{key: string, title: string, kind: string, width: number, digits?: number, fixedScale?: number}} NeuronColumn */
 
+// The columns that are not vectors, and the room they take with their gaps (neuronColumns' order).
+const fixedWidth = (data, past) => 2 * NUMBER_WIDTH + (past && data.norms
+  ? Math.max(NUMBER_WIDTH, textWidth(NORM_TITLE, 11) + 8) + NUMBER_WIDTH : 0);
+
+/** The widest cell (1..8 px) at which every column fits `available` px (a slide is ~1,230 px
+ * wide: the columns past the softmax took 1,460 at 150 px a vector); Infinity when unbounded. */
+function fittedCell(data, past, available) {
+  if (!Number.isFinite(available) || available <= 0) return Infinity;
+  const nColumns = past ? (data.norms ? 8 : 6) : 4;
+  const vectors = past ? 4 : 2;
+  return Math.max(1, Math.floor((available - fixedWidth(data, past) - nColumns * GAP) / (vectors * Math.max(1, data.d))));
+}
+
 /**
  * The columns after the query tokens, in order: {key, title, kind, width}. kind "matrix": a row
  * of d cells a key (values: data[key], n × d); "scores": numbers on their colour; "bars": a bar
  * a key, as long as its share of the column's largest (fixedScale: of that), and its number.
  * @returns {NeuronColumn[]}
  */
-export function neuronColumns(data) {
+export function neuronColumns(data, available = Infinity) {
   const past = hasValues(data);
-  const w = past ? cellWidth(data.d, 150, 1) : cellWidth(data.d);
+  const w = Math.min(past ? cellWidth(data.d, 150, 1) : cellWidth(data.d), fittedCell(data, past, available));
   /** @type {(key: string, title: string) => NeuronColumn} */
   const matrix = (key, title) => ({ key, title, kind: "matrix", width: data.d * w });
   /** @type {NeuronColumn[]} */

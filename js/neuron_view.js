@@ -7,6 +7,7 @@
 import { el, sizeCanvas, tokenText } from "./dom.js";
 import { renderColorBar } from "./legend.js";
 import { barNumber, divergingColor, hasValues, maxAbs, neuronBars, neuronColumns, neuronScene, ROW_HEIGHT, signedPixel } from "./neuron_scene.js";
+import { textWidth } from "./svg.js";
 import { imageMethods } from "./scene.js";
 import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
@@ -61,6 +62,7 @@ export function createNeuronView(container, callbacks = {}) {
   const numberColumns = el("div", "attnscope-neuron-columns", table);
   const keyTokenRows = el("div", "attnscope-tokens attnscope-right", table);
   let columns = []; // {spec, title, canvas?, extra?, rows?}: the drawn columns of neuronColumns(data)
+  let available = Infinity; // px the columns may take (neuronColumns)
   let layout = "";
 
   headSelect.addEventListener("change", () => callbacks.onHead?.(Number(headSelect.value)));
@@ -70,7 +72,7 @@ export function createNeuronView(container, callbacks = {}) {
   // the number of keys); another query rewrites their numbers and pixels in place.
   function buildColumns(data, n) {
     numberColumns.replaceChildren();
-    columns = neuronColumns(data).map((spec) => {
+    columns = neuronColumns(data, available).map((spec) => {
       const classes = { scores: "attnscope-neuron-numbers", softmax: "attnscope-neuron-numbers attnscope-neuron-softmax",
         norms: "attnscope-neuron-numbers attnscope-neuron-norms", weightedNorms: "attnscope-neuron-numbers attnscope-neuron-weighted-norms" };
       const col = el("div", `attnscope-neuron-col attnscope-neuron-${spec.key} ${classes[spec.key] ?? ""}`.trim(), numberColumns);
@@ -167,7 +169,10 @@ export function createNeuronView(container, callbacks = {}) {
       legends.replaceChildren();
       for (const bar of neuronBars(data)) renderColorBar(el("div", "", legends), bar);
       const n = (next.keyTokens ?? next.tokens).length;
-      const specs = neuronColumns(data);
+      // The room the columns have: the view's width less the two token columns (a slide is narrower).
+      const tokenWidth = (tokens) => Math.max(40, ...tokens.map((t) => textWidth(t))) + 16;
+      available = next.width > 0 ? next.width - tokenWidth(next.tokens) - tokenWidth(next.keyTokens ?? next.tokens) - 64 : Infinity;
+      const specs = neuronColumns(data, available);
       const shape = [n, ...specs.map((c) => `${c.key}:${c.width}`)].join(",");
       if (shape !== layout) buildColumns(data, n);
       layout = shape;
@@ -184,8 +189,8 @@ export function createNeuronView(container, callbacks = {}) {
   };
 }
 
-function neuronState({ get, neuronData }) {
-  const base = { tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
+function neuronState({ get, neuronData, width = 0 }) {
+  const base = { width, tokens: get("tokens"), tokenNotes: get("token_notes"), keyTokens: keyTokens(get),
     keyNotes: get("key_token_notes"), nHeads: get("n_heads"),
     head: get("neuron_head"), query: get("neuron_query") };
   let message = "";

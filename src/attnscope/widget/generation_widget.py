@@ -119,7 +119,8 @@ class GenerationWidget(AttentionWidget):
         """Wait for the generation's end (its last token, the end-of-text token or a stop) and
         return it; raises what ended it if it failed, or TimeoutError after `timeout` seconds."""
         if self._thread is not None and threading.current_thread() is not self._thread:
-            if not self._done.wait(timeout):
+            self._thread.join(timeout)
+            if self._thread.is_alive():
                 raise TimeoutError(f"The generation still runs after {timeout} s ({self._generation.steps} tokens).")
         if self._failure is not None:
             raise self._failure
@@ -131,7 +132,8 @@ class GenerationWidget(AttentionWidget):
         self._stop_event.set()
         if self._thread is None:
             return self._generation
-        self._done.wait(timeout)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)  # ended, not only done: its last lines (the picture's redraw) ran too
         return self._generation
 
     def _on_stop(self, _content: dict) -> None:
@@ -159,7 +161,7 @@ class GenerationWidget(AttentionWidget):
         with self._state_lock:
             super().close()
         if self._thread is not None and threading.current_thread() is not self._thread:
-            self._done.wait()
+            self._thread.join()
 
     def __repr__(self) -> str:
         run = self._generation
