@@ -118,7 +118,7 @@ def test_what_knockout_refuses(decoder, default_model):
         attnscope.knockout(decoder, TEXT, edges=[(0, None, 0, 0)])  # the first token sees only itself
     with pytest.raises(InputError, match="target='Paris is' is"):
         attnscope.knockout(decoder, TEXT, target="Paris is")
-    with pytest.raises(InputError, match=r"An edge is \(layer, head or None, queries, keys\)"):
+    with pytest.raises(InputError, match=r"edges: an edge is \(layer, head or None, queries, keys\)"):
         attnscope.knockout(decoder, TEXT, edges=[(0, 1)])
     with pytest.raises(InputError, match="mode must be one of"):
         attnscope.knockout(decoder, TEXT, heads=[(0, 0)], mode="half")

@@ -105,7 +105,8 @@ def check_distribution(attention: torch.Tensor, what: str) -> None:
     if bool(over.any()):
         raise InputError(f"{what} has rows whose weights sum past 1 (first at {where(over)}, {float(sums.max()):.3g}): "
                          "each row of attention is a probability distribution over the keys. Scores, or a sum over "
-                         "heads or layers? Pass the softmax of each head.")
+                         "heads or layers? Pass the softmax of each head. (A model in training mode drops and rescales "
+                         "its weights: call model.eval() before its forward.)")
 
 
 def token_list(tokens: Any, name: str) -> list[str]:
