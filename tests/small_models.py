@@ -96,3 +96,11 @@ def families(window: int = 8, lm_head: bool = False):
         "gpt2 (fused q/k/v)": lambda: pick(transformers.GPT2Model, transformers.GPT2LMHeadModel)(
             transformers.GPT2Config(vocab_size=320, n_embd=64, n_layer=2, n_head=4, n_positions=512)),
     }
+
+
+def model_state(model) -> tuple:
+    """What a run must leave as it came: each module's train/eval mode, the hooks, the config and
+    its attention implementation."""
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    return ({name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict(),
+            model.config._attn_implementation)

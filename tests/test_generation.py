@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from small_models import families, scaled_up
+from small_models import families, model_state, scaled_up
 from test_token_labels import byte_level_bpe
 
 import attnscope
@@ -133,16 +133,11 @@ def test_a_model_leaves_a_run_exactly_as_it_came(tokenizer):
     calls = []
     model.register_forward_hook(lambda *args: calls.append(1))
 
-    def state():
-        hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
-        return ({name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict(),
-                model.config._attn_implementation)
-
     with torch.inference_mode():  # transformers installs its own output hooks on a first call
         model(input_ids=torch.tensor([[1, 2, 3]]))
-    before = state()
+    before = model_state(model)
     generate(attnscope.load(model, tokenizer, device="cpu"), PROMPT, 3, chat=False)
-    assert state() == before and calls
+    assert model_state(model) == before and calls
 
 
 def test_a_run_keeps_the_caches_size_plus_a_constant_per_step_never_t_squared(tokenizer):

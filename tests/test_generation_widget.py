@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from small_models import families, scaled_up
+from small_models import families, model_state, scaled_up
 from test_long_widget import ask, values
 from test_token_labels import byte_level_bpe
 
@@ -135,18 +135,13 @@ def test_the_model_leaves_as_it_came(engine):
     model = engine.model
     model.train()
 
-    def state():
-        hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
-        return ({name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict(),
-                model.config._attn_implementation)
-
     with torch.inference_mode():  # transformers installs its own output hooks on a first call
         model(input_ids=torch.tensor([[1, 2, 3]]))
-    before = state()
+    before = model_state(model)
     widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
     widget.wait(timeout=60)
     widget.close()
-    assert state() == before
+    assert model_state(model) == before
     model.eval()
 
 
