@@ -686,6 +686,10 @@ def bench_jupyterlab(long_lengths=(8192, 32768), repeats: int = REPEATS) -> dict
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
             try:
+                from first_clicks_bench import bench_first_clicks  # (it reads this module's helpers)
+
+                first_clicks = bench_first_clicks(browser, base)  # first: a kernel nothing has warmed yet
+                print(json.dumps(first_clicks), flush=True)
                 head = bench_head_view(browser, base, 512, repeats)
                 print(json.dumps(head), flush=True)
                 compare = bench_compare_view(browser, base, COMPARE_TOKENS, repeats)
@@ -698,7 +702,7 @@ def bench_jupyterlab(long_lengths=(8192, 32768), repeats: int = REPEATS) -> dict
                     print(json.dumps(long_rows[-1]), flush=True)
             finally:
                 browser.close()
-    return {"head": head, "compare": compare, "finder": finder, "long": long_rows}
+    return {"first_clicks": first_clicks, "head": head, "compare": compare, "finder": finder, "long": long_rows}
 
 
 def _ms(value) -> str:
@@ -763,6 +767,10 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
         f"({_ms(median('edited sentence', 'page_to_pixels_ms'))}); the forward with attention weights alone, in the same "
         f"kernel: {_ms(forward)} |"
     )
+    if results.get("first_clicks"):
+        from first_clicks_bench import table as first_clicks_table
+
+        lines += ["", *first_clicks_table(results["first_clicks"])]
     compare = (results.get("compare") or {}).get("interactions", {})
     if compare:
         lines += [

@@ -568,6 +568,10 @@ def saved_in_the_app_and_reopened(page, base: str, url: str, name: str) -> None:
     page.locator(".jp-OutputArea-output .attnscope-root").nth(2).wait_for(timeout=180_000)
     page.get_by_text("head stats: 100%", exact=False).wait_for(timeout=120_000)
     wait_for_connected_idle_kernel(base, notebook=name)
+    # The pictures are drawn once each cell has ended (picture.py: in a thread, published a moment
+    # later, hidden under the live widgets): saved after they came.
+    page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output .attnscope-picture img').length === 3",
+                           timeout=60_000)
     page.locator(".jp-Notebook").first.click()
     page.keyboard.press("Control+s")
     def saved_with_outputs() -> bool:

@@ -252,6 +252,59 @@ def test_a_views_writes_redraw_the_picture_once_quiet_off_the_kernels_thread(def
     widget.close()
 
 
+def test_a_cell_sent_by_a_notebook_page_ends_before_its_picture_is_drawn(default_model, monkeypatch):
+    """Issue 45 item 7: drawn in the cell, the picture held the kernel ~0.5–0.8 s after the
+    widget was painted, and the user's first click waited for it. In a cell a notebook page sent
+    (its request names the cell), the picture output first says it is being drawn, the cell ends,
+    and the picture, drawn in another thread, replaces the line; a later cell that changes the
+    widget redraws it the same way. A cell with no page (nbclient) draws it in the cell."""
+    import asyncio
+    import threading
+    import types
+
+    published, displayed, drawn_in = [], [], []
+    monkeypatch.setattr("IPython.display.update_display", lambda bundle, **kw: published.append((bundle, kw["display_id"])))
+    monkeypatch.setattr("IPython.display.display", lambda bundle, **kw: displayed.append(bundle))
+    real_drawn = picture_module._drawn
+    monkeypatch.setattr(picture_module, "_drawn", lambda page: (drawn_in.append(threading.current_thread()), real_drawn(page))[1])
+    request = {"metadata": {"cellId": "a1b2"}}
+    shell = types.SimpleNamespace(kernel=types.SimpleNamespace(get_parent=lambda channel: request),
+                                  events=types.SimpleNamespace(register=lambda *a: None, unregister=lambda *a: None))
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
+
+    async def cells():
+        widget._pictures.display(shell)  # the displaying cell: nothing drawn in it
+        [first] = displayed
+        assert threading.current_thread() not in drawn_in  # the cell (this thread) draws nothing
+        assert picture_module.DRAWN_NEXT in first["text/plain"] and "image/svg+xml" not in first
+        widget._pictures._after_cell()  # its end: the drawing under way is not started again
+        while not published:
+            await asyncio.sleep(0.01)
+        widget.layer = 4  # a later cell changes what the widget shows
+        widget._pictures._after_cell()
+        while len(published) < 2:
+            await asyncio.sleep(0.01)
+        return threading.current_thread()
+
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(done=asyncio.run(cells())))
+    runner.start()
+    runner.join(timeout=60)
+    loop_thread = outcome["done"]
+    assert len(drawn_in) == 2 and loop_thread not in drawn_in
+    assert "image/svg+xml" in published[0][0] and "layer 4" in " ".join(texts(published[1][0]["image/svg+xml"]))
+
+    # No page sent the cell (nbclient's requests name no cell): drawn in the cell, as before.
+    request["metadata"] = {}
+    displayed.clear()
+    second = attnscope.AttentionWidget("A second one.", model=default_model)
+    second._pictures.display(shell)
+    assert "image/svg+xml" in displayed[0] and drawn_in[-1] is threading.current_thread()
+    widget.close()
+    second.close()
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """A notebook run by nbclient (as `jupyter nbconvert --execute` runs it): two widgets, the

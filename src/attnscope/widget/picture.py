@@ -194,8 +194,13 @@ def _bundle(svg: str | None, why: str, name: str, picture_id: str) -> dict[str, 
 class PictureOutputs:
     """A widget's picture outputs, and when they are redrawn.
 
-    - At display, and after a cell that changed what the widget shows (IPython's post_run_cell): at
-      once, so that nbconvert's run and a save right after hold the picture of what was last seen.
+    - At display, and after a cell that changed what the widget shows (IPython's post_run_cell):
+      - in a cell run from a notebook page (JupyterLab, Notebook 7: `_page_loop`), drawn at once
+        in a thread, last in line for the CPU, and published when done (about a second). Drawn in
+        the cell, it held the kernel busy ~0.5–0.8 s after the widget was painted, and the user's
+        first click waited for it (issue 45: 844 ms for a first layer switch);
+      - elsewhere (nbconvert, papermill, a console: no page will show the widget), in the cell,
+        so that the run's last cell and a save right after hold the picture of what was last seen.
     - After the page's own writes (a layer chosen in the view): once the widget has been quiet for
       QUIET_S, drawn in a thread. comm runs post_execute after every message a view sends, and a
       512-token head picture takes ~2 s on 2 cores: drawn there, it held the kernel busy, and
@@ -220,13 +225,20 @@ class PictureOutputs:
 
         widget = self._widget()
         display_id = f"attnscope-picture-{widget.picture_id}-{len(self.display_ids)}"
-        self._key = picture_key(widget)
+        loop = _page_loop()
         self._published += 1
-        display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
+        if loop is None:
+            self._key = picture_key(widget)
+            display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
+        else:
+            display(_bundle(None, DRAWN_NEXT, f"{widget!r}", widget.picture_id), raw=True, display_id=display_id)
         if not self.display_ids and shell is not None:
             self._shell = shell
             shell.events.register("post_run_cell", self._after_cell)
         self.display_ids.append(display_id)
+        if loop is not None:
+            self._key = None  # drawn next: whatever the widget shows differs from the sentence shown
+            self._draw_in_background(loop)
 
     def _after_cell(self, *_result: Any) -> None:
         widget = self._widget()
@@ -236,8 +248,13 @@ class PictureOutputs:
         self._cancel()
         try:
             key = picture_key(widget)
-            if key != self._key:
+            if key == self._key:
+                return
+            loop = _page_loop()
+            if loop is None:
                 self._publish(key, picture_bundle(widget, widget.picture_id))
+            elif not self._drawing:  # else the drawing under way redraws when it ends (`drawn`)
+                self._draw_in_background(loop)
         except Exception as exc:  # a picture must never break the user's next cell
             warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
 
@@ -268,6 +285,12 @@ class PictureOutputs:
         if wait > 0 or self._drawing:
             self._timer = loop.call_later(max(wait, self.QUIET_S / 4), self._when_quiet, loop)
             return
+        self._draw_in_background(loop)
+
+    def _draw_in_background(self, loop: Any) -> None:
+        """Draws what the widget shows now in a thread, last in line for the CPU, and publishes it
+        on the kernel's loop; when the widget has changed meanwhile, draws again once it is quiet."""
+        widget = self._widget()
         key = picture_key(widget)
         if key == self._key:
             return
@@ -303,6 +326,27 @@ class PictureOutputs:
         self._published += 1
         for display_id in self.display_ids:
             update_display(bundle, raw=True, display_id=display_id)
+
+
+# What a picture output says until its drawing, started at display, is published (about a second
+# later). The live view hides it: only a notebook saved within that second shows it, reopened.
+DRAWN_NEXT = "no picture yet: the notebook was saved while it was being drawn; run the cell again to keep one"
+
+
+def _page_loop() -> Any:
+    """The kernel's running event loop when the cell being run was sent by a notebook page that
+    shows widgets itself (JupyterLab and Notebook 7 send the cell's id with it; nbconvert,
+    papermill and consoles do not), else None."""
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        request = kernel.get_parent("shell") if kernel is not None else None
+        if not (isinstance(request, dict) and (request.get("metadata") or {}).get("cellId")):
+            return None
+        return asyncio.get_running_loop()
+    except (ImportError, RuntimeError, TypeError, AttributeError):
+        return None
 
 
 def _last_in_line(thread_id: int) -> None:
