@@ -22,7 +22,7 @@ from chromium import CHROMIUM_ARGS
 from ipywidgets.widgets.widget import _remove_buffers
 
 from attnscope import AttentionWidget
-from attnscope.widget.payloads import layer_payload, neuron_payload
+from attnscope.widget.payloads import layer_payload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,6 +52,20 @@ async ({kind, content, b64s, paths}) => {
   await frame();
   const t0 = performance.now();
   if (kind === "custom") m.emitCustom(content, views); else m.emit(content);
+  await frame();
+  return performance.now() - t0;
+}
+"""
+
+
+# Click an element and time until the painted frame where `root`'s data-query is `query`.
+CLICK_AND_TIME = """
+async ([selector, root, query]) => {
+  const frame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  await frame();
+  const t0 = performance.now();
+  document.querySelector(selector).click();
+  while (document.querySelector(root).dataset.query !== query) await frame();
   await frame();
   return performance.now() - t0;
 }
@@ -113,9 +127,9 @@ def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
         layer_payload(result, 1)
         return (time.perf_counter() - start) * 1000
 
-    def time_neuron():
+    def time_neuron():  # the kernel's answer for a layer: the view then draws any query of it
         start = time.perf_counter()
-        neuron_payload(result, 1, 3, n_tokens // 2)
+        head._answer_neuron({"layer": 1}, [])
         return (time.perf_counter() - start) * 1000
 
     kernel_layer_ms = median_ms(time_payload, repeats)
@@ -172,21 +186,23 @@ def bench_front_end(engine, text: str, repeats: int = 5, browser=None) -> dict:
                 layer_ms.append(page.evaluate(EMIT_AND_TIME, {"kind": "trait", "content": stripped, "b64s": b64(buffers), "paths": paths}))
                 assert int(page.eval_on_selector(".attnscope-lines", "c => c.dataset.lineCount")) >= 0
 
-            # Neuron view: answer the view's own requests with real slices.
+            # Neuron view: the view's request for the layer answered with the kernel's own answer;
+            # then clicks on other query tokens, drawn from that layer with nothing asked.
             page.evaluate("window.attnscopeHarness.model.emit({view: 'neuron'})")
             # The view also says "rendered" once; only its neuron requests are counted here.
             neuron_requests = "window.attnscopeHarness.model.sentMessages.filter(m => m.type === 'neuron')"
             page.wait_for_function(f"{neuron_requests}.length > 0")
+            request = page.evaluate(f"{neuron_requests}.at(-1)")
+            answer, buffers = head._answer_neuron({"layer": request["layer"]}, [])
+            content = {"kind": "reply", "type": "neuron", "id": request["id"], **answer}
+            page.evaluate(EMIT_AND_TIME, {"kind": "custom", "content": content, "b64s": b64(buffers), "paths": []})
+            page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
             neuron_ms = []
-            for i in range(repeats + 1):
-                request = page.evaluate(f"{neuron_requests}.at(-1)")
-                answer, buffers = neuron_payload(result, request["layer"], request["head"], request["query"])
-                content = {"kind": "reply", "type": "neuron", "id": request["id"], "result_id": 0, **answer}
-                ms = page.evaluate(EMIT_AND_TIME, {"kind": "custom", "content": content, "b64s": b64(buffers), "paths": []})
-                if i > 0:  # the first answer also builds the view; switches are what is timed
-                    neuron_ms.append(ms)
-                page.evaluate(f"document.querySelector(\".attnscope-neuron-queries .attnscope-token[data-index='{(i * 37 + 5) % n_tokens}']\").click()")
-                page.wait_for_function(f"{neuron_requests}.length > {i + 1}")
+            for i in range(repeats):
+                token = (i * 37 + 5) % n_tokens
+                neuron_ms.append(page.evaluate(CLICK_AND_TIME, [f".attnscope-neuron-queries .attnscope-token[data-index='{token}']",
+                                                                ".attnscope-neuron-view", str(token)]))
+            assert page.evaluate(f"{neuron_requests}.length") == 1
             cdp.send("HeapProfiler.collectGarbage")
             metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
             row["js_heap_bytes_after_neuron"] = int(metrics["JSHeapUsedSize"])

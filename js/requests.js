@@ -4,6 +4,7 @@
 // answer for an older run or selection is never shown as current.
 import { decodeArray } from "./codec.js";
 import { neuronMaths } from "./neuron_maths.js";
+import { neuronAnswer, withBuffers } from "./saved.js";
 
 /**
  * A cache of answers by key: ask(key, type, params, file) returns the answer filed under key,
@@ -55,29 +56,40 @@ export const longNumbers = (msg, buffers) => ({ ...msg, values: decodeArray({ da
 
 /**
  * The neuron view's source: data() returns the numbers for the open layer, head and query, or
- * null while they are asked for, or {error}.
+ * null while they are asked for, or {error}. The kernel answers a layer at a time with what a saved
+ * page stores (export.neuron_store): another query or head of that layer is computed here, with
+ * no round trip, cut from the store as a saved page cuts it (saved.js neuronAnswer).
  * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
  * @param {(name: string) => any} get  a synced trait
  * @param {() => void} onAnswer
  */
 export function createNeuronRequests(channel, get, onAnswer) {
-  const requests = createRequestCache(channel, onAnswer);
+  const requests = createRequestCache(channel, onAnswer, { limit: 8 });
   const part = () => ((get("parts") ?? []).length > 1 ? get("attention_part") : "");
   // Comparing two models: which one's numbers (the same run, layer and query differ by model).
   const shown = () => (get("compared_model") ? get("compare_shown") : "");
+  let last = { key: "", numbers: null }; // the numbers drawn last: a redraw does not compute them again
   return {
     data() {
-      const key = [get("result_id"), get("layer"), get("neuron_head"), get("neuron_query"), get("tokens").length, part(),
-        shown()].join(":");
-      const params = { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") };
-      return requests.ask(key, "neuron", params, (msg, buffers) => {
-        const answered = [msg.result_id, msg.layer, msg.head, msg.query, msg.n_queries ?? msg.n_tokens, msg.part ?? "",
-          msg.shown ?? ""].join(":");
-        return [answered, neuronNumbers(msg, buffers)];
-      });
+      const layer = get("layer");
+      const layerKey = [get("result_id"), layer, get("tokens").length, part(), shown()].join(":");
+      const store = requests.ask(layerKey, "neuron", { layer }, (msg, buffers) => [
+        [msg.result_id, msg.layer, msg.n_queries, msg.part ?? "", msg.shown ?? ""].join(":"), neuronStore(msg, buffers)]);
+      if (!store || store.error) return store;
+      const request = { layer, head: get("neuron_head"), query: get("neuron_query") };
+      const key = `${layerKey}:${request.head}:${request.query}`;
+      if (last.key !== key) {
+        const answer = neuronAnswer(store, request, { result_id: get("result_id") });
+        last = { key, numbers: "error" in answer ? answer : neuronNumbers(answer.content, answer.buffers) };
+      }
+      return last.numbers;
     },
   };
 }
+
+/** A "neuron" answer's store with its buffers back at their paths (a saved page's holds them already). */
+export const neuronStore = (msg, buffers) => withBuffers(msg.store, msg.paths.map((path, i) => ({ path, data: buffers[i] })),
+  (view) => new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice(), { copy: false });
 
 // Filed by run and weighing: switching Weigh by keeps the run, and its numbers change.
 const rowKey = (p) => ["row", p.result_id, p.weigh_by, p.layer, p.head, p.token, p.direction].join(":");

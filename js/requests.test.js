@@ -164,11 +164,19 @@ describe("createLongRequests().refined", () => {
 });
 
 describe("createNeuronRequests", () => {
-  // One query's inputs as the kernel answers them (float16 buffers), for model `shown`.
+  // One layer's store as the kernel answers it (export.neuron_store: float16 buffers at `paths`),
+  // for model `shown`: 2 heads, 3 queries, 3 keys, d = 1; query q of head h is value + 0.25·(3h + q).
+  const f16 = (x) => { // float16 bits of small exact values (multiples of 0.25 up to 4)
+    const e = Math.floor(Math.log2(x));
+    return ((e + 15) << 10) | Math.round((x / 2 ** e - 1) * 1024);
+  };
+  const half = (values) => new DataView(new Uint16Array(values.map(f16)).buffer);
   const numbers = (shown, value) => ({
-    content: { layer: 1, head: 0, query: 2, d: 1, n_tokens: 1, n_queries: 3, part: "", shown, result_id: 4,
-      scaling: 1, causal: false, sink: null, inputs: ["query", "keys", "values", "norms"], shapes: [[1], [1, 1], [1, 1], [1]] },
-    buffers: Array.from({ length: 4 }, () => new DataView(new Uint16Array([value]).buffer)),
+    content: { layer: 1, n_queries: 3, part: "", shown, result_id: 4,
+      store: { layers: [1], key_group: 1, causal: false, scaling: [1, 1], score_labels: { 1: "q·k" }, n_queries: 3, part: "",
+        queries: { data: null, dtype: "float16", shape: [1, 2, 3, 1] }, keys: { data: null, dtype: "float16", shape: [1, 2, 3, 1] } },
+      paths: [["queries", "data"], ["keys", "data"]] },
+    buffers: [half([0, 1, 2, 3, 4, 5].map((i) => value + 0.25 * i)), half([1, 1, 1, 1, 1, 1])],
   });
 
   it("files each compared model's numbers apart: switching models asks again", async () => {
@@ -178,16 +186,39 @@ describe("createNeuronRequests", () => {
     const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
     const neuron = createNeuronRequests(channel, (name) => state[name], () => {});
     expect(neuron.data()).toBeNull();
-    asked[0].resolve(numbers("first", 0x3c00)); // 1.0
+    expect(asked[0]).toMatchObject({ type: "neuron", params: { layer: 1 } });
+    asked[0].resolve(numbers("first", 1));
     await new Promise((r) => setTimeout(r, 0));
-    expect(neuron.data().query[0]).toBe(1);
+    expect(neuron.data().query[0]).toBe(1.5);
     state.compare_shown = "second";
     expect(neuron.data()).toBeNull(); // not the first model's numbers
     expect(asked).toHaveLength(2);
-    asked[1].resolve(numbers("second", 0x4000)); // 2.0
+    asked[1].resolve(numbers("second", 2));
     await new Promise((r) => setTimeout(r, 0));
-    expect(neuron.data().query[0]).toBe(2);
+    expect(neuron.data().query[0]).toBe(2.5);
     state.compare_shown = "first";
-    expect(neuron.data().query[0]).toBe(1);
+    expect(neuron.data().query[0]).toBe(1.5);
+  });
+
+  it("draws another query or head of the layer it holds with no request; another layer asks", async () => {
+    const state = { result_id: 4, layer: 1, neuron_head: 0, neuron_query: 0, tokens: ["a", "b", "c"], parts: [] };
+    const asked = [];
+    const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
+    const neuron = createNeuronRequests(channel, (name) => state[name], () => {});
+    expect(neuron.data()).toBeNull();
+    asked[0].resolve(numbers("", 1));
+    await new Promise((r) => setTimeout(r, 0));
+    for (const [head, query] of [[0, 0], [0, 2], [1, 1], [1, 2]]) {
+      Object.assign(state, { neuron_head: head, neuron_query: query });
+      expect(neuron.data().query[0]).toBe(1 + 0.25 * (3 * head + query));
+      expect(neuron.data().softmax).toHaveLength(3);
+    }
+    expect(asked).toHaveLength(1);
+    state.neuron_query = 7;
+    expect(neuron.data().error).toMatch(/query_index=7 is out of range/);
+    state.layer = 2;
+    expect(neuron.data()).toBeNull();
+    expect(asked).toHaveLength(2);
+    expect(asked[1].params).toEqual({ layer: 2 });
   });
 });

@@ -27,9 +27,10 @@ export function withBuffers(json, buffers, bytesOf = base64Decode, { copy = true
 }
 
 /**
- * The kernel's answer to a "neuron" request (payloads.neuron_payload), cut from what the page
- * stores (payloads.neuron_store): the same float16 bytes of the same inputs, in the same order
- * (payloads.NEURON_INPUTS), so the numbers neuron_maths.js computes from them are the live ones.
+ * One layer's, head's and query's inputs of the neuron maths (float16 buffers named in
+ * content.inputs, with their shapes, scaling and causal), cut from a neuron store
+ * (export.neuron_store): the live view's, a layer the kernel answered, and a saved page's, every
+ * layer it holds, are cut here alike, so the numbers neuron_maths.js computes are the same bytes'.
  * {content, buffers} or {error}.
  */
 export function neuronAnswer(store, request, state) {

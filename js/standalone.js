@@ -49,7 +49,13 @@ export function createStaticModel(page) {
         const { data, ...content } = payload;
         return { content, buffers: [data] };
       },
-      neuron: (request) => (served.neuron ? neuronAnswer(served.neuron, request, state) : { error: "This saved page holds no queries and keys." }),
+      // The layer's store, as the kernel answers it (the whole saved store: it holds every saved layer).
+      neuron(request) {
+        if (!served.neuron) return { error: "This saved page holds no queries and keys." };
+        const { n_queries, part } = served.neuron;
+        return { content: { store: served.neuron, paths: [], layer: request.layer, result_id: state.result_id, n_queries, part,
+          shown: state.compared_model ? state.compare_shown : "" }, buffers: [] };
+      },
       attention_rows: (request) => savedAnswer(served.answers, request, state),
       attention_tile: (request) => savedAnswer(served.answers, request, state),
       attention_window: (request) => savedAnswer(served.answers, request, state),

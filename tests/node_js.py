@@ -56,6 +56,20 @@ output = answer.error ? answer : { content: answer.content, buffers: answer.buff
 """, {"page": page, "request": request})
 
 
+def live_neuron_answer(content: dict, buffers: list[bytes], request: dict) -> dict:
+    """What the live view cuts from the kernel's answer to a "neuron" request (a layer's store,
+    js/requests.js neuronStore) for one head and query, as saved_neuron_answer gives it."""
+    return run_js("""
+const { neuronStore } = await import(`${js}/requests.js`);
+const { neuronAnswer } = await import(`${js}/saved.js`);
+const view = (bytes) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+const store = neuronStore(input.content, input.buffers.map((b) => view(Buffer.from(b, "base64"))));
+const answer = neuronAnswer(store, input.request, { result_id: input.content.result_id });
+const base64 = (v) => Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64");
+output = answer.error ? answer : { content: answer.content, buffers: answer.buffers.map(base64) };
+""", {"content": content, "buffers": [base64.b64encode(b).decode("ascii") for b in buffers], "request": request})
+
+
 def neuron_numbers(content: dict, buffers: list[bytes]) -> dict:
     """js/requests.js neuronNumbers (decode the float16 inputs, then the maths) on an answer."""
     return run_js(_LISTS + """

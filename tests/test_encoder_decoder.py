@@ -115,12 +115,14 @@ def test_widget_answers_the_neuron_view_for_cross_attention(bart):
     widget.attention_part = "cross"
     sent = []
     widget.send = lambda content, buffers=None: sent.append((content, buffers))
-    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 7, "layer": 0, "head": 1, "query": 2}, [])
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 7, "layer": 0}, [])
     reply, buffers = sent[0]
-    assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens)
-    assert reply["n_tokens"] == len(widget.key_tokens) and len(buffers) == len(reply["inputs"])
+    assert reply["part"] == "cross" and reply["n_queries"] == len(widget.tokens) and len(buffers) == len(reply["paths"])
+    store = reply["store"]
+    assert store["queries"]["shape"][2] == len(widget.tokens) and store["keys"]["shape"][2] == len(widget.key_tokens)
     # Cross-attention's values are the encoder's states through its value projection: one per key token.
-    assert reply["inputs"] == ["query", "keys", "values", "norms"]
+    assert store["values"]["shape"][2] == store["norms"]["shape"][2] == len(widget.key_tokens)
+    assert sorted(path[0] for path in reply["paths"]) == ["keys", "norms", "queries", "values"]
     run = widget.token_result
     assert run.values.shape[2] == run.value_norms.shape[2] == len(widget.key_tokens)
 

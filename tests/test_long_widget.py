@@ -156,7 +156,7 @@ def test_bad_requests_are_answered_with_what_is_wrong(widget):
     assert "rows end" in content["error"]
     content, _ = ask(widget, "attention_tile", layer=0, head=0, rows=[0, 5], cols=[0, 4], bins=8, reduce="sum")
     assert "reduce" in content["error"]
-    content, _ = ask(widget, "neuron", layer=0, head=0, query=0)
+    content, _ = ask(widget, "neuron", layer=0)
     assert "neuron view draws the full attention" in content["error"]
 
 

@@ -10,14 +10,13 @@ import float_bounds
 import pytest
 import torch
 import transformers
-from node_js import neuron_maths, neuron_numbers, saved_neuron_answer
+from node_js import live_neuron_answer, neuron_maths, neuron_numbers, saved_neuron_answer
 from small_models import FAMILIES, sharpened
 from test_value_norms import TEXT
 
 import attnscope
 from attnscope.engine import value_norms
 from attnscope.widget import export
-from attnscope.widget import payloads as pl
 from attnscope.widget.neuron_numbers import neuron_inputs
 
 
@@ -133,14 +132,19 @@ def test_the_live_and_the_saved_answers_are_the_same(family, default_model, bert
     assert store["keys"]["shape"][1] == engine.n_heads // store["key_group"] == store["values"]["shape"][1]
     n = len(widget.tokens)
     for layer, head, i in [(0, 0, 0), (1, 3, n - 1), (engine.n_layers - 1, 1, n // 2)]:
-        content, buffers = widget._answer_neuron({"layer": layer, "head": head, "query": i}, [])
+        # The kernel answers the layer's store; the view cuts the query from it as the saved page does.
+        content, buffers = widget._answer_neuron({"layer": layer}, [])
+        assert (content["layer"], content["n_queries"], content["result_id"]) == (layer, n, widget.result_id)
+        live = live_neuron_answer(content, buffers, {"layer": layer, "head": head, "query": i})
         saved = saved_neuron_answer(page, {"layer": layer, "head": head, "query": i})
-        assert saved["content"] == content
-        assert saved["buffers"] == [base64.b64encode(b).decode("ascii") for b in buffers]
-        assert content["inputs"] == ["query", "keys", "values", "norms"]
+        assert saved["content"] == live["content"]
+        assert saved["buffers"] == live["buffers"]
+        assert live["content"]["inputs"] == ["query", "keys", "values", "norms"]
     # What the view draws, from the float16 answer: within float16's rounding of the module's own.
     result, taken = run_with_head_outputs(engine)
-    content, buffers = pl.neuron_payload(result, 1, 3, n - 1)
+    content, buffers = widget._answer_neuron({"layer": 1}, [])
+    answer = live_neuron_answer(content, buffers, {"layer": 1, "head": 3, "query": n - 1})
+    content, buffers = answer["content"], [base64.b64decode(b) for b in answer["buffers"]]
     drawn = neuron_numbers(content, buffers)
     d = content["d"]
     own = taken[1][n - 1, 3 * d : 4 * d]

@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 import pytest
-from test_head_view_browser import BUNDLE, TOKENS, half_words, start, start_model_view
+from test_head_view_browser import BUNDLE, TOKENS, neuron_reply, start, start_model_view
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
@@ -64,15 +64,9 @@ def test_neuron_view_svg_rows_are_the_screens_rows(page):
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
     rng = np.random.default_rng(1)
-    d, n = 8, len(TOKENS)
-    arrays = [half_words(a) for a in (rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=(n, d)), 1 + rng.random(n))]
-    page.evaluate(
-        """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
-            h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 2, d, n_tokens: n,
-                                scaling: 1 / Math.sqrt(d), causal: false, sink: null, inputs: ["query", "keys", "values", "norms"],
-                                shapes: [[d], [n, d], [n, d], [n]]}, h.halfBuffers(arrays)); }""",
-        [request["id"], arrays, d, n],
-    )
+    heads, d, n = 2, 8, len(TOKENS)
+    neuron_reply(page, request["id"], rng.normal(size=(heads, n, d)), rng.normal(size=(heads, n, d)),
+                 rng.normal(size=(heads, n, d)), 1 + rng.random((heads, n)))
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     svg = exported_svg(page)
     screen_keys = page.evaluate(SCREEN, ".attnscope-neuron-view .attnscope-right .attnscope-token-text")

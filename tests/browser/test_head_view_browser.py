@@ -250,43 +250,53 @@ def half_words(values) -> list[int]:
     return np.asarray(values, dtype="<f2").ravel().view("<u2").tolist()
 
 
-def test_neuron_view_requests_one_query_and_draws_its_computation(page):
+def neuron_reply(page, request_id: int, queries, keys, values, norms) -> None:
+    """The kernel's answer to a "neuron" request for layer 0 (export.neuron_store: that layer's
+    queries heads × T × d, keys and values heads × T × d, ‖f‖ heads × T, as float16 at `paths`)."""
+    heads, n, d = queries.shape
+    store = {"layers": [0], "key_group": 1, "causal": False, "scaling": [1 / d ** 0.5], "score_labels": {"0": "q·k / √d"},
+             "n_queries": n, "part": "",
+             **{name: {"data": None, "dtype": "float16", "shape": [1, *a.shape]}
+                for name, a in (("queries", queries), ("keys", keys), ("values", values), ("norms", norms))}}
+    content = {"kind": "reply", "type": "neuron", "id": request_id, "result_id": 0, "layer": 0, "n_queries": n, "part": "",
+               "shown": "", "store": store, "paths": [[name, "data"] for name in ("queries", "keys", "values", "norms")]}
+    page.evaluate("([content, arrays]) => { const h = window.attnscopeHarness; h.model.emitCustom(content, h.halfBuffers(arrays)); }",
+                  [content, [half_words(a) for a in (queries, keys, values, norms)]])
+
+
+def test_neuron_view_requests_a_layer_and_draws_any_querys_computation(page):
     import numpy as np
 
     start(page, view="neuron", neuron_head=1, neuron_query=0, neuron_unavailable="")
     page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')?.type === 'neuron'")
     request = page.evaluate("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request')")
-    assert {k: request[k] for k in ("type", "layer", "head", "query")} == {"type": "neuron", "layer": 0, "head": 1, "query": 0}
+    assert {k: request[k] for k in ("type", "layer")} == {"type": "neuron", "layer": 0} and "query" not in request
     assert page.text_content(".attnscope-status") == "loading…"
 
     rng = np.random.default_rng(0)
-    d, n = 8, len(TOKENS)
-    # The kernel's answer: the inputs of js/neuron_maths.js as float16 (payloads.neuron_payload).
-    q, keys, values, norms = (np.float16(a).astype(float) for a in
-                              (rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=(n, d)), 1 + rng.random(n)))
-    scores = keys @ q / np.sqrt(d)
-    softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-    arrays = [half_words(a) for a in (q, keys, values, norms)]
-    page.evaluate(
-        """([id, arrays, d, n]) => { const h = window.attnscopeHarness;
-            h.model.emitCustom({kind: "reply", type: "neuron", id, result_id: 0, layer: 0, head: 1, query: 0, d, n_tokens: n,
-                                scaling: 1 / Math.sqrt(d), causal: false, sink: null, inputs: ["query", "keys", "values", "norms"],
-                                shapes: [[d], [n, d], [n, d], [n]]}, h.halfBuffers(arrays)); }""",
-        [request["id"], arrays, d, n],
-    )
+    heads, d, n = 2, 8, len(TOKENS)
+    # The kernel's answer: the layer's inputs of js/neuron_maths.js as float16.
+    queries, keys, values, norms = (np.float16(a).astype(float) for a in (
+        rng.normal(size=(heads, n, d)), rng.normal(size=(heads, n, d)), rng.normal(size=(heads, n, d)), 1 + rng.random((heads, n))))
+    neuron_reply(page, request["id"], queries, keys, values, norms)
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     numbers = lambda name: page.eval_on_selector_all(
         f".attnscope-neuron-{name} .attnscope-neuron-number", "ns => ns.map(n => n.textContent.trim())")
-    assert numbers("scores") == [f"{s:.2f}" for s in scores]
-    assert numbers("softmax") == [f"{p:.3f}" if p >= 1e-3 else f"{p:.2g}" for p in softmax]
-    # Past the softmax (issue 47): ‖f(x)‖, α‖f(x)‖ and o = Σ α v, in the query's row.
-    assert numbers("norms") == [f"{v:.2f}" for v in norms]
-    assert numbers("weighted-norms") == [f"{v:.3f}" if v >= 1e-3 else f"{v:.2g}" for v in softmax * norms]
-    output = page.get_attribute("canvas.attnscope-neuron-output", "title")
-    assert output == "o = Σ_j α_j v_j: " + ", ".join(f"{v:.3f}" for v in softmax @ values)
-    # Choosing another query token asks for that query only.
-    page.click(".attnscope-neuron-queries .attnscope-token[data-index='2']")
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind === 'request').query === 2")
+    sent = page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.kind === 'request').length")
+    for query in (0, 2):
+        if query:  # another query token: drawn from the layer the page holds, nothing asked
+            page.click(f".attnscope-neuron-queries .attnscope-token[data-index='{query}']")
+            page.wait_for_function(f"document.querySelector('.attnscope-neuron-view').dataset.query === '{query}'")
+        scores = keys[1] @ queries[1, query] / np.sqrt(d)
+        softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+        assert numbers("scores") == [f"{s:.2f}" for s in scores]
+        assert numbers("softmax") == [f"{p:.3f}" if p >= 1e-3 else f"{p:.2g}" for p in softmax]
+        # Past the softmax (issue 47): ‖f(x)‖, α‖f(x)‖ and o = Σ α v, in the query's row.
+        assert numbers("norms") == [f"{v:.2f}" for v in norms[1]]
+        assert numbers("weighted-norms") == [f"{v:.3f}" if v >= 1e-3 else f"{v:.2g}" for v in softmax * norms[1]]
+        output = page.get_attribute("canvas.attnscope-neuron-output", "title")
+        assert output == "o = Σ_j α_j v_j: " + ", ".join(f"{v:.3f}" for v in softmax @ values[1])
+    assert page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.kind === 'request').length") == sent
     assert not page.problems, page.problems
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "neuron_view.png"))

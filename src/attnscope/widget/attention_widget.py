@@ -22,10 +22,11 @@ from ..checks import check_comparable
 from ..engine.attention_model import AttentionModel
 from ..engine.engines import resolve_engine
 from ..engine.nonfinite import NonFiniteAttentionWarning
-from ..engine.results import AttentionResult, LongAttentionResult, parts_of, run_of
+from ..engine.results import AttentionResult, LongAttentionResult, run_of
 from ..errors import AttnscopeError, InputError
 from . import payloads as pl
 from .contract import contract_traits
+from .export import neuron_store, split_buffers
 from .knockout_answers import answer_knockout
 from .long_answers import LongAnswers
 from .messages import Channel
@@ -367,15 +368,23 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         """The page's Stop: only a generating widget (generation_widget.py) has a run to stop."""
 
     def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """A "neuron" request: one query's numbers. The answer names the run, the part and the
-        number of queries, so the view never files one run's numbers under another's key."""
-        if isinstance(self.token_result, LongAttentionResult):
-            raise InputError(short_only("neuron", self.token_result))
-        content, buffers = pl.neuron_payload(
-            self.token_result, *(checks.integer(k, request.get(k), minimum=0) for k in ("layer", "head", "query"))
-        )
-        return {**content, "result_id": self.result_id, "part": self.attention_part if parts_of(self._computed_run) else "",
-                "shown": self.compare_shown if self.compared_model else "", "n_queries": len(self.token_result.tokens)}, buffers
+        """A "neuron" request: what the view computes any head's and query's numbers of one layer
+        from (export.neuron_store, as a saved page holds it), so another query or head is drawn in
+        the page with no round trip. The answer names the run, the part and the number of queries,
+        so the view never files one run's numbers under another's key."""
+        result = self.token_result
+        if isinstance(result, LongAttentionResult):
+            raise InputError(short_only("neuron", result))
+        layer = checks.integer("layer", request.get("layer"), minimum=0)
+        if layer >= result.n_layers:
+            raise InputError(f"layer={layer} is out of range 0..{result.n_layers - 1}.")
+        store = neuron_store(self, result, [layer])
+        if store is None:
+            raise InputError(f"Queries and keys were not captured for {result.model_name}: no neuron view.")
+        json_part, buffers = split_buffers(store)
+        return {"store": json_part, "paths": [path for path, _ in buffers], "layer": layer, "result_id": self.result_id,
+                "part": store["part"], "shown": self.compare_shown if self.compared_model else "",
+                "n_queries": store["n_queries"]}, [data for _, data in buffers]
 
     def _long_answers(self, type_: str = "attention_rows") -> LongAnswers:
         """The shown long run's answers to the views' requests (long_answers.LongAnswers)."""

@@ -122,6 +122,16 @@ def split_buffers(value: Any, path: tuple = ()) -> tuple[Any, list[tuple[list, b
     return value, []
 
 
+def neuron_store(widget: Any, token_result: Any, layers: list[int]) -> dict | None:
+    """What the neuron view computes its numbers from for `layers` (payloads.neuron_store), with
+    what the page files it under (the number of queries, the part shown): a saved page holds it for
+    its layers, and the kernel answers the live view's "neuron" request with one layer's."""
+    store = pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
+    if store is not None:
+        store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
+    return store
+
+
 def page_state(widget: Any, layers: list[int] | None = None, only_open_view: bool = False) -> dict:
     """The widget's own state as a saved page holds it:
     - state: every synced trait of the contract, as the widget has it now, plus what the kernel
@@ -150,10 +160,8 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
         state["attention"] = pl.layer_payload(result, layers[0], source)
     state.update(request={}, error="")
     served: dict = {"attention": {str(layer): pl.layer_payload(result, layer, source) for layer in layers}}
-    store = (pl.neuron_store(token_result, [layer for layer in layers if layer < token_result.n_layers])
-             if not only_open_view or draws == "neuron" else None)
+    store = neuron_store(widget, token_result, layers) if not only_open_view or draws == "neuron" else None
     if store is not None:
-        store.update(n_queries=len(token_result.tokens), part=widget.attention_part if widget.parts else "")
         served["neuron"] = store
     return {"state": state, "served": served, "traits": page_traits(type(widget))}
 

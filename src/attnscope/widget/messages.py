@@ -41,10 +41,10 @@ MESSAGES = {
     message.type: message
     for message in (
         Message("neuron", "request", "view",
-                "{layer, head, query} → what js/neuron_maths.js computes one query's numbers from (q, the keys, "
-                "T5's bias row, the values and ‖f(x_j)‖, as float16 buffers named in `inputs`, with scaling, causal "
-                "and sink; payloads.neuron_payload), with result_id, part and n_queries so the view files the "
-                "answer under the run it belongs to."),
+                "{layer} → what js/neuron_maths.js computes any head's and query's numbers of that layer from, "
+                "as a saved page stores it (export.neuron_store: queries, keys, values, ‖f(x_j)‖ and T5's bias as "
+                "float16, scaling, causal): {store, paths} with the store's bytes as buffers at `paths`, and "
+                "layer, result_id, part, shown and n_queries so the view files the answer under the run it belongs to."),
         Message("layer", "request", "view",
                 "{layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, "
                 "shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks "

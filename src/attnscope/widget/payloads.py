@@ -33,7 +33,7 @@ from ..engine.weighing import WEIGHT_SYMBOL, weighed
 from ..errors import InputError
 from ..labels import head_label, head_name
 from ..serialize import encode_float16, encode_float32, pool_thumbnails, quantize_uint8
-from .neuron_numbers import neuron_inputs, repeated_group
+from .neuron_numbers import repeated_group
 from .views import VIEW
 
 
@@ -153,25 +153,6 @@ def score_label(result: AttentionResult, layer: int) -> str:
     scale = result.scaling[layer]
     scaled = "q·k / √d" if abs(scale * math.sqrt(head_dim) - 1) < 1e-6 else ("q·k" if scale == 1 else f"q·k × {scale:.3g}")
     return f"{scaled} + position bias" if result.score_bias is not None else scaled
-
-
-# The inputs of the neuron maths (js/neuron_maths.js), in the order an answer's buffers carry them.
-NEURON_INPUTS = ("query", "keys", "bias", "values", "norms")
-
-
-def neuron_payload(token_result: AttentionResult, layer: int, head: int, query: int) -> tuple[dict, list[bytes]]:
-    """The reply of a "neuron" request: what js/neuron_maths.js computes one query's numbers from,
-    as float16 buffers named in `inputs` with their `shapes` (q: d; keys, values: Tk × d; bias,
-    norms: Tk; bias only with a position bias, values and norms only where a run captured them),
-    and how scores are made (scaling, causal, sink, score_label). A saved page's answer
-    (js/saved.js neuronAnswer) is the same bytes, cut from neuron_store's."""
-    piece = neuron_inputs(token_result, layer, head, query)
-    encoded = {name: encode_float16(getattr(piece, name)) for name in NEURON_INPUTS if getattr(piece, name) is not None}
-    content = {"layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
-               "n_tokens": int(piece.keys.shape[0]), "score_label": score_label(token_result, layer),
-               "scaling": piece.scaling, "causal": piece.causal, "sink": piece.sink,
-               "inputs": list(encoded), "shapes": [e["shape"] for e in encoded.values()]}
-    return content, [e["data"] for e in encoded.values()]
 
 
 def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict | None:
@@ -471,6 +452,6 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 __all__ = [
     "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_pass", "long_thumbnails_payload", "long_tile_payload",
     "long_window_payload", "pass_offset", "thumbnail_passes", "tile_passes",
-    "displayed", "layer_payload", "one_scale", "mask_summary", "needs_thumbnails", "neuron_payload",
+    "displayed", "layer_payload", "one_scale", "mask_summary", "needs_thumbnails",
     "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload", "window_around",
 ]
