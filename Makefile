@@ -8,7 +8,7 @@ ifndef TOKEN
 TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-JS_SOURCES := $(wildcard js/*.js js/*.css) scripts/build.mjs
+JS_SOURCES := $(wildcard js/*.js js/*.css js/*/*.js js/*/*.css) scripts/build.mjs
 BUNDLE := src/attnscope/static/widget.js
 
 .PHONY: demo test test-fast test-kinds test-python test-js lint install js chromium bench clean contract docs

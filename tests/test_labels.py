@@ -24,9 +24,9 @@ def test_a_head_is_named_as_the_python_api_counts_it():
 
 
 def test_the_views_get_the_same_names_through_the_contract():
-    text = (ROOT / "js" / "contract.js").read_text(encoding="utf-8")
+    text = (ROOT / "js" / "transport" / "contract.js").read_text(encoding="utf-8")
     rows = json.loads(re.search(r"export const HEAD_LABEL_EXAMPLES = (\[.*?\]);", text, re.S).group(1).replace(",\n]", "\n]"))
-    assert rows == label_examples() and len(rows) == len(EXAMPLES)  # js/labels.test.js checks labels.js against them
+    assert rows == label_examples() and len(rows) == len(EXAMPLES)  # js/drawing/labels.test.js checks labels.js against them
 
 
 def test_the_nan_message_names_heads_as_the_api_counts_them():
