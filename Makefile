@@ -49,7 +49,8 @@ test-fast: install node_modules/.package-lock.json
 	npm test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
-# ruff (Python), biome (JS) and tsc --checkJs over the JSDoc types (js/contract.js included).
+# ruff and import-linter (Python), biome and dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and
+# tsc --checkJs over the JSDoc types (js/transport/contract.js included).
 lint: install node_modules/.package-lock.json
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(VENV)/bin/lint-imports
