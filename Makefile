@@ -93,7 +93,7 @@ $(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-# js/contract.js, js/view_modules.js, js/layout_modules.js and ARCHITECTURE.md's contract table from the
+# js/transport/contract.js, js/views/view_modules.js, js/views/layout_modules.js and ARCHITECTURE.md's contract table from the
 # trait, message, view and analysis-layout declarations
 # (tests/test_contract.py says when they are out of date).
 contract: install

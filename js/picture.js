@@ -59,7 +59,7 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
   const caption = imageCaption(context, state.view);
   let svg = "";
   let scene = null;
-  // Thinner versions of the picture, tried in turn (src/attnscope/widget/views.py, through js/contract.js).
+  // Thinner versions of the picture, tried in turn (src/attnscope/widget/views.py, through js/transport/contract.js).
   const thinning = adapter.thinning ?? [];
   for (const thinner of thinning.length ? thinning : [{}]) {
     const drawn = adapter.picture(context, { title, ...thinner });

@@ -1,5 +1,5 @@
 // anywidget entry: thin glue between the synced traits (src/attnscope/widget/attention_widget.py, listed in the
-// generated js/contract.js) and the views. The controls live in controls.js, the views' table in
+// generated js/transport/contract.js) and the views. The controls live in controls.js, the views' table in
 // views.js, the neuron view's requests in requests.js. A saved page runs this same render() over
 // a static model (standalone.js).
 import "./widget.css";

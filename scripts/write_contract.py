@@ -1,6 +1,6 @@
 """`make contract`: regenerate js/transport/contract.js, js/views/view_modules.js, js/views/layout_modules.js
-and the contract table that ends ARCHITECTURE.md from the widget's `synced(...)` declarations (attnscope.widget.contract renders them; run from the
-repository root)."""
+and the contract table that ends ARCHITECTURE.md from the widget's `synced(...)` declarations
+(attnscope.widget.contract renders them; run from the repository root)."""
 
 from pathlib import Path
 

@@ -90,6 +90,19 @@ def test_synced_refuses_an_unknown_writer():
         synced(traitlets.Int(0), "doc", writer="nobody")
 
 
+def test_architecture_md_shows_the_js_layers_that_dependency_cruiser_checks():
+    """The front end's layers `npm run lint` enforces (.dependency-cruiser.cjs LAYERS, highest
+    first, under the entry points js/*.js) are the ones ARCHITECTURE.md draws, in the same order,
+    and they are js/'s folders, all of them."""
+    config = (ROOT / ".dependency-cruiser.cjs").read_text(encoding="utf-8")
+    layers = json.loads(re.search(r"^const LAYERS = (\[.*?\]);$", config, re.M).group(1))
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    drawn = text[text.index("<!-- layers js:begin -->"): text.index("<!-- layers js:end -->")]
+    listed = re.findall(r"^\d+\. `([^`]+)`", drawn, re.M)
+    assert listed == ["js/*.js", *(f"js/{name}/" for name in layers)]
+    assert {path.name for path in (ROOT / "js").iterdir() if path.is_dir()} == set(layers)
+
+
 def test_the_views_send_only_declared_messages():
     from attnscope.widget.messages import MESSAGES
 

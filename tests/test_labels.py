@@ -1,5 +1,5 @@
 """Layers and heads are counted from 0 everywhere: the API, the DataFrames, messages and the views
-(issue 30 item 6). The views' side is js/labels.js, checked against the same examples."""
+(issue 30 item 6). The views' side is js/drawing/labels.js, checked against the same examples."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ function button(className, parent, text) {
  * Builds the controls in `root` for the views `[[name, label], ...]`.
  * @param {HTMLElement} root
  * @param {{name: string, label: string, modes: string[], controls: string[]}[]} views  as src/attnscope/widget/views.py
- *   declares them (js/contract.js): modes ("short", "long") and the controls each uses
+ *   declares them (js/transport/contract.js): modes ("short", "long") and the controls each uses
  * @param {ControlActions} actions
  * @param {{page?: boolean}} options  page: a saved copy (no model to rerun: the sentences are read-only, no masking)
  */

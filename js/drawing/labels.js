@@ -1,6 +1,6 @@
 // How layers and heads are named on screen, in pictures and in messages: counted from 0, as in
 // the Python API, Hugging Face's attentions[i], BertViz and TransformerLens. One place, matching
-// src/attnscope/labels.py (js/labels.test.js checks both against js/contract.js's examples).
+// src/attnscope/labels.py (js/drawing/labels.test.js checks both against js/transport/contract.js's examples).
 
 /** Said once where a reader first meets the numbers (the layer select's tooltip). */
 export const COUNTING = "Layers and heads are counted from 0, as in the Python API and Hugging Face's attentions[i].";

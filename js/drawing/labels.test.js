@@ -2,7 +2,7 @@ import { expect, it } from "vitest";
 import { HEAD_LABEL_EXAMPLES } from "../transport/contract.js";
 import { headLabel, headName, headText, layerText } from "./labels.js";
 
-it("names heads as the Python side does (src/attnscope/labels.py, through js/contract.js)", () => {
+it("names heads as the Python side does (src/attnscope/labels.py, through js/transport/contract.js)", () => {
   expect(HEAD_LABEL_EXAMPLES.length).toBeGreaterThan(3);
   for (const [layer, head, label, name] of HEAD_LABEL_EXAMPLES) {
     expect(headLabel(layer, head)).toBe(label);

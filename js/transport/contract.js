@@ -119,9 +119,9 @@ export const TRAITS = [
   "word_level",
 ];
 
-// The custom messages (envelopes in js/channel.js): type → kind and sender.
+// The custom messages (envelopes in js/transport/channel.js): type → kind and sender.
 export const MESSAGES = {
-  /** {layer, head, query} → what js/neuron_maths.js computes one query's numbers from (q, the keys, T5's bias row, the values and ‖f(x_j)‖, as float16 buffers named in `inputs`, with scaling, causal and sink; payloads.neuron_payload), with result_id, part and n_queries so the view files the answer under the run it belongs to. */
+  /** {layer, head, query} → what js/drawing/neuron_maths.js computes one query's numbers from (q, the keys, T5's bias row, the values and ‖f(x_j)‖, as float16 buffers named in `inputs`, with scaling, causal and sink; payloads.neuron_payload), with result_id, part and n_queries so the view files the answer under the run it belongs to. */
   neuron: { kind: "request", sender: "view" },
   /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. */
   layer: { kind: "request", sender: "view" },
@@ -161,7 +161,7 @@ export const VIEWS = [
 // Clark et al.'s head behaviours, as formulas.BEHAVIOURS names them (the scatter colours them).
 export const BEHAVIOURS = ["broad", "previous token", "next token", "[CLS]", "[SEP]", "punctuation", "other"];
 
-// [layer, head, short label, name] as src/attnscope/labels.py names heads (js/labels.test.js).
+// [layer, head, short label, name] as src/attnscope/labels.py names heads (js/drawing/labels.test.js).
 export const HEAD_LABEL_EXAMPLES = [
   [0, 0, "0-0", "layer 0, head 0"],
   [2, 0, "2-0", "layer 2, head 0"],

@@ -1,6 +1,6 @@
 // The analysis tab: an analysis the kernel sent (widget.show_analysis), drawn by the layout its
-// module declares (src/attnscope/analyses/tables.py): js/<layout>_layout.js, listed in the generated
-// js/layout_modules.js (heatmaps, the MDS scatter, the head finder, or a layout of its own).
+// module declares (src/attnscope/analyses/tables.py): js/views/<layout>_layout.js, listed in the generated
+// js/views/layout_modules.js (heatmaps, the MDS scatter, the head finder, or a layout of its own).
 import { el } from "../drawing/dom.js";
 import { LAYOUTS } from "./layout_modules.js";
 import { declared, openHead } from "./view_adapter.js";

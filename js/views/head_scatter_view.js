@@ -15,7 +15,7 @@ const POINT_RADIUS = 5;
 const LEGEND_PITCH = 18;
 const FAR_COLOR = "#888";
 const FAR_NOTE = "far out: drawn on the edge";
-// One colour per behaviour that formulas.BEHAVIOURS names (through js/contract.js), in its order;
+// One colour per behaviour that formulas.BEHAVIOURS names (through js/transport/contract.js), in its order;
 // "other" grey.
 const BEHAVIOUR_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 export const BEHAVIOUR_COLORS = Object.fromEntries(

@@ -1,4 +1,4 @@
-// The views in the tabs' order (js/view_modules.js, generated from src/attnscope/widget/views.py: each
+// The views in the tabs' order (js/views/view_modules.js, generated from src/attnscope/widget/views.py: each
 // view's module exports its adapter), and the sentences under an image's title that say what
 // state it shows.
 import { PARTS } from "../controls/controls.js";

@@ -261,7 +261,7 @@ def test_neuron_view_requests_one_query_and_draws_its_computation(page):
 
     rng = np.random.default_rng(0)
     d, n = 8, len(TOKENS)
-    # The kernel's answer: the inputs of js/neuron_maths.js as float16 (payloads.neuron_payload).
+    # The kernel's answer: the inputs of js/drawing/neuron_maths.js as float16 (payloads.neuron_payload).
     q, keys, values, norms = (np.float16(a).astype(float) for a in
                               (rng.normal(size=d), rng.normal(size=(n, d)), rng.normal(size=(n, d)), 1 + rng.random(n)))
     scores = keys @ q / np.sqrt(d)

@@ -155,16 +155,16 @@ def score_label(result: AttentionResult, layer: int) -> str:
     return f"{scaled} + position bias" if result.score_bias is not None else scaled
 
 
-# The inputs of the neuron maths (js/neuron_maths.js), in the order an answer's buffers carry them.
+# The inputs of the neuron maths (js/drawing/neuron_maths.js), in the order an answer's buffers carry them.
 NEURON_INPUTS = ("query", "keys", "bias", "values", "norms")
 
 
 def neuron_payload(token_result: AttentionResult, layer: int, head: int, query: int) -> tuple[dict, list[bytes]]:
-    """The reply of a "neuron" request: what js/neuron_maths.js computes one query's numbers from,
+    """The reply of a "neuron" request: what js/drawing/neuron_maths.js computes one query's numbers from,
     as float16 buffers named in `inputs` with their `shapes` (q: d; keys, values: Tk × d; bias,
     norms: Tk; bias only with a position bias, values and norms only where a run captured them),
     and how scores are made (scaling, causal, sink, score_label). A saved page's answer
-    (js/saved.js neuronAnswer) is the same bytes, cut from neuron_store's."""
+    (js/transport/saved.js neuronAnswer) is the same bytes, cut from neuron_store's."""
     piece = neuron_inputs(token_result, layer, head, query)
     encoded = {name: encode_float16(getattr(piece, name)) for name in NEURON_INPUTS if getattr(piece, name) is not None}
     content = {"layer": layer, "head": head, "query": query, "d": int(piece.query.shape[0]),
@@ -175,7 +175,7 @@ def neuron_payload(token_result: AttentionResult, layer: int, head: int, query: 
 
 
 def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict | None:
-    """What a saved page answers "neuron" requests from as the kernel would (js/saved.js), for
+    """What a saved page answers "neuron" requests from as the kernel would (js/transport/saved.js), for
     `layers` (float16): queries (layers × heads × Tq × d), keys and values (layers × key-value heads
     × Tk × d: a head that grouped-query heads share is stored once, `key_group` query heads reading
     each), ‖f_h(x_j)‖ (layers × heads × Tk), T5's position bias (layers × heads × Tq × Tk), and how
@@ -254,7 +254,7 @@ def long_notice(result: LongAttentionResult) -> str:
 
 def json_number(value: float) -> float | str | None:
     """A number as JSON can hold it: NaN (missing) as null, ±∞ as "inf" / "-inf", which the views
-    read back (js/views.js analysisState). JSON has neither: `Infinity` in a saved page's data
+    read back (js/views/views.js analysisState). JSON has neither: `Infinity` in a saved page's data
     makes JSON.parse fail and nothing mounts."""
     if math.isnan(value):
         return None
