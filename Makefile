@@ -8,7 +8,7 @@ ifndef TOKEN
 TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-JS_SOURCES := $(wildcard js/*.js js/*.css) scripts/build.mjs
+JS_SOURCES := $(wildcard js/*.js js/*.css js/*/*.js js/*/*.css) scripts/build.mjs
 BUNDLE := src/attnscope/static/widget.js
 
 .PHONY: demo test test-fast test-kinds test-python test-js lint install js chromium bench clean contract docs
@@ -49,7 +49,8 @@ test-fast: install node_modules/.package-lock.json
 	npm test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
-# ruff (Python), biome (JS) and tsc --checkJs over the JSDoc types (js/contract.js included).
+# ruff and import-linter (Python), biome and dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and
+# tsc --checkJs over the JSDoc types (js/transport/contract.js included).
 lint: install node_modules/.package-lock.json
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(VENV)/bin/lint-imports
@@ -92,7 +93,7 @@ $(BUNDLE): node_modules/.package-lock.json $(JS_SOURCES) package.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-# js/contract.js, js/view_modules.js, js/layout_modules.js and ARCHITECTURE.md's contract table from the
+# js/transport/contract.js, js/views/view_modules.js, js/views/layout_modules.js and ARCHITECTURE.md's contract table from the
 # trait, message, view and analysis-layout declarations
 # (tests/test_contract.py says when they are out of date).
 contract: install

@@ -174,8 +174,8 @@ def run_cell_code(page, code: str) -> None:
 
 
 def map_settle_ms() -> int:
-    """How long the map waits for a zoom to rest before asking for it (js/map_view.js SETTLE_MS)."""
-    return int(re.search(r"export const SETTLE_MS = (\d+);", (ROOT / "js" / "map_view.js").read_text(encoding="utf-8"))[1])
+    """How long the map waits for a zoom to rest before asking for it (js/views/map_view.js SETTLE_MS)."""
+    return int(re.search(r"export const SETTLE_MS = (\d+);", (ROOT / "js" / "views" / "map_view.js").read_text(encoding="utf-8"))[1])
 
 
 def kernel_value(page, expression: str):

@@ -3,12 +3,12 @@
 // SVG text. It needs no DOM: the kernel runs it in QuickJS (picture.py), so that a notebook run by
 // nbclient, shown on GitHub or reopened without its kernel still shows what the widget showed.
 import "./picture_runtime.js";
-import { base64Decode } from "./base64.js";
-import { decodeArray } from "./codec.js";
-import { longNumbers, neuronNumbers } from "./requests.js";
-import { neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
-import { sceneToSvg, withCaption } from "./scene.js";
-import { imageCaption, VIEWS } from "./views.js";
+import { base64Decode } from "./drawing/base64.js";
+import { decodeArray } from "./transport/codec.js";
+import { longNumbers, neuronNumbers } from "./transport/requests.js";
+import { neuronAnswer, savedAnswer, withBuffers } from "./transport/saved.js";
+import { sceneToSvg, withCaption } from "./drawing/scene.js";
+import { imageCaption, VIEWS } from "./views/views.js";
 
 // Fewer and fewer lines (the head view's, each model view cell's) until the picture fits its bytes.
 
@@ -59,7 +59,7 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
   const caption = imageCaption(context, state.view);
   let svg = "";
   let scene = null;
-  // Thinner versions of the picture, tried in turn (src/attnscope/widget/views.py, through js/contract.js).
+  // Thinner versions of the picture, tried in turn (src/attnscope/widget/views.py, through js/transport/contract.js).
   const thinning = adapter.thinning ?? [];
   for (const thinner of thinning.length ? thinning : [{}]) {
     const drawn = adapter.picture(context, { title, ...thinner });

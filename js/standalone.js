@@ -4,8 +4,8 @@
 // The model does in the kernel's place what a page can need: a layer switch serves the saved
 // layer, a "neuron" request is answered from the stored queries and keys, and a change that needs
 // the model says so.
-import { createResponder } from "./channel.js";
-import { needsLiveWidget, neuronAnswer, savedAnswer, withBuffers } from "./saved.js";
+import { createResponder } from "./transport/channel.js";
+import { needsLiveWidget, neuronAnswer, savedAnswer, withBuffers } from "./transport/saved.js";
 import widget from "./widget.js";
 
 export { neuronAnswer, savedAnswer, withBuffers };

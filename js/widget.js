@@ -1,17 +1,17 @@
 // anywidget entry: thin glue between the synced traits (src/attnscope/widget/attention_widget.py, listed in the
-// generated js/contract.js) and the views. The controls live in controls.js, the views' table in
+// generated js/transport/contract.js) and the views. The controls live in controls.js, the views' table in
 // views.js, the neuron view's requests in requests.js. A saved page runs this same render() over
 // a static model (standalone.js).
 import "./widget.css";
-import "./analysis_view.css";
-import { createChannel } from "./channel.js";
-import { decodeArray } from "./codec.js";
-import { TRAITS } from "./contract.js";
-import { createControls } from "./controls.js";
-import { el } from "./dom.js";
-import { createLayerRequests, createLongRequests, createNeuronRequests } from "./requests.js";
-import { resolveTheme, watchJupyterTheme } from "./theme.js";
-import { imageCaption, VIEWS } from "./views.js";
+import "./views/analysis_view.css";
+import { createChannel } from "./transport/channel.js";
+import { decodeArray } from "./transport/codec.js";
+import { TRAITS } from "./transport/contract.js";
+import { createControls } from "./controls/controls.js";
+import { el } from "./drawing/dom.js";
+import { createLayerRequests, createLongRequests, createNeuronRequests } from "./transport/requests.js";
+import { resolveTheme, watchJupyterTheme } from "./drawing/theme.js";
+import { imageCaption, VIEWS } from "./views/views.js";
 
 // After the head view draws, the next layer around it is asked for once the page has been
 // quiet this long (a burst of redraws, as while hovering, asks once).

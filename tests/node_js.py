@@ -1,5 +1,5 @@
-"""Run the front end's own modules (js/*.js, no bundle) in Node.js from a Python test: the neuron
-view's maths has one definition, js/neuron_maths.js, and the tests hold it against the model."""
+"""Run the front end's own modules (js/**/*.js, no bundle) in Node.js from a Python test: the neuron
+view's maths has one definition, js/drawing/neuron_maths.js, and the tests hold it against the model."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ JS = Path(__file__).resolve().parent.parent / "js"
 
 def run_js(body: str, payload: Any) -> Any:
     """`body`, an ES module's code that reads `input` (payload, through JSON) and ends with
-    `output = ...`, run in Node.js with `js` as the folder js/ (import from `${js}/x.js`)."""
+    `output = ...`, run in Node.js with `js` as the folder js/ (import from `${js}/<folder>/x.js`)."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("Node.js is not installed")
@@ -36,19 +36,19 @@ _LISTS = "const list = (a) => (a ? Array.from(a, (v) => (Number.isFinite(v) ? v 
 
 
 def neuron_maths(inputs: dict) -> dict:
-    """js/neuron_maths.js neuronMaths on plain numbers (lists, float64): each result as a list."""
+    """js/drawing/neuron_maths.js neuronMaths on plain numbers (lists, float64): each result as a list."""
     return run_js(_LISTS + """
-const { neuronMaths } = await import(`${js}/neuron_maths.js`);
+const { neuronMaths } = await import(`${js}/drawing/neuron_maths.js`);
 const r = neuronMaths(input);
 output = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? v : list(v)]));
 """, inputs)
 
 
 def saved_neuron_answer(page: dict, request: dict) -> dict:
-    """js/saved.js neuronAnswer for a saved page's data (export.page_data): its content, and each
+    """js/transport/saved.js neuronAnswer for a saved page's data (export.page_data): its content, and each
     buffer base64-encoded under "buffers"."""
     return run_js("""
-const { neuronAnswer, withBuffers } = await import(`${js}/saved.js`);
+const { neuronAnswer, withBuffers } = await import(`${js}/transport/saved.js`);
 const { state, served } = withBuffers(input.page.json, input.page.buffers);
 const answer = neuronAnswer(served.neuron, input.request, state);
 const base64 = (view) => Buffer.from(view.buffer, view.byteOffset, view.byteLength).toString("base64");
@@ -58,7 +58,7 @@ output = answer.error ? answer : { content: answer.content, buffers: answer.buff
 
 def live_neuron_answer(content: dict, buffers: list[bytes], request: dict) -> dict:
     """What the live view cuts from the kernel's answer to a "neuron" request (a layer's store,
-    js/requests.js neuronStore) for one head and query, as saved_neuron_answer gives it."""
+    js/transport/requests.js neuronStore) for one head and query, as saved_neuron_answer gives it."""
     return run_js("""
 const { neuronStore } = await import(`${js}/requests.js`);
 const { neuronAnswer } = await import(`${js}/saved.js`);
@@ -71,9 +71,9 @@ output = answer.error ? answer : { content: answer.content, buffers: answer.buff
 
 
 def neuron_numbers(content: dict, buffers: list[bytes]) -> dict:
-    """js/requests.js neuronNumbers (decode the float16 inputs, then the maths) on an answer."""
+    """js/transport/requests.js neuronNumbers (decode the float16 inputs, then the maths) on an answer."""
     return run_js(_LISTS + """
-const { neuronNumbers } = await import(`${js}/requests.js`);
+const { neuronNumbers } = await import(`${js}/transport/requests.js`);
 const view = (bytes) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 const views = input.buffers.map((b) => view(Buffer.from(b, "base64")));
 const r = neuronNumbers(input.content, views);

@@ -2,7 +2,7 @@
 as src/attnscope/analyses/<name>.py would be (its partial, whose results merge, its DataFrame and
 its conversion for the analysis view), and the widget shows it with nothing else changed, in the
 layout it declares (the heatmap by default). An analysis with a layout of its own adds one JS module,
-js/<layout>_layout.js: tests/browser/test_a_new_layout.py builds one and sees it in the live widget,
+js/views/<layout>_layout.js: tests/browser/test_a_new_layout.py builds one and sees it in the live widget,
 the saved page and the picture."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def js_traits() -> list[str]:
-    text = (ROOT / "js" / "contract.js").read_text(encoding="utf-8")
+    text = (ROOT / "js" / "transport" / "contract.js").read_text(encoding="utf-8")
     body = re.search(r"export const TRAITS = \[(.*?)\];", text, re.S).group(1)
     return json.loads(f"[{body.strip().rstrip(',')}]")
 
@@ -34,14 +34,14 @@ def test_the_js_contract_is_generated_from_the_python_one():
     python = sorted(contract_traits(attnscope.AttentionWidget))
     assert sorted(js_traits()) == python, (set(js_traits()) ^ set(python))
     generated = contract_js(attnscope.AttentionWidget)
-    assert (ROOT / "js" / "contract.js").read_text(encoding="utf-8") == generated, (
-        "js/contract.js is out of date: run `make contract`"
+    assert (ROOT / "js" / "transport" / "contract.js").read_text(encoding="utf-8") == generated, (
+        "js/transport/contract.js is out of date: run `make contract`"
     )
-    assert (ROOT / "js" / "view_modules.js").read_text(encoding="utf-8") == view_modules_js(), (
-        "js/view_modules.js is out of date: run `make contract`"
+    assert (ROOT / "js" / "views" / "view_modules.js").read_text(encoding="utf-8") == view_modules_js(), (
+        "js/views/view_modules.js is out of date: run `make contract`"
     )
-    assert (ROOT / "js" / "layout_modules.js").read_text(encoding="utf-8") == layout_modules_js(), (
-        "js/layout_modules.js is out of date: run `make contract`"
+    assert (ROOT / "js" / "views" / "layout_modules.js").read_text(encoding="utf-8") == layout_modules_js(), (
+        "js/views/layout_modules.js is out of date: run `make contract`"
     )
 
 
@@ -90,11 +90,24 @@ def test_synced_refuses_an_unknown_writer():
         synced(traitlets.Int(0), "doc", writer="nobody")
 
 
+def test_architecture_md_shows_the_js_layers_that_dependency_cruiser_checks():
+    """The front end's layers `npm run lint` enforces (.dependency-cruiser.cjs LAYERS, highest
+    first, under the entry points js/*.js) are the ones ARCHITECTURE.md draws, in the same order,
+    and they are js/'s folders, all of them."""
+    config = (ROOT / ".dependency-cruiser.cjs").read_text(encoding="utf-8")
+    layers = json.loads(re.search(r"^const LAYERS = (\[.*?\]);$", config, re.M).group(1))
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    drawn = text[text.index("<!-- layers js:begin -->"): text.index("<!-- layers js:end -->")]
+    listed = re.findall(r"^\d+\. `([^`]+)`", drawn, re.M)
+    assert listed == ["js/*.js", *(f"js/{name}/" for name in layers)]
+    assert {path.name for path in (ROOT / "js").iterdir() if path.is_dir()} == set(layers)
+
+
 def test_the_views_send_only_declared_messages():
     from attnscope.widget.messages import MESSAGES
 
     sent = set()
-    for path in (ROOT / "js").glob("*.js"):
+    for path in (ROOT / "js").rglob("*.js"):
         if path.name.endswith(".test.js"):
             continue
         text = path.read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
 """Layers and heads are counted from 0 everywhere: the API, the DataFrames, messages and the views
-(issue 30 item 6). The views' side is js/labels.js, checked against the same examples."""
+(issue 30 item 6). The views' side is js/drawing/labels.js, checked against the same examples."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def test_a_head_is_named_as_the_python_api_counts_it():
 
 
 def test_the_views_get_the_same_names_through_the_contract():
-    text = (ROOT / "js" / "contract.js").read_text(encoding="utf-8")
+    text = (ROOT / "js" / "transport" / "contract.js").read_text(encoding="utf-8")
     rows = json.loads(re.search(r"export const HEAD_LABEL_EXAMPLES = (\[.*?\]);", text, re.S).group(1).replace(",\n]", "\n]"))
-    assert rows == label_examples() and len(rows) == len(EXAMPLES)  # js/labels.test.js checks labels.js against them
+    assert rows == label_examples() and len(rows) == len(EXAMPLES)  # js/drawing/labels.test.js checks labels.js against them
 
 
 def test_the_nan_message_names_heads_as_the_api_counts_them():

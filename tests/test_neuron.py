@@ -1,7 +1,7 @@
 """The neuron view's numbers (issue 47 item 2: past the softmax) agree with the model's own
 attention and its own per-head output, and the live widget's and the saved page's are the same.
 
-Their maths has one definition, js/neuron_maths.js (widget/neuron_numbers.py says why); these
+Their maths has one definition, js/drawing/neuron_maths.js (widget/neuron_numbers.py says why); these
 tests run it in Node.js (node_js.py) on what the kernel captured."""
 
 import base64
@@ -120,7 +120,7 @@ def test_the_heads_output_is_the_attention_modules_own(family, default_model, be
 
 @pytest.mark.parametrize("family", ["bert (the embedded MiniLM)", "llama (grouped-query)"])
 def test_the_live_and_the_saved_answers_are_the_same(family, default_model, bert_tokenizer):
-    """A "neuron" request answered by the kernel and by the saved page (js/saved.js, from what the
+    """A "neuron" request answered by the kernel and by the saved page (js/transport/saved.js, from what the
     page stores) gives the same content and the same bytes, so the same numbers; those numbers,
     through float16, still give the module's own per-head output."""
     engine = engine_of(family, default_model, bert_tokenizer)

@@ -72,7 +72,7 @@ def artifacts(tmp_path_factory):
 def test_the_sdist_rebuilds_the_same_wheel_offline_without_node(artifacts):
     with tarfile.open(artifacts["sdist"]) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
-    for needed in ("js/widget.js", "js/head_view.test.js", "scripts/build.mjs", "package.json", "package-lock.json",
+    for needed in ("js/widget.js", "js/views/head_view.test.js", "scripts/build.mjs", "package.json", "package-lock.json",
                    "hatch_build.py", "LICENSE", "tests/test_packaging.py", "src/attnscope/static/widget.js",
                    "src/attnscope/static/SOURCES.sha256", "src/attnscope/static/THIRD_PARTY_LICENSES.txt"):
         assert needed in names, needed
@@ -118,7 +118,7 @@ def test_twine_accepts_the_artifacts(artifacts):
 def test_a_bundle_older_than_its_sources_fails_the_build_where_npm_cannot_rebuild_it(artifacts, tmp_path):
     stale = tmp_path / "stale"
     shutil.copytree(artifacts["unpacked"], stale)
-    source = stale / "js" / "head_view.js"
+    source = stale / "js" / "views" / "head_view.js"
     source.write_text(source.read_text() + "\n// an edit after the bundle was built\n")
     done = build(stale, tmp_path / "out", "wheel", env=artifacts["no_node"])
     assert done.returncode != 0

@@ -277,7 +277,7 @@ def test_a_write_that_fails_halfway_puts_back_what_its_first_part_did(widget, mo
 
 def test_an_interrupted_request_is_answered(default_model, monkeypatch):
     widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
-    interrupt_once(monkeypatch, pl, "neuron_payload")
+    interrupt_once(monkeypatch, pl, "neuron_store")
     replies = ask(widget, {"kind": "request", "type": "neuron", "id": 3, "layer": 0, "head": 0, "query": 1})
     assert replies == [{"kind": "reply", "type": "neuron", "id": 3, "error": "interrupted"}]
     replies = ask(widget, {"kind": "request", "type": "neuron", "id": 4, "layer": 0, "head": 0, "query": 1})
@@ -308,7 +308,7 @@ def test_a_write_and_a_request_are_interruptible_where_the_kernel_left_sigint_ig
         monkeypatch.setattr(pl, "thumbnails_payload", slow_and_interrupted)
         page_writes(widget, view="model")
         assert widget.view == "head" and widget.error.startswith("Interrupted")
-        monkeypatch.setattr(pl, "neuron_payload", slow_and_interrupted)
+        monkeypatch.setattr(pl, "neuron_store", slow_and_interrupted)
         replies = ask(widget, {"kind": "request", "type": "neuron", "id": 3, "layer": 0, "head": 0, "query": 1})
         assert replies == [{"kind": "reply", "type": "neuron", "id": 3, "error": "interrupted"}]
         assert seen == [signal.default_int_handler] * 2

@@ -60,7 +60,7 @@ def test_layer_change_sends_that_layer(widget):
 
 
 def test_every_new_run_is_filed_under_a_new_source(widget):
-    """The page keeps the layers it holds while their `source` stays (js/requests.js): a new text
+    """The page keeps the layers it holds while their `source` stays (js/transport/requests.js): a new text
     from Python, or heads masked, is a new run and must not reuse the last one's source, or the
     page draws the old run's layers over the new tokens. A way of showing the same run keeps the
     run's id (its layers are still right)."""
@@ -208,7 +208,7 @@ def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
     assert (content["kind"], content["type"], content["id"]) == ("reply", "neuron", 3)
     assert (content["layer"], content["head"], content["query"]) == (4, 7, 2)
     assert (content["d"], content["n_tokens"]) == (d, n)
-    # What js/neuron_maths.js computes from: q, keys, values, ‖f‖ (issue 47: past the softmax).
+    # What js/drawing/neuron_maths.js computes from: q, keys, values, ‖f‖ (issue 47: past the softmax).
     assert content["inputs"] == ["query", "keys", "values", "norms"] and not content["causal"]
     assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n]
     norms = torch.frombuffer(bytearray(buffers[3]), dtype=torch.float16).float()

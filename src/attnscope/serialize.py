@@ -1,6 +1,6 @@
 """Tensors → binary buffers for the browser: {data: bytes, dtype, shape[, scale]}, never JSON lists.
 
-anywidget hands `bytes` to JavaScript as a DataView (js/codec.js decodes it).
+anywidget hands `bytes` to JavaScript as a DataView (js/transport/codec.js decodes it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 declaration, `@analysis_view(kind, layout="bars")`) plus its export lines in analyses/__init__.py,
 and one JS module, js/bars_layout.js, that draws that layout (issue 46 §1): added to a copy of the
 repository that way, it shows in the live widget, the saved page and the picture, once `make
-contract` (which lists the layout in js/layout_modules.js) and the JS build have run. Nothing of
+contract` (which lists the layout in js/views/layout_modules.js) and the JS build have run. Nothing of
 the widget names it. (tests/test_a_new_analysis.py: a heatmap analysis, one Python module alone.)"""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ EXPORT_LINES = ("from .first_token_bars import first_token_bars\n", '    "first_
 # The layout: one bar a layer, as rows of the page and as a scene for its pictures.
 TOY_LAYOUT = """\
 // A toy layout: one bar a layer, its value written after it.
-import { imageMethods, createScene } from "./scene.js";
+import { imageMethods, createScene } from "../drawing/scene.js";
 
 const line = (state, layer) => `Layer ${layer}: ${state.bars[layer].toFixed(3)}`;
 
@@ -142,7 +142,7 @@ def copy_with_a_toy_layout(tmp_path_factory) -> Path:
     (copy / "node_modules").symlink_to(ROOT / "node_modules")
     analyses = copy / "src" / "attnscope" / "analyses"
     (analyses / "first_token_bars.py").write_text(TOY_ANALYSIS)
-    (copy / "js" / "bars_layout.js").write_text(TOY_LAYOUT)
+    (copy / "js" / "views" / "bars_layout.js").write_text(TOY_LAYOUT)
     init = (analyses / "__init__.py").read_text()
     init = init.replace("from .head_finder import", EXPORT_LINES[0] + "from .head_finder import", 1)
     init = init.replace("__all__ = [\n", "__all__ = [\n" + EXPORT_LINES[1], 1)
@@ -161,8 +161,9 @@ def copy_with_a_toy_layout(tmp_path_factory) -> Path:
 def test_the_copy_differs_by_one_module_its_export_lines_and_one_layout_module(copy_with_a_toy_layout):
     """What was added by hand; the rest is what `make contract` writes. The widget names no analysis."""
     copy = copy_with_a_toy_layout
-    added = {path.name for path in (copy / "js").glob("*.js")} - {path.name for path in (ROOT / "js").glob("*.js")}
-    assert added == {"bars_layout.js"}
+    added = {path.relative_to(copy / "js").as_posix() for path in (copy / "js").rglob("*.js")} - {
+        path.relative_to(ROOT / "js").as_posix() for path in (ROOT / "js").rglob("*.js")}
+    assert added == {"views/bars_layout.js"}
     package = copy / "src" / "attnscope"
     added = {p.relative_to(package).as_posix() for p in package.rglob("*.py")} - {
         p.relative_to(ROOT / "src" / "attnscope").as_posix() for p in (ROOT / "src" / "attnscope").rglob("*.py")}
@@ -172,7 +173,7 @@ def test_the_copy_differs_by_one_module_its_export_lines_and_one_layout_module(c
     assert [line for line in ours if line not in theirs] == list(EXPORT_LINES)
     for path in (package / "widget").glob("*.py"):
         assert path.read_text() == (ROOT / "src/attnscope/widget" / path.name).read_text(), path.name
-    assert 'import { layout as bars } from "./bars_layout.js";' in (copy / "js/layout_modules.js").read_text()
+    assert 'import { layout as bars } from "./bars_layout.js";' in (copy / "js/views/layout_modules.js").read_text()
 
 
 def expected_lines(state: dict) -> list[str]:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TOY_MODULE = """\
 // A toy view: the number of tokens, in a paragraph on screen and as a line of text in pictures.
-import { createScene } from "./scene.js";
+import { createScene } from "../drawing/scene.js";
 import { declared } from "./view_adapter.js";
 
 const toyLine = ({ get }) => `Toy view: ${get("tokens").length} tokens, first ${JSON.stringify(get("tokens")[0])}`;
@@ -84,7 +84,7 @@ def copy_with_a_toy_view(tmp_path_factory) -> Path:
     for name in ("package.json", "ARCHITECTURE.md"):
         shutil.copy(ROOT / name, copy / name)
     (copy / "node_modules").symlink_to(ROOT / "node_modules")
-    (copy / "js" / "toy_view.js").write_text(TOY_MODULE)
+    (copy / "js" / "views" / "toy_view.js").write_text(TOY_MODULE)
     registry = copy / "src" / "attnscope" / "widget" / "views.py"
     text = registry.read_text()
     last = [line for line in text.splitlines(keepends=True) if line.startswith('    View("analysis", ')]
@@ -106,13 +106,13 @@ def copy_with_a_toy_view(tmp_path_factory) -> Path:
 def test_the_copy_differs_by_one_module_and_one_registry_line(copy_with_a_toy_view):
     """What was added by hand; the rest is what `make contract` writes."""
     copy = copy_with_a_toy_view
-    added = {path.relative_to(copy / "js").as_posix() for path in (copy / "js").glob("*.js")} - {
-        path.relative_to(ROOT / "js").as_posix() for path in (ROOT / "js").glob("*.js")}
-    assert added == {"toy_view.js"}
+    added = {path.relative_to(copy / "js").as_posix() for path in (copy / "js").rglob("*.js")} - {
+        path.relative_to(ROOT / "js").as_posix() for path in (ROOT / "js").rglob("*.js")}
+    assert added == {"views/toy_view.js"}
     theirs = (ROOT / "src/attnscope/widget/views.py").read_text().splitlines(keepends=True)
     ours = (copy / "src/attnscope/widget/views.py").read_text().splitlines(keepends=True)
     assert [line for line in ours if line not in theirs] == [TOY_LINE]
-    assert 'import { adapter as toy } from "./toy_view.js";' in (copy / "js/view_modules.js").read_text()
+    assert 'import { adapter as toy } from "./toy_view.js";' in (copy / "js/views/view_modules.js").read_text()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Export equals the screen: the SVG's text sits where the view's labels sit on screen.
 
-Both come from one scene per view (js/scene.js); the SVG is asked for as the kernel asks
+Both come from one scene per view (js/drawing/scene.js); the SVG is asked for as the kernel asks
 (save_image's "image" request), then its <text> positions are compared with the on-screen
 labels' boxes, relative to one reference label in each.
 """

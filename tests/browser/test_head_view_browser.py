@@ -275,7 +275,7 @@ def test_neuron_view_requests_a_layer_and_draws_any_querys_computation(page):
 
     rng = np.random.default_rng(0)
     heads, d, n = 2, 8, len(TOKENS)
-    # The kernel's answer: the layer's inputs of js/neuron_maths.js as float16.
+    # The kernel's answer: the layer's inputs of js/drawing/neuron_maths.js as float16.
     queries, keys, values, norms = (np.float16(a).astype(float) for a in (
         rng.normal(size=(heads, n, d)), rng.normal(size=(heads, n, d)), rng.normal(size=(heads, n, d)), 1 + rng.random((heads, n))))
     neuron_reply(page, request["id"], queries, keys, values, norms)

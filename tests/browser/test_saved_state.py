@@ -269,7 +269,7 @@ NEURON_COLUMNS = """() => {
 
 def test_neuron_view_past_the_softmax_saved_as_live(live_and_saved, default_model):
     """Issue 47: after the softmax, v, α·v and the head's output o, ‖f(x)‖ and α‖f(x)‖; the saved page
-    computes them as the live view does (the same inputs, the same maths: js/neuron_maths.js), for
+    computes them as the live view does (the same inputs, the same maths: js/drawing/neuron_maths.js), for
     30+ tokens in a 1,400-pixel-wide window."""
     text = ("The zookeeper fed the hungry lions before the storm arrived, and then she walked home "
             "through the quiet park while the rain kept falling on the old city.")

@@ -97,8 +97,8 @@ class AnalysisView:
     reads besides (a scatter's "points" and "behaviours", the finder's "finder", a layout of its
     own's own keys)}. A measure may say what its values are: "categories" (their names, values
     index them) or "integer": True (counts, steps: no decimals).
-    layout: the JS module that draws it, js/<layout>_layout.js (`make contract` lists the layouts
-    in js/layout_modules.js).
+    layout: the JS module that draws it, js/views/<layout>_layout.js (`make contract` lists the layouts
+    in js/views/layout_modules.js).
     needs: what it needs beside its payload (NEEDS: "thumbnails", every head's, shown on hover).
     check_choice: (choice, analysis payload) → choice, refusing (InputError) what the reader's
     choice in it (the widget's finder_choice) cannot be.
@@ -135,7 +135,7 @@ def analysis_view(kind: str, *, layout: str = "heatmap", needs: tuple[str, ...] 
 
 
 def layouts() -> list[str]:
-    """The layouts the registered analyses declare, the heatmap first: js/layout_modules.js's."""
+    """The layouts the registered analyses declare, the heatmap first: js/views/layout_modules.js's."""
     return list(dict.fromkeys(["heatmap", *(view.layout for view in ANALYSIS_VIEWS.values())]))
 
 

@@ -1,4 +1,4 @@
-"""Requests and answers over the widget's custom messages, the kernel's side of js/channel.js.
+"""Requests and answers over the widget's custom messages, the kernel's side of js/transport/channel.js.
 
 Every message is an envelope (the same on both sides, and in a saved page, where the static model
 answers in the kernel's place):
@@ -6,7 +6,7 @@ answers in the kernel's place):
 - reply:   {kind: "reply", type, id, ...content} (the request's type and id), or {..., error}
 - event:   {kind: "event", type, ...}, no answer.
 
-The message types are declared once, in MESSAGES below; js/contract.js is generated from it
+The message types are declared once, in MESSAGES below; js/transport/contract.js is generated from it
 (contract.contract_js) and tests/test_contract.py checks that the views send only these.
 """
 
@@ -41,7 +41,7 @@ MESSAGES = {
     message.type: message
     for message in (
         Message("neuron", "request", "view",
-                "{layer} → what js/neuron_maths.js computes any head's and query's numbers of that layer from, "
+                "{layer} → what js/drawing/neuron_maths.js computes any head's and query's numbers of that layer from, "
                 "as a saved page stores it (export.neuron_store: queries, keys, values, ‖f(x_j)‖ and T5's bias as "
                 "float16, scaling, causal): {store, paths} with the store's bytes as buffers at `paths`, and "
                 "layer, result_id, part, shown and n_queries so the view files the answer under the run it belongs to."),

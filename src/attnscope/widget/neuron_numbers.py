@@ -1,7 +1,7 @@
 """What the neuron view's numbers are computed from, for one layer, head and query token i.
 
 The maths itself (q × k_j, the scores, the softmax, α_ij·v_j, the head's output o_i = Σ_j α_ij v_j
-and α_ij‖f_h(x_j)‖) has one definition, js/neuron_maths.js, which the live widget, the saved page
+and α_ij‖f_h(x_j)‖) has one definition, js/drawing/neuron_maths.js, which the live widget, the saved page
 and the kernel's picture all run on the same float16 inputs. Why there and not here: a saved page
 must answer any head and query of its saved layers offline. Computed here, it would have to store
 every query's scores, softmax and output (heads × T² per layer, more than the attention itself);

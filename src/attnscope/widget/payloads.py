@@ -156,7 +156,7 @@ def score_label(result: AttentionResult, layer: int) -> str:
 
 
 def neuron_store(token_result: AttentionResult, layers: Sequence[int]) -> dict | None:
-    """What a saved page answers "neuron" requests from as the kernel would (js/saved.js), for
+    """What a saved page answers "neuron" requests from as the kernel would (js/transport/saved.js), for
     `layers` (float16): queries (layers × heads × Tq × d), keys and values (layers × key-value heads
     × Tk × d: a head that grouped-query heads share is stored once, `key_group` query heads reading
     each), ‖f_h(x_j)‖ (layers × heads × Tk), T5's position bias (layers × heads × Tq × Tk), and how
@@ -235,7 +235,7 @@ def long_notice(result: LongAttentionResult) -> str:
 
 def json_number(value: float) -> float | str | None:
     """A number as JSON can hold it: NaN (missing) as null, ±∞ as "inf" / "-inf", which the views
-    read back (js/views.js analysisState). JSON has neither: `Infinity` in a saved page's data
+    read back (js/views/views.js analysisState). JSON has neither: `Infinity` in a saved page's data
     makes JSON.parse fail and nothing mounts."""
     if math.isnan(value):
         return None

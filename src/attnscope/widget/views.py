@@ -2,9 +2,9 @@
 that keeps its full attention; "long": a run that keeps q, k and row log-sum-exps, attention on
 request), what it draws and how its picture thins. The widget's `view` trait and its checks, the
 CLI's --view, the saved page and the picture (export.py, picture.py: what to make for the open
-view) and the tabs and pictures in JS (js/contract.js's VIEWS and js/view_modules.js, generated
+view) and the tabs and pictures in JS (js/transport/contract.js's VIEWS and js/views/view_modules.js, generated
 by `make contract`) read this table. A new view is one line here and one JS module,
-js/<name>_view.js, that exports its adapter.
+js/views/<name>_view.js, that exports its adapter.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class View:
     draws: str = ""
     # What it asks the kernel for on a long run: a request type (messages.MESSAGES) or "".
     asks: str = ""
-    # The header's controls it uses (js/controls.js): "layer", "filter" (sentence A or B), "part"
+    # The header's controls it uses (js/controls/controls.js): "layer", "filter" (sentence A or B), "part"
     # (an encoder-decoder's), "words", "masks" (the masked heads' bar), "mask mode" (clicks mask
     # heads), "weigh" (Weigh by: attention or α·‖f(x)‖); the others are shown idle or hidden while it is open.
     controls: tuple[str, ...] = ()
@@ -32,8 +32,8 @@ class View:
 
     @property
     def module(self) -> str:
-        """Its JS module, under js/: it exports the view's adapter as `adapter` (js/view_adapter.js
-        says what one is); `make contract` lists it in js/view_modules.js."""
+        """Its JS module, under js/views/: it exports the view's adapter as `adapter` (js/views/view_adapter.js
+        says what one is); `make contract` lists it in js/views/view_modules.js."""
         return f"{self.name}_view.js"
 
 

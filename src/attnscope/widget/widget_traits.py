@@ -1,5 +1,5 @@
 """The widget's synced traits, declared once with `synced(trait, doc, writer=, page=)` (the trait
-contract: contract.py reads them, js/contract.js is generated from them), and its bundle. The
+contract: contract.py reads them, js/transport/contract.js is generated from them), and its bundle. The
 widget (attention_widget.py) adds what the traits do: runs, checks and answers."""
 
 from __future__ import annotations

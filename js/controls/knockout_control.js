@@ -1,0 +1,137 @@
+// The head view's knockout control (Geva et al. 2023; Michel et al.'s disabled heads): a head of
+// the open layer, knocked out whole (its output zeroed) or only its line from the token whose
+// prediction is read to one token (that score −inf before the softmax); the kernel reruns the
+// model ("knockout" request, src/attnscope/widget/knockout_answers.py) and the line under the
+// view says Δ log p of the predicted token. Where the kernel cannot score the run (no LM or MLM
+// head, precomputed attention, a long run, a saved page) the row says why instead.
+// Token text goes in through textContent only.
+import { el, labelled, tokenCaption } from "../drawing/dom.js";
+import { headName, headText } from "../drawing/labels.js";
+
+export const SAVED_PAGE = "Knockout reruns the model: run the live widget in the notebook to knock out a head.";
+const WHOLE = -1;
+
+/** The keys the predicted position reads: a causal model's up to it, an encoder's all. */
+export function knockoutKeys(control, nTokens, causal) {
+  return [...Array(causal ? control.position + 1 : nTokens).keys()];
+}
+
+/** One line on an answer: what was knocked out and Δ log p of the predicted token. */
+export function knockoutLine(answer, tokens, notes = []) {
+  const token = (i) => tokenCaption(tokens[i] ?? "", notes[i]);
+  const what = answer.key === WHOLE ? `${headName(answer.layer, answer.head)} zeroed`
+    : `line ${token(answer.position)} → ${token(answer.key)} blocked in ${headName(answer.layer, answer.head)}`;
+  const size = (v) => (v !== 0 && v < 1e-3 ? v.toExponential(1) : v.toFixed(3)); // a tiny change is not "0.000"
+  const number = (v) => `${v < 0 ? "−" : ""}${size(Math.abs(v))}`;
+  const delta = `${answer.delta > 0 ? "+" : answer.delta < 0 ? "" : "±"}${number(answer.delta)}`;
+  const masks = answer.masked ? " (measured without the masked heads)" : "";
+  return `${what}: log p of “${answer.target}” ${number(answer.log_p)} → ${number(answer.log_p_knocked)}, Δ ${delta}${masks}`;
+}
+
+/** What the control reads of the widget's traits (`get`), on a saved page or live. */
+export function knockoutState(get, page = false) {
+  return {
+    control: get("knockout_control") ?? {}, page, layer: get("layer"), nHeads: get("n_heads"), heads: get("heads"),
+    tokens: get("tokens"), notes: get("token_notes") ?? [], causal: Boolean(get("causal")), resultId: get("result_id"),
+  };
+}
+
+/** A request with no kernel to answer it. @type {(type: string, params?: object) => Promise<{content: any}>} */
+const unanswered = () => Promise.reject(new Error(SAVED_PAGE));
+
+/**
+ * createKnockoutControl(parent, {ask}) → {update(state), destroy()}, state as knockoutState makes
+ * it; ask(type, params) → a promise of {content} (the channel's request).
+ * @param {HTMLElement} parent
+ * @param {{ask?: (type: string, params?: object) => Promise<{content: any}>}} [options]
+ */
+export function createKnockoutControl(parent, { ask = unanswered } = {}) {
+  const row = el("div", "attnscope-knockout", parent);
+  const why = el("span", "attnscope-hint attnscope-knockout-why", row);
+  const head = el("select", "attnscope-knockout-head");
+  const headLabel = labelled(row, "Knock out", head);
+  const key = el("select", "attnscope-knockout-key");
+  key.setAttribute("aria-label", "What of the head");
+  row.appendChild(key);
+  const go = el("button", "attnscope-knockout-run", row);
+  go.type = "button";
+  go.textContent = "Run";
+  go.title = "Rerun the model with this head, or this line of it, knocked out, and say the change of log p of the predicted token";
+  const result = el("span", "attnscope-knockout-result", row);
+  result.setAttribute("aria-live", "polite");
+  let state = null;
+  let shownFor = ""; // the run and layer the result line speaks of
+  let heads = -1;
+  let keysFor = "";
+  let asked = 0;
+
+  go.addEventListener("click", () => {
+    if (!state) return;
+    const sent = { layer: state.layer, head: Number(head.value), key: Number(key.value), result_id: state.resultId };
+    const id = ++asked;
+    const tokens = state.tokens;
+    const notes = state.notes;
+    result.textContent = "knocking out…";
+    go.disabled = true;
+    ask("knockout", sent).then(({ content }) => {
+      if (id === asked) result.textContent = knockoutLine(content, tokens, notes);
+    }, (error) => {
+      if (id === asked) result.textContent = error?.message ?? String(error);
+    }).finally(() => {
+      if (id === asked) go.disabled = false;
+    });
+  });
+
+  return {
+    update(next) {
+      state = next;
+      const reason = next.page ? SAVED_PAGE : next.control?.unavailable ?? (next.control?.position === undefined ? "" : null);
+      const off = reason !== null;
+      why.textContent = reason ?? "";
+      why.hidden = !off || !reason;
+      for (const node of [headLabel, key, go, result]) node.hidden = off;
+      if (off) return;
+      if (heads !== next.nHeads) {
+        head.replaceChildren();
+        for (let h = 0; h < next.nHeads; h++) {
+          const option = el("option", "", head);
+          option.value = String(h);
+          option.textContent = headText(h);
+        }
+        heads = next.nHeads;
+        head.value = String(next.heads?.[0] ?? 0);
+      }
+      if (next.heads?.length === 1) head.value = String(next.heads[0]); // a head shown alone is the one
+      const keys = knockoutKeys(next.control, next.tokens.length, next.causal);
+      const signature = `${next.resultId}:${keys.length}`;
+      if (keysFor !== signature) {
+        const kept = key.value;
+        key.replaceChildren();
+        const whole = el("option", "", key);
+        whole.value = String(WHOLE);
+        whole.textContent = "the whole head";
+        const from = tokenCaption(next.tokens[next.control.position] ?? "", next.notes?.[next.control.position]);
+        for (const k of keys) {
+          const option = el("option", "", key);
+          option.value = String(k);
+          option.textContent = `its line ${from} → ${tokenCaption(next.tokens[k], next.notes?.[k])} (token ${k})`;
+        }
+        key.value = keys.includes(Number(kept)) ? kept : String(WHOLE);
+        keysFor = signature;
+      }
+      const now = `${next.resultId}:${next.layer}`;
+      if (shownFor !== now) { // another text or layer: the last answer spoke of another
+        result.textContent = "";
+        asked++;
+        go.disabled = false;
+        shownFor = now;
+      }
+      const predicted = next.control.output === "masked token" ? "the masked token" : "the next token";
+      row.title = `Δ log p of the token the model predicts at ${predicted}, in layer ${next.layer}`;
+    },
+    destroy() {
+      asked++;
+      row.remove();
+    },
+  };
+}

@@ -1,0 +1,266 @@
+// What the views ask the kernel (or a saved page's static model) for, over the channel, one
+// cached helper for every kind: the neuron view's numbers, the long text view's rows and the map
+// view's tiles. An answer is filed under what the kernel says it answers (run, layer, ...), so an
+// answer for an older run or selection is never shown as current.
+import { decodeArray } from "./codec.js";
+import { neuronMaths } from "../drawing/neuron_maths.js";
+import { neuronAnswer, withBuffers } from "./saved.js";
+
+/**
+ * A cache of answers by key: ask(key, type, params, file) returns the answer filed under key,
+ * null while it is asked for (onAnswer() is called when it comes), or {error}. file(content,
+ * buffers) → [answeredKey, value]: where the answer goes.
+ */
+export function createRequestCache(channel, onAnswer, { limit = 64 } = {}) {
+  const cache = new Map();
+  const pending = new Set();
+  function keep(key, value) {
+    cache.delete(key);
+    cache.set(key, value);
+    while (cache.size > limit) cache.delete(cache.keys().next().value); // the oldest answer goes first
+  }
+  return {
+    ask(key, type, params, file) {
+      if (cache.has(key)) return cache.get(key);
+      if (pending.has(key)) return null;
+      pending.add(key);
+      channel.request(type, params).then(({ content, buffers }) => {
+        const [answered, value] = file(content, buffers);
+        keep(answered, value);
+      }).catch((err) => {
+        keep(key, { error: err.message });
+      }).finally(() => {
+        pending.delete(key);
+        onAnswer();
+      });
+      return null;
+    },
+  };
+}
+
+/**
+ * A "neuron" answer (the kernel's, or a saved page's: the same bytes) as the view's numbers: its
+ * float16 inputs, named in msg.inputs, decoded, and what neuron_maths.js computes from them.
+ */
+export function neuronNumbers(msg, buffers) {
+  const inputs = Object.fromEntries((msg.inputs ?? []).map((name, i) =>
+    [name, decodeArray({ data: buffers[i], dtype: "float16", shape: msg.shapes[i] }).values]));
+  const { query, keys, values = null, norms = null, bias = null } = inputs;
+  const results = neuronMaths({ query, keys, values, norms, bias, d: msg.d, queryIndex: msg.query, scaling: msg.scaling,
+    causal: msg.causal, sink: msg.sink });
+  return { query, keys, values, norms, ...results, d: msg.d, scoreLabel: msg.score_label };
+}
+
+/** A long request's answer (rows, a tile, a window): its content with the float32 values decoded. */
+export const longNumbers = (msg, buffers) => ({ ...msg, values: decodeArray({ data: buffers[0], dtype: msg.dtype, shape: msg.shape }).values });
+
+/**
+ * The neuron view's source: data() returns the numbers for the open layer, head and query, or
+ * null while they are asked for, or {error}. The kernel answers a layer at a time with what a saved
+ * page stores (export.neuron_store): another query or head of that layer is computed here, with
+ * no round trip, cut from the store as a saved page cuts it (saved.js neuronAnswer).
+ * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
+ * @param {(name: string) => any} get  a synced trait
+ * @param {() => void} onAnswer
+ */
+export function createNeuronRequests(channel, get, onAnswer) {
+  const requests = createRequestCache(channel, onAnswer, { limit: 8 });
+  const part = () => ((get("parts") ?? []).length > 1 ? get("attention_part") : "");
+  // Comparing two models: which one's numbers (the same run, layer and query differ by model).
+  const shown = () => (get("compared_model") ? get("compare_shown") : "");
+  let last = { key: "", numbers: null }; // the numbers drawn last: a redraw does not compute them again
+  return {
+    data() {
+      const layer = get("layer");
+      const layerKey = [get("result_id"), layer, get("tokens").length, part(), shown()].join(":");
+      const store = requests.ask(layerKey, "neuron", { layer }, (msg, buffers) => [
+        [msg.result_id, msg.layer, msg.n_queries, msg.part ?? "", msg.shown ?? ""].join(":"), neuronStore(msg, buffers)]);
+      if (!store || store.error) return store;
+      const request = { layer, head: get("neuron_head"), query: get("neuron_query") };
+      const key = `${layerKey}:${request.head}:${request.query}`;
+      if (last.key !== key) {
+        const answer = neuronAnswer(store, request, { result_id: get("result_id") });
+        last = { key, numbers: "error" in answer ? answer : neuronNumbers(answer.content, answer.buffers) };
+      }
+      return last.numbers;
+    },
+  };
+}
+
+/** A "neuron" answer's store with its buffers back at their paths (a saved page's holds them already). */
+export const neuronStore = (msg, buffers) => withBuffers(msg.store, msg.paths.map((path, i) => ({ path, data: buffers[i] })),
+  (view) => new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice(), { copy: false });
+
+// Filed by run and weighing: switching Weigh by keeps the run, and its numbers change.
+const rowKey = (p) => ["row", p.result_id, p.weigh_by, p.layer, p.head, p.token, p.direction].join(":");
+const windowKey = (p) => ["window", p.result_id, p.weigh_by, p.layer, p.token].join(":");
+const tileKey = (p) => ["tile", p.result_id, p.weigh_by, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
+
+/**
+ * The long views' source: row(params), tile(params) and window(params) return {values, ...} for
+ * exact rows, pooled tiles and the head view's window, null while asked for, or {error}; params
+ * as in messages.py ("attention_rows", "attention_tile", "attention_window"), with the run's result_id.
+ */
+export function createLongRequests(channel, onAnswer) {
+  const requests = createRequestCache(channel, onAnswer, { limit: 96 });
+  // The run's id and weighing are in the key, not in the request: the kernel answers with the run it has.
+  const ask = (key, type) => (params) => {
+    const { result_id: run, weigh_by: weighing, ...sent } = params;
+    return requests.ask(key({ result_id: run, weigh_by: weighing, ...sent }), type, sent,
+      (msg, buffers) => [key(msg), longNumbers(msg, buffers)]);
+  };
+  const refining = new Map(); // key → an answer refined in passes (refinedAnswer)
+  let latest = ""; // the one the view last drew: only it refines on its own
+  function refined(key, make) {
+    latest = key;
+    if (!refining.has(key)) {
+      refining.set(key, make(() => latest === key));
+      while (refining.size > 16) refining.delete(refining.keys().next().value);
+    }
+    return refining.get(key).current();
+  }
+  return {
+    row: ask(rowKey, "attention_rows"),
+    tile: ask(tileKey, "attention_tile"),
+    window: ask(windowKey, "attention_window"),
+    /**
+     * A large tile (the map's overview) in passes: the first pass's answer at once, then the next
+     * pass asked for once this one came (one at a time, so the kernel answers a click in between).
+     * → {values, ..., passesDone, passes} (exact once passesDone === passes), null, or {error}.
+     */
+    refined(params) {
+      const key = tileKey(params);
+      const sent = { ...params };
+      delete sent.result_id; // the kernel answers with the run it has, weighed as it has it
+      delete sent.weigh_by;
+      return refined(key, (shown) => refinedAnswer(channel, "attention_tile", sent, (msg) => tileKey(msg) === key, onAnswer, shown));
+    },
+    /**
+     * A long run's model view thumbnails in passes ("thumbnails"), for those the kernel does not
+     * make at once: `what` names the run and selection they are for (result_id, layers, heads).
+     * → {values, shape, layers, heads, n_tokens, passesDone, passes}, null, or {error}.
+     */
+    thumbnails(what) {
+      const same = (got, wanted) => wanted === null || wanted === undefined || String(got) === String(wanted);
+      const answersFor = (msg) => msg.result_id === what.result_id && msg.weigh_by === what.weigh_by
+        && same(msg.layers, what.layers) && same(msg.heads, what.heads);
+      return refined(["thumbnails", what.result_id, what.weigh_by, what.layers, what.heads].join(":"),
+        (shown) => refinedAnswer(channel, "thumbnails", {}, answersFor, onAnswer, shown));
+    },
+  };
+}
+
+/** One answer refined in passes (createLongRequests' refined and thumbnails): passes merged as they
+ * come (a mean's added, else the elementwise max), the next asked for as soon as one comes while
+ * it is the one shown (`shown()`), so the kernel refines it while the page draws; another shown
+ * pauses it until it is drawn again. `answers(msg)`: the answer is for this (not an older run).
+ * current() gives the same object until another pass comes: a view draws again only then. */
+function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
+  let merged = null; // {content, values}: the passes so far, max-merged or summed
+  let done = 0;
+  let passes = null;
+  let asking = false;
+  let error = null;
+  let current = null; // what current() gives for the passes in
+  function askNext() {
+    asking = true;
+    channel.request(type, { ...sent, pass: done }).then(({ content, buffers }) => {
+      if (!answers(content)) return; // another run's
+      const { values } = longNumbers(content, buffers);
+      passes = content.passes ?? 1; // a saved page's answer is the whole map at once
+      if (!merged) merged = { content, values: Float32Array.from(values) };
+      else if (content.reduce === "mean") for (let i = 0; i < values.length; i++) merged.values[i] += values[i];
+      else for (let i = 0; i < values.length; i++) merged.values[i] = Math.max(merged.values[i], values[i]);
+      done += 1;
+      // A mean's passes add up: until all are in, the sum so far stands for its share of them.
+      const shownValues = merged.content.reduce === "mean" && done < passes
+        ? merged.values.map((v) => (v * passes) / done) : merged.values.slice();
+      current = { ...merged.content, values: shownValues, exact: Boolean(merged.content.exact) && done === passes,
+        passesDone: done, passes };
+    }).catch((err) => {
+      error = err.message;
+    }).finally(() => {
+      asking = false;
+      if (!error && done < passes && shown()) askNext();
+      onAnswer();
+    });
+  }
+  return {
+    current() {
+      if (error && !merged) return { error };
+      if (!asking && !error && (passes === null || done < passes)) askNext();
+      return current;
+    },
+  };
+}
+
+// Whole layers a page holds besides the open one, at most this many bytes (12 layers of 512
+// tokens × 12 heads, one byte a weight, fit; a long text's layers are not asked for).
+export const LAYER_BYTES = 48 * 2 ** 20;
+// What a layer takes once held: one byte a weight (however few bytes it crossed as).
+const heldBytes = (payload) => payload.shape.reduce((a, b) => a * b, 1);
+
+/**
+ * The head view's layers. The open one comes in the `attention` trait; the ones around it are
+ * asked for ("layer" requests, one at a time) while the page is idle, so a layer switch draws at
+ * once instead of after a round trip through the kernel. Each is filed under the run it was made
+ * from (the payload's `source`): a new run or another way of showing it drops the others.
+ * data(layer) → the decoded layer, or null while the page does not hold it; prefetch() asks for
+ * the next layer not held (nearest the open one first) and calls onAnswer when it comes.
+ * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
+ * @param {(name: string) => any} get  a synced trait
+ * @param {(name: string) => any} decoded  a binary trait, decoded once per payload
+ */
+export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) {
+  const held = new Map(); // layer → decoded attention, of `source`
+  const refused = new Set(); // layers the kernel did not give for `source`: not asked again
+  let source;
+  let asking = false;
+  let bytes = 0;
+  function open() {
+    const payload = get("attention");
+    if (!payload?.data) return null;
+    if (payload.source !== source) {
+      held.clear();
+      refused.clear();
+      bytes = 0;
+      source = payload.source;
+    }
+    // The trait's copy of a layer already held is the same numbers: the held one is kept, so the
+    // view sees the same object and does not draw it again.
+    if (!held.has(payload.layer)) {
+      held.set(payload.layer, decoded("attention"));
+      bytes += heldBytes(payload);
+    }
+    return payload;
+  }
+  return {
+    data(layer) {
+      return open() ? held.get(layer) ?? null : null;
+    },
+    prefetch() {
+      const payload = open();
+      if (asking || !payload || get("long_context")) return;
+      const n = get("n_layers");
+      const at = get("layer");
+      const order = [];
+      for (let d = 1; d < n; d++) order.push(at + d, at - d);
+      const next = order.find((l) => l >= 0 && l < n && !held.has(l) && !refused.has(l));
+      if (next === undefined || bytes + heldBytes(payload) > LAYER_BYTES) return;
+      asking = true;
+      const askedFor = source;
+      channel.request("layer", { layer: next }).then(({ content, buffers }) => {
+        // An answer for another run (the kernel moved on meanwhile) is not this run's layer.
+        if (content.source !== askedFor || source !== askedFor || held.has(content.layer)) return;
+        held.set(content.layer, decodeArray({ ...content, data: buffers[0] }));
+        bytes += heldBytes(content);
+      }).catch(() => {
+        // Not held: that layer still comes in the trait when opened, after a round trip.
+        if (source === askedFor) refused.add(next);
+      }).finally(() => {
+        asking = false;
+        onAnswer();
+      });
+    },
+  };
+}

@@ -1,0 +1,171 @@
+// The analysis view's layer × head heatmaps (head statistics, importance, syntax accuracy, sinks):
+// a cell per head, coloured by the chosen measure; a click opens the head. Plain data in;
+// heads are labelled "layer-head", counted from 0 (labels.js).
+import { interpolateViridis, schemeTableau10 } from "d3-scale-chromatic";
+import { el, placeTooltip, pointerIn, sizeCanvas } from "../drawing/dom.js";
+import { createGrid, gridCellAt, gridSceneLabels } from "../drawing/grid.js";
+import { headLabel, layerText } from "../drawing/labels.js";
+import {
+  BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene, formatValue, KEY_PITCH, keyLayout, keyMinWidth, keyScene, renderColorBar, renderKey,
+} from "../drawing/legend.js";
+import { createScene, drawScene, imageMethods } from "../drawing/scene.js";
+
+export const HEATMAP_CELL = 28;
+/** A column's label: the head's number, or the analysis's own column (a layout of layers × kinds
+ * of token: state.columns = [{label, name}]). */
+const columnTexts = (state) => (state.columns ? state.columns.map((c) => c.label)
+  : Array.from({ length: state.nHeads }, (_, h) => String(h)));
+const cellName = (state, layer, col) => (state.columns ? `${layerText(layer)} · ${state.columns[col].name}` : headLabel(layer, col));
+
+/** The head under heatmap coordinates (x, y): {layer, head}, or null outside the grid. */
+export function cellAt(x, y, cellSize, nLayers, nHeads) {
+  const cell = gridCellAt(x, y, cellSize, nLayers, nHeads);
+  return cell && { layer: cell.row, head: cell.col };
+}
+
+/** A measure's top of scale: its declared max, or its largest finite value. */
+const maxOf = (m) => m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite));
+
+/** The heatmap as an image from its state alone, on the measure the state names. */
+export function heatmapImage(state, options) {
+  const measure = state.measures.find((m) => m.key === state.measure) ?? state.measures[0];
+  return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), options);
+}
+
+// A measure of categories (a head's role): values are indices into measure.categories, the first
+// ("none") light grey, the others Tableau's ten colours.
+const NONE_COLOR = "#e4e4e4";
+/** The colour of category `index` of a categorical measure. */
+export const categoryColor = (index) => (index === 0 ? NONE_COLOR : schemeTableau10[(index - 1) % schemeTableau10.length]);
+/** A categorical measure's legend: [[name, colour]] of the categories its heads have. */
+export function categoryLegend(measure) {
+  // includes, not a Set of the values: in the kernel's QuickJS a Set of 4 or more numbers read
+  // from a Float32Array finds none but 0 (has(1) is false), and the picture kept one entry.
+  return measure.categories.flatMap((name, i) => (measure.values.includes(i) ? [[name, categoryColor(i)]] : []));
+}
+// Decimals a measure's numbers are written with: none for one of integers (a step, a count).
+const digitsOf = (measure, digits) => (measure.integer ? 0 : digits);
+const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, digitsOf(measure, 3)));
+
+/** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
+export function heatmapBar(measure, max) {
+  return colorBar(measure.label, 0, max, interpolateViridis, { digits: digitsOf(measure, 2) });
+}
+
+/**
+ * The heatmap's cells (viridis from 0 to `max`, grey where a value is missing), one geometry for
+ * the screen's canvas (labels: false) and for images (labels: the title and the grid's labels).
+ */
+export function heatmapScene(state, measure, max, { title = "", labels = true } = {}) {
+  const { nLayers, nHeads } = state;
+  const [left, top] = labels ? [64, 48] : [0, 0];
+  const key = labels && measure.categories ? categoryLegend(measure) : null;
+  // A key wraps to the map's width (or its widest entry's); a colour bar keeps its own.
+  const width = !labels ? nHeads * HEATMAP_CELL
+    : Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8, key ? 12 + keyMinWidth(key) : 0);
+  const legendHeight = !labels ? 0 : key ? 14 + keyLayout(key, width - 12).rows * KEY_PITCH : 16 + BAR_HEIGHT;
+  const s = createScene(width, top + nLayers * HEATMAP_CELL + legendHeight, { background: labels });
+  if (labels) {
+    const range = measure.categories ? "" : ` (0 to ${formatValue(max, digitsOf(measure, 2))})`;
+    s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
+    gridSceneLabels(s, {
+      left, top, cell: HEATMAP_CELL, columnY: 36,
+      columnTexts: columnTexts(state),
+      rowTexts: Array.from({ length: nLayers }, (_, l) => layerText(l)),
+    });
+  }
+  for (let l = 0; l < nLayers; l++) {
+    for (let h = 0; h < nHeads; h++) {
+      const value = measure.values[l * nHeads + h];
+      // Missing (NaN) is grey; ±∞ is the scale's end it lies beyond.
+      const fill = Number.isNaN(value) ? "#bbb"
+        : measure.categories ? categoryColor(value) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
+      s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
+    }
+  }
+  if (key) keyScene(s, 6, top + nLayers * HEATMAP_CELL + 8, key, width - 12);
+  else if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
+  return s.scene;
+}
+
+/**
+ * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?, integer?}], measure,
+ *         columns?: [{label, name}] (the columns are these, not heads: nHeads of them, none opens)}
+ * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none";
+ * integer: its values are whole numbers, written without decimals)
+ */
+export function createHeadMapView(container, callbacks = {}) {
+  const root = el("div", "attnscope-headmap-view", container);
+  const select = el("select", "attnscope-measure", root);
+  select.setAttribute("aria-label", "Measure");
+  const grid = createGrid(root, HEATMAP_CELL, {
+    frame: "attnscope-headmap-grid", columns: "attnscope-headmap-columns", rows: "attnscope-headmap-rows", canvas: "attnscope-headmap",
+  });
+  const { canvas } = grid;
+  const legend = el("div", "attnscope-legend", root);
+  const tooltip = el("div", "attnscope-tooltip", root);
+  tooltip.hidden = true;
+  let state = null;
+  let chosen = null;
+
+  const current = () => state.measures.find((m) => m.key === chosen) ?? state.measures[0];
+
+  function draw() {
+    const measure = current();
+    if (!measure) return;
+    const { nLayers, nHeads } = state;
+    const max = Math.max(maxOf(measure), 1e-9);
+    const ctx = sizeCanvas(canvas, nHeads * HEATMAP_CELL, nLayers * HEATMAP_CELL);
+    if (ctx) drawScene(ctx, heatmapScene(state, measure, max, { labels: false }));
+    canvas.dataset.cells = String(nLayers * nHeads);
+    canvas.dataset.measure = measure.key;
+    select.value = measure.key;
+    if (measure.categories) renderKey(legend, categoryLegend(measure));
+    else renderColorBar(legend, heatmapBar(measure, max));
+  }
+
+  select.addEventListener("change", () => { chosen = select.value; draw(); });
+  canvas.addEventListener("mousemove", (event) => {
+    if (!state) return;
+    const [x, y] = pointerIn(canvas, event);
+    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
+    if (!cell) { tooltip.hidden = true; return; }
+    const measure = current();
+    const value = measure.values[cell.layer * state.nHeads + cell.head];
+    tooltip.textContent = `${cellName(state, cell.layer, cell.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
+    placeTooltip(tooltip, canvas, x, y);
+  });
+  canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
+  canvas.addEventListener("click", (event) => {
+    if (!state) return;
+    const [x, y] = pointerIn(canvas, event);
+    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
+    if (cell && !state.columns) callbacks.onOpenHead?.(cell.layer, cell.head); // a kind of token is no head to open
+  });
+
+  return {
+    update(next) {
+      if (state === next) return;
+      const keys = next.measures.map((m) => m.key);
+      const sameMeasures = state && state.measures.length === keys.length && state.measures.every((m, i) => m.key === keys[i]);
+      if (!sameMeasures || !keys.includes(chosen)) chosen = keys.includes(next.measure) ? next.measure : keys[0];
+      if (state?.measure !== next.measure && keys.includes(next.measure) && sameMeasures) chosen = next.measure;
+      state = next;
+      select.replaceChildren();
+      for (const m of next.measures) {
+        const option = el("option", "", select);
+        option.value = m.key;
+        option.textContent = m.label;
+      }
+      grid.label(columnTexts(next), Array.from({ length: next.nLayers }, (_, l) => layerText(l)));
+      draw();
+    },
+    ...imageMethods(({ title = "" } = {}) => {
+      if (!state) throw new Error("nothing drawn yet");
+      const measure = current();
+      return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), { title });
+    }),
+    destroy() { root.remove(); },
+  };
+}

@@ -1,0 +1,575 @@
+// @vitest-environment jsdom
+// The long-input views' pure parts: zoom and pan, what is asked for, sampling a tile into the
+// region shown, colour scales with sinks set aside, the text view's shading and top tokens, and
+// a saved page's answers.
+import { describe, expect, it, vi } from "vitest";
+import { keyHeadOf, topK } from "../controls/long_controls.js";
+import { axisMarks, mapScene, mapSubtitle, panRegion, regionSamples, regionScale, SETTLE_MS, tileRequest, wholeMap, zoomRegion } from "./map_view.js";
+import { sceneToSvg } from "../drawing/scene.js";
+import { savedAnswer } from "../standalone.js";
+import { shadeOf, textScale } from "../drawing/text_scale.js";
+import { chunkBoundaries, createTextView, shadingTitle, textScene } from "./text_view.js";
+
+describe("map zoom", () => {
+  it("zooms around the pointer and stays inside the map", () => {
+    const n = 8192;
+    const inside = zoomRegion(wholeMap(n), 0.5, 4096, 1000, n);
+    expect(inside.r1 - inside.r0).toBeCloseTo(4096);
+    expect(inside.r0).toBeCloseTo(2048); // the pointer's row keeps its place
+    expect(inside.c0).toBeCloseTo(500);
+    const out = zoomRegion(inside, 10, 4096, 1000, n);
+    expect(out).toEqual(wholeMap(n));
+    let deep = wholeMap(n);
+    for (let i = 0; i < 40; i++) deep = zoomRegion(deep, 0.5, 100, 100, n);
+    expect(deep.r1 - deep.r0).toBe(8); // never below 8 tokens a side
+    expect(panRegion(deep, -500, 10000, n)).toMatchObject({ r0: 0, c1: n });
+  });
+
+  it("asks for whole tokens, the overview at 256 blocks", () => {
+    expect(tileRequest(wholeMap(8192), 8192)).toEqual({ rows: [0, 8192], cols: [0, 8192], bins: 256 });
+    expect(tileRequest(wholeMap(100), 100)).toEqual({ rows: [0, 100], cols: [0, 100], bins: 100 });
+    expect(tileRequest({ r0: 10.5, r1: 40.2, c0: 0, c1: 12 }, 8192)).toEqual({ rows: [10, 41], cols: [0, 12], bins: 256 });
+  });
+});
+
+describe("map sampling", () => {
+  // A 4 × 4 overview of 8 tokens: block (a, b) holds 10·a + b.
+  const overview = { rows: [0, 8], cols: [0, 8], shape: [4, 4], values: Float32Array.from({ length: 16 }, (_, i) => 10 * Math.floor(i / 4) + (i % 4)) };
+
+  it("samples the block holding each position of the region", () => {
+    const whole = regionSamples(overview, wholeMap(8));
+    expect([whole.rows, whole.cols]).toEqual([4, 4]);
+    expect(Array.from(whole.values)).toEqual(Array.from(overview.values));
+    const zoomed = regionSamples(overview, { r0: 4, r1: 8, c0: 0, c1: 4 });
+    expect([zoomed.rows, zoomed.cols]).toEqual([2, 2]);
+    expect(Array.from(zoomed.values)).toEqual([20, 21, 30, 31]);
+    expect(Array.from(zoomed.colFirst)).toEqual([0, 2]);
+  });
+
+  it("sets aside the blocks holding the first tokens, on their own scale", () => {
+    const samples = regionSamples(overview, wholeMap(8));
+    const plain = regionScale(samples, 0);
+    expect(plain.asideMax).toBeLessThan(1e-9);
+    const aside = regionScale(samples, 1); // the first block's column holds token 0
+    expect(aside.asideMax).toBe(30);
+    expect(aside.largest).toBe(33);
+  });
+
+  it("clips the colour at the 99.5th percentile and says so in images", () => {
+    const values = new Float32Array(400).fill(0.01);
+    values[0] = 1; // a first row's weight of 1
+    const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values, exact: true };
+    const scale = regionScale(regionSamples(tile, wholeMap(20)), 0);
+    expect(scale.max).toBeCloseTo(0.01);
+    expect(scale.largest).toBe(1);
+    const { scene } = mapScene({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), n: 20, region: wholeMap(20), tile, aside: 0,
+      selected: 3, head: -1, layer: 0, reduce: "max", model: "m" }, 300);
+    const texts = scene.items.filter((i) => i.type === "text").map((i) => i.text);
+    expect(texts.some((t) => t.includes("99.5th percentile; largest 1.000"))).toBe(true);
+    expect(texts.some((t) => t.includes("exact"))).toBe(true);
+    // 15 px a token: the tokens label both axes.
+    expect(scene.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(Array.from({ length: 20 }, (_, i) => `t${i}`));
+    const raster = scene.items.find((i) => i.type === "raster");
+    expect([raster.cols, raster.rows, raster.rgba.length]).toEqual([20, 20, 1600]);
+    expect(raster.rgba[3]).toBe(255);
+    expect(raster.rgba[7]).toBe(255); // 0.01 is at the clip: full colour
+  });
+
+  it("writes a long text's small largest weight as the bar's ticks do, not as 0.000", () => {
+    const values = new Float32Array(400).fill(1e-4); // 8,000 tokens: each weight about 1/8,000
+    values[0] = 3e-4;
+    const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values, exact: true };
+    const { scene } = mapScene({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), n: 20, region: wholeMap(20), tile, aside: 0,
+      selected: 3, head: -1, layer: 0, reduce: "max", model: "m" }, 300);
+    const legend = scene.items.filter((i) => i.role === "legend").map((i) => i.text).join(" ");
+    expect(legend).toContain("largest 3.0e-4");
+    expect(legend).not.toContain("0.000");
+  });
+
+  it("labels positions, not tokens, while cells are small", () => {
+    const marks = axisMarks(0, 8192, 560, []);
+    expect(marks.every((m) => !m.token)).toBe(true);
+    expect(marks.map((m) => m.text)).toContain("4000");
+  });
+});
+
+describe("text view", () => {
+  it("shades tokens on the scale of those not set aside", () => {
+    const values = Float32Array.from([0.9, 0.05, 0.1, 0.05]);
+    expect(textScale(values).max).toBeCloseTo(0.9);
+    const [sink, a, b] = [0, 1, 2].map(shadeOf(values, textScale(values, { aside: 1 })));
+    expect(sink).toBe("rgba(128,128,128,1.00)");
+    expect(b).toBe("rgba(33,113,181,1.00)"); // 0.1 is the largest once the sink is aside
+    expect(a).toBe("rgba(33,113,181,0.50)");
+    expect(topK(values, 2)).toEqual([0, 2]);
+    expect(topK(Float32Array.from([0, 0.2, 0.1, 0.3, 0.25]), 3)).toEqual([3, 4, 1]);
+  });
+
+  it("groups query heads by key head", () => {
+    expect([0, 3, 4, 7].map((h) => keyHeadOf(h, 8, 2))).toEqual([0, 0, 1, 1]);
+    const body = document.createElement("div");
+    const view = createTextView(body);
+    view.update({ tokens: ["a", "b"], notes: [], selected: 0, values: null, message: "", head: -1, nHeads: 8, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" });
+    const groups = [...body.querySelectorAll("optgroup")].map((g) => [g.label, g.children.length]);
+    expect(groups).toEqual([["Key head 0", 4], ["Key head 1", 4]]);
+  });
+
+  it("shows token text as data, selects on click and lists the top tokens", () => {
+    const body = document.createElement("div");
+    const picked = [];
+    const view = createTextView(body, { onSelect: (i) => picked.push(i) });
+    const tokens = ["<img src=x onerror=alert(1)>", " café", " 日本", "↑", " 🙂"];
+    const values = Float32Array.from([0.1, 0.5, 0.2, 0.15, 0.05]);
+    view.update({ tokens, notes: ["", "", "", "bytes e6 97", ""], selected: 1, values, message: "", head: 2, nHeads: 4,
+      nKeyHeads: 4, direction: "to", aside: 0, layer: 1, model: "m" });
+    const spans = [...body.querySelectorAll(".attnscope-text-token")];
+    expect(spans.map((s) => s.textContent)).toEqual(tokens);
+    expect(body.querySelector("img")).toBeNull();
+    expect(spans[1].classList.contains("attnscope-selected")).toBe(true);
+    expect(spans[3].title).toContain("bytes e6 97");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toBe("Attention to “ café” (token 1), head 2, layer 1");
+    spans[2].click();
+    body.querySelector(".attnscope-top-token").click(); // the largest is the selected token itself: no change
+    body.querySelectorAll(".attnscope-top-token")[1].click();
+    expect(picked).toEqual([2, 2]);
+    const scene = textScene({ tokens, notes: [], selected: 1, values, aside: 0, head: 2, layer: 1, direction: "to" }, { title: "t" });
+    expect(scene.items.filter((i) => i.role === "token").map((i) => i.text)).toContain(" 日本");
+    expect(scene.items.filter((i) => i.role === "selected")).toHaveLength(1);
+  });
+
+  it("dims only the text flow while a selection's numbers are asked for", () => {
+    // A class on an ancestor of every token span makes the browser visit them all on each click.
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const shown = { tokens: ["a", " b", " c"], notes: [], selected: 0, values: Float32Array.from([0.5, 0.3, 0.2]),
+      message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(shown);
+    view.update({ ...shown, selected: 2, values: null });
+    const flow = body.querySelector(".attnscope-text-flow");
+    expect(flow.classList.contains("attnscope-stale")).toBe(true);
+    expect(body.querySelectorAll(".attnscope-stale")).toHaveLength(1);
+    view.update({ ...shown, selected: 2 });
+    expect(body.querySelectorAll(".attnscope-stale")).toHaveLength(0);
+  });
+});
+
+describe("text view reading", () => {
+  it("flows the tokens as the text reads, and keeps their labels in the list and captions", () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const tokens = ["[CLS]", "The", "keep", "##er", "fed", "[SEP]"];
+    const reading = ["[CLS]", "The", " keep", "er", " fed", "[SEP]"];
+    const values = Float32Array.from([0.1, 0.2, 0.3, 0.25, 0.1, 0.05]);
+    const state = { tokens, reading, notes: [], selected: 3, values, message: "", head: null, nHeads: 2, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    expect(body.querySelector(".attnscope-text-flow").textContent).toBe("[CLS]The keeper fed[SEP]");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toContain("“##er”");
+    expect([...body.querySelectorAll(".attnscope-top-token")].map((b) => b.textContent)).toContain("“keep”");
+    const scene = textScene(state, { title: "t" });
+    expect(scene.items.filter((i) => i.type === "text" && i.role === "token").map((i) => i.text).join("")).toBe("[CLS]The keeper fed[SEP]");
+    // Each token is drawn to the width it was laid out by, so "keep" + "er" meet as one word in
+    // the picture (the walk's reopened picture read "Ow ls" for "Owls").
+    const drawn = scene.items.filter((i) => i.type === "text" && i.role === "token");
+    const boxes = scene.items.filter((i) => i.type === "rect" && (i.role === "token" || i.role === "selected"));
+    drawn.forEach((item, n) => { expect(item.fit).toBe(boxes[n].width); expect(item.x).toBe(boxes[n].x); });
+    const svg = sceneToSvg(scene);
+    expect(svg).toMatch(/<text [^>]*textLength="[\d.]+" lengthAdjust="spacingAndGlyphs" xml:space="preserve"[^>]*> keep<\/text>/);
+    // A reading that does not match the tokens (another run's) is not used.
+    view.update({ ...state, tokens: ["a", "b"], reading, values: Float32Array.from([0.5, 0.5]), selected: 0 });
+    expect(body.querySelector(".attnscope-text-flow").textContent).toBe("ab");
+    view.destroy();
+  });
+});
+
+describe("text view: a character split over tokens", () => {
+  it("reads once in the running text, and each of its tokens can still be selected and is marked there", () => {
+    const body = document.createElement("div");
+    const picked = [];
+    const view = createTextView(body, { onSelect: (i) => picked.push(i) });
+    // "près de Zürich" in a byte-level vocabulary: è and ü each split over two tokens.
+    const tokens = ["<s>", "pr", "è", "↑", "s", " de", " Z", "ü", "↑", "rich"];
+    const notes = ["", "", "", "bytes A8 of “è”, shown on an earlier token", "", "", "", "", "bytes BC of “ü”, shown on an earlier token", ""];
+    const reading = ["<s>", "pr", "è", "", "s", " de", " Z", "ü", "", "rich"];
+    const values = Float32Array.from([0.3, 0.05, 0.1, 0.2, 0.05, 0.05, 0.05, 0.1, 0.05, 0.05]);
+    const state = { tokens, notes, reading, selected: 3, values, message: "", head: 0, nHeads: 2, nKeyHeads: 2,
+      direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    const flow = body.querySelector(".attnscope-text-flow");
+    expect(flow.textContent).toBe("<s>près de Zürich");
+    const spans = [...flow.querySelectorAll(".attnscope-text-token")];
+    // Token 3 (the second byte of è) is selected: è is outlined, and says which tokens it holds.
+    expect(spans.filter((s) => s.classList.contains("attnscope-selected")).map((s) => s.dataset.index)).toEqual(["2"]);
+    expect(spans[3].getAttribute("aria-selected")).toBe("true");
+    expect(spans[2].title).toContain("token 3: “↑” (bytes A8 of “è”");
+    expect(body.querySelector(".attnscope-text-caption").textContent).toContain("(token 3)");
+    // A click on è selects its first token; again, the next (round).
+    spans[2].click();
+    view.update({ ...state, selected: 2 });
+    spans[2].click();
+    spans[7].click();
+    expect(picked).toEqual([2, 3, 7]);
+    // The image reads the same, the selection under è.
+    const scene = textScene(state, { title: "t" });
+    const texts = scene.items.filter((i) => i.role === "token").map((i) => i.text);
+    expect(texts.join("")).toBe("<s>près de Zürich");
+    expect(texts).not.toContain("↑");
+    const mark = scene.items.find((i) => i.role === "selected");
+    const e = scene.items.find((i) => i.role === "token" && i.text === "è");
+    expect(mark.x).toBe(e.x);
+    view.destroy();
+  });
+});
+
+describe("text view blocks", () => {
+  it("end at a line's end, else before a word after twice the size, never inside a split character", () => {
+    const words = (n, from = 0) => Array.from({ length: n }, (_, i) => ` w${from + i}`);
+    expect(chunkBoundaries(words(100))).toEqual([0, 100]);
+    expect(chunkBoundaries(words(1100))).toEqual([0, 512, 1024, 1100]);
+    const lines = [...words(300), "end\n", ...words(700)];
+    expect(chunkBoundaries(lines)).toEqual([0, 301, 813, 1001]);
+    // No word starts and no line ends: a block at four times the size, but not before a "" (a split character's byte).
+    const bytes = Array.from({ length: 1100 }, (_, i) => (i === 1024 ? "" : "x"));
+    expect(chunkBoundaries(bytes)).toEqual([0, 1025, 1100]);
+  });
+});
+
+describe("text view picture", () => {
+  // The picture's rows as text: each token's text by the row it is drawn on.
+  const rowsOf = (scene) => {
+    const rows = new Map();
+    for (const item of scene.items.filter((i) => i.type === "text" && i.role === "token")) rows.set(item.y, (rows.get(item.y) ?? "") + item.text);
+    return [...rows.values()];
+  };
+  const words = Array.from({ length: 5000 }, (_, i) => (i % 97 === 96 ? " end.\n" : ` w${i}`));
+  const values = Float32Array.from(words, (_, i) => ((i * 7919) % 1000) / 1000);
+  const state = (selected) => ({ tokens: words, reading: words, notes: [], selected, values, message: "", head: 0, nHeads: 1,
+    nKeyHeads: 1, direction: "from", aside: 0, layer: 0, model: "m" });
+
+  it("shows the lines around the selection as the live view breaks them, a block starting a line", () => {
+    // Every line of the whole text as the flow shows it: each block (chunkBoundaries) from a new line.
+    const starts = chunkBoundaries(words);
+    const all = [];
+    for (let k = 0; k + 1 < starts.length; k++) {
+      const block = textScene({ ...state(starts[k]), tokens: words.slice(starts[k], starts[k + 1]),
+        reading: words.slice(starts[k], starts[k + 1]), values: values.slice(starts[k], starts[k + 1]), selected: 0 },
+      { lines: 10_000 });
+      all.push(...rowsOf(block));
+    }
+    expect(all.join("").replace(/\n/g, "")).toBe(words.join("").replace(/\n/g, ""));
+    for (const selected of [0, 5, starts[3] - 1, starts[3], 2500, 4990, 4999]) {
+      const scene = textScene(state(selected), { lines: 12 });
+      const rows = rowsOf(scene);
+      expect(rows).toHaveLength(12);
+      // Consecutive lines of the whole text, the selection's in the middle where the text allows.
+      const at = all.findIndex((_, k) => rows.every((row, n) => all[k + n] === row));
+      expect(at).toBeGreaterThanOrEqual(0);
+      const mark = scene.items.find((i) => i.role === "selected");
+      const ys = [...new Set(scene.items.filter((i) => i.type === "text" && i.role === "token").map((i) => i.y))];
+      const row = ys.findIndex((y) => Math.abs(y - (mark.y + (mark.height) / 2)) < 1);
+      expect(rows[row]).toContain(words[selected].replace("\n", ""));
+      expect(at).toBe(Math.max(0, Math.min(at + row - 6, all.length - 12)));
+    }
+  });
+});
+
+describe("text view scrolling", () => {
+  it("scrolls to a token chosen in the list, not to one clicked in the text (it is in view)", () => {
+    const body = document.createElement("div");
+    let chosen = -1;
+    const view = createTextView(body, { onSelect: (i) => { chosen = i; } });
+    const tokens = Array.from({ length: 40 }, (_, i) => ` t${i}`);
+    const values = Float32Array.from(tokens, (_, i) => (i === 30 ? 0.9 : 0.1 / 39));
+    const state = { tokens, notes: [], selected: 0, values, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update(state);
+    const flow = body.querySelector(".attnscope-text-flow");
+    Object.defineProperty(flow, "clientHeight", { value: 100 });
+    const spans = [...flow.querySelectorAll(".attnscope-text-token")];
+    spans.forEach((span, i) => { Object.defineProperty(span, "offsetTop", { get: () => 50 * i }); });
+    let scrolled = 0;
+    Object.defineProperty(flow, "scrollTop", { get: () => 0, set: () => { scrolled += 1; } });
+    spans[35].click();
+    expect(chosen).toBe(35);
+    view.update({ ...state, selected: 35 });
+    view.scrollToSelected(); // what the adapter does after a selection
+    expect(scrolled).toBe(0);
+    body.querySelector(".attnscope-top-token").click(); // the list's first: token 30
+    expect(chosen).toBe(30);
+    view.update({ ...state, selected: 30 });
+    view.scrollToSelected();
+    expect(scrolled).toBe(1);
+    view.destroy();
+  });
+});
+
+describe("text view shading", () => {
+  it("shades the tokens of the blocks in view at once and the rest when idle", async () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const n = 4096;
+    const tokens = Array.from({ length: n }, (_, i) => ` t${i}`); // each starts a word: a block every 512
+    const state = { tokens, notes: [], selected: 0, message: "", head: -1, nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    view.update({ ...state, values: null });
+    const flow = body.querySelector(".attnscope-text-flow");
+    const blocks = [...flow.children];
+    expect(blocks.map((b) => b.className)).toEqual(Array(8).fill("attnscope-text-chunk"));
+    expect(blocks.map((b) => b.firstChild.dataset.index)).toEqual(["0", "512", "1024", "1536", "2048", "2560", "3072", "3584"]);
+    // A laid-out flow 100 px tall, each block 100 px, scrolled to the fifth block (tokens 2048–2559).
+    Object.defineProperty(flow, "clientHeight", { value: 100 });
+    Object.defineProperty(flow, "scrollTop", { value: 400 });
+    blocks.forEach((b, k) => {
+      Object.defineProperty(b, "offsetTop", { value: 100 * k });
+      Object.defineProperty(b, "offsetHeight", { value: 100 });
+    });
+    // The blocks' places, and only a few tokens' (the lines in view, bisected for the colour scale).
+    let reads = 0;
+    for (const span of flow.querySelectorAll(".attnscope-text-token")) {
+      const i = Number(span.dataset.index);
+      Object.defineProperty(span, "offsetTop", { get() { reads += 1; return 100 * Math.floor(i / 512) + 12.5 * Math.floor((i % 512) / 64); } });
+      Object.defineProperty(span, "offsetHeight", { value: 12.5 });
+    }
+    view.update({ ...state, values: new Float32Array(n).fill(0.5) });
+    const shaded = () => [...flow.querySelectorAll(".attnscope-text-token")].filter((s) => s.style.background).map((s) => Number(s.dataset.index));
+    const now = shaded();
+    // The blocks in view: 400–500 px (one edge touching the next block's top is not in view).
+    expect(now[0]).toBe(2048);
+    expect(now.at(-1)).toBe(2559);
+    expect(now).toHaveLength(512);
+    expect(reads).toBeLessThan(40);
+    expect(flow.dataset.shading).toBe("in view");
+    // The rest a chunk of spans per idle callback (jsdom writes styles slowly: a few of them here).
+    for (let k = 0; k < 300 && flow.dataset.shading !== "done"; k++) await new Promise((r) => setTimeout(r, 10));
+    expect(shaded()).toHaveLength(n);
+    expect(flow.dataset.shading).toBe("done");
+    view.destroy();
+  });
+});
+
+describe("saved page answers", () => {
+  const answers = [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }];
+  it("answers the saved request, and says why not for others", () => {
+    const state = { result_id: 3, layer: 0, direction: "from", focus_token: 5 };
+    const hit = savedAnswer(answers, { type: "attention_rows", id: 1, layer: 0, head: -1, token: 5, direction: "from" }, state);
+    expect(hit).toEqual({ content: { n_tokens: 9, result_id: 3 }, buffers: ["B"] });
+    const miss = savedAnswer(answers, { type: "attention_rows", id: 2, layer: 0, head: -1, token: 6, direction: "from" }, state);
+    // A saved page may be a slide beside a running kernel: it names what it cannot do, not a missing kernel.
+    expect(miss.error).toMatch(/Another token, layer or direction needs the live widget: this saved copy cannot rerun the model/);
+    expect(miss.error).not.toMatch(/kernel/);
+    expect(savedAnswer(answers, { type: "attention_tile", layer: 0 }, state).error).toMatch(/Zooming in/);
+  });
+});
+
+describe("map on screen", () => {
+  it("draws its axis labels in the widget's theme", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const styles = [];
+    const ctx = new Proxy({}, {
+      get: (target, name) => (name in target ? target[name] : () => {}),
+      set: (target, name, value) => { if (name === "fillStyle") styles.push(value); target[name] = value; return true; },
+    });
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => ctx;
+    globalThis.ImageData ??= class { constructor(data, width, height) { Object.assign(this, { data, width, height }); } };
+    try {
+      const widget = document.createElement("div");
+      widget.className = "attnscope-root attnscope-dark";
+      const view = createMapView(widget);
+      view.region(20);
+      const tile = { rows: [0, 20], cols: [0, 20], shape: [20, 20], values: new Float32Array(400).fill(0.05), exact: true };
+      view.update({ tokens: Array.from({ length: 20 }, (_, i) => `t${i}`), notes: [], n: 20, tile, aside: 0, selected: 0,
+        head: 0, nHeads: 2, nKeyHeads: 2, layer: 0, reduce: "max", model: "m", width: 600, message: "" });
+      expect(styles).toContain("#eee");
+      expect(styles).not.toContain("#222");
+    } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
+describe("map zoom on screen", () => {
+  it("redraws at each wheel event and asks for one region once the gesture rests", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => null;
+    vi.useFakeTimers();
+    try {
+      let redraws = 0;
+      const body = document.createElement("div");
+      const view = createMapView(body, { onZoom: () => { redraws++; } });
+      const n = 1000;
+      view.region(n);
+      const canvas = body.querySelector("canvas.attnscope-map");
+      expect(view.settled(n)).toEqual(wholeMap(n));
+      const wheel = () => canvas.dispatchEvent(new WheelEvent("wheel", { clientX: 300, clientY: 300, deltaY: -100, bubbles: true, cancelable: true }));
+      for (let k = 0; k < 5; k++) { wheel(); vi.advanceTimersByTime(30); } // a wheel turned: events 30 ms apart
+      expect(redraws).toBe(5);
+      expect(view.settled(n)).toEqual(wholeMap(n)); // nothing asked for mid-gesture
+      vi.advanceTimersByTime(SETTLE_MS - 30 - 1);
+      expect(view.settled(n)).toEqual(wholeMap(n));
+      vi.advanceTimersByTime(1);
+      expect(view.settled(n)).toEqual(view.region(n));
+      expect(view.region(n)).not.toEqual(wholeMap(n));
+      expect(redraws).toBe(6); // and a redraw that asks for it
+      view.destroy();
+    } finally {
+      vi.useRealTimers();
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
+describe("map hover card", () => {
+  it("says what is under a still pointer after a wheel zoom, not what was there before", async () => {
+    const { createMapView } = await import("./map_view.js");
+    const original = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = () => null;
+    try {
+      const body = document.createElement("div");
+      let redraws = 0;
+      const view = createMapView(body, { onZoom: () => { redraws++; } });
+      const n = 1000;
+      const tokens = Array.from({ length: n }, (_, i) => `t${i}`);
+      // The overview pools 10 × 10 tokens a block; the exact tile, as the kernel answers a zoom.
+      const overview = { rows: [0, n], cols: [0, n], shape: [100, 100], values: new Float32Array(100 * 100).fill(0.02), exact: false };
+      const exact = { rows: [0, n], cols: [0, n], shape: [n, n], values: new Float32Array(n * n).fill(0.001), exact: true };
+      const state = { tokens, notes: [], n, tile: overview, aside: 0, selected: 0, head: 0, nHeads: 2, nKeyHeads: 2, layer: 0,
+        reduce: "max", model: "m", width: 600, message: "" };
+      view.region(n);
+      view.update(state);
+      const canvas = body.querySelector("canvas.attnscope-map");
+      const card = body.querySelector(".attnscope-tooltip");
+      // jsdom lays nothing out: the canvas's client box is at 0, 0, so client px are canvas px.
+      const top = Number(canvas.dataset.top); // the room its column labels take
+      expect(top).toBeGreaterThan(0);
+      const at = { clientX: 96 + 246, clientY: top + 246, bubbles: true }; // the middle of a 492 px map (margin 96 on the left)
+      canvas.dispatchEvent(new MouseEvent("pointermove", at));
+      expect(card.textContent).toBe("around “t500” (500) → “t500” (500): max of the block 0.0200");
+      canvas.dispatchEvent(new WheelEvent("wheel", { ...at, deltaY: -400, cancelable: true }));
+      expect(redraws).toBe(1);
+      view.update({ ...state, tile: exact }); // the redraw, with the kernel's exact tile
+      expect(card.hidden).toBe(false);
+      // Token labels may take other room than positions did (the map moves by the difference):
+      // the card names what is under the pointer now, as a move to the same place says.
+      const still = card.textContent;
+      expect(still).toMatch(/^“t\d+” \(\d+\) → “t500” \(500\): 0\.0010$/);
+      canvas.dispatchEvent(new MouseEvent("pointermove", at));
+      expect(card.textContent).toBe(still);
+      const shift = Number(canvas.dataset.top) - top;
+      canvas.dispatchEvent(new MouseEvent("pointermove", { ...at, clientY: at.clientY + shift })); // the zoom's own point
+      expect(card.textContent).toBe("“t500” (500) → “t500” (500): 0.0010");
+      view.destroy();
+    } finally {
+      HTMLCanvasElement.prototype.getContext = original;
+    }
+  });
+});
+
+describe("head view on a long run", () => {
+  it("draws the window the kernel answers, marks the selected token and selects on click", async () => {
+    const { VIEWS } = await import("./views.js");
+    const head = VIEWS.find((v) => v.name === "head");
+    expect(head.modes).toContain("long");
+    const tokens = Array.from({ length: 300 }, (_, i) => (i === 150 ? " café<b>" : `t${i}`));
+    const traits = { long_context: true, tokens, token_notes: [], focus_token: 150, layer: 1, n_heads: 2, heads: [0, 1], result_id: 4, causal: true };
+    const get = (name) => traits[name];
+    const sent = [];
+    const body = document.createElement("div");
+    const view = head.create(body, { setTraits: (values) => sent.push(values), redraw: () => {} }, get);
+    const asked = [];
+    let answer = null;
+    const long = { window: (params) => { asked.push(params); return answer; } };
+    expect(head.draw(view, { get, long })).toBe("computing…");
+    expect(asked[0]).toEqual({ result_id: 4, layer: 1, token: 150 });
+    // A window of 4 tokens [148, 152): head 0 attends to the previous token, head 1 to the first,
+    // with small weights, as a row spread over a long text has: drawn relative to the largest.
+    const values = new Float32Array(2 * 4 * 4);
+    for (let i = 0; i < 4; i++) { values[i * 4 + Math.max(0, i - 1)] = 0.0009; values[16 + i * 4] = 0.0004; }
+    answer = { rows: [148, 152], n_tokens: 300, shape: [2, 4, 4], values, layer: 1, token: 150 };
+    expect(head.draw(view, { get, long })).toBe("");
+    const left = [...body.querySelectorAll(".attnscope-left .attnscope-token")];
+    expect(left.map((r) => r.textContent)).toEqual(["t148", "t149", " café<b>", "t151"]);
+    expect(body.querySelector("b")).toBeNull();
+    expect(left[2].classList.contains("attnscope-selected")).toBe(true);
+    const lines = view.lastLines();
+    expect(lines).toHaveLength(8);
+    expect(lines.filter((l) => l.head === 0).map((l) => [l.from, l.to])).toEqual([[0, 0], [1, 0], [2, 1], [3, 2]]);
+    const caption = body.querySelector(".attnscope-window-note").textContent;
+    expect(caption).toContain("Tokens 148–151 of 300, around token 150 “ café<b>”");
+    expect(caption).toContain("relative to the window's largest, 0.00090");
+    expect(lines.map((l) => l.weight)).toContain(1);
+    // Hovering shows the exact weights, not the relative ones.
+    left[2].dispatchEvent(new MouseEvent("mouseenter"));
+    const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
+    expect(right[1].title).toBe("Attention from “ café<b>” to “t149” (the bar and the number):\nhead 0: 0.000900");
+    expect(right[0].title).toBe("Attention from “ café<b>” to “t148” (the bar and the number):\nhead 1: 0.000400");
+    left[2].dispatchEvent(new MouseEvent("mouseleave"));
+    left[3].click();
+    expect(sent).toEqual([{ focus_token: 151 }]);
+    // The image keeps the caption and marks the selected token.
+    const scene = view.scene({ title: "t" });
+    expect(scene.items.some((i) => i.role === "subtitle" && i.text.startsWith("Tokens 148–151"))).toBe(true);
+    expect(scene.items.filter((i) => i.type === "segment" && i.color === "#d62728")).toHaveLength(2);
+    answer = { error: "token=999 is out of range" };
+    expect(head.draw(view, { get, long })).toBe("token=999 is out of range");
+    view.destroy();
+  });
+
+  it("scales the lines without the columns of tokens set aside", async () => {
+    const { VIEWS } = await import("./views.js");
+    const head = VIEWS.find((v) => v.name === "head");
+    const traits = { long_context: true, tokens: ["<s>", "a", "b"], token_notes: [], focus_token: 2, layer: 0, n_heads: 1,
+      heads: [0], result_id: 1, causal: true, sink_aside: 0 };
+    const get = (name) => traits[name];
+    const view = head.create(document.createElement("div"), { setTraits: () => {}, redraw: () => {} }, get);
+    // Rows of one head: most weight on the first token (a sink), a little on the others.
+    const values = Float32Array.from([1, 0, 0, 0.98, 0.002, 0, 0.97, 0.001, 0.002]);
+    const answer = { rows: [0, 3], n_tokens: 3, shape: [1, 3, 3], values };
+    const long = { window: () => answer };
+    head.draw(view, { get, long });
+    expect(view.lastLines().filter((l) => l.to > 0)).toHaveLength(0); // too faint beside the sink
+    traits.sink_aside = 1;
+    head.draw(view, { get, long });
+    const strong = view.lastLines().filter((l) => l.to > 0).map((l) => [l.from, l.to, l.weight]);
+    expect(strong).toEqual([[1, 1, 1], [2, 1, 0.5], [2, 2, 1]]);
+    view.destroy();
+  });
+});
+
+describe("model view on a long run", () => {
+  it("draws thumbnails the kernel refines in passes, saying how far they are", async () => {
+    const { VIEWS } = await import("./views.js");
+    const model = VIEWS.find((v) => v.name === "model");
+    const traits = { long_context: true, tokens: Array.from({ length: 64 }, (_, i) => `t${i}`), thumbnails: {}, n_heads: 2,
+      include_layers: null, include_heads: null, result_id: 3, masked_heads: [] };
+    const get = (name) => traits[name];
+    const body = document.createElement("div");
+    const view = model.create(body, { setTraits: () => {}, redraw: () => {} }, get);
+    let answer = null;
+    const asked = [];
+    const long = { thumbnails: (what) => { asked.push(what); return answer; } };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("loading thumbnails…");
+    expect(asked[0]).toEqual({ result_id: 3, layers: null, heads: null });
+    const values = new Float32Array(1 * 2 * 4 * 4).fill(0.01);
+    values[0] = 0.9;
+    answer = { values, shape: [1, 2, 4, 4], layers: [0], heads: [0, 1], n_tokens: 64, passesDone: 2, passes: 8 };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("");
+    expect(body.querySelector("canvas.attnscope-thumbnails").dataset.cells).toBe("2");
+    expect(body.querySelector(".attnscope-scale-note").textContent).toContain("Refining: each cell is the largest weight of 25% of its rows so far.");
+    answer = { ...answer, passesDone: 8 };
+    model.draw(view, { get, long, width: 600 });
+    expect(body.querySelector(".attnscope-scale-note").textContent).not.toContain("Refining");
+    answer = { error: "This saved page holds no thumbnails." };
+    expect(model.draw(view, { get, long, width: 600 })).toBe("This saved page holds no thumbnails.");
+  });
+});
+
+it("names what the text and map views shade when weighed by value norm (Kobayashi et al.'s ‖αf(x)‖)", () => {
+  const text = { tokens: ["a", "b"], selected: 1, direction: "from", head: -1, layer: 2 };
+  expect(shadingTitle(text)).toMatch(/^Attention from/);
+  expect(shadingTitle({ ...text, weighBy: "value_norm" })).toMatch(/^‖αf\(x\)‖ from/);
+  expect(shadingTitle({ ...text, weighBy: "value_norm", direction: "to" })).toMatch(/^‖αf\(x\)‖ to/);
+  const map = { region: wholeMap(8), tile: { exact: true, rows: [0, 8], passesDone: 1, passes: 1 }, n: 8, head: 0, layer: 1, reduce: "max" };
+  expect(mapSubtitle(map)).not.toMatch(/αf/);
+  expect(mapSubtitle({ ...map, weighBy: "value_norm" })).toMatch(/^‖αf\(x\)‖ \(α × value norm\)/);
+});

@@ -1,0 +1,494 @@
+// The long-input text view: the prompt as flowing text, each token shaded by its attention from
+// (or to) the selected token, for one head or the mean of the layer; the top tokens listed.
+// Click a token (in the text or the list) to select it. The numbers are exact rows or columns
+// the kernel answers ("attention_rows"); this view only draws what it is given.
+import { el, labelled, select, tokenCaption } from "../drawing/dom.js";
+import { BAR_HEIGHT, BAR_WIDTH, colorBarScene, renderColorBar } from "../drawing/legend.js";
+import { createAsidePicker, createHeadPicker, focusHeadName, topK } from "../controls/long_controls.js";
+import { createScene, imageMethods } from "../drawing/scene.js";
+import { textWidth, wrapText } from "../drawing/svg.js";
+import { shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
+import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
+
+export const TOP_K = 12;
+const LINE = 20; // px between lines of text in images
+const IMAGE_WIDTH = 760;
+const IMAGE_LINES = 24;
+
+const format = (v) => (v >= 0.001 || v === 0 ? v.toFixed(3) : v.toExponential(1));
+
+/** What the shading says, e.g. "Attention from “cat” (token 12), head 3, layer 2". */
+export function shadingTitle(state) {
+  const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
+  // Weighed by value norm: α·‖f(x)‖, what the row passes, not the weight alone (engine/weighing.py).
+  const weighed = state.weighBy === "value_norm";
+  const what = `${weighed ? "‖αf(x)‖" : "Attention"} ${state.direction === "to" ? "to" : "from"}`;
+  return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
+}
+
+/** What each token shows in the flow: its reading (spaces before it, no ##) when the run has one. */
+function readingOf({ tokens, reading }) {
+  return reading?.length === tokens.length ? reading : tokens;
+}
+
+/**
+ * The token whose text shows token i in the flow: i itself, or, for the other tokens of a
+ * character split over several (they read as nothing: "près", not "prè↑s"), the token holding
+ * the character's first byte, where a selection of any of them is marked.
+ */
+export function shownAt(reading, i) {
+  let at = i;
+  while (at > 0 && reading[at] === "") at--;
+  return at;
+}
+
+/** The tokens the flow shows as token i's text: [i, end), i and the split character's other tokens. */
+function partsEnd(reading, i) {
+  let end = i + 1;
+  while (end < reading.length && reading[end] === "") end++;
+  return end;
+}
+
+// Tokens per block of the flow (text_view's content-visibility blocks), about.
+export const CHUNK_TOKENS = 256;
+// ms without a scroll event before the shading is rescaled to the text then in view.
+export const SCROLL_REST_MS = 120;
+
+/**
+ * Where the flow's blocks start: [0, ..., n]. A block ends after about CHUNK_TOKENS tokens, at a
+ * line's end where one comes within twice that, else before a token that starts a word (the break
+ * then reads as a line wrapped early), never inside a split character.
+ */
+export function chunkBoundaries(reading) {
+  const starts = [0];
+  const n = reading.length;
+  for (let i = 1; i < n; i++) {
+    const size = i - starts.at(-1);
+    if (size < CHUNK_TOKENS || reading[i] === "") continue;
+    const previous = String(reading[i - 1]);
+    const lineEnd = previous.endsWith("\n");
+    const wordStart = /^\s/.test(String(reading[i]));
+    if (lineEnd || (size >= 2 * CHUNK_TOKENS && wordStart) || size >= 4 * CHUNK_TOKENS) starts.push(i);
+  }
+  starts.push(n);
+  return starts;
+}
+
+// chunkBoundaries of a reading array, kept while the array is: the picture draws a scene once for
+// each size it tries (views.py thinning), each reading the same tokens.
+const boundaryMemo = new WeakMap();
+function boundariesOf(reading) {
+  if (!boundaryMemo.has(reading)) boundaryMemo.set(reading, chunkBoundaries(reading));
+  return boundaryMemo.get(reading);
+}
+
+/**
+ * The lineCount lines around token `marked` (it in the middle where the text allows, else the
+ * first or the last lines), laid out as the live view breaks them: a block (chunkBoundaries)
+ * starts a line. Only the blocks that give those lines are laid out: the whole of 32,768 tokens
+ * took the kernel's picture 0.4 s, beside the user's first clicks.
+ */
+function linesAround(reading, marked, lineCount, width) {
+  const starts = boundariesOf(reading);
+  let block = 0;
+  for (let lo = 0, hi = starts.length - 2; lo <= hi;) { // the last block starting at or before `marked`
+    const mid = (lo + hi) >> 1;
+    if (starts[mid] <= marked) { block = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  const layout = (k) => blockLines(reading, starts[k], starts[k + 1], width);
+  let lines = layout(block);
+  let at = Math.max(0, lines.findIndex((line) => line.some((t) => t.i === marked)));
+  let before = block;
+  let after = block + 1;
+  const half = Math.floor(lineCount / 2);
+  const more = () => { const added = layout(--before); lines = added.concat(lines); at += added.length; };
+  while (at < half && before > 0) more();
+  while (lines.length - at < lineCount - half && after < starts.length - 1) lines.push(...layout(after++));
+  while (lines.length < lineCount && before > 0) more(); // near the end: the last lines, as many as fit
+  const first = Math.max(0, Math.min(at - half, lines.length - lineCount));
+  return lines.slice(first, first + lineCount);
+}
+
+/** Tokens [lo, hi) as lines of {i, text, x, w} within `width` (a "\n" in a token starts a line). */
+function blockLines(reading, lo, hi, width) {
+  const lines = [[]];
+  let x = 0;
+  for (let i = lo; i < hi; i++) {
+    const token = reading[i];
+    if (token === "") continue; // a part of the character before it: nothing of its own to show
+    String(token).split("\n").forEach((part, p) => {
+      if (p > 0) { lines.push([]); x = 0; }
+      const w = Math.max(4, textWidth(part, 12));
+      if (x + w > width - 16 && x > 0) { lines.push([]); x = 0; }
+      lines.at(-1).push({ i, text: part, x, w });
+      x += w;
+    });
+  }
+  return lines;
+}
+
+/**
+ * The text around the selected token as an image: lines of tokens, each on its shade, the
+ * selected one outlined, the top tokens and the colour bars below.
+ */
+export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineCount = IMAGE_LINES } = {}) {
+  const { tokens, values, selected, aside } = state;
+  const reading = readingOf(state);
+  const marked = shownAt(reading, selected); // the selected token, or the split character it is part of
+  const shown = linesAround(reading, marked, lineCount, width);
+  // Scaled to the lines drawn, as the screen to the lines in view (the tokens between are theirs).
+  const drawn = shown.flat();
+  const scale = textScale(values, { aside, selected, lo: drawn[0]?.i ?? 0, hi: drawn.length ? partsEnd(reading, drawn.at(-1).i) : 0 });
+  const shade = shadeOf(values, scale);
+  const note = wrapText(textScaleNote(scale, "the lines shown"), width - 16, 10);
+  const best = topK(values, TOP_K);
+  const top = 44;
+  const listTop = top + shown.length * LINE + 16;
+  const barsTop = listTop + 18 + Math.ceil(best.length / 3) * 18 + 16;
+  const height = barsTop + BAR_HEIGHT + note.length * 14 + 8;
+  const s = createScene(width, height);
+  s.text(8, 12, title || state.model || "", { role: "title" });
+  s.text(8, 30, shadingTitle(state), { size: 11, role: "subtitle" });
+  shown.forEach((line, row) => {
+    const y = top + row * LINE;
+    for (const t of line) {
+      s.rect(8 + t.x, y, t.w, LINE - 2, shade(t.i), t.i === marked ? "selected" : "token");
+      if (t.i === marked) {
+        s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
+      }
+      // Drawn to the width it was laid out by (its spaces kept): the estimate is per character,
+      // and a word split into tokens ("Ow" + "ls") must read as one word, not with a gap inside.
+      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w });
+    }
+  });
+  s.text(8, listTop, `Top ${best.length}:`, { size: 11, role: "list-title" });
+  best.forEach((i, n) => {
+    const cx = 8 + (n % 3) * Math.floor((width - 16) / 3);
+    s.text(cx, listTop + 18 + Math.floor(n / 3) * 18, `${format(values[i])}  “${tokens[i]}” (${i})`, { size: 11, role: "top" });
+  });
+  textBars(scale).forEach((bar, n) => {
+    colorBarScene(s, 8 + n * (BAR_WIDTH + 40), barsTop, bar);
+  });
+  note.forEach((line, n) => { s.text(8, barsTop + BAR_HEIGHT + 8 + n * 14, line, { size: 10, role: "legend-note" }); });
+  return s.scene;
+}
+
+/**
+ * createTextView(container, callbacks) → {update(state), scrollToSelected(), toSvg, toPng, destroy}.
+ * callbacks: onSelect(token), onHead(head), onDirection("from" | "to"), onAside(n).
+ * state: {tokens, notes, reading?, selected, values: Float32Array | null (null while asked for), message,
+ *         head, nHeads, nKeyHeads, direction, aside, layer, model}
+ */
+export function createTextView(container, callbacks = {}) {
+  const root = el("div", "attnscope-text-view", container);
+  const bar = el("div", "attnscope-long-options", root);
+  const heads = createHeadPicker(bar, (h) => callbacks.onHead?.(h));
+  const direction = select("attnscope-direction", [["from", "from the selected token"], ["to", "to the selected token"]]);
+  labelled(bar, "Attention", direction);
+  direction.addEventListener("change", () => callbacks.onDirection?.(direction.value));
+  const aside = createAsidePicker(bar, (n) => callbacks.onAside?.(n));
+  const caption = el("div", "attnscope-text-caption", root);
+  const legend = el("div", "attnscope-legends", root);
+  const main = el("div", "attnscope-text-main", root);
+  const flow = el("div", "attnscope-text-flow", main);
+  flow.setAttribute("role", "listbox");
+  flow.setAttribute("aria-label", "The text: click a token to select it");
+  const side = el("div", "attnscope-text-top", main);
+  el("div", "attnscope-hint", side).textContent = `Top ${TOP_K}`;
+  const list = el("ol", "attnscope-top-list", side);
+  let spans = [];
+  let painted = []; // each span's background as written
+  let asideShown = 0;
+  let tokensShown = null;
+  let shaded = null; // {values, aside, max, note} last painted
+  let selectedShown = -1;
+  let markedShown = -1; // the span outlined for it: the selected token's, or its split character's
+  let readingShown = [];
+  let state = null;
+
+  // A scroll asked for before the text is laid out (a notebook renders a widget before it attaches
+  // it to the page) waits for an update that finds it laid out.
+  let scrollPending = false;
+  function scrollNow() {
+    // The selected token's span, or its split character's (one span in the running text).
+    const span = spans[state ? shownAt(readingShown, state.selected) : -1];
+    if (!span || !flow.clientHeight) return;
+    scrollPending = false;
+    // The text's own scroll only, never the page's: a notebook stays where its reader left it.
+    // A block is its tokens' offset parent (content-visibility contains their layout): the
+    // token's place in the text is the block's place plus its own in the block.
+    const block = /** @type {HTMLElement} */ (span.parentElement);
+    const top = span.offsetTop + (span.offsetParent === block ? block.offsetTop : 0);
+    const bottom = top + span.offsetHeight;
+    if (top < flow.scrollTop || bottom > flow.scrollTop + flow.clientHeight) {
+      flow.scrollTop = Math.max(0, top - (flow.clientHeight - span.offsetHeight) / 2);
+    }
+  }
+
+  // A token clicked in the text is in view: its selection scrolls nothing (and reads no layout).
+  let clickedHere = -1;
+  function choose(i) {
+    clickedHere = -1; // chosen elsewhere (the list, the keys) until the text's click says otherwise
+    if (state && i !== state.selected) callbacks.onSelect?.(i);
+  }
+  flow.addEventListener("click", (event) => {
+    const index = event.target?.dataset?.index;
+    if (index === undefined) return;
+    // A split character's tokens show as one: a click selects its first, clicking again the next.
+    const i = Number(index);
+    const end = partsEnd(readingShown, i);
+    const selected = state?.selected ?? -1;
+    const chosen = selected >= i && selected < end ? i + ((selected - i + 1) % (end - i)) : i;
+    choose(chosen);
+    clickedHere = chosen;
+  });
+  flow.addEventListener("keydown", (event) => {
+    if (!state) return;
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (step) {
+      event.preventDefault();
+      choose(Math.max(0, Math.min(state.tokens.length - 1, state.selected + step)));
+    }
+  });
+  flow.tabIndex = 0;
+
+  // The text in blocks of about CHUNK_TOKENS tokens that the browser lays out and paints only near
+  // the view (content-visibility): a selection then restyles and lays out a few blocks, not 32k spans.
+  let chunks = []; // the blocks, in reading order
+  let chunkStarts = []; // the first token of each, and the token count at the end
+
+  function buildTokens(tokens, notes, reading) {
+    flow.replaceChildren();
+    const fragment = document.createDocumentFragment();
+    readingShown = reading;
+    chunkStarts = chunkBoundaries(reading);
+    // A block's height before it is first shown: its characters at about 8 px each, in lines of
+    // the text's width (the browser keeps the real height once it has laid the block out).
+    const width = Math.max(200, flow.clientWidth || 800);
+    chunks = chunkStarts.slice(0, -1).map((start, k) => {
+      const block = el("div", "attnscope-text-chunk", fragment);
+      let chars = 0;
+      for (let i = start; i < chunkStarts[k + 1]; i++) chars += String(reading[i]).length;
+      block.style.containIntrinsicSize = `auto ${Math.ceil((chars * 8) / width) * 27}px`;
+      return block;
+    });
+    let chunk = -1;
+    spans = tokens.map((token, i) => {
+      if (i === chunkStarts[chunk + 1]) chunk++;
+      const span = document.createElement("span");
+      span.className = "attnscope-text-token";
+      span.textContent = reading[i]; // data, never markup; "" for a split character's other tokens
+      span.dataset.index = String(i);
+      span.title = `${tokenCaption(token, notes?.[i])} · token ${i}`;
+      const end = reading[i] === "" ? i : partsEnd(reading, i);
+      if (end > i + 1) {
+        const others = Array.from({ length: end - i - 1 }, (_, k) => `token ${i + 1 + k}: ${tokenCaption(tokens[i + 1 + k], notes?.[i + 1 + k])}`);
+        span.title += `; split over ${others.join(", ")} (click again to select them)`;
+      }
+      chunks[chunk].appendChild(span);
+      return span;
+    });
+    flow.appendChild(fragment);
+    if (restTimer !== null) cancelIdle(restTimer);
+    restTimer = rest = colors = null;
+    painted = new Array(tokens.length).fill("");
+    asideShown = 0;
+    tokensShown = tokens;
+    shaded = null;
+    listed = null;
+    selectedShown = markedShown = -1;
+  }
+
+  // Shading: the tokens in view are written at once, the rest a chunk at a time when the page is
+  // idle, so a selection shows in the next frame whatever the length. Only what changed is written.
+  let colors = null; // (i) → what span i should show
+  let rest = null; // the next span to check in the background, or null when all are written
+  let restTimer = null;
+  const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
+  const cancelIdle = globalThis.cancelIdleCallback ?? clearTimeout;
+
+  function write(lo, hi) {
+    for (let i = lo; i < hi; i++) {
+      const color = colors ? colors(i) : "";
+      if (painted[i] !== color) {
+        spans[i].style.background = color;
+        painted[i] = color;
+      }
+    }
+  }
+
+  /** [first, end) of the spans in the blocks in the flow's view (with `margin` screens above and
+   * below); everything when not laid out. It reads the blocks' places only (a block off screen has
+   * its remembered or estimated height, its tokens are not laid out): called before the update
+   * writes anything, the layout is clean. A selection shades the blocks in view in its frame (each
+   * span restyled costs the frame: 1,500 took 20 ms at 32,768 tokens) and the rest when idle. */
+  function inView(margin = 0) {
+    const height = flow.clientHeight;
+    if (!height || !spans.length) return [0, spans.length];
+    const top = flow.scrollTop - margin * height;
+    const bottom = flow.scrollTop + (1 + margin) * height;
+    const firstEndingBelow = (y) => { // blocks are in reading order, one under the other
+      let lo = 0;
+      let hi = chunks.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (chunks[mid].offsetTop + chunks[mid].offsetHeight <= y) lo = mid + 1; else hi = mid;
+      }
+      return lo;
+    };
+    const first = Math.min(chunks.length - 1, firstEndingBelow(top));
+    let end = first;
+    while (end < chunks.length && chunks[end].offsetTop < bottom) end++;
+    return [chunkStarts[first], chunkStarts[Math.max(end, first + 1)]];
+  }
+
+  function writeRest(deadline) {
+    restTimer = null;
+    const end = Math.min(spans.length, rest + 1024);
+    write(rest, end);
+    rest = end < spans.length ? end : null;
+    if (rest !== null && deadline?.timeRemaining?.() > 4) return writeRest(deadline);
+    if (rest !== null) restTimer = idle(writeRest);
+    flow.dataset.shading = rest === null ? "done" : "in view";
+  }
+
+  // The scale follows the text in view once a scroll rests: rescaling a screen of spans on every
+  // scroll frame would cost each frame what a selection costs (about 20 ms at 32,768 tokens).
+  let restingTimer = null;
+  const rescaleSoon = () => {
+    clearTimeout(restingTimer);
+    // Off the page (clientHeight 0) nothing is in view: the scale waits to be put back.
+    restingTimer = setTimeout(() => { if (state?.values && shaded && flow.clientHeight) paint(state); }, SCROLL_REST_MS);
+  };
+  flow.addEventListener("scroll", () => {
+    if (rest !== null) write(...inView());
+    rescaleSoon();
+  });
+  // Put on the page or resized, other lines are in view (a notebook draws the view before it
+  // attaches it: a text scaled then, whole, would keep that scale until a scroll).
+  const resized = globalThis.ResizeObserver ? new ResizeObserver(rescaleSoon) : null;
+  resized?.observe(flow);
+
+  // blocks and seen: inView's and tokensInView's, read before the update writes anything.
+  function paint({ values, aside, selected }, blocks = inView(), seen = tokensInView(flow, spans, blocks)) {
+    const [lo, hi] = seen;
+    const scale = textScale(values, { aside, selected, lo, hi });
+    const note = textScaleNote(scale);
+    flow.dataset.scaledBy = `${lo},${hi}`; // the tokens the scale was taken from
+    // Rows cross as float16: two parts of the text often share their largest, and keep their colours.
+    if (!(shaded && shaded.values === values && shaded.aside === aside && shaded.max === scale.max)) {
+      colors = shadeOf(values, scale);
+      for (let i = 0; i < Math.max(aside, asideShown); i++) spans[i]?.classList.toggle("attnscope-aside", i < aside);
+      if (restTimer !== null) cancelIdle(restTimer);
+      write(...blocks);
+      rest = blocks[1] - blocks[0] < spans.length ? 0 : null;
+      if (rest !== null) restTimer = idle(writeRest);
+      flow.dataset.shading = rest === null ? "done" : "in view";
+      asideShown = aside;
+    } else if (note === shaded.note) return;
+    shaded = { values, aside, max: scale.max, note };
+    legend.replaceChildren();
+    for (const b of textBars(scale)) renderColorBar(el("div", "", legend), b);
+    el("div", "attnscope-text-scale", legend).textContent = note;
+  }
+
+  let listed = null; // the values the list was made from
+  function listTop(values) {
+    if (values === listed) return;
+    listed = values;
+    list.replaceChildren();
+    for (const i of topK(values, TOP_K)) {
+      const item = el("li", "attnscope-top-item", list);
+      const button = el("button", "attnscope-top-token", item);
+      button.type = "button";
+      button.textContent = `“${state.tokens[i]}”`;
+      button.title = `token ${i}: select it`;
+      button.addEventListener("click", () => { choose(i); });
+      el("span", "attnscope-top-where", item).textContent = ` ${i} · ${format(values[i])}`;
+    }
+  }
+
+  return {
+    update(next) {
+      // What is in view, read before anything is written: reading it after would lay the text out again.
+      const fresh = next.values && !(shaded && shaded.values === next.values && shaded.aside === next.aside);
+      const blocks = tokensShown === next.tokens && fresh ? inView() : null;
+      const seen = blocks && tokensInView(flow, spans, blocks);
+      state = next;
+      heads.update(next.nHeads, next.nKeyHeads, next.head);
+      direction.value = next.direction;
+      aside.update(next.aside);
+      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes, readingOf(next));
+      if (selectedShown !== next.selected) {
+        // Outlined where it reads: a split character's other token is empty, its character outlined.
+        spans[markedShown]?.classList.remove("attnscope-selected");
+        spans[selectedShown]?.removeAttribute("aria-selected");
+        markedShown = shownAt(readingShown, next.selected);
+        spans[markedShown]?.classList.add("attnscope-selected");
+        spans[next.selected]?.setAttribute("aria-selected", "true");
+        selectedShown = next.selected;
+      }
+      caption.textContent = next.message || (next.values ? shadingTitle(next) : `${shadingTitle(next)}: computing…`);
+      // On the flow itself: a class on the root sends the browser through every token span to
+      // find the flow (43 ms of style invalidation at 32,768 tokens, on each click).
+      flow.classList.toggle("attnscope-stale", !next.values);
+      if (next.values) {
+        if (fresh) paint(next, blocks ?? undefined, seen ?? undefined);
+        listTop(next.values);
+      }
+      if (scrollPending) scrollNow();
+    },
+    /** Brings the selected token into the text's view: when the view opens (a long text's selected
+     * token may be thousands of lines down) and after a selection from the list or the map. */
+    scrollToSelected() {
+      const clicked = state && state.selected === clickedHere;
+      clickedHere = -1;
+      if (clicked) return;
+      scrollPending = true;
+      scrollNow();
+    },
+    ...imageMethods(({ title = "" } = {}) => {
+      if (!state?.values) throw new Error("nothing drawn yet");
+      return textScene(state, { title });
+    }),
+    destroy() {
+      if (restTimer !== null) cancelIdle(restTimer);
+      clearTimeout(restingTimer);
+      resized?.disconnect();
+      root.remove();
+    },
+  };
+}
+
+// The text view's state: the shading of the selected token's row or column (values null while asked for).
+function textState({ get, long }) {
+  const tokens = get("tokens");
+  const selected = get("focus_token");
+  const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
+  const row = answered(answer, (a) => a.values.length === tokens.length);
+  return { tokens, notes: get("token_notes"), reading: get("token_reading"), selected, values: row?.values ?? null, message: answer?.error ?? "",
+    head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
+    aside: get("sink_aside"), layer: get("layer"), model: get("model_name"), weighBy: get("weigh_by") };
+}
+
+/** @type {import("./view_adapter.js").ViewAdapter} */
+export const adapter = {
+  ...declared("text"),
+  create(body, { setTraits }) {
+    return createTextView(body, { ...longCallbacks(setTraits), onDirection: (direction) => setTraits({ direction }) });
+  },
+  draw(view, context) {
+    const state = textState(context);
+    const moved = view.selected !== state.selected;
+    view.update(state);
+    if (moved) view.scrollToSelected();
+    view.selected = state.selected;
+    return state.message ? "" : state.values ? "" : "computing…";
+  },
+  picture(context, options) {
+    const state = textState(context);
+    return state.message || (state.values ? textScene(state, options) : "computing…");
+  },
+  title: layerTitle,
+  shows: ["notice", "weigh"], // its colour bars name the tokens set aside
+};
