@@ -34,6 +34,7 @@ import torch
 from .. import checks
 from ..errors import InputError, NoAttentionError
 from .attention_model import AttentionModel, model_of
+from .encoder_decoder_generation import check_lengths, encoder_decoder_steps, from_encoder_decoder_output
 from .exact_attention import ScoreRule
 from .fast_capture import LayerCapture
 from .generation_run import Generation, GenerationSettings, Reading, Stop, eos_ids, given_rows, settings_of, token_loop
@@ -108,8 +109,14 @@ def _generating_model(model: Any) -> AttentionModel:
     hf = engine.model
     head = hf.get_output_embeddings() if hasattr(hf, "get_output_embeddings") else None
     if engine.is_encoder_decoder:
-        raise InputError(f"model={engine.name} is an encoder-decoder model: generation with attention is for decoder "
-                         "models (Llama, Qwen2, SmolLM2) for now; encoder-decoders' cross-attention is left for later.")
+        if head is None:
+            raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate: it is an encoder-decoder "
+                             "without its language-modelling head. Load its conditional-generation model, e.g. "
+                             "BartForConditionalGeneration or AutoModelForSeq2SeqLM.from_pretrained(...).")
+        if not engine.groups:
+            raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate with attention: attnscope "
+                             "does not find its encoder's, decoder's and cross-attention modules.")
+        return engine
     if head is None or not engine.causal:
         raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate: it has no language-modelling "
                          "head on a causal decoder (an encoder reads text but does not write it). Load a causal LM, "
@@ -138,7 +145,9 @@ def generation_steps(
     after each new token, and once more when `stop` ended it (finish "stopped"); its attention is
     exact at every step.
 
-    model: an AttentionModel of a causal LM (attnscope.load). prompt: the text to continue.
+    model: an AttentionModel of a causal LM (attnscope.load). prompt: the text to continue. An
+    encoder-decoder's (BART, T5) prompt is its source: its run is encoder_decoder_generation's,
+    each step's cross-attention over the source and self-attention over the output kept exact.
     do_sample False: greedy; True: sampled at `temperature` from the `top_p` nucleus with `seed`.
     chat: read the prompt as a user's message through the tokenizer's chat template (the default
     where the tokenizer has one, e.g. SmolLM2-Instruct). stop: a threading.Event or a callable,
@@ -162,6 +171,10 @@ def generation_steps(
         raise InputError(f"prompt={checks.short_repr(prompt)} gives no tokens: give the text the model continues.")
     engine.check_token_ids(prompt_ids)
     n_prompt = prompt_ids.shape[1]
+    if engine.is_encoder_decoder:  # the prompt is the source the decoder reads by cross-attention
+        check_lengths(engine, prompt, n_prompt, settings)
+        yield from encoder_decoder_steps(engine, prompt, prompt_text, encoded, settings, stop, checked_step)
+        return
     limit = max_positions(engine.model, engine.tokenizer)
     if limit is not None and n_prompt + settings.max_new_tokens > limit:
         raise InputError(f"max_new_tokens={settings.max_new_tokens} after a prompt of {n_prompt} tokens is more than "
@@ -245,15 +258,18 @@ def _long_result(engine: AttentionModel, run: Generation, kept: _Kept, encoded: 
     )
 
 
-def from_generate(output: Any, model: Any) -> Generation:
+def from_generate(output: Any, model: Any, source: Any = None) -> Generation:
     """A Generation from the user's own `model.generate(ids, output_attentions=True,
-    return_dict_in_generate=True)` output (one sequence, a decoder): its per-step rows, given,
-    not recomputed, as an AttentionResult (layers × heads × T × T) over the tokens the model read,
+    return_dict_in_generate=True)` output (one sequence): its per-step rows, given, not
+    recomputed, as an AttentionResult (layers × heads × T × T) over the tokens the model read,
     the prompt and every new token but the last (model.generate never reads its last token back).
+    An encoder-decoder's (BART, T5) is an EncoderDecoderResult of its encoder's, decoder's and
+    cross-attention (encoder_decoder_generation.from_encoder_decoder_output); its output holds no source
+    tokens: `source` gives them (the input ids given to model.generate, or the source text).
     model: the AttentionModel of the model that generated (its tokenizer and name)."""
     engine = _generating_model(model)
-    if getattr(output, "decoder_attentions", None) is not None:
-        raise InputError("output is an encoder-decoder model's: from_generate reads a decoder's for now.")
+    if engine.is_encoder_decoder or getattr(output, "decoder_attentions", None) is not None:
+        return from_encoder_decoder_output(output, engine, source)
     steps = getattr(output, "attentions", None)
     if not steps or getattr(output, "sequences", None) is None:
         raise InputError(f"output ({type(output).__name__}) has no attentions: generate with "
