@@ -254,3 +254,71 @@ def test_model_generates_own_encoder_decoder_attentions_become_an_encoder_decode
     output.cross_attentions = tuple(broken)
     with pytest.raises(InputError, match=r"output.cross_attentions\[2\]\[0\] is not attention probabilities"):
         from_generate(output, engine, source=source)
+
+
+# The widget: attnscope.generate on an encoder-decoder.
+
+
+@pytest.fixture(scope="module")
+def t5_engine(bert_tokenizer):
+    return attnscope.load(writer("t5 (relative-position bias)"), bert_tokenizer, device="cpu")
+
+
+def test_the_widget_shows_the_source_then_the_output_and_says_which_attention_is_where(t5_engine):
+    from test_long_widget import ask, values
+
+    from attnscope.widget.export import page_state
+
+    widget = attnscope.generate(PROMPT, model=t5_engine, max_new_tokens=STEPS, chat=False)
+    try:
+        run = widget.wait(timeout=120)
+        long, n = run.attention, len(run.prompt_ids)
+        assert run.finish == "max_new_tokens" and not widget.generating and widget.long_context and widget.view == "text"
+        assert widget.tokens == long.labels and len(widget.tokens) == n + 1 + STEPS
+        assert widget.token_reading[n].startswith("\n")  # the output starts a line of its own
+        assert widget.focus_token == len(run.ids) - 1  # the newest token selected
+        notice = widget.notice.splitlines()
+        assert notice[0] == f"Generated greedily: {STEPS} new tokens."
+        assert notice[1].startswith(f"Encoder-decoder: the source's {n} tokens, then the decoder's") and \
+            "cross-attention over the source, then its self-attention over the output" in notice[1]
+        # An output token's row: the source by cross-attention, the output before it by self-attention.
+        content, buffers = ask(widget, "attention_rows", layer=1, head=2, token=n + 3, direction="from")
+        row = values(content, buffers)
+        assert "error" not in content and torch.allclose(row, long.attention_rows(1, 2, [n + 3])[0], atol=1e-6)
+        assert abs(float(row[:n].sum()) - 1) < 1e-4 and abs(float(row[n:].sum()) - 1) < 1e-4 and float(row[n + 4:].sum()) == 0
+        # What attends to a source token: the encoder's rows and the output's cross-attention.
+        content, buffers = ask(widget, "attention_rows", layer=0, head=-1, token=2, direction="to")
+        assert torch.allclose(values(content, buffers), long.mean_attention_columns(0, [2])[:, 0], atol=1e-6)
+        for type_, params in (("attention_tile", dict(layer=1, head=-1, rows=[0, n + 7], cols=[0, n + 7], bins=8)),
+                              ("attention_window", dict(layer=1, token=n + 2)), ("thumbnails", {"pass": 0})):
+            content, _ = ask(widget, type_, **params)
+            assert "error" not in content, (type_, content)
+        saved = page_state(widget)  # the saved page's answers: the same requests, from the same run
+        assert all("error" not in answer["content"] for answer in saved["served"]["answers"])
+    finally:
+        widget.close()
+
+
+def test_stop_keeps_the_output_so_far_and_leaves_nothing_running(t5_engine):
+    threads = threading.active_count()
+    widget = attnscope.generate(PROMPT, model=t5_engine, max_new_tokens=60, chat=False)
+    try:
+        while widget.generation.steps < 2:
+            assert widget.generating
+            widget._done.wait(0.01)
+        run = widget.stop(timeout=60)
+        assert run.finish == "stopped" and 2 <= run.steps < 60 and not widget.generating
+        assert not widget._thread.is_alive() and threading.active_count() == threads
+        assert len(widget.tokens) == len(run.ids) and widget.notice.splitlines()[0].endswith("stopped.")
+    finally:
+        widget.close()
+
+
+def test_the_widget_refuses_bad_input_before_anything_is_shown(t5_engine, bert_tokenizer, monkeypatch):
+    shown = []
+    monkeypatch.setattr("attnscope.widget.generation_widget.shown", lambda widget: shown.append(widget) or widget)
+    with pytest.raises(InputError, match="prompt=.* is empty"):
+        attnscope.generate(" ", model=t5_engine)
+    with pytest.raises(InputError, match=r"T5Model\) cannot generate: it is an encoder-decoder without"):
+        attnscope.generate(PROMPT, model=attnscope.load(tiny_t5(lm_head=False), bert_tokenizer, device="cpu"))
+    assert shown == []
