@@ -293,6 +293,10 @@ def test_the_widget_shows_the_source_then_the_output_and_says_which_attention_is
                               ("attention_window", dict(layer=1, token=n + 2)), ("thumbnails", {"pass": 0})):
             content, _ = ask(widget, type_, **params)
             assert "error" not in content, (type_, content)
+        assert widget.weigh_unavailable.startswith("Weighing by value norm is not kept for")
+        with pytest.raises(InputError, match="not kept for"):
+            widget.weigh_by = "value_norm"
+        assert widget.weigh_by == "attention"
         saved = page_state(widget)  # the saved page's answers: the same requests, from the same run
         assert all("error" not in answer["content"] for answer in saved["served"]["answers"])
     finally:
