@@ -11,7 +11,8 @@ import warnings
 
 import pytest
 import torch
-from small_models import model_state, tiny_bart, tiny_t5
+import transformers
+from small_models import VOCAB, model_state, sharpened, tiny_bart, tiny_t5
 from test_generation import PROMPT, STEPS
 
 import attnscope
@@ -22,12 +23,26 @@ from attnscope.engine.generation import from_generate, generate, generation_step
 from attnscope.engine.models import borrowed
 
 FAMILIES = {"bart": lambda **config: tiny_bart(lm_head=True, **config), "t5 (relative-position bias)": tiny_t5}
+SHAPE = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+             encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64)
+# BART's relatives (Marian starts its decoder with the padding token), and UMT5: a bias of its own in every layer.
+RELATIVES = {
+    "marian": lambda: sharpened(transformers.MarianMTModel(transformers.MarianConfig(
+        vocab_size=VOCAB, decoder_start_token_id=0, pad_token_id=0, **SHAPE))),
+    "mbart": lambda: sharpened(transformers.MBartForConditionalGeneration(transformers.MBartConfig(vocab_size=VOCAB, **SHAPE))),
+    "pegasus": lambda: sharpened(transformers.PegasusForConditionalGeneration(transformers.PegasusConfig(
+        vocab_size=VOCAB, **SHAPE))),
+    "umt5 (a relative-position bias per layer)": lambda: sharpened(transformers.UMT5ForConditionalGeneration(
+        transformers.UMT5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+                                decoder_start_token_id=0, relative_attention_num_buckets=8,
+                                relative_attention_max_distance=16))),
+}
 
 
 def writer(name: str, dtype=torch.float32, **config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = FAMILIES[name](**config).to(dtype)
+        model = (FAMILIES[name](**config) if name in FAMILIES else RELATIVES[name]()).to(dtype)
     model.generation_config.eos_token_id = []  # every run here ends at max_new_tokens or a stop
     return model
 
@@ -42,7 +57,7 @@ def eager_parts(model, source_ids: list[int], decoder_ids: list[int]) -> dict[st
 
 
 @pytest.mark.parametrize("dtype, bound", [(torch.float32, 1e-4), (torch.float64, 1e-6)], ids=["float32", "float64"])
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", [*FAMILIES, *RELATIVES])
 def test_every_steps_cross_and_self_rows_equal_one_eager_forward(name, dtype, bound, bert_tokenizer):
     model = writer(name, dtype)
     engine = attnscope.load(model, bert_tokenizer, device="cpu")
@@ -59,7 +74,7 @@ def test_every_steps_cross_and_self_rows_equal_one_eager_forward(name, dtype, bo
     assert isinstance(long, EncoderDecoderLongResult) and run.finish == "max_new_tokens" and run.steps == STEPS
     n = len(run.prompt_ids)
     assert (long.n_source, long.n_tokens, long.n_layers) == (n, n + 1 + STEPS, 2) and long.encoder_shown
-    assert run.decoder_ids == [model.config.decoder_start_token_id, *run.new_ids] and run.ids == run.prompt_ids + run.decoder_ids
+    assert run.decoder_ids[1:] == run.new_ids and run.ids == run.prompt_ids + run.decoder_ids
     full = eager_parts(model, run.prompt_ids, run.decoder_ids)
     worst = 0.0
     for layer in range(long.n_layers):
@@ -79,7 +94,7 @@ def test_every_steps_cross_and_self_rows_equal_one_eager_forward(name, dtype, bo
         for layer in range(long.n_layers):
             expected = torch.cat([full["cross"][layer][:, step], full["decoder"][layer][:, step, : step + 1]], dim=-1)
             assert torch.allclose(rows[layer].double(), expected, atol=bound), (name, step, layer)
-    # Greedy writes what model.generate writes.
+    # Greedy writes what model.generate writes, from the same start token.
     with torch.no_grad():
         expected = model.generate(torch.tensor([run.prompt_ids]), max_new_tokens=STEPS, do_sample=False,
                                   forced_eos_token_id=None, min_length=0)
@@ -186,8 +201,6 @@ def test_an_encoder_of_another_depth_leaves_the_sources_rows_empty_and_says_so(b
 
 
 def test_bad_input_is_refused_naming_the_problem(bert_tokenizer):
-    import transformers
-
     engine = attnscope.load(writer("bart"), bert_tokenizer, device="cpu")
     for prompt in ("", "   "):
         with pytest.raises(InputError, match="prompt=.* is empty"):

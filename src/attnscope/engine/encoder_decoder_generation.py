@@ -40,6 +40,17 @@ def check_lengths(engine: Any, prompt: str, n_source: int, settings: GenerationS
                          f"its start token and each new token, {limit} positions, so at most {limit - 1} new tokens fit.")
 
 
+def start_id(engine: Any) -> int:
+    """The decoder's first token as model.generate picks it: the generation config's decoder start
+    token, else its beginning-of-text token (mBART names no start token), else the config's."""
+    config = getattr(engine.model, "generation_config", None)
+    for name in ("decoder_start_token_id", "bos_token_id"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return decoder_start_id(engine)
+
+
 def encoder_decoder_steps(engine: Any, prompt: str, prompt_text: str, encoded: Any, settings: GenerationSettings,
                           stop: Stop, checked: Callable[[int], bool]) -> Iterator[Generation]:
     """generation.generation_steps for an encoder-decoder: the source `encoded` (prompt_text as
@@ -48,7 +59,7 @@ def encoder_decoder_steps(engine: Any, prompt: str, prompt_text: str, encoded: A
     from transformers import DynamicCache, EncoderDecoderCache
 
     source_ids = encoded["input_ids"].to(engine.device)
-    start = decoder_start_id(engine)
+    start = start_id(engine)
     parameters = forward_parameters(engine.model)
     cache_name = "cache" if "cache" in parameters else "past_key_values"
     extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
