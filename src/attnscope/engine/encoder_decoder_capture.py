@@ -45,9 +45,10 @@ class EncoderDecoderCapture:
     """What a generation keeps of an encoder-decoder's attention (see the module's doc), filled by
     the attention calls of each forward run under `capturing`.
 
-    name: the model's, for messages; groups: the engine's attention modules by part (hooks.encoder_decoder_groups), in layer order;
-    room: the decoder positions the run may reach (its start token and every new token);
-    own_implementation: the attention the model itself runs (its kernel gives the output)."""
+    name: the model's, for messages; groups: the engine's attention modules by part
+    (hooks.encoder_decoder_groups), in layer order; room: the decoder positions the run may reach
+    (its start token and every new token); own_implementation: the attention the model itself
+    runs (its kernel gives the output)."""
 
     def __init__(self, name: str, groups: dict[str, list[Any]], room: int, own_implementation: str | None):
         self.name = name
