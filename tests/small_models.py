@@ -37,12 +37,26 @@ FAMILIES = {
 }
 
 
-def tiny_bart(vocab_size: int = VOCAB):
-    """A sharpened BART (encoder, decoder and cross-attention; value and output biases)."""
+def tiny_bart(vocab_size: int = VOCAB, lm_head: bool = False, **config):
+    """A sharpened BART (encoder, decoder and cross-attention; value and output biases); with
+    lm_head its conditional-generation model (what writes). `config`: settings to change."""
     torch.manual_seed(0)
-    return sharpened(transformers.BartModel(transformers.BartConfig(
-        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64)))
+    model = transformers.BartForConditionalGeneration if lm_head else transformers.BartModel
+    return sharpened(model(transformers.BartConfig(**{
+        **dict(vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64),
+        **config})))
+
+
+def tiny_t5(vocab_size: int = VOCAB, lm_head: bool = True):
+    """A sharpened T5: no scaling of q·k, a learned relative-position bias added to the scores (few
+    buckets and a short maximum distance, so that the logarithmic buckets past it are reached by
+    a short text), cross-attention without one; with lm_head its conditional-generation model."""
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration if lm_head else transformers.T5Model
+    return sharpened(model(transformers.T5Config(
+        vocab_size=vocab_size, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4, decoder_start_token_id=0,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16)))
 
 
 def gated_qwen3_next():

@@ -121,7 +121,7 @@ def test_bad_arguments_raise_naming_the_parameter_before_anything_is_shown(engin
         (dict(top_p=1.5), r"top_p=1.5 is outside \(0, 1\]"),
         (dict(seed=-1), "seed=-1"),
         (dict(chat=True), "chat=True, but .* no chat template"),
-        (dict(model=None), "model=None: generate needs a causal language model"),
+        (dict(model=None), "model=None: generate needs a causal language model or an encoder-decoder"),
         (dict(view="nope"), "Unknown view 'nope'"),
     ]:
         with pytest.raises(InputError, match=match):

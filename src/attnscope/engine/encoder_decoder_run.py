@@ -26,6 +26,14 @@ def teacher_forced_ids(engine: Any, decoder_text: str, max_length: int) -> tuple
     full_length = len(engine.tokenizer(text_target=decoder_text, truncation=False, verbose=False)["input_ids"])
     target = engine.tokenizer(text_target=decoder_text, truncation=True, max_length=max_length, return_tensors="pt",
                             return_offsets_mapping=bool(getattr(engine.tokenizer, "is_fast", False)))
+    start = decoder_start_id(engine)
+    ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
+    return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length, target
+
+
+def decoder_start_id(engine: Any) -> int:
+    """The token the decoder reads first: the config's decoder start token (else its padding or
+    beginning-of-text token, as transformers falls back)."""
     config = engine.model.config
     start = next(
         (v for v in (getattr(config, n, None) for n in ("decoder_start_token_id", "pad_token_id", "bos_token_id"))
@@ -34,8 +42,8 @@ def teacher_forced_ids(engine: Any, decoder_text: str, max_length: int) -> tuple
     )
     if start is None:
         raise NoAttentionError(f"{engine.name} names no decoder start token, so its decoder cannot be run.")
-    ids = target["input_ids"][:, :-1] if target["input_ids"].shape[1] > 1 else target["input_ids"]
-    return torch.cat([torch.full((1, 1), start, dtype=ids.dtype), ids], dim=1), full_length, target
+    return start
+
 
 def labels_of_decoder_text(engine: Any, target: Any, decoder_ids: torch.Tensor, decoder_text: str) -> TokenLabels:
     """The decoder's labels: the start token's name, then the target's spans shifted right

@@ -94,22 +94,24 @@ def block_rows(n_heads: int, n_keys: int, budget: int | None = None, device: tor
 
 
 def scores(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, rows: torch.Tensor, cols: torch.Tensor,
-           out: torch.Tensor | None = None) -> torch.Tensor:
+           out: torch.Tensor | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Scores of query positions `rows` against key positions `cols`, masked to −inf.
 
     q: heads × len(rows) × d; k: key heads × len(cols) × d (heads a multiple of key heads).
     out: a float32 buffer of heads × len(rows) × len(cols) to write them in (a fresh block of
     scores is the largest allocation here, and allocating it costs as much as the matmul).
-    → heads × len(rows) × len(cols), float32.
+    dtype: what they are computed in (float64 for a float64 model's rows to 1e-6, where its
+    scores are large: T5 does not scale them).
+    → heads × len(rows) × len(cols), `dtype`.
     """
     n_heads, n_key_heads = q.shape[0], k.shape[0]
     group = n_heads // n_key_heads
     n_rows, n_cols = q.shape[1], k.shape[1]
     # The scale goes on q (rows × d), not on the scores (rows × keys): the same numbers, a pass fewer.
     # Each key head's query heads as one matrix of rows: one matmul per key head.
-    q32 = (q.float() * rule.scaling).reshape(n_key_heads, group * n_rows, q.shape[2])
+    q32 = (q.to(dtype) * rule.scaling).reshape(n_key_heads, group * n_rows, q.shape[2])
     target = None if out is None else out.view(n_key_heads, group * n_rows, n_cols)
-    s = torch.matmul(q32, k.float().transpose(-1, -2), out=target).view(n_heads, n_rows, n_cols)
+    s = torch.matmul(q32, k.to(dtype).transpose(-1, -2), out=target).view(n_heads, n_rows, n_cols)
     if rule.softcap is not None:
         s = torch.tanh(s / rule.softcap).mul_(rule.softcap)
     _mask_(s, rule, rows.to(s.device), cols.to(s.device))

@@ -25,10 +25,8 @@ stopped or abandoned run leaves nothing running and keeps the text so far.
 
 from __future__ import annotations
 
-import random
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,8 +34,10 @@ import torch
 from .. import checks
 from ..errors import InputError, NoAttentionError
 from .attention_model import AttentionModel, model_of
+from .encoder_decoder_generation import check_lengths, encoder_decoder_steps, from_encoder_decoder_output
 from .exact_attention import ScoreRule
 from .fast_capture import LayerCapture
+from .generation_run import Generation, GenerationSettings, Reading, Stop, eos_ids, given_rows, settings_of, token_loop
 from .models import forward_parameters, max_positions
 from .results import AttentionResult, LongAttentionResult
 from .texts import groups_from_tokens, single_text
@@ -46,20 +46,6 @@ from .token_labels import labels_for_tokenizer
 # Steps that check the model kernel's output against the recomputed row (checked_step).
 CHECKED_STEPS = 4
 CHECK_EVERY = 32
-Stop = threading.Event | Callable[[], bool] | None
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """How a run chose its tokens: greedy (do_sample False) or sampled at `temperature` from the
-    top-p nucleus with `seed` (picked at random and recorded when not given: the run reproduces)."""
-
-    max_new_tokens: int
-    do_sample: bool
-    temperature: float
-    top_p: float
-    seed: int | None
-    chat: bool
 
 
 @dataclass
@@ -110,41 +96,6 @@ class _Kept:
                    + ((self.value_norms,) if self.value_norms is not None else ()))
 
 
-@dataclass(eq=False)
-class Generation:
-    """A generation run: the prompt as the model read it (chat template applied), the tokens it
-    wrote and how it chose them; `attention` is prompt + output as a LongAttentionResult (exact
-    rows on demand), or, from model.generate's own output (from_generate), its given rows as an
-    AttentionResult. Grows while the run goes on (generation_steps)."""
-
-    model_name: str
-    prompt: str
-    settings: GenerationSettings | None  # None: not known (from_generate: the user's own model.generate)
-    prompt_ids: list[int]
-    prompt_text: str  # the prompt as the model read it: with the chat template when chat
-    new_ids: list[int] = field(default_factory=list)
-    text: str = ""  # the new tokens decoded, special tokens left out
-    stopped: bool = False  # stopped by `stop` before max_new_tokens or the end-of-text token
-    finish: str | None = None  # "eos", "max_new_tokens" or "stopped"; None while it runs
-    _attention: Callable[[], Any] | None = field(default=None, repr=False)
-    _shown: tuple[int, Any] | None = field(default=None, repr=False)
-
-    @property
-    def steps(self) -> int:
-        return len(self.new_ids)
-
-    @property
-    def ids(self) -> list[int]:
-        return self.prompt_ids + self.new_ids
-
-    @property
-    def attention(self) -> Any:
-        """The attention over prompt + output so far (made on first read after each step)."""
-        if self._shown is None or self._shown[0] != self.steps:
-            self._shown = (self.steps, self._attention())
-        return self._shown[1]
-
-
 def checked_step(step: int) -> bool:
     """Whether step `step` (0: the first new token) checks the model's own output against the
     recomputed row (fast_capture.FastCapture.check_step): the first CHECKED_STEPS and every
@@ -153,33 +104,19 @@ def checked_step(step: int) -> bool:
     return step < CHECKED_STEPS or step % CHECK_EVERY == 0
 
 
-def _settings(max_new_tokens, do_sample, temperature, top_p, seed, chat) -> GenerationSettings:
-    max_new_tokens = checks.integer("max_new_tokens", max_new_tokens, minimum=1)
-    if not isinstance(do_sample, bool):
-        raise InputError(f"do_sample must be True or False, not {checks.short_repr(do_sample)}.")
-    for name, value in (("temperature", temperature), ("top_p", top_p)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise InputError(f"{name} must be a number, not {checks.short_repr(value)}.")
-    if do_sample and not temperature > 0:
-        raise InputError(f"temperature={temperature} with do_sample=True: sampling needs a temperature above 0 "
-                         "(1.0 samples from the model's own distribution); do_sample=False is greedy.")
-    if not 0 < top_p <= 1:
-        raise InputError(f"top_p={top_p} is outside (0, 1]: it is the share of probability the sampled token "
-                         "comes from (1.0: every token).")
-    if seed is not None:
-        seed = checks.integer("seed", seed, minimum=0)
-    elif do_sample:
-        seed = random.SystemRandom().randrange(2**63)  # recorded: the run reproduces
-    return GenerationSettings(max_new_tokens, do_sample, float(temperature), float(top_p), seed, bool(chat))
-
-
 def _generating_model(model: Any) -> AttentionModel:
     engine = model_of(model, "generate")
     hf = engine.model
-    if engine.is_encoder_decoder:
-        raise InputError(f"model={engine.name} is an encoder-decoder model: generation with attention is for decoder "
-                         "models (Llama, Qwen2, SmolLM2) for now; encoder-decoders' cross-attention is left for later.")
     head = hf.get_output_embeddings() if hasattr(hf, "get_output_embeddings") else None
+    if engine.is_encoder_decoder:
+        if head is None:
+            raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate: it is an encoder-decoder "
+                             "without its language-modelling head. Load its conditional-generation model, e.g. "
+                             "BartForConditionalGeneration or AutoModelForSeq2SeqLM.from_pretrained(...).")
+        if not engine.groups:
+            raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate with attention: attnscope "
+                             "does not find its encoder's, decoder's and cross-attention modules.")
+        return engine
     if head is None or not engine.causal:
         raise InputError(f"model={engine.name} ({type(hf).__name__}) cannot generate: it has no language-modelling "
                          "head on a causal decoder (an encoder reads text but does not write it). Load a causal LM, "
@@ -200,57 +137,6 @@ def _prompt_ids(engine: AttentionModel, prompt: str, chat: bool) -> tuple[str, A
     return text, encoded
 
 
-def _eos_ids(engine: AttentionModel) -> set[int]:
-    found = getattr(getattr(engine.model, "generation_config", None), "eos_token_id", None)
-    if found is None:
-        found = getattr(engine.tokenizer, "eos_token_id", None)
-    return set(found if isinstance(found, (list, tuple)) else [] if found is None else [found])
-
-
-def _choose(logits: torch.Tensor, settings: GenerationSettings, generator: torch.Generator | None) -> int:
-    """The next token from the last position's logits (vocabulary,)."""
-    if not settings.do_sample:
-        return int(logits.argmax())
-    p = torch.softmax(logits.float() / settings.temperature, dim=-1)
-    if settings.top_p < 1:
-        ordered, order = p.sort(descending=True)
-        before = ordered.cumsum(0) - ordered  # the mass of the more likely tokens
-        ordered[before >= settings.top_p] = 0  # the smallest set that reaches top_p (the first always stays)
-        p = torch.zeros_like(p).scatter_(0, order, ordered)
-    return int(torch.multinomial(p, 1, generator=generator))
-
-
-def _stop_requested(stop: Stop) -> bool:
-    if stop is None:
-        return False
-    return stop.is_set() if isinstance(stop, threading.Event) else bool(stop())
-
-
-class _Reading:
-    """Where each generated token's text lies in prompt text + generated text (for the labels):
-    the text decoded so far, measured after each token; the tokens of a character split over
-    several share its span, as a fast tokenizer's offsets say."""
-
-    def __init__(self, tokenizer: Any, start: int):
-        self.tokenizer, self.start = tokenizer, start
-        self.spans: list[tuple[int, int]] = []
-        self.raw = ""
-        self._pending = 0
-
-    def add(self, ids: list[int]) -> None:
-        self.raw = self.tokenizer.decode(ids, skip_special_tokens=False)
-        if self.raw.endswith("\ufffd"):  # a character not complete yet
-            self._pending += 1
-            self.spans.append((0, 0))
-            return
-        end = self.start + len(self.raw)
-        begin = self.spans[-1 - self._pending][1] if len(self.spans) > self._pending else self.start
-        for index in range(len(self.spans) - self._pending, len(self.spans)):
-            self.spans[index] = (begin, end)
-        self._pending = 0
-        self.spans.append((begin, end))
-
-
 def generation_steps(
     model: Any, prompt: str, max_new_tokens: int = 32, *, do_sample: bool = False, temperature: float = 1.0,
     top_p: float = 1.0, seed: int | None = None, chat: bool | None = None, stop: Stop = None,
@@ -259,7 +145,9 @@ def generation_steps(
     after each new token, and once more when `stop` ended it (finish "stopped"); its attention is
     exact at every step.
 
-    model: an AttentionModel of a causal LM (attnscope.load). prompt: the text to continue.
+    model: an AttentionModel of a causal LM (attnscope.load). prompt: the text to continue. An
+    encoder-decoder's (BART, T5) prompt is its source: its run is encoder_decoder_generation's,
+    each step's cross-attention over the source and self-attention over the output kept exact.
     do_sample False: greedy; True: sampled at `temperature` from the `top_p` nucleus with `seed`.
     chat: read the prompt as a user's message through the tokenizer's chat template (the default
     where the tokenizer has one, e.g. SmolLM2-Instruct). stop: a threading.Event or a callable,
@@ -276,13 +164,17 @@ def generation_steps(
     elif chat and not has_template:
         raise InputError(f"chat=True, but {engine.name}'s tokenizer has no chat template: chat=False reads the prompt "
                          "as plain text.")
-    settings = _settings(max_new_tokens, do_sample, temperature, top_p, seed, chat)
+    settings = settings_of(max_new_tokens, do_sample, temperature, top_p, seed, chat)
     prompt_text, encoded = _prompt_ids(engine, prompt, settings.chat)
     prompt_ids = encoded["input_ids"].to(engine.device)
     if prompt_ids.shape[1] == 0:
         raise InputError(f"prompt={checks.short_repr(prompt)} gives no tokens: give the text the model continues.")
     engine.check_token_ids(prompt_ids)
     n_prompt = prompt_ids.shape[1]
+    if engine.is_encoder_decoder:  # the prompt is the source the decoder reads by cross-attention
+        check_lengths(engine, prompt, n_prompt, settings)
+        yield from encoder_decoder_steps(engine, prompt, prompt_text, encoded, settings, stop, checked_step)
+        return
     limit = max_positions(engine.model, engine.tokenizer)
     if limit is not None and n_prompt + settings.max_new_tokens > limit:
         raise InputError(f"max_new_tokens={settings.max_new_tokens} after a prompt of {n_prompt} tokens is more than "
@@ -302,37 +194,21 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
     n_prompt = prompt_ids.shape[1]
     kept = _Kept.of_prompt(layers, n_prompt + settings.max_new_tokens)
     logits, output, layers = output.logits[0, -1], None, None
-    generator = None
-    if settings.do_sample:
-        generator = torch.Generator(device=logits.device).manual_seed(settings.seed)
-    eos = _eos_ids(engine)
-    reading = _Reading(engine.tokenizer, len(prompt_text))
+    reading = Reading(engine.tokenizer, len(prompt_text))
     run = Generation(model_name=engine.name, prompt=prompt, settings=settings, prompt_ids=prompt_ids[0].tolist(),
                      prompt_text=prompt_text)
     run._attention = lambda: _long_result(engine, run, kept, encoded, reading)
-    yield run
-    while run.finish is None:
-        if _stop_requested(stop):
-            run.stopped, run.finish = True, "stopped"
-            break
-        token = _choose(logits, settings, generator)
+
+    def feed(token: int, step: int) -> torch.Tensor:
         ids = torch.tensor([[token]], device=prompt_ids.device)
         engine.check_token_ids(ids)
         output, layers = engine.captured_forward({"input_ids": ids, cache_name: cache, "use_cache": True, **extra},
                                                  keys_so_far=kept.keys, position=kept.length, rules=kept.rules,
-                                                 check_step=checked_step(run.steps))
+                                                 check_step=checked_step(step))
         kept.add(layers)
-        logits, output, layers = output.logits[0, -1], None, None
-        run.new_ids.append(token)
-        reading.add(run.new_ids)
-        run.text = engine.tokenizer.decode(run.new_ids, skip_special_tokens=True)
-        if token in eos:
-            run.finish = "eos"
-        elif run.steps >= settings.max_new_tokens:
-            run.finish = "max_new_tokens"
-        yield run
-    if run.finish == "stopped":
-        yield run
+        return output.logits[0, -1]
+
+    yield from token_loop(engine, run, logits, settings, stop, reading, feed)
 
 
 def generate(model: Any, prompt: str, max_new_tokens: int = 32, *, do_sample: bool = False, temperature: float = 1.0,
@@ -348,7 +224,7 @@ def generate(model: Any, prompt: str, max_new_tokens: int = 32, *, do_sample: bo
     return run
 
 
-def _long_result(engine: AttentionModel, run: Generation, kept: _Kept, encoded: Any, reading: _Reading) -> LongAttentionResult:
+def _long_result(engine: AttentionModel, run: Generation, kept: _Kept, encoded: Any, reading: Reading) -> LongAttentionResult:
     """Prompt + output so far as a LongAttentionResult whose tensors are views of the buffers."""
     n = kept.length
     tokenizer = engine.tokenizer
@@ -382,16 +258,19 @@ def _long_result(engine: AttentionModel, run: Generation, kept: _Kept, encoded: 
     )
 
 
-def from_generate(output: Any, model: Any) -> Generation:
+def from_generate(output: Any, model: Any, source: Any = None) -> Generation:
     """A Generation from the user's own `model.generate(ids, output_attentions=True,
-    return_dict_in_generate=True)` output (one sequence, a decoder): its per-step rows, given,
-    not recomputed, as an AttentionResult (layers × heads × T × T) over the tokens the model read,
+    return_dict_in_generate=True)` output (one sequence): its per-step rows, given, not
+    recomputed, as an AttentionResult (layers × heads × T × T) over the tokens the model read,
     the prompt and every new token but the last (model.generate never reads its last token back).
+    An encoder-decoder's (BART, T5) is an EncoderDecoderResult of its encoder's, decoder's and
+    cross-attention (encoder_decoder_generation.from_encoder_decoder_output); its output holds no source
+    tokens: `source` gives them (the input ids given to model.generate, or the source text).
     model: the AttentionModel of the model that generated (its tokenizer and name)."""
     engine = _generating_model(model)
+    if engine.is_encoder_decoder or getattr(output, "decoder_attentions", None) is not None:
+        return from_encoder_decoder_output(output, engine, source)
     steps = getattr(output, "attentions", None)
-    if getattr(output, "decoder_attentions", None) is not None:
-        raise InputError("output is an encoder-decoder model's: from_generate reads a decoder's for now.")
     if not steps or getattr(output, "sequences", None) is None:
         raise InputError(f"output ({type(output).__name__}) has no attentions: generate with "
                          "output_attentions=True, return_dict_in_generate=True, the model in eager attention "
@@ -399,7 +278,7 @@ def from_generate(output: Any, model: Any) -> Generation:
     sequences = output.sequences
     if sequences.dim() != 2 or sequences.shape[0] != 1:
         raise InputError(f"output.sequences has shape {tuple(sequences.shape)}: from_generate reads one sequence (1 × T).")
-    rows = _given_rows(steps, engine.n_layers, sequences.shape[1])
+    rows = given_rows(steps, engine.n_layers, sequences.shape[1])
     n_prompt = rows.shape[2] - len(steps) + 1
     ids = sequences[0].tolist()
     new_ids = ids[n_prompt:]
@@ -414,45 +293,7 @@ def from_generate(output: Any, model: Any) -> Generation:
         word_groups=groups_from_tokens(tokens, getattr(tokenizer, "all_special_tokens", ())),
         labels=labels.labels, token_notes=labels.notes, covers_text=labels.covers_text,
     )
-    finish = "eos" if new_ids and new_ids[-1] in _eos_ids(engine) else "max_new_tokens"
+    finish = "eos" if new_ids and new_ids[-1] in eos_ids(engine) else "max_new_tokens"
     return Generation(model_name=engine.name, prompt=prompt_text, settings=None, prompt_ids=ids[:n_prompt],
                       prompt_text=prompt_text, new_ids=new_ids, text=tokenizer.decode(new_ids, skip_special_tokens=True),
                       finish=finish, _attention=lambda: attention)
-
-
-def _given_rows(steps: Any, n_layers: int, n_sequence: int) -> torch.Tensor:
-    """output.attentions (per step, per layer: 1 × heads × queries × keys; the prompt's pass, then
-    one row a step, a sliding-window layer's over its last keys only) as layers × heads × T × T,
-    float32, T the tokens read; each checked to be a row of probabilities."""
-    first = steps[0]
-    if not isinstance(first, (tuple, list)) or len(first) != n_layers:
-        raise InputError(f"output.attentions[0] holds {len(first) if isinstance(first, (tuple, list)) else 'no'} "
-                         f"layers' attentions, not the model's {n_layers}: is it this model's output?")
-    n_heads, n_prompt = first[0].shape[1], first[0].shape[-1]
-    n = n_prompt + len(steps) - 1
-    if n_prompt + len(steps) != n_sequence:
-        raise InputError(f"output.attentions has {len(steps)} steps after a prompt of {n_prompt} tokens, but "
-                         f"output.sequences has {n_sequence} tokens, not {n_prompt + len(steps)}.")
-    rows = torch.zeros(n_layers, n_heads, n, n, dtype=torch.float32)
-    for step, layers in enumerate(steps):
-        if not isinstance(layers, (tuple, list)) or len(layers) != n_layers:
-            raise InputError(f"output.attentions[{step}] does not hold one attention per layer ({n_layers}).")
-        for layer, given in enumerate(layers):
-            name = f"output.attentions[{step}][{layer}]"
-            queries = n_prompt if step == 0 else 1
-            at = 0 if step == 0 else n_prompt + step - 1  # the first query's position
-            wanted = f"1 × {n_heads} × {queries} × (at most {at + queries})"
-            if given is None or given.dim() != 4 or tuple(given.shape[:3]) != (1, n_heads, queries) \
-                    or not 0 < given.shape[-1] <= at + queries:
-                shape = None if given is None else tuple(given.shape)
-                raise InputError(f"{name} has shape {shape}, not {wanted} (heads × queries × keys). Generate with "
-                                 "output_attentions=True, return_dict_in_generate=True, the model in eager attention.")
-            block = given[0].detach().float().cpu()
-            sums = block.sum(-1)
-            if not bool(torch.isfinite(block).all()) or float(block.min()) < -1e-6 or float(sums.max()) > 1 + 1e-3:
-                raise InputError(f"{name} is not attention probabilities (rows of weights in [0, 1] summing to at "
-                                 f"most 1; found {float(block.min()):.3g} … {float(block.max()):.3g}, row sums up to "
-                                 f"{float(sums.max()):.4g}): pass the attentions, not the scores or logits.")
-            keys = block.shape[-1]
-            rows[layer, :, at : at + queries, at + queries - keys : at + queries] = block
-    return rows

@@ -18,6 +18,7 @@ import torch
 
 from .. import checks
 from ..errors import InputError
+from .encoder_decoder_long import EncoderDecoderLongResult
 from .results import AttentionResult, LongAttentionResult
 
 # The weighings, as the widget's `weigh_by` trait names them, and how captions write the weight.
@@ -29,6 +30,10 @@ def no_value_norms(result: AttentionResult | LongAttentionResult) -> str:
     """Why a run cannot be weighed by value norm: empty when it can."""
     if result.value_norms is not None:
         return ""
+    if isinstance(result, EncoderDecoderLongResult):  # its rows read three attentions, each with its own values
+        return (f"Weighing by value norm is not kept for {result.model_name}'s generation: an output token's row reads "
+                "the cross-attention's values and the decoder's own, and those are not recorded yet. "
+                "attnscope.show(source, text_b=output, model=...) weighs a given output's attention.")
     if getattr(result, "key_tokens", None) is not None:
         return (f"Weighing by value norm needs what each key passes, and the value vectors of {result.model_name}'s "
                 "cross-attention keys (the encoder's tokens through its value projection) were not captured: "

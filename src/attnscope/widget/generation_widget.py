@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import checks
+from ..engine.encoder_decoder_long import EncoderDecoderLongResult
 from ..engine.engines import resolve_engine
 from ..engine.generation import Generation, generation_steps
 from ..errors import AttnscopeError, InputError
@@ -45,6 +46,18 @@ def generation_notice(run: Generation) -> str:
     if ending is None:
         return f"Generated {how}{chat}: {run.steps} new tokens."
     return f"Generated {how}{chat}: {run.steps} new tokens of at most {settings.max_new_tokens}, {ending}."
+
+
+def parts_notice(result: Any) -> str:
+    """Which attention an encoder-decoder's run shows where (engine/encoder_decoder_long.py): the
+    notice's second line; empty for a decoder's run."""
+    if not isinstance(result, EncoderDecoderLongResult):
+        return ""
+    source = ("a source token's row is the encoder's self-attention (its layer of the same number)" if result.encoder_shown
+              else "a source token's row is empty: the encoder's layers and heads do not pair with the decoder's")
+    return (f"Encoder-decoder: the source's {result.n_source:,} tokens, then the decoder's from its start token. An output "
+            "token's row is its cross-attention over the source, then its self-attention over the output up to it "
+            f"(each sums to 1); {source}.")
 
 
 class GenerationWidget(AttentionWidget):
@@ -111,8 +124,8 @@ class GenerationWidget(AttentionWidget):
         state = run_state(computed, self._settings(), request_id, layer, heads)
         run = self._generation
         generating = run.finish is None and self._thread is not None and not self._done.is_set()
-        traits = {**state.traits, "generating": generating,
-                  "notice": "\n".join(line for line in (generation_notice(run), state.traits.get("notice", "")) if line)}
+        lines = (generation_notice(run), parts_notice(computed), state.traits.get("notice", ""))
+        traits = {**state.traits, "generating": generating, "notice": "\n".join(line for line in lines if line)}
         self._show(dataclasses.replace(state, traits=traits))
 
     def wait(self, timeout: float | None = None) -> Generation:
@@ -192,14 +205,16 @@ def generate(
     Returns the widget: `widget.generation` is the run (text, tokens, settings), `widget.wait()`
     waits for its end. Every row is exact (engine/generation.py).
 
-    model: a causal language model (a loaded AttentionModel, a Hugging Face name or path, or a
-    PreTrainedModel with `tokenizer`). do_sample False: greedy; True: sampled at `temperature`
+    model: a causal language model, or an encoder-decoder (BART, T5), whose prompt is the source
+    it reads: the text view then shows the source, then the output, an output token's row its
+    cross-attention over the source and its self-attention over the output before it (a loaded
+    AttentionModel, a Hugging Face name or path, or a PreTrainedModel with `tokenizer`). do_sample False: greedy; True: sampled at `temperature`
     from the `top_p` nucleus with `seed` (picked and recorded when not given). chat: read the
     prompt as a user's message through the tokenizer's chat template (the default where it has
     one). view and **kwargs: as attnscope.show's (layer, theme, ...).
     """
     if model is None:
-        raise InputError("model=None: generate needs a causal language model, e.g. "
+        raise InputError("model=None: generate needs a causal language model or an encoder-decoder, e.g. "
                          "attnscope.generate(prompt, model=\"smollm2\").")
     if view is not None and not checks.one_of(view, VIEW_NAMES):
         raise InputError(f"Unknown view {checks.short_repr(view)}; available: {', '.join(VIEW_NAMES)}.")
