@@ -60,8 +60,8 @@ def live_neuron_answer(content: dict, buffers: list[bytes], request: dict) -> di
     """What the live view cuts from the kernel's answer to a "neuron" request (a layer's store,
     js/transport/requests.js neuronStore) for one head and query, as saved_neuron_answer gives it."""
     return run_js("""
-const { neuronStore } = await import(`${js}/requests.js`);
-const { neuronAnswer } = await import(`${js}/saved.js`);
+const { neuronStore } = await import(`${js}/transport/requests.js`);
+const { neuronAnswer } = await import(`${js}/transport/saved.js`);
 const view = (bytes) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 const store = neuronStore(input.content, input.buffers.map((b) => view(Buffer.from(b, "base64"))));
 const answer = neuronAnswer(store, input.request, { result_id: input.content.result_id });
