@@ -39,10 +39,10 @@ test: install chromium
 docs: install
 	ATTNSCOPE_EXECUTE_NOTEBOOKS=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# The wrong-kinds contract with every (parameter, wrong kind) pair, about 7,800 calls (tests/test_wrong_kinds.py;
+# The wrong-kinds contract with every (parameter, wrong kind) pair, about 7,800 calls (tests/product/test_wrong_kinds.py;
 # `make test` tries a fixed quarter of them).
 test-kinds: install
-	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/test_wrong_kinds.py -rA
+	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/product/test_wrong_kinds.py -rA
 
 # Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json

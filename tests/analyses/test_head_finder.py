@@ -97,7 +97,7 @@ def test_the_filter_grammar_is_the_pages_one():
 
     from attnscope.analyses.head_finder import _safe_filter
 
-    cases = json.loads((Path(__file__).resolve().parent / "data" / "filter_cases.json").read_text(encoding="utf-8"))
+    cases = json.loads((Path(__file__).resolve().parents[1] / "data" / "filter_cases.json").read_text(encoding="utf-8"))
     names = ["layer", "head", "sink_rate", "entropy", "prev_token"]
     for expression, labels in cases["keeps"]:
         keep = _safe_filter(expression, names)
