@@ -94,7 +94,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 # js/contract.js, js/view_modules.js, js/layout_modules.js and ARCHITECTURE.md's contract table from the
 # trait, message, view and analysis-layout declarations
-# (tests/test_contract.py says when they are out of date).
+# (tests/widget/test_contract.py says when they are out of date).
 contract: install
 	$(PY) scripts/write_contract.py
 
