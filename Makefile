@@ -49,10 +49,12 @@ test-fast: install node_modules/.package-lock.json
 	npm test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
-# ruff (Python), biome (JS) and tsc --checkJs over the JSDoc types (js/contract.js included).
+# ruff (Python), the layers (lint-imports), no module over 500 lines, biome (JS) and tsc --checkJs
+# over the JSDoc types (js/contract.js included).
 lint: install node_modules/.package-lock.json
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_module_lines.py
 	npm run lint
 	npm run typecheck
 
