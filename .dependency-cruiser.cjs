@@ -1,5 +1,5 @@
 // `npm run lint`: the front end's layers, checked as import-linter checks the Python ones. They are
-// js/'s folders; ARCHITECTURE.md §0 draws them (tests/test_contract.py holds it equal to LAYERS).
+// js/'s folders; ARCHITECTURE.md §0 draws them (tests/widget/test_contract.py holds it equal to LAYERS).
 // Imports only point down: the entry points (js/*.js: widget.js, standalone.js, picture.js) import
 // any layer, and nothing but an entry point imports one. A test (*.test.js) sits beside its module
 // and may import from any layer; no module imports a test.

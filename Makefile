@@ -39,21 +39,23 @@ test: install chromium
 docs: install
 	ATTNSCOPE_EXECUTE_NOTEBOOKS=1 NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# The wrong-kinds contract with every (parameter, wrong kind) pair, about 7,800 calls (tests/test_wrong_kinds.py;
+# The wrong-kinds contract with every (parameter, wrong kind) pair, about 7,800 calls (tests/product/test_wrong_kinds.py;
 # `make test` tries a fixed quarter of them).
 test-kinds: install
-	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/test_wrong_kinds.py -rA
+	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/product/test_wrong_kinds.py -rA
 
 # Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json
 	npm test
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
-# ruff and import-linter (Python), biome and dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and
-# tsc --checkJs over the JSDoc types (js/transport/contract.js included).
+# ruff and import-linter (Python), no module over 500 lines (scripts/check_module_lines.py), biome and
+# dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and tsc --checkJs over the JSDoc types
+# (js/transport/contract.js included).
 lint: install node_modules/.package-lock.json
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_module_lines.py
 	npm run lint
 	npm run typecheck
 
@@ -95,7 +97,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 # js/transport/contract.js, js/views/view_modules.js, js/views/layout_modules.js and ARCHITECTURE.md's contract table from the
 # trait, message, view and analysis-layout declarations
-# (tests/test_contract.py says when they are out of date).
+# (tests/widget/test_contract.py says when they are out of date).
 contract: install
 	$(PY) scripts/write_contract.py
 

@@ -45,7 +45,7 @@ def measure(n_tokens: int) -> dict:
     import transformers
     from long_bench import SMALL
 
-    sys.path.insert(0, str(HERE.parent / "tests"))
+    sys.path.insert(0, str(HERE.parent / "tests" / "engine"))
     from test_token_labels import byte_level_bpe
 
     import attnscope

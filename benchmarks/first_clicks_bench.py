@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "product"))  # test_jupyterlab
 
 from chromium import CHROMIUM_ARGS  # noqa: E402
 from jupyterlab_bench import (  # noqa: E402

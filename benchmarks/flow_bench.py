@@ -87,7 +87,7 @@ def bench_long_case(n_tokens: int) -> dict:
     import transformers
     from long_bench import SMALL
 
-    sys.path.insert(0, str(HERE.parent / "tests"))
+    sys.path.insert(0, str(HERE.parent / "tests" / "engine"))
     from test_token_labels import byte_level_bpe
 
     import attnscope

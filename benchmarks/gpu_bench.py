@@ -39,7 +39,7 @@ import torch
 import transformers
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the byte-level BPE the tests train
+sys.path.insert(0, str(HERE.parent / "tests" / "engine"))  # the byte-level BPE the tests train
 sys.path.insert(0, str(HERE))
 
 from run import text_of_length  # noqa: E402 - beside this file

@@ -30,6 +30,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "product"))  # test_jupyterlab
+sys.path.insert(0, str(ROOT / "tests" / "engine"))  # test_token_labels
 
 from chromium import CHROMIUM_ARGS  # noqa: E402
 from test_jupyterlab import TOKEN, jupyter_server, wait_for_connected_idle_kernel  # noqa: E402

@@ -56,7 +56,7 @@ def measure(case: str, n_tokens: int) -> dict:
     import torch
     import transformers
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "engine"))
     from test_token_labels import byte_level_bpe
 
     import attnscope

@@ -23,7 +23,7 @@ import torch
 import transformers
 
 import attnscope
-from attnscope.engine.models import borrowed
+from attnscope.engine.borrowing import borrowed
 from attnscope.serialize import quantize_uint8
 
 HERE = Path(__file__).resolve().parent

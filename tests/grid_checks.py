@@ -1,5 +1,5 @@
 """What the browser tests of the model view's grid and of slides measure (tests/browser/test_fit.py,
-tests/test_rise.py): legible column labels, and a grid that a slide shows whole."""
+tests/product/test_rise.py): legible column labels, and a grid that a slide shows whole."""
 
 # Each shown column label of the model view: its text's box (a Range: what is drawn, past any
 # clipping), how many lines it takes, and its cell's box.

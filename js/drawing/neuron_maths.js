@@ -5,7 +5,7 @@
 // the three never differ. Why here and not in the kernel: a page computing it stores heads × T × d
 // a layer; a page looking up the kernel's results would store every query's scores, softmax and
 // output, heads × T² a layer (more than the attention maps themselves for most inputs).
-// In float64; tests/test_neuron.py checks o_i against the attention module's own per-head output.
+// In float64; tests/widget/test_neuron.py checks o_i against the attention module's own per-head output.
 
 /**
  * @typedef {ArrayLike<number>} Numbers

@@ -10,7 +10,7 @@ HTMLCanvasElement.prototype.getContext = () => null;
 afterEach(() => document.body.replaceChildren());
 
 describe("compileFilter", () => {
-  // The same cases as tests/test_head_finder.py: one grammar in both languages.
+  // The same cases as tests/analyses/test_head_finder.py: one grammar in both languages.
   const names = ["layer", "head", "sink_rate", "entropy", "prev_token"];
 
   it("keeps what the kernel's filter keeps", () => {

@@ -3,7 +3,7 @@ declaration, `@analysis_view(kind, layout="bars")`) plus its export lines in ana
 and one JS module, js/bars_layout.js, that draws that layout (issue 46 §1): added to a copy of the
 repository that way, it shows in the live widget, the saved page and the picture, once `make
 contract` (which lists the layout in js/views/layout_modules.js) and the JS build have run. Nothing of
-the widget names it. (tests/test_a_new_analysis.py: a heatmap analysis, one Python module alone.)"""
+the widget names it. (tests/analyses/test_a_new_analysis.py: a heatmap analysis, one Python module alone.)"""
 
 from __future__ import annotations
 

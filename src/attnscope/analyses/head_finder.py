@@ -11,54 +11,46 @@ its largest weight on an ordinary token (not [CLS], [SEP] or a decoder's first t
 (a decoder's from position FIRST_CAUSAL_QUERY on: its first queries have few tokens to choose from),
 each kept sparse (its strongest keys), merged across batches and Ray workers. A long document is
 kept on demand (queries, keys, row log-sum-exps) and measured a block of rows at a time.
+
+What one document measures is finder_measures.py's; the filter's grammar is finder_filter.py's.
 """
 
 from __future__ import annotations
 
-import ast
 import heapq
-import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .. import checks
-from ..engine import formulas as an
 from ..engine.attention_model import AttentionModel
-from ..engine.results import LongAttentionResult, fallback_labels
+from ..engine.results import fallback_labels
 from ..errors import InputError
 from ..labels import head_label
 from ..progress import progress as progress_bar
-from .corpus import Documents, document_position, iter_attention, token_kinds_for
+from .corpus import Documents, document_position
 from .example_text import example_spans, example_text, running_pieces
 from .finder_choice import FILTER_CHARACTERS, finder_choice
-from .head_roles import corpus_tokens, document_measures, rarest_tokens
+from .finder_filter import safe_filter
+from .finder_measures import measured_documents
+from .head_roles import corpus_tokens
 from .importance import head_importance
-from .patterns import PATTERNS, classify, pattern_shares, segments_of
+from .patterns import PATTERNS
 from .runner import run_corpus
 from .syntax import syntax_heads
 from .tables import Grid, HeadSums, analysis_view
 
-SINK_EPSILON = 0.3  # Gu et al. 2024's ε
 TOP_EXAMPLES = 8  # per head
 TOP_KEYS = 8  # per example, each above KEY_FLOOR (Neuronpedia's HeadVis keeps the top 8 above 0.005)
 KEY_FLOOR = 0.005
-# A decoder's query sees only the tokens up to it: its first ones choose among a few, and their
-# largest weight is large whatever the head does (1/2 at the second token of a uniform head), so
-# every head's examples would be the documents' starts. A decoder's examples are queries from here.
-FIRST_CAUSAL_QUERY = 8
 INDUCTION_LENGTH = 50  # random tokens, repeated once
 INDUCTION_SEQUENCES = 4
 # Said wherever the column shows: the score is not measured on the corpus.
 INDUCTION_NOTE = (f"induction: Olsson et al.'s score on {INDUCTION_SEQUENCES} sequences of {INDUCTION_LENGTH} random "
                   "tokens, each repeated once, not on the corpus")
-# The metrics as the finder names them (columns of `metrics`), from each source's own names.
-STATS = {"cls": "cls", "sep": "sep", "punct": "punct", "prev": "prev_token", "current": "self", "next": "next_token",
-         "entropy": "entropy"}
-ROLES = {"confidence": "confidence", "rare": "rare"}
 # Kovaleva et al.'s patterns as names a filter can say ("vertical_diagonal > 0.5").
 PATTERN_NAMES = {name: name.replace(" + ", "_") for name in PATTERNS}
 
@@ -122,165 +114,6 @@ def document_examples(best: torch.Tensor, row_of, doc: int, floors: torch.Tensor
     return out
 
 
-@dataclass
-class DocumentMeasures:
-    """One document's measures as the finder adds them up: `values` (metric → L × H, a mean over
-    the document's queries), Voita et al.'s `roles` over `weight` queries ("rare" over
-    `rare_weight`), Kovaleva et al.'s pattern of each map (`classes`), and for the examples each
-    query's largest weight on an ordinary token (`best`, L × H × n) with `row_of` to read rows."""
-
-    values: dict
-    roles: dict
-    weight: int
-    rare_weight: int
-    classes: torch.Tensor
-    best: torch.Tensor
-    row_of: Any
-
-
-def _ordinary(special: torch.Tensor, causal: bool) -> torch.Tensor:
-    """The keys an example's score reads: not [CLS] or [SEP], nor a decoder's first token (its sink)."""
-    ordinary = ~special
-    if causal:
-        ordinary = ordinary.clone()
-        ordinary[0] = False
-    return ordinary
-
-
-def _from_first_query(best: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Each query's score for the examples (... × n), a decoder's first queries left out
-    (FIRST_CAUSAL_QUERY)."""
-    if causal:
-        best[..., :FIRST_CAUSAL_QUERY] = float("-inf")
-    return best
-
-
-def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
-    """A document whose attention (L × H × n × n) is held whole: each metric by its own analysis's
-    formula."""
-    stats = an.head_statistics(attention, kinds)
-    values = {name: stats[source] for source, name in STATS.items()}
-    sink = an.sink_measures(attention[..., :1], 1, SINK_EPSILON)
-    values.update(alpha_first=sink["alpha_first"], sink_rate=sink["sink"])
-    special = kinds.cls | kinds.sep
-    roles, weight, rare_weight = document_measures(attention, special, counts, causal)
-    classes = classify(pattern_shares(attention, segments_of(kinds.sep)))
-    ordinary = _ordinary(special, causal).to(attention.device)
-    best = _from_first_query(attention.masked_fill(~ordinary, float("-inf")).max(-1).values, causal)
-    return DocumentMeasures(values, roles, weight, rare_weight, classes, best,
-                            lambda layers, heads, queries: attention[layers, heads, queries])
-
-
-def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
-    """A long document kept on demand (queries, keys and row log-sum-exps): the same metrics as
-    `full_measures`, summed a block of rows at a time (LongAttentionResult.row_blocks), so that
-    no layer's heads × n × n is ever held. Each is a mean over rows of what a row gives, but the
-    patterns' vertical columns (the two most attended, known after every row): those read the
-    column sums, and the diagonal share keeps each row's three band weights until they are known."""
-    n, n_layers, n_heads = result.n_tokens, result.n_layers, result.n_heads
-    device = result.queries[0].device
-    special = (kinds.cls | kinds.sep).cpu()
-    ordinary = _ordinary(special, causal).to(device)
-    to = {name: mask.to(device) for name, mask in (("cls", kinds.cls), ("sep", kinds.sep), ("punct", kinds.punct))}
-    segment = segments_of(kinds.sep.cpu()).to(device)
-    pair = bool((segment != segment[0]).any())
-    queries = (~special).nonzero().flatten()
-    is_query = (~special).to(device)
-    target = rarest_tokens(queries, counts, causal, n)
-    seeing_row = torch.zeros(n, dtype=torch.bool, device=device)
-    if target is not None:
-        rare, seeing = target
-        rare = rare.to(device)
-        seeing_row[queries[seeing]] = True
-    shape = (n_layers, n_heads)
-    sums = {name: torch.zeros(shape, dtype=torch.float64, device=device)
-            for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "first", "block",
-                         "confidence", "rare")}
-    best = torch.empty(n_layers, n_heads, n, device=device)
-    classes = torch.empty(shape, dtype=torch.long, device=device)
-    positions = torch.arange(n, device=device)
-    for layer in range(n_layers):
-        columns = torch.zeros(n_heads, n, dtype=torch.float64, device=device)
-        band = torch.zeros(n_heads, n, 3, device=device)  # each row's weight on keys i − 1, i, i + 1
-        here = {name: total[layer] for name, total in sums.items()}  # this layer's row of each sum
-
-        def add(name: str, value: torch.Tensor, here=here) -> None:
-            here[name].add_(value.double())
-
-        for start, end, block in result.row_blocks(layer):  # heads × r × n
-            rows = positions[start:end]
-            for name, mask in to.items():
-                add(name, block[..., mask].sum((-1, -2)))
-            for d, name in ((-1, "prev_token"), (0, "self"), (1, "next_token")):
-                at = rows + d
-                inside = (at >= 0) & (at < n)
-                weights = block[:, inside.nonzero().flatten(), at[inside]]
-                band[:, rows[inside], d + 1] = weights
-                add(name, weights.sum(-1))
-            add("entropy", an.entropy(block).sum(-1))
-            add("first", block[..., 0].sum(-1))
-            columns += block.sum(-2, dtype=torch.float64)
-            if pair:
-                add("block", (block * (segment[rows][:, None] == segment[None, :])).sum((-1, -2)))
-            largest, at = block[:, is_query[rows]].max(-1)
-            add("confidence", largest.sum(-1))
-            if target is not None:
-                add("rare", (rare[at] & seeing_row[rows][is_query[rows]]).sum(-1))
-            best[layer, :, start:end] = block.masked_fill(~ordinary, float("-inf")).max(-1).values
-        best[layer] = _from_first_query(best[layer], causal)
-        mean_columns = columns / n
-        top = mean_columns.topk(min(2, n), dim=-1).indices
-        vertical_columns = torch.zeros(n_heads, n, dtype=torch.bool, device=device)
-        vertical_columns.scatter_(-1, top, True)
-        keys = (positions[:, None] + torch.tensor([-1, 0, 1], device=device)).clamp(0, n - 1)  # n × 3
-        off_band = ~vertical_columns[:, keys]  # heads × n × 3 (a clamped key's weight is 0 in band)
-        classes[layer] = classify({
-            "vertical": mean_columns.gather(-1, top).sum(-1),
-            "diagonal": (band * off_band).sum((-1, -2)).double() / n,
-            "block": sums["block"][layer] / n if pair else torch.zeros(n_heads, dtype=torch.float64, device=device),
-        })
-    values = {name: sums[name] / n for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy")}
-    values["alpha_first"] = sums["first"] / n
-    values["sink_rate"] = (values["alpha_first"] > SINK_EPSILON).double()
-    weight = len(queries)
-    roles = {"confidence": sums["confidence"] / weight} if weight else {}
-    rare_weight = int(target[1].sum()) if target is not None else 0
-    if rare_weight:
-        roles["rare"] = sums["rare"] / rare_weight
-
-    def row_of(layers, heads, queries):
-        return torch.stack([result.attention_rows(int(a), int(h), [int(q)])[0] for a, h, q in zip(layers, heads, queries)])
-
-    return DocumentMeasures(values, roles, weight, rare_weight, classes, best, row_of)
-
-
-def _measured(model: AttentionModel, docs: Documents, long: frozenset, counts: dict[str, int], max_length: int,
-              batch_size: int | str) -> Iterator[tuple[int, list[str], DocumentMeasures]]:
-    """Every document's measures in corpus order, with its corpus position and tokens: a run of
-    short documents from batched forward passes (their attention whole), a long one (`long`:
-    corpus positions) kept on demand."""
-    causal = bool(getattr(model, "causal", False))
-    k = 0
-    while k < len(docs):
-        if document_position(docs, k) in long:
-            text, text_b = docs[k]
-            with warnings.catch_warnings():  # a cut text is the corpus settings' doing, as for every document
-                warnings.simplefilter("ignore")
-                result = model.run(text, text_b, max_length=max_length, attention="on_demand")
-            kinds = token_kinds_for(model, result.tokens, result.queries[0].device)
-            counted = [counts.get(t, 0) for t in result.tokens]
-            yield document_position(docs, k), list(result.tokens), long_measures(result, kinds, counted, causal)
-            k += 1
-            continue
-        end = k
-        while end < len(docs) and document_position(docs, end) not in long:
-            end += 1
-        part = Documents(docs[k:end])
-        part.positions = [document_position(docs, i) for i in range(k, end)]
-        for i, doc in enumerate(iter_attention(model, part, max_length=max_length, batch_size=batch_size, progress=False)):
-            counted = [counts.get(t, 0) for t in doc.tokens]
-            yield part.positions[i], list(doc.tokens), full_measures(doc.attention, doc.kinds, counted, causal)
-        k = end
 
 
 def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, int], long: frozenset = frozenset(),
@@ -291,7 +124,7 @@ def finder_partial(model: AttentionModel, docs: Documents, *, counts: dict[str, 
     texts: dict[int, tuple[str, str | None]] = {}
     floors = None  # each head's k-th example score so far (document_examples)
     text_of = {document_position(docs, k): tuple(doc) for k, doc in enumerate(docs)}
-    measured = _measured(model, docs, long, counts, max_length, batch_size)
+    measured = measured_documents(model, docs, long, counts, max_length, batch_size)
     for position, doc_tokens, m in progress_bar(measured, len(docs), "head finder", progress, unit="document"):
         sums.add(m.values)
         if m.weight:
@@ -341,48 +174,6 @@ def induction_scores(model: AttentionModel, length: int = INDUCTION_LENGTH, sequ
     return total / sequences
 
 
-def _safe_filter(expression: str, columns: Sequence[str]):
-    """A filter as users write it ("layer >= 6 and sink_rate > 0.5"): comparisons of metric names and
-    numbers, joined by and / or / not and parentheses (nothing: every head). → a function of a row
-    (dict). Anything else (calls, attributes, names that are no metric) is refused by name."""
-    if not expression.strip():
-        return lambda row: True
-    try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError as error:
-        raise InputError(f"The filter {expression!r} does not read as a condition: {error.msg}.") from None
-    compare = {ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Lt: lambda a, b: a < b,
-               ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
-
-    def build(node):
-        if isinstance(node, ast.BoolOp):
-            parts = [build(v) for v in node.values]
-            if isinstance(node.op, ast.And):
-                return lambda row: all(p(row) for p in parts)
-            return lambda row: any(p(row) for p in parts)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            inner = build(node.operand)
-            return lambda row: not inner(row)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-            value = -node.operand.value
-            return lambda row: value
-        if isinstance(node, ast.Compare):
-            ops = []
-            for op in node.ops:
-                if type(op) not in compare:
-                    raise InputError(f"The filter {expression!r} uses {type(op).__name__}: use <, <=, >, >=, == or !=.")
-                ops.append(compare[type(op)])
-            items = [build(node.left)] + [build(c) for c in node.comparators]
-            return lambda row: all(op(items[i](row), items[i + 1](row)) for i, op in enumerate(ops))
-        if isinstance(node, ast.Name):
-            if node.id not in columns:
-                raise InputError(f"The filter names {node.id!r}, which is no metric: use {', '.join(columns)}.")
-            return lambda row: row[node.id]
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return lambda row: node.value
-        raise InputError(f"The filter {expression!r} may only compare metrics with numbers (and, or, not, parentheses).")
-
-    return build(tree.body)
 
 
 @dataclass
@@ -413,7 +204,7 @@ class HeadFinder:
         if len(expression) > FILTER_CHARACTERS:
             raise InputError(f"A filter is at most {FILTER_CHARACTERS:,} characters of text, e.g. \"layer >= 6 and "
                              f"sink_rate > 0.5\"; this one has {len(expression):,}.")
-        keep = _safe_filter(expression, ["layer", "head", *self.metric_names])
+        keep = safe_filter(expression, ["layer", "head", *self.metric_names])
         rows = self.metrics.to_dict("records")
         return self.metrics[[bool(keep(row)) for row in rows]]
 

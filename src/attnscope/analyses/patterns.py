@@ -25,7 +25,7 @@ PATTERNS = ("vertical", "diagonal", "vertical + diagonal", "block", "heterogeneo
 # The rule's thresholds (ours): a class when its share of the rows' weight passes them. VERTICAL
 # and DIAGONAL were chosen on the first 30 of the 60 hand-labelled maps of the embedded model
 # (tests/data/pattern_labels.json), among those that class every synthetic map right; on the other
-# 30 the rule is right on 18 (60 %): tests/test_patterns.py says so per class.
+# 30 the rule is right on 18 (60 %): tests/analyses/test_patterns.py says so per class.
 VERTICAL = 0.4  # on the two most attended columns (in BERT: [CLS], [SEP], punctuation)
 DIAGONAL = 0.3  # on the token itself and its neighbours
 BOTH = 0.6  # vertical + diagonal together, each at least MIXED

@@ -19,6 +19,7 @@ from .. import checks
 from ..checks import head_pair
 from ..errors import InputError, NoAttentionError
 from . import eager_blocks, fast_capture, texts, value_norms
+from .borrowing import attention_implementation, borrowed
 from .encoder_decoder_run import run_encoder_decoder
 from .exact_attention import describe_bytes, full_attention_bytes
 from .hooks import (
@@ -33,7 +34,7 @@ from .hooks import (
     no_capture,
     uniform_heads_hooks,
 )
-from .models import LoadedModel, accepted_inputs, attention_implementation, borrowed, forward_parameters, load_model, max_positions
+from .models import LoadedModel, accepted_inputs, forward_parameters, load_model, max_positions
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
 from .results import AttentionResult, LayerMaps, LongAttentionResult
 from .run_progress import describe_run, layer_progress

@@ -131,7 +131,7 @@ def _scaled_terms(scaled: _Scaled, attention_rows: torch.Tensor, start: int) -> 
 
 def normalised_terms(parts: BlockParts, attention_rows: torch.Tensor, start: int) -> torch.Tensor:
     """L_i(T_i(x_j)) for rows i = start… (r of them) and every key j: r × K × W (attention_rows:
-    H × r × K). Summed over j with L_i(b_O) + β added, they are y_i (tests/test_contributions.py)."""
+    H × r × K). Summed over j with L_i(b_O) + β added, they are y_i (tests/engine/test_contributions.py)."""
     scaled = _scaled(parts)
     terms = _scaled_terms(scaled, attention_rows, start).transpose(0, 1)
     return terms / scaled.sigma[start : start + attention_rows.shape[1], :, None]

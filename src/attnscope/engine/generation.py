@@ -19,7 +19,7 @@ the step is shown: the last token costs the one forward model.generate leaves ou
 Exactness: every row equals one eager forward over prompt + output to 1e-6 in float64; in float32
 to 1e-4, because the cached and the full forward round differently (SmolLM2: ~1e-5).
 
-The model leaves each step as it came (models.borrowed), and nothing is held between steps: a
+The model leaves each step as it came (borrowing.borrowed), and nothing is held between steps: a
 stopped or abandoned run leaves nothing running and keeps the text so far.
 """
 

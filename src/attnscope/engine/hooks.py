@@ -42,7 +42,7 @@ GPT2 = ProjectionLayout(fused_qkv="c_attn")
 PROJ_NAMED = ProjectionLayout(query="q_proj", key="k_proj", value="v_proj")
 T5_LIKE = ProjectionLayout(query="q", key="k", value="v", bias_output=True)
 
-# Families tested against their own returned attention (tests/test_engine.py); other model types
+# Families tested against their own returned attention (tests/engine/test_engine.py); other model types
 # are tried with every layout, first match wins.
 LAYOUTS_BY_MODEL_TYPE: dict[str, ProjectionLayout] = {
     "bert": BERT_LIKE,

@@ -108,8 +108,8 @@ def token_log_probs(engine: Any, encoded: Any, position: int, blocked: dict[int,
     model's own attention kernel, with `blocked` edges (layer → heads × T × T booleans) and
     disabled heads (head_mask: factors; uniform: heads that attend evenly). Nothing blocked or
     disabled: the model's plain forward."""
+    from .borrowing import attention_implementation
     from .hooks import head_mask_hooks, uniform_heads_hooks
-    from .models import attention_implementation
 
     register()
     implementation = implementation_for(attention_implementation(engine.model))

@@ -3,8 +3,9 @@ names or local paths, ready objects.
 
 Attention weights are only returned by the "eager" attention implementation (SDPA and flash
 attention fuse the softmax away), so a run that keeps the full attention borrows the model in
-eager mode (`borrowed`, which gives it back as it came). A long run keeps the model's own
-attention and captures q, k and row log-sum-exps where transformers calls it (fast_capture.py).
+eager mode (borrowing.py's `borrowed`, which gives it back as it came). A long run keeps the
+model's own attention and captures q, k and row log-sum-exps where transformers calls it
+(fast_capture.py).
 """
 
 from __future__ import annotations
@@ -182,70 +183,6 @@ def _quiet_fast_gguf() -> Iterator[None]:
             setattr(module, name, original)
 
 
-def use_attention(model: Any, implementation: str = "eager", fallback: str | None = None) -> None:
-    """Switch a model's attention implementation: eager, the only one of transformers' that
-    returns the weights, attnscope's blocks of it (eager_blocks.py; `fallback` "eager" for a
-    model that refuses it) or its capture for long inputs (fast_capture.py)."""
-    setter = getattr(model, "set_attn_implementation", None)
-    if setter is not None:
-        try:
-            setter(implementation)
-            return
-        except (ValueError, AttributeError, KeyError):
-            if fallback is not None:
-                use_attention(model, fallback)
-                return
-            # older models: fall back to the config attribute below
-    config = getattr(model, "config", None)
-    if config is not None:
-        config._attn_implementation = implementation
-
-
-def attention_implementation(model: Any) -> str | None:
-    """The model's own attention implementation ("sdpa", "eager", "flash_attention_2", ...)."""
-    return getattr(getattr(model, "config", None), "_attn_implementation", None)
-
-
-def _attention_configs(model: Any) -> list[Any]:
-    """Every config object of the model and its sub-models (each once), where the attention
-    implementation is recorded."""
-    found: dict[int, Any] = {}
-    pending = [getattr(m, "config", None) for m in model.modules()]
-    while pending:
-        config = pending.pop()
-        if config is None or id(config) in found or not hasattr(config, "to_dict"):
-            continue
-        found[id(config)] = config
-        pending.extend(getattr(config, key, None) for key in (getattr(config, "sub_configs", None) or {}))
-    return list(found.values())
-
-
-_UNSET = object()
-
-
-@contextmanager
-def borrowed(model: Any, implementation: str = "eager", fallback: str | None = None) -> Iterator[None]:
-    """Run-time settings for a run (eval mode: dropout off; eager attention: the weights come
-    back, or another `implementation`), undone on exit so the model leaves exactly as it came: each module's own train/eval
-    mode (a user may have frozen some) and each config's attention implementation."""
-    modes = [(module, module.training) for module in model.modules()]
-    configs = [
-        (config, config.__dict__.get("_attn_implementation_internal", _UNSET)) for config in _attention_configs(model)
-    ]
-    try:
-        model.eval()
-        use_attention(model, implementation, fallback)
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
-        for config, implementation in configs:
-            if implementation is _UNSET:
-                config.__dict__.pop("_attn_implementation_internal", None)
-            else:
-                config.__dict__["_attn_implementation_internal"] = implementation
-
-
 @contextmanager
 def quiet_loading():
     """transformers' "Loading weights" bar off while attnscope loads (it cluttered every first
@@ -396,7 +333,7 @@ def load_model(model: Any = None, tokenizer: Any = None, device: str | torch.dev
     if isinstance(tokenizer, (str, os.PathLike)):
         _check_tokenizer_files(os.fspath(tokenizer))
         tokenizer = _from_pretrained(AutoTokenizer, os.fspath(tokenizer))
-    # Eager attention is switched on for each run and back off after it (engine.borrowed), so a
+    # Eager attention is switched on for each run and back off after it (borrowing.borrowed), so a
     # model the user hands over keeps its own attention implementation.
     if not dispatched:
         hf_model.to(target)

@@ -1,13 +1,14 @@
 """Results of a run: attention of every layer and head, with what made it.
 
-`word_attention` derives the word-level result the views and analyses share.
+`word_attention` derives the word-level result the views and analyses share. A long input's run,
+which keeps queries, keys and log-sum-exps in place of its attention, is long_result.py's
+`LongAttentionResult` (imported from here too: `run_of` takes either).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,8 @@ import torch
 
 from .. import checks
 from ..errors import InputError, NoAttentionError
-from . import exact_attention as exact
 from . import formulas as an
+from .long_result import LongAttentionResult, query_index
 from .token_labels import TokenLabels, join_labels, label_tokens, word_notes
 
 
@@ -139,7 +140,7 @@ class AttentionResult:
     def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
         """Rows `queries` of one head: len(queries) × keys, float32, on the CPU (as for long inputs)."""
         layer, head = _layer_head(layer, head, self.n_layers, self.n_heads)
-        index = _query_index(queries, self.attention.shape[-2])
+        index = query_index(queries, self.attention.shape[-2])
         return self.attention[layer, head][index.to(self.attention.device)].float().cpu()
 
 
@@ -200,218 +201,6 @@ class EncoderDecoderResult(AttentionResult):
 def _layer_head(layer, head, n_layers: int, n_heads: int) -> tuple[int, int]:
     return (checks.integer("layer", layer, minimum=0, maximum=n_layers - 1),
             checks.integer("head", head, minimum=0, maximum=n_heads - 1))
-
-
-def _query_index(queries, n: int) -> torch.Tensor:
-    """Query positions as a 1-D long tensor: an int, a range, a slice or a sequence of ints."""
-    if isinstance(queries, slice):
-        return torch.arange(n)[queries]
-    if isinstance(queries, torch.Tensor):
-        values = queries.flatten().tolist()
-    elif isinstance(queries, (range, list, tuple)):
-        values = list(queries)
-    else:
-        values = [queries]
-    positions = [checks.integer("query position", q, minimum=-n, maximum=n - 1) for q in values]
-    return torch.tensor([q % n for q in positions], dtype=torch.long)
-
-
-@dataclass(kw_only=True)
-class LongAttentionResult:
-    """A long input's attention, kept as each layer's post-rotary queries and keys and the
-    log-sum-exp of every row: any row, tile or pooled overview is exact, and layers × heads × T × T
-    is never allocated. Made by `AttentionModel.run` for long inputs (fast_capture.py).
-
-    queries[l]: heads × T × d, keys[l]: key heads × T × d (grouped-query attention: query head h
-    reads key head h // (heads / key heads)), in the model's dtype on its device;
-    lse: layers × heads × T, float32; rules[l]: what layer l does to its scores.
-    """
-
-    tokens: list[str]
-    queries: list[torch.Tensor] = field(repr=False)
-    keys: list[torch.Tensor] = field(repr=False)
-    lse: torch.Tensor = field(repr=False)
-    rules: list[exact.ScoreRule] = field(repr=False)
-    causal: bool
-    model_name: str
-    text: str
-    text_b: str | None = None
-    sentence_b_start: int | None = None
-    truncated_from: int | None = None
-    input_ids: torch.Tensor | None = field(default=None, repr=False)
-    # ‖f_h(x_j)‖ of every layer's heads (layers × heads × T, on the model's device), as a full
-    # run's `value_norms`; None where not captured.
-    value_norms: torch.Tensor | None = field(default=None, repr=False)
-    word_groups: list[list[int]] | None = None
-    labels: list[str] | None = None
-    token_notes: list[str] | None = None
-    # Per token, what it adds to the text read as running text (token_labels.TokenLabels.reading).
-    token_reading: list[str] | None = None
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.queries)
-
-    @property
-    def n_heads(self) -> int:
-        return int(self.queries[0].shape[0])
-
-    @property
-    def n_key_heads(self) -> int:
-        return int(self.keys[0].shape[0])
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.queries[0].shape[1])
-
-    @property
-    def nbytes(self) -> int:
-        """What the kept queries, keys and log-sum-exps take."""
-        return exact.nbytes(*self.queries, *self.keys, self.lse)
-
-    @property
-    def attention(self) -> torch.Tensor:
-        full = exact.full_attention_bytes(self.n_layers, self.n_heads, self.n_tokens, self.n_tokens)
-        raise NoAttentionError(
-            f"This run of {self.n_tokens:,} tokens keeps its attention as queries and keys "
-            f"({exact.describe_bytes(self.nbytes)}): all of it, {self.n_layers} layers × {self.n_heads} heads × "
-            f"{self.n_tokens:,}², would take {exact.describe_bytes(full)}. Ask for what you need: "
-            "attention_rows(layer, head, queries), attention_tile(layer, head, rows, cols) or pooled(layer)."
-        )
-
-    def key_head(self, head: int) -> int:
-        """The key head query head `head` reads (grouped-query attention)."""
-        return exact.key_head(head, self.n_heads, self.n_key_heads)
-
-    def _layer(self, layer: int, head: int | None = None) -> tuple[int, int | None]:
-        layer = checks.integer("layer", layer, minimum=0, maximum=self.n_layers - 1)
-        if head is not None:
-            head = checks.integer("head", head, minimum=0, maximum=self.n_heads - 1)
-        return layer, head
-
-    def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
-        """Rows `queries` (an int, a range, a slice or a list) of one head over every key:
-        len(queries) × T, float32, on the CPU; computed on the model's device, exact."""
-        layer, head = self._layer(layer, head)
-        return self._exact(exact.rows_of_heads, layer, head, queries)[0]
-
-    def mean_attention_rows(self, layer: int, queries) -> torch.Tensor:
-        """The mean over the layer's heads of rows `queries`: len(queries) × T, float32 on the
-        CPU, exact; every head in one pass."""
-        layer, _ = self._layer(layer)
-        return self._exact(exact.rows_of_heads, layer, None, queries).mean(0)
-
-    def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
-        """Columns `keys` (an int, a range, a slice or a list) of one head: how much every query
-        attends to each of them, T × len(keys), float32 on the CPU, exact."""
-        layer, head = self._layer(layer, head)
-        return self._exact(exact.columns_of_heads, layer, head, keys)[0]
-
-    def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
-        """The mean over the layer's heads of columns `keys`: T × len(keys), float32 on the CPU,
-        exact; every head in one pass."""
-        layer, _ = self._layer(layer)
-        return self._exact(exact.columns_of_heads, layer, None, keys).mean(0)
-
-    def _exact(self, compute, layer: int, head: int | None, positions) -> torch.Tensor:
-        """compute(q, k, lse, rule, index) (exact.rows_of_heads or columns_of_heads) for one head
-        or every head (None) of a checked layer, at `positions` as the user gave them; on the CPU."""
-        index = _query_index(positions, self.n_tokens)
-        with torch.inference_mode():
-            return compute(*self._of_heads(layer, head), index).cpu()
-
-    def spans(self, rows, cols) -> list[tuple[int, int]]:
-        """`rows` and `cols` as checked (start, end) pairs of positions (a page sends them)."""
-        spans = []
-        for name, span in (("rows", rows), ("cols", cols)):
-            if not isinstance(span, (tuple, list)) or len(span) != 2:
-                raise InputError(f"{name} must be a (start, end) pair of positions, not {checks.short_repr(span)}.")
-            start = checks.integer(f"{name} start", span[0], minimum=0, maximum=self.n_tokens - 1)
-            end = checks.integer(f"{name} end", span[1], minimum=start + 1, maximum=self.n_tokens)
-            spans.append((start, end))
-        return spans
-
-    def _of_heads(self, layer: int, head: int | None):
-        """The layer's q, k, lse and rule for one query head (and its key head), or for every head (None)."""
-        q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
-        if head is None:
-            return q, k, lse, rule
-        kh = self.key_head(head)
-        return q[head : head + 1], k[kh : kh + 1], lse[head : head + 1], rule.of_heads(head, head + 1)
-
-    def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
-        """A[layer, head, rows[0]:rows[1], cols[0]:cols[1]]: float32 on the CPU, exact."""
-        layer, head = self._layer(layer, head)
-        spans = self.spans(rows, cols)
-        with torch.inference_mode():
-            tile = exact.tile(*self._of_heads(layer, head), *spans)
-        return tile[0].cpu()
-
-    def attention_block(self, layer: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
-        """Every head's A[layer, :, rows[0]:rows[1], cols[0]:cols[1]]: heads × rows × cols, float32
-        on the CPU, exact (the head view's window of a long text)."""
-        layer, _ = self._layer(layer)
-        spans = self.spans(rows, cols)
-        with torch.inference_mode():
-            block = exact.tile(*self._of_heads(layer, None), *spans)
-        return block.cpu()
-
-    def row_blocks(self, layer: int, budget: int | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """Every head's rows of `layer`, a block at a time: (start, end, heads × (end − start) × T
-        float32 on the model's device, exact), each block under `budget` bytes
-        (exact.block_bytes by default). A measure over every row never holds T × T."""
-        layer, _ = self._layer(layer)
-        q, k, lse, rule = self._of_heads(layer, None)
-        step = exact.block_rows(self.n_heads, self.n_tokens, budget, q.device)
-        for start in range(0, self.n_tokens, step):
-            end = min(self.n_tokens, start + step)
-            with torch.inference_mode():  # not held across the yield: the caller's code runs as it would
-                block = exact.tile(q, k, lse, rule, (start, end), (0, self.n_tokens))
-            yield start, end, block
-
-    def first_columns(self, layer: int, n: int) -> torch.Tensor:
-        """Every head's attention on the first n keys, from every query: heads × T × n, float32,
-        on the model's device, exact (sink metrics read it)."""
-        layer, _ = self._layer(layer)
-        with torch.inference_mode():
-            return exact.first_columns(self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer], n)
-
-    def pooled(self, layer: int, bins: int = 256, reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
-        """Every head of `layer` pooled into bins × bins blocks of T × T (the max or the mean of
-        each block): heads × bins × bins, float32 on the CPU, computed a block of rows at a time.
-        sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
-        layer, _ = self._layer(layer)
-        bins = checks.integer("bins", bins, minimum=1)
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
-        q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
-        with torch.inference_mode():
-            if sample is not None and sample[0] > 1:
-                side = min(bins, self.n_tokens)
-                pooled = exact.pooled_sampled(q, k, lse, rule, (side, side), reduce, *sample)
-            else:
-                pooled = exact.pooled_heads(q, k, lse, rule, bins, reduce)
-        return pooled.cpu()
-
-    def pooled_tile(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
-                    bins: tuple[int, int] = (256, 256), reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
-        """rows × cols of one head (None: the mean of the layer's heads) pooled into at most
-        bins blocks a side, the max or mean of each: float32 on the CPU. A side no longer than its
-        bins is one position a block, so a small enough tile is the exact attention.
-        sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
-        layer, head = self._layer(layer, head)
-        spans = self.spans(rows, cols)
-        bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
-        with torch.inference_mode():
-            if sample is not None and sample[0] > 1:
-                pooled = exact.pooled_sampled(*self._of_heads(layer, head), bins, reduce, *sample,
-                                              rows=spans[0], cols=spans[1], average=head is None)
-            else:
-                pooled = exact.pooled_heads(*self._of_heads(layer, head), bins, reduce, rows=spans[0],
-                                            cols=spans[1], average=head is None)
-        return pooled[0].cpu()
 
 
 def _stands_for_a_run(value: Any) -> bool:

@@ -7,7 +7,7 @@ answers in the kernel's place):
 - event:   {kind: "event", type, ...}, no answer.
 
 The message types are declared once, in MESSAGES below; js/transport/contract.js is generated from it
-(contract.contract_js) and tests/test_contract.py checks that the views send only these.
+(contract.contract_js) and tests/widget/test_contract.py checks that the views send only these.
 """
 
 from __future__ import annotations

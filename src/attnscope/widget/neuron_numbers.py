@@ -7,7 +7,7 @@ must answer any head and query of its saved layers offline. Computed here, it wo
 every query's scores, softmax and output (heads × T² per layer, more than the attention itself);
 computed there, it stores what this module hands out (queries, keys, values and ‖f‖: heads × T × d
 per layer), and the kernel's answer is the same bytes sliced from the same tensors, so the live and
-the saved numbers are identical (tests/test_neuron.py).
+the saved numbers are identical (tests/widget/test_neuron.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from attnscope.analyses.probes import (
 )
 from attnscope.errors import InputError
 
-SENTENCES = [s for s in (Path(__file__).resolve().parent.parent / "notebooks" / "data" / "sentences.txt")
+SENTENCES = [s for s in (Path(__file__).resolve().parents[2] / "notebooks" / "data" / "sentences.txt")
              .read_text(encoding="utf-8").splitlines() if s.strip()]
 
 

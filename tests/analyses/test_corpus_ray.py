@@ -113,7 +113,7 @@ def test_coref_heads_on_ray_equal_the_single_process_run(cluster, default_model)
     """Clark's Table 2 over the shipped hand-annotated sample."""
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parent.parent / "notebooks" / "data" / "coref_sample.conll"
+    sample = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "coref_sample.conll"
     local = attnscope.coref_heads(default_model, sample, batch_size=4, progress=False)
     distributed = attnscope.coref_heads(default_model, sample, batch_size=4, progress=False, backend="ray")
     same_numbers(local.accuracy, distributed.accuracy)

@@ -95,16 +95,16 @@ def test_the_filter_grammar_is_the_pages_one():
     import json
     from pathlib import Path
 
-    from attnscope.analyses.head_finder import _safe_filter
+    from attnscope.analyses.finder_filter import safe_filter
 
-    cases = json.loads((Path(__file__).resolve().parent / "data" / "filter_cases.json").read_text(encoding="utf-8"))
+    cases = json.loads((Path(__file__).resolve().parents[1] / "data" / "filter_cases.json").read_text(encoding="utf-8"))
     names = ["layer", "head", "sink_rate", "entropy", "prev_token"]
     for expression, labels in cases["keeps"]:
-        keep = _safe_filter(expression, names)
+        keep = safe_filter(expression, names)
         assert [h["label"] for h in cases["heads"] if keep(h)] == labels, expression
     for expression in cases["refused"]:
         with pytest.raises(InputError):
-            _safe_filter(expression, names)
+            safe_filter(expression, names)
 
 
 def test_the_induction_score_is_olssons_formula_on_repeated_random_tokens(bert_tokenizer):
@@ -295,7 +295,7 @@ def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_th
     as the widget decides) is measured on demand (queries, keys,
     row log-sum-exps) and its rows come a block at a time: every metric and example is the one the
     whole attention gives, and no document's layers × heads × n × n is ever made."""
-    module = importlib.import_module("attnscope.analyses.head_finder")
+    module = importlib.import_module("attnscope.analyses.finder_measures")
 
     if kind == "decoder":
         model, corpus = _sharp_decoder(bert_tokenizer), TEXTS

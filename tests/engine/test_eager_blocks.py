@@ -8,7 +8,7 @@ from test_engine import SMALL, VOCAB, small_models
 
 import attnscope
 from attnscope.engine import eager_blocks
-from attnscope.engine.models import borrowed
+from attnscope.engine.borrowing import borrowed
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "It was not amused, and said so at length to everyone."]
 

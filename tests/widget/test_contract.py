@@ -21,7 +21,7 @@ from attnscope.widget.contract import (
     view_modules_js,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def js_traits() -> list[str]:
@@ -143,7 +143,7 @@ def test_architecture_md_shows_the_layers_that_lint_imports_checks():
     module of the package and of each folder is on one of them."""
     import tomllib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     contracts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     text = (root / "ARCHITECTURE.md").read_text()
     package = root / "src" / "attnscope"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from notebook_runs import execute
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT / "src" / "attnscope" / "static" / "widget.js"
 ARTIFACTS = ROOT / "tests" / "browser" / "artifacts"
 TOKEN = "attnscope-test-token"

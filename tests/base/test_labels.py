@@ -15,7 +15,7 @@ from attnscope.engine.nonfinite import nonfinite_message
 from attnscope.errors import InputError
 from attnscope.labels import EXAMPLES, head_label, head_name, label_examples
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_head_is_named_as_the_python_api_counts_it():

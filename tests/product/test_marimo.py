@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from test_jupyterlab import BUNDLE, TILE_PIXELS, free_port, line_count, require_installed, running_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "browser" / "artifacts"
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")

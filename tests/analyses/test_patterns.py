@@ -91,8 +91,8 @@ def test_the_rule_against_maps_labelled_by_hand(default_model):
     import json
     from pathlib import Path
 
-    labelled = json.loads((Path(__file__).parent / "data" / "pattern_labels.json").read_text(encoding="utf-8"))["maps"]
-    sentences = [s for s in (Path(__file__).parents[1] / "notebooks/data/sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
+    labelled = json.loads((Path(__file__).parents[1] / "data" / "pattern_labels.json").read_text(encoding="utf-8"))["maps"]
+    sentences = [s for s in (Path(__file__).parents[2] / "notebooks/data/sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
     right = {}
     for index, item in enumerate(labelled):
         result = default_model.run(sentences[2 * item["pair"]], sentences[2 * item["pair"] + 1])

@@ -160,7 +160,7 @@ def test_auto_keeps_short_inputs_full_and_long_ones_on_demand(tokenizer, monkeyp
     n = len(engine.run(TEXT).tokens)
     monkeypatch.setattr(engine_module, "FULL_ATTENTION_LIMIT", full_attention_bytes(2, 4, n, n) - 1)
     assert isinstance(engine.run(TEXT), LongAttentionResult)
-    # The widget opens its long-input views on such a run (tests/test_long_widget.py).
+    # The widget opens its long-input views on such a run (tests/widget/test_long_widget.py).
     widget = attnscope.AttentionWidget(TEXT, model=engine)
     assert widget.long_context and widget.view == "text"
     with pytest.raises(Exception, match=f"this text of {n} tokens does not keep"):

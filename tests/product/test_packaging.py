@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT / "src" / "attnscope" / "static" / "widget.js"
 DEV_TOOLS = ("pytest", "playwright", "jupyterlab", "notebook", "ruff", "marimo", "nbclient", "hatchling")
 
@@ -73,7 +73,7 @@ def test_the_sdist_rebuilds_the_same_wheel_offline_without_node(artifacts):
     with tarfile.open(artifacts["sdist"]) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     for needed in ("js/widget.js", "js/views/head_view.test.js", "scripts/build.mjs", "package.json", "package-lock.json",
-                   "hatch_build.py", "LICENSE", "tests/test_packaging.py", "src/attnscope/static/widget.js",
+                   "hatch_build.py", "LICENSE", "tests/product/test_packaging.py", "src/attnscope/static/widget.js",
                    "src/attnscope/static/SOURCES.sha256", "src/attnscope/static/THIRD_PARTY_LICENSES.txt"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("node_modules/", ".venv/", "tests/browser/artifacts/"))]

@@ -15,7 +15,7 @@ from attnscope.analyses.coreference import baseline_guesses, mention_head, read_
 from attnscope.analyses.syntax import SentenceAttention
 from attnscope.errors import InputError
 
-SAMPLE = Path(__file__).resolve().parent.parent / "notebooks" / "data" / "coref_sample.conll"
+SAMPLE = Path(__file__).resolve().parents[2] / "notebooks" / "data" / "coref_sample.conll"
 
 
 def conll(*sentences: list[tuple[str, str]], name: str = "doc") -> str:

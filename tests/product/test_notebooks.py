@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 sys.path.insert(0, str(NOTEBOOKS.parent / "scripts"))
 
 from executed_notebooks import store  # noqa: E402  (the docs build shows the runs kept here)
