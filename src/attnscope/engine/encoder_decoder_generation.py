@@ -18,10 +18,11 @@ import torch
 from .. import checks
 from ..errors import InputError, NoAttentionError
 from . import encoder_decoder_capture
+from .borrowing import attention_implementation, borrowed
 from .encoder_decoder_long import EncoderDecoderLongResult
 from .encoder_decoder_run import decoder_start_id
 from .generation_run import GENERATE_WITH, Generation, GenerationSettings, Reading, Stop, eos_ids, given_probabilities, given_rows, token_loop
-from .models import attention_implementation, borrowed, forward_parameters, max_positions
+from .models import forward_parameters, max_positions
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult
 from .texts import groups_from_tokens
 from .token_labels import labels_for_tokenizer

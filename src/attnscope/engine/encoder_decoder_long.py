@@ -23,7 +23,7 @@ import torch
 from .. import checks
 from ..errors import InputError
 from . import exact_attention as exact
-from .results import LongAttentionResult, _query_index
+from .long_result import LongAttentionResult, query_index
 
 
 def relative_bias(table: torch.Tensor, origin: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -150,19 +150,19 @@ class EncoderDecoderLongResult(LongAttentionResult):
 
     def attention_rows(self, layer: int, head: int, queries) -> torch.Tensor:
         layer, head = self._layer(layer, head)
-        return self._of(layer, head, _query_index(queries, self.n_tokens), torch.arange(self.n_tokens))[0]
+        return self._of(layer, head, query_index(queries, self.n_tokens), torch.arange(self.n_tokens))[0]
 
     def mean_attention_rows(self, layer: int, queries) -> torch.Tensor:
         layer, _ = self._layer(layer)
-        return self._of(layer, None, _query_index(queries, self.n_tokens), torch.arange(self.n_tokens)).mean(0)
+        return self._of(layer, None, query_index(queries, self.n_tokens), torch.arange(self.n_tokens)).mean(0)
 
     def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
         layer, head = self._layer(layer, head)
-        return self._of(layer, head, torch.arange(self.n_tokens), _query_index(keys, self.n_tokens))[0]
+        return self._of(layer, head, torch.arange(self.n_tokens), query_index(keys, self.n_tokens))[0]
 
     def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
         layer, _ = self._layer(layer)
-        return self._of(layer, None, torch.arange(self.n_tokens), _query_index(keys, self.n_tokens)).mean(0)
+        return self._of(layer, None, torch.arange(self.n_tokens), query_index(keys, self.n_tokens)).mean(0)
 
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         layer, head = self._layer(layer, head)
