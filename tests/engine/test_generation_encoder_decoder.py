@@ -18,9 +18,9 @@ from test_generation import PROMPT, STEPS
 import attnscope
 from attnscope import InputError
 from attnscope.engine import encoder_decoder_capture
+from attnscope.engine.borrowing import borrowed
 from attnscope.engine.encoder_decoder_long import EncoderDecoderLongResult
 from attnscope.engine.generation import from_generate, generate, generation_steps
-from attnscope.engine.borrowing import borrowed
 
 FAMILIES = {"bart": lambda **config: tiny_bart(lm_head=True, **config), "t5 (relative-position bias)": tiny_t5}
 SHAPE = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
