@@ -737,10 +737,9 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
          "kernel) and is not drawn again"),
         ("head toggle", 50, None, "drawn in the page at once; the kernel is told after"),
         ("hover on a token", 50, None, "drawn in the page; nothing crosses"),
-        ("neuron view, another token", None, harness.get("neuron_switch_ms"),
-         f"the kernel's answer crosses ({_ms(median('neuron view, another token', 'kernel_to_page_ms'))} from the write's "
-         f"end to the answer), then {_ms(median('neuron view, another token', 'page_to_pixels_ms'))} in the page (its "
-         f"{2 * 512:,} rows of numbers)"),
+        ("neuron view, another token", 100, harness.get("neuron_switch_ms"),
+         "computed and drawn in the page from the layer it holds (the kernel answers a layer's queries, keys and values "
+         "once, as a saved page stores them); nothing crosses"),
         ("model view opened (first time)", None, harness.get("model_first_paint_ms"),
          f"the kernel pools every layer ({_ms(median('model view opened', 'kernel_ms'))}), then the page draws"),
     ]
@@ -752,18 +751,20 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
         f"{len((inter.get('layer switch') or {}).get('each_ms', [])) or REPEATS}. The harness column is the fake-model "
         "figure above, without the round trip.",
         "",
-        "| interaction | target | JupyterLab | harness | met | where the time goes |",
-        "|---|---|---|---|---|---|",
+        "| interaction | target | JupyterLab (median) | first of its kind | harness | met (both) | where the time goes |",
+        "|---|---|---|---|---|---|---|",
     ]
     names = {"model view opened (first time)": "model view opened"}
     for name, limit, harness_ms, why in rows:
         value = median(names.get(name, name))
         target = "–" if limit is None else f"≤ {limit} ms"
-        lines.append(f"| {name} | {target} | {_ms(value)} | {_ms(harness_ms)} | {met(value, limit)} | {why} |")
+        first = ((inter.get(names.get(name, name)) or {}).get("each_ms") or [None])[0]
+        both = met(max(value, first), limit) if value is not None and first is not None else met(value, limit)
+        lines.append(f"| {name} | {target} | {_ms(value)} | {_ms(first)} | {_ms(harness_ms)} | {both} | {why} |")
     total = median("edited sentence")
     lines.append(
         f"| edited sentence, redrawn | ≤ the forward + 150 ms | {_ms(total)}: the forward {_ms(median('edited sentence', 'forward_ms'))} "
-        f"+ {_ms(beyond)} | – | {met(beyond, 150)} | beyond the model's forward: the rest of the run in the kernel "
+        f"+ {_ms(beyond)} | {_ms(((inter.get('edited sentence') or {}).get('each_ms') or [None])[0])} | – | {met(beyond, 150)} | beyond the model's forward: the rest of the run in the kernel "
         f"({_ms((median('edited sentence', 'kernel_ms') or 0) - (median('edited sentence', 'forward_ms') or 0))}), the new "
         f"layer and tokens crossing ({_ms(median('edited sentence', 'kernel_to_page_ms'))}), the page "
         f"({_ms(median('edited sentence', 'page_to_pixels_ms'))}); the forward with attention weights alone, in the same "
