@@ -111,7 +111,7 @@ class GenerationWidget(AttentionWidget):
         state = run_state(computed, self._settings(), request_id, layer, heads)
         run = self._generation
         generating = run.finish is None and self._thread is not None and not self._done.is_set()
-        traits = {**state.traits, "generating": generating,
+        traits = {**state.traits, "generating": generating, "output_start": len(run.prompt_ids),
                   "notice": "\n".join(line for line in (generation_notice(run), state.traits.get("notice", "")) if line)}
         self._show(dataclasses.replace(state, traits=traits))
 
