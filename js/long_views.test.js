@@ -347,7 +347,7 @@ describe("text view shading", () => {
 });
 
 describe("saved page answers", () => {
-  const answers = [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }];
+  const answers = { answers: [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }] };
   it("answers the saved request, and says why not for others", () => {
     const state = { result_id: 3, layer: 0, direction: "from", focus_token: 5 };
     const hit = savedAnswer(answers, { type: "attention_rows", id: 1, layer: 0, head: -1, token: 5, direction: "from" }, state);
