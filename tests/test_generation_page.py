@@ -1,6 +1,7 @@
 """A generation saved and shared (issue 48 items 3 and 6): the saved page keeps each output token's
 row sparse, its largest weights for every layer, head and the mean of the heads, as the run's own
-rows have them, within a budget it states truly; the widget says where the output begins."""
+rows have them, within a budget it states truly; the widget says where the output begins; the
+notebook's picture shows the generated text and the selected step."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from test_generation_widget import PROMPT, engine  # noqa: F401  (engine: the mo
 import attnscope
 from attnscope.widget import long_answers
 from attnscope.widget.export import page_state
+from attnscope.widget.picture import picture_svg
 
 STEPS = 6
 
@@ -116,3 +118,19 @@ def test_a_page_weighed_by_value_norm_keeps_the_weighed_rows(generated):
     finally:
         generated.weigh_by = "attention"
 
+
+def test_the_notebooks_picture_shows_the_generated_text_and_the_selected_step(generated):
+    first = generated.output_start
+    generated.focus_token = first + 2
+    try:
+        svg, why = picture_svg(generated)
+        assert svg is not None, why
+        assert f"The model wrote {STEPS} tokens after a prompt of {first}:" in svg
+        assert f"Step 3 of {STEPS}:" in svg and f"(token {first + 2}), attention from it" in svg
+        assert "the 6 tokens the model wrote (from token" in svg and "#d4650b" in svg  # the output marked
+        generated.view = "head"
+        svg, why = picture_svg(generated)
+        assert svg is not None, why
+        assert f"The model wrote {STEPS} tokens" in svg and f"(step 3 of {STEPS})" in svg
+    finally:
+        generated.view, generated.focus_token = "text", len(generated.tokens) - 1
