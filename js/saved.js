@@ -76,7 +76,10 @@ export function savedAnswer(served, request, state) {
   const step = served?.steps ? stepAnswer(served.steps, request, state) : null;
   if (step) return step;
   const what = request.type === "attention_tile" ? "Zooming in or another layer" : "Another token, layer or direction";
-  return { error: `This saved page holds layer ${state.layer}'s whole maps and the attention ${state.direction} token ${state.focus_token}. ${needsLiveWidget(what)}` };
+  // What the page holds, as it was saved: the state now is the reader's new choice, which it does not hold.
+  const held = (served?.answers ?? []).find((saved) => saved.type === "attention_rows")?.request
+    ?? { layer: state.layer, direction: state.direction, token: state.focus_token };
+  return { error: `This saved page holds layer ${held.layer}'s whole maps and the attention ${held.direction} token ${held.token}. ${needsLiveWidget(what)}` };
 }
 
 /** Element i of a saved part ({data: DataView, dtype}): a key (uint16 or uint32) or a weight. */
