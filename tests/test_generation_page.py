@@ -5,9 +5,16 @@ notebook's picture shows the generated text and the selected step."""
 
 from __future__ import annotations
 
+import html
+import re
+import warnings
+
 import numpy as np
 import pytest
-from test_generation_widget import PROMPT, engine  # noqa: F401  (engine: the module's fixture)
+import torch
+from small_models import families, scaled_up
+from test_generation_widget import PROMPT
+from test_token_labels import byte_level_bpe
 
 import attnscope
 from attnscope.widget import long_answers
@@ -17,9 +24,19 @@ from attnscope.widget.picture import picture_svg
 STEPS = 6
 
 
+def seeded_engine():
+    """test_generation_widget's random Llama, the same each run: the same tokens to read and click."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = scaled_up(families(window=4, lm_head=True)["llama (GQA)"]())
+    model.generation_config.eos_token_id = []  # it writes every step asked for
+    return attnscope.load(model, byte_level_bpe(), device="cpu")
+
+
 @pytest.fixture(scope="module")
-def generated(engine):  # noqa: F811
-    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
+def generated():
+    widget = attnscope.generate(PROMPT, model=seeded_engine(), max_new_tokens=STEPS, chat=False)
     widget.wait(timeout=120)
     yield widget
     widget.close()
@@ -119,18 +136,26 @@ def test_a_page_weighed_by_value_norm_keeps_the_weighed_rows(generated):
         generated.weigh_by = "attention"
 
 
+def svg_text(svg: str) -> str:
+    """What an SVG says, its lines joined (a caption wraps where the picture's width ends)."""
+    return " ".join(html.unescape(text) for text in re.findall(r">([^<]*)</text>", svg))
+
+
 def test_the_notebooks_picture_shows_the_generated_text_and_the_selected_step(generated):
     first = generated.output_start
     generated.focus_token = first + 2
+    written = "".join(generated.token_reading[first:]).strip()[:20]
     try:
         svg, why = picture_svg(generated)
         assert svg is not None, why
-        assert f"The model wrote {STEPS} tokens after a prompt of {first}:" in svg
-        assert f"Step 3 of {STEPS}:" in svg and f"(token {first + 2}), attention from it" in svg
-        assert "the 6 tokens the model wrote (from token" in svg and "#d4650b" in svg  # the output marked
+        said = svg_text(svg)
+        assert f"The model wrote {STEPS} tokens after a prompt of {first}: “{written}" in said
+        assert f"Step 3 of {STEPS}:" in said and f"(token {first + 2}), attention from it" in said
+        assert f"the {STEPS} tokens the model wrote (from token {first})" in said and "#d4650b" in svg  # the output marked
         generated.view = "head"
         svg, why = picture_svg(generated)
         assert svg is not None, why
-        assert f"The model wrote {STEPS} tokens" in svg and f"(step 3 of {STEPS})" in svg
+        said = svg_text(svg)
+        assert f"The model wrote {STEPS} tokens after a prompt of {first}:" in said and f"(step 3 of {STEPS})" in said
     finally:
         generated.view, generated.focus_token = "text", len(generated.tokens) - 1

@@ -6,12 +6,10 @@ the live widget marks it and names the step too."""
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from test_head_view_browser import BUNDLE
 from test_saved_state import answer_as_the_kernel
 
@@ -20,10 +18,8 @@ from attnscope.widget import long_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from small_models import families, scaled_up  # noqa: E402
-from test_generation_page import kept_rows  # noqa: E402
+from test_generation_page import kept_rows, seeded_engine  # noqa: E402
 from test_generation_widget import PROMPT  # noqa: E402
-from test_token_labels import byte_level_bpe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="JS bundle not built (make test builds it)")
 
@@ -34,13 +30,7 @@ CAPTION = ".attnscope-text-caption"
 
 @pytest.fixture(scope="module")
 def generated():
-    torch.manual_seed(0)  # the same random model each run: the same tokens to click
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = scaled_up(families(window=4, lm_head=True)["llama (GQA)"]())
-    model.generation_config.eos_token_id = []  # it writes every step asked for
-    engine = attnscope.load(model, byte_level_bpe(), device="cpu")
-    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
+    widget = attnscope.generate(PROMPT, model=seeded_engine(), max_new_tokens=STEPS, chat=False)
     widget.wait(timeout=120)
     yield widget
     widget.close()
