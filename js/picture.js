@@ -14,7 +14,7 @@ import { imageCaption, VIEWS } from "./views/views.js";
 
 /** A saved answer as the views' request helpers give it: decoded numbers, {error}, or null. */
 function answerOf(served, state, type, params, numbers) {
-  const answer = type === "neuron" ? neuronAnswer(served.neuron, params, state) : savedAnswer(served.answers, { type, ...params }, state);
+  const answer = type === "neuron" ? neuronAnswer(served.neuron, params, state) : savedAnswer(served, { type, ...params }, state);
   return answer.error ? { error: answer.error } : numbers(answer.content, answer.buffers);
 }
 

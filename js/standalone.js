@@ -22,6 +22,9 @@ export function createStaticModel(page) {
   const onChange = {
     view: () => {},
     layer(name) {
+      // A long run's page holds answers, not layers: the views ask for the new layer's, which the
+      // page gives where it holds them (a generation's steps) and says it cannot where not.
+      if (!served.attention) return;
       const payload = served.attention[String(state.layer)];
       if (payload) { state.attention = payload; emit("change:attention"); return; }
       state.error = `Layer ${state.layer} is not in this saved page (it holds layers ${Object.keys(served.attention).join(", ")}).`;
@@ -56,9 +59,9 @@ export function createStaticModel(page) {
         return { content: { store: served.neuron, paths: [], layer: request.layer, result_id: state.result_id, n_queries, part,
           shown: state.compared_model ? state.compare_shown : "" }, buffers: [] };
       },
-      attention_rows: (request) => savedAnswer(served.answers, request, state),
-      attention_tile: (request) => savedAnswer(served.answers, request, state),
-      attention_window: (request) => savedAnswer(served.answers, request, state),
+      attention_rows: (request) => savedAnswer(served, request, state),
+      attention_tile: (request) => savedAnswer(served, request, state),
+      attention_window: (request) => savedAnswer(served, request, state),
     },
     (content, buffers) => emit("msg:custom", content, buffers),
   );

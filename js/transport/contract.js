@@ -38,6 +38,7 @@
  * @property {string} neuron_unavailable [kernel] Why the neuron view cannot show this run (it needs the queries and keys), shown in its tab; "" when it can.
  * @property {string} notice [kernel] Visible notes on the run, a line each: truncation, heads with NaN attention.
  * @property {Object<string, any>} one_scale [kernel] While the views draw something other than attention itself, on one scale for every layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention or a long run (whose views scale what they show).
+ * @property {number} output_start [kernel] attnscope.generate: the first token the model wrote (those before it are the prompt as the model read it); each output token is a step the text view names. -1: not a generation.
  * @property {Array<string>} parts [kernel] Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
  * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
@@ -96,6 +97,7 @@ export const TRAITS = [
   "neuron_unavailable",
   "notice",
   "one_scale",
+  "output_start",
   "parts",
   "picture_id",
   "request",

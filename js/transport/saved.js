@@ -2,6 +2,7 @@
 // DOM: the saved page's static model (standalone.js) and the kernel's picture of a view
 // (picture.js) both use these.
 import { base64Decode } from "../drawing/base64.js";
+import { halfToFloat } from "./codec.js";
 
 // A saved page (a file, the iframe of a slide) is a copy of the widget with no model to rerun:
 // what needs the model is said to need the live widget, never a kernel (one may well be running
@@ -65,13 +66,86 @@ export function neuronAnswer(store, request, state) {
 
 /**
  * A long run's saved answers (export._long_page_state): the kernel's own answer to a request with
- * the same parameters, or why the page cannot answer.
+ * the same parameters, a generation's kept step (stepAnswer), or why the page cannot answer.
+ * served: {answers, steps?}.
  */
-export function savedAnswer(answers, request, state) {
+export function savedAnswer(served, request, state) {
   const same = (saved) => saved.type === request.type &&
     Object.entries(saved.request).every(([key, value]) => JSON.stringify(request[key]) === JSON.stringify(value));
-  const found = (answers ?? []).find(same);
+  const found = (served?.answers ?? []).find(same);
   if (found) return { content: { ...found.content, result_id: state.result_id }, buffers: [found.buffer] };
+  const step = served?.steps ? stepAnswer(served.steps, request, state) : null;
+  if (step) return step;
   const what = request.type === "attention_tile" ? "Zooming in or another layer" : "Another token, layer or direction";
-  return { error: `This saved page holds layer ${state.layer}'s whole maps and the attention ${state.direction} token ${state.focus_token}. ${needsLiveWidget(what)}` };
+  // What the page holds, as it was saved: the state now is the reader's new choice, which it does not hold.
+  const held = (served?.answers ?? []).find((saved) => saved.type === "attention_rows")?.request
+    ?? { layer: state.layer, direction: state.direction, token: state.focus_token };
+  return { error: `This saved page holds layer ${held.layer}'s whole maps and the attention ${held.direction} token ${held.token}. ${needsLiveWidget(what)}` };
+}
+
+/** Element i of a saved part ({data: DataView, dtype}): a key (uint16 or uint32) or a weight. */
+function readAt(part, i) {
+  const { data, dtype } = part;
+  if (dtype === "uint16") return data.getUint16(2 * i, true);
+  if (dtype === "uint32") return data.getUint32(4 * i, true);
+  if (dtype === "float16") return halfToFloat(data.getUint16(2 * i, true));
+  return data.getFloat32(4 * i, true);
+}
+
+// A share as the page says it (long_answers._percent): 97%, 99.6%, 100%.
+const percent = (share) => (share >= 0.9995 ? "100%" : `${(100 * share).toFixed(share >= 0.995 ? 1 : 0)}%`);
+
+/**
+ * A generation's kept steps (long_answers.step_rows): the answer to a step's row ("attention_rows"
+ * from an output token) or to the head view's window around it ("attention_window": the kept rows in
+ * it), rebuilt from each row's largest weights, the others 0, with a `note` that says what was kept;
+ * {error} for a token whose row this page does not keep; null for what the steps do not hold (a
+ * tile, a column: the caller says it needs the live widget).
+ */
+export function stepAnswer(steps, request, state) {
+  const { first, kept, n_tokens: n } = steps;
+  const { type, layer, token } = request;
+  if (!((type === "attention_rows" && request.direction === "from") || type === "attention_window")) return null;
+  const at = steps.layers.indexOf(layer);
+  const step = token - first; // 0: the first token the model wrote
+  const whose = `Token ${token} ${token < first ? "is in the prompt" : `(step ${step + 1})`}`;
+  if (at < 0) return { error: `Layer ${layer} is not in this saved page (it keeps layers ${steps.layers.join(", ")}). ${needsLiveWidget("Another layer")}` };
+  if (!(token >= first && step < kept)) {
+    const which = kept ? `the rows of steps 1–${kept} (tokens ${first}–${first + kept - 1})` : "no output token's row";
+    const more = token >= first ? `: steps after ${kept} of ${steps.steps} are not kept` : "";
+    return { error: `${whose}${more}. This saved page keeps ${which}: ${needsLiveWidget("its row")}` };
+  }
+  const nHeads = steps.n_heads;
+  // Row (layer slot, head or -1, step) into `values` at `offset`, its keys in [lo, hi) at key − lo.
+  function fill(values, offset, head, s, lo, hi) {
+    const part = head < 0 ? steps.mean : steps.heads;
+    const k = head < 0 ? steps.mean_keys : steps.head_keys;
+    const row = head < 0 ? at * kept + s : (at * nHeads + head) * kept + s;
+    for (let r = 0; r < k; r++) {
+      const key = readAt(part.keys, row * k + r);
+      if (key >= lo && key < hi) values[offset + key - lo] = readAt(part.weights, row * k + r);
+    }
+    return readAt(part.share, row);
+  }
+  const base = { layer, token, n_tokens: n, dtype: "float32", result_id: state.result_id, weigh_by: state.weigh_by };
+  if (type === "attention_rows") {
+    const { head } = request;
+    if (!(head >= -1 && head < nHeads)) return { error: `head=${head} is out of range -1..${nHeads - 1}.` };
+    const values = new Float32Array(n);
+    const share = fill(values, 0, head, step, 0, n);
+    const k = head < 0 ? steps.mean_keys : steps.head_keys;
+    return { content: { ...base, head, direction: "from", shape: [n],
+      note: `This saved page keeps this row's ${k} largest weights (${percent(share)} of its weight); the others show as 0.` },
+    buffers: [new DataView(values.buffer)] };
+  }
+  const start = steps.window_starts[step];
+  const end = Math.min(n, start + steps.window_tokens);
+  const size = end - start;
+  const values = new Float32Array(nHeads * size * size);
+  for (let q = Math.max(start, first); q < Math.min(end, first + kept); q++) {
+    for (let h = 0; h < nHeads; h++) fill(values, (h * size + q - start) * size, h, q - first, start, end);
+  }
+  return { content: { ...base, rows: [start, end], shape: [nHeads, size, size],
+    note: `This saved page keeps the output tokens' rows, each head's ${steps.head_keys} largest weights: lines from the prompt's tokens are not drawn.` },
+  buffers: [new DataView(values.buffer)] };
 }

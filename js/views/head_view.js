@@ -403,5 +403,5 @@ export const adapter = {
   },
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,
-  shows: ["notice", "part", "masked", "change", "weigh", "words", "filter", "heads", "causal", "aside"],
+  shows: ["generation", "notice", "part", "masked", "change", "weigh", "words", "filter", "heads", "causal", "aside"],
 };

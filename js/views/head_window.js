@@ -1,6 +1,7 @@
 // The head view on a long run: a window of the text around the selected token, its exact
 // weights asked for (attention_window) and drawn relative to the window's largest.
 import { tokenCaption } from "../drawing/dom.js";
+import { stepOf } from "./output_tokens.js";
 import { answered, count } from "./view_adapter.js";
 
 // A long run's head view shows a window of its text; the token slices are kept while the window
@@ -46,6 +47,7 @@ export function windowState({ get, long }, memo = {}) {
     memo.relative = { of: win, aside: get("sink_aside"), ...relativeWindow(win, get("sink_aside")) };
   }
   const { values, largest } = memo.relative;
+  const step = stepOf(get("output_start") ?? -1, tokens.length, selected); // a generation's output token
   return {
     start,
     tokens: shown,
@@ -59,9 +61,9 @@ export function windowState({ get, long }, memo = {}) {
     sentenceFilter: "all",
     selected: selected - start,
     caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
-      + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}, layer ${get("layer")}: each line is as opaque `
-      + `as its exact ${weighedWord(get)} relative to the window's largest, ${largest.toPrecision(2)}; what a token gives to tokens `
-      + "outside this window is not drawn.",
+      + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}${step ? ` (step ${step.step} of ${step.steps})` : ""}, `
+      + `layer ${get("layer")}: each line is as opaque as its exact ${weighedWord(get)} relative to the window's largest, `
+      + `${largest.toPrecision(2)}; what a token gives to tokens outside this window is not drawn.${win.note ? ` ${win.note}` : ""}`,
   };
 }
 

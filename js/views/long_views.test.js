@@ -264,12 +264,15 @@ describe("text view shading", () => {
 });
 
 describe("saved page answers", () => {
-  const answers = [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }];
+  const answers = { answers: [{ type: "attention_rows", request: { layer: 0, head: -1, token: 5, direction: "from" }, content: { n_tokens: 9 }, buffer: "B" }] };
   it("answers the saved request, and says why not for others", () => {
     const state = { result_id: 3, layer: 0, direction: "from", focus_token: 5 };
     const hit = savedAnswer(answers, { type: "attention_rows", id: 1, layer: 0, head: -1, token: 5, direction: "from" }, state);
     expect(hit).toEqual({ content: { n_tokens: 9, result_id: 3 }, buffers: ["B"] });
-    const miss = savedAnswer(answers, { type: "attention_rows", id: 2, layer: 0, head: -1, token: 6, direction: "from" }, state);
+    // The reader's choice (token 6, layer 1) is the state now; the message names what the page holds.
+    const miss = savedAnswer(answers, { type: "attention_rows", id: 2, layer: 1, head: -1, token: 6, direction: "from" },
+      { ...state, layer: 1, focus_token: 6 });
+    expect(miss.error).toMatch(/^This saved page holds layer 0's whole maps and the attention from token 5\. /);
     // A saved page may be a slide beside a running kernel: it names what it cannot do, not a missing kernel.
     expect(miss.error).toMatch(/Another token, layer or direction needs the live widget: this saved copy cannot rerun the model/);
     expect(miss.error).not.toMatch(/kernel/);

@@ -419,5 +419,5 @@ export const adapter = {
     return mapScene(state, mapSize(width), options).scene;
   },
   title: layerTitle,
-  shows: ["notice", "weigh"], // its colour bars name the tokens set aside
+  shows: ["generation", "notice", "weigh"], // its colour bars name the tokens set aside
 };

@@ -349,5 +349,5 @@ export const adapter = {
   draw: (view, context) => shown(view, modelState(context)),
   picture: (context, options) => imaged(modelState(context), modelImage, options),
   title: ({ get }) => get("model_name"),
-  shows: ["notice", "part", "masked", "change", "weigh", "words", "included"],
+  shows: ["generation", "notice", "part", "masked", "change", "weigh", "words", "included"],
 };

@@ -5,6 +5,7 @@
 import { el, labelled, select, tokenCaption } from "../drawing/dom.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBarScene, renderColorBar } from "../drawing/legend.js";
 import { createAsidePicker, createHeadPicker, focusHeadName, topK } from "../controls/long_controls.js";
+import { markOutput, outputLegend, outputTokenMarks, stepOf } from "./output_tokens.js";
 import { createScene, imageMethods } from "../drawing/scene.js";
 import { textWidth, wrapText } from "../drawing/svg.js";
 import { shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
@@ -17,19 +18,21 @@ const IMAGE_LINES = 24;
 
 const format = (v) => (v >= 0.001 || v === 0 ? v.toFixed(3) : v.toExponential(1));
 
-/** What the shading says, e.g. "Attention from “cat” (token 12), head 3, layer 2". */
+/** What the shading says, e.g. "Attention from “cat” (token 12), head 3, layer 2"; a generation's
+ * output token as its step: "Step 12 of 32: “ Paris” (token 45), attention from it, ...". */
 export function shadingTitle(state) {
   const token = tokenCaption(state.tokens[state.selected] ?? "", state.notes?.[state.selected]);
   // Weighed by value norm: α·‖f(x)‖, what the row passes, not the weight alone (engine/weighing.py).
   const weighed = state.weighBy === "value_norm";
   const what = `${weighed ? "‖αf(x)‖" : "Attention"} ${state.direction === "to" ? "to" : "from"}`;
-  return `${what} ${token} (token ${state.selected}), ${focusHeadName(state.head)}, layer ${state.layer}`;
+  const where = `${focusHeadName(state.head)}, layer ${state.layer}`;
+  const step = stepOf(state.outputStart, state.tokens.length, state.selected);
+  return step ? `Step ${step.step} of ${step.steps}: ${token} (token ${state.selected}), ${weighed ? what : what.toLowerCase()} it, ${where}`
+    : `${what} ${token} (token ${state.selected}), ${where}`;
 }
 
 /** What each token shows in the flow: its reading (spaces before it, no ##) when the run has one. */
-function readingOf({ tokens, reading }) {
-  return reading?.length === tokens.length ? reading : tokens;
-}
+const readingOf = ({ tokens, reading }) => (reading?.length === tokens.length ? reading : tokens);
 
 /**
  * The token whose text shows token i in the flow: i itself, or, for the other tokens of a
@@ -140,7 +143,8 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   const drawn = shown.flat();
   const scale = textScale(values, { aside, selected, lo: drawn[0]?.i ?? 0, hi: drawn.length ? partsEnd(reading, drawn.at(-1).i) : 0 });
   const shade = shadeOf(values, scale);
-  const note = wrapText(textScaleNote(scale, "the lines shown"), width - 16, 10);
+  const said = [textScaleNote(scale, "the lines shown"), outputLegend(state.outputStart, tokens.length), state.note ?? ""];
+  const note = said.filter(Boolean).flatMap((line) => wrapText(line, width - 16, 10));
   const best = topK(values, TOP_K);
   const top = 44;
   const listTop = top + shown.length * LINE + 16;
@@ -153,9 +157,8 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
     const y = top + row * LINE;
     for (const t of line) {
       s.rect(8 + t.x, y, t.w, LINE - 2, shade(t.i), t.i === marked ? "selected" : "token");
-      if (t.i === marked) {
-        s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
-      }
+      outputTokenMarks(s, t, { outputStart: state.outputStart, marked, x0: 8, y, height: LINE - 2 });
+      if (t.i === marked) s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       // Drawn to the width it was laid out by (its spaces kept): the estimate is per character,
       // and a word split into tokens ("Ow" + "ls") must read as one word, not with a gap inside.
       s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w });
@@ -177,7 +180,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
  * createTextView(container, callbacks) → {update(state), scrollToSelected(), toSvg, toPng, destroy}.
  * callbacks: onSelect(token), onHead(head), onDirection("from" | "to"), onAside(n).
  * state: {tokens, notes, reading?, selected, values: Float32Array | null (null while asked for), message,
- *         head, nHeads, nKeyHeads, direction, aside, layer, model}
+ *         note?, outputStart?, head, nHeads, nKeyHeads, direction, aside, layer, model}
  */
 export function createTextView(container, callbacks = {}) {
   const root = el("div", "attnscope-text-view", container);
@@ -257,7 +260,7 @@ export function createTextView(container, callbacks = {}) {
   let chunks = []; // the blocks, in reading order
   let chunkStarts = []; // the first token of each, and the token count at the end
 
-  function buildTokens(tokens, notes, reading) {
+  function buildTokens(tokens, notes, reading, outputStart) {
     flow.replaceChildren();
     const fragment = document.createDocumentFragment();
     readingShown = reading;
@@ -288,6 +291,7 @@ export function createTextView(container, callbacks = {}) {
       chunks[chunk].appendChild(span);
       return span;
     });
+    markOutput(spans, outputStart); // a generation's: where the prompt ends, each output token a step
     flow.appendChild(fragment);
     if (restTimer !== null) cancelIdle(restTimer);
     restTimer = rest = colors = null;
@@ -418,7 +422,7 @@ export function createTextView(container, callbacks = {}) {
       heads.update(next.nHeads, next.nKeyHeads, next.head);
       direction.value = next.direction;
       aside.update(next.aside);
-      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes, readingOf(next));
+      if (tokensShown !== next.tokens) buildTokens(next.tokens, next.notes, readingOf(next), next.outputStart);
       if (selectedShown !== next.selected) {
         // Outlined where it reads: a split character's other token is empty, its character outlined.
         spans[markedShown]?.classList.remove("attnscope-selected");
@@ -428,7 +432,8 @@ export function createTextView(container, callbacks = {}) {
         spans[next.selected]?.setAttribute("aria-selected", "true");
         selectedShown = next.selected;
       }
-      caption.textContent = next.message || (next.values ? shadingTitle(next) : `${shadingTitle(next)}: computing…`);
+      const title = [shadingTitle(next), next.note].filter(Boolean).join(". "); // note: what a saved page keeps of the row
+      caption.textContent = next.message || (next.values ? title : `${shadingTitle(next)}: computing…`);
       // On the flow itself: a class on the root sends the browser through every token span to
       // find the flow (43 ms of style invalidation at 32,768 tokens, on each click).
       flow.classList.toggle("attnscope-stale", !next.values);
@@ -467,7 +472,7 @@ function textState({ get, long }) {
   const answer = long.row({ ...longParams(get), token: selected, direction: get("direction") });
   const row = answered(answer, (a) => a.values.length === tokens.length);
   return { tokens, notes: get("token_notes"), reading: get("token_reading"), selected, values: row?.values ?? null, message: answer?.error ?? "",
-    head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
+    note: row?.note ?? "", outputStart: get("output_start") ?? -1, head: get("focus_head"), nHeads: get("n_heads"), nKeyHeads: get("n_key_heads"), direction: get("direction"),
     aside: get("sink_aside"), layer: get("layer"), model: get("model_name"), weighBy: get("weigh_by") };
 }
 
@@ -490,5 +495,5 @@ export const adapter = {
     return state.message || (state.values ? textScene(state, options) : "computing…");
   },
   title: layerTitle,
-  shows: ["notice", "weigh"], // its colour bars name the tokens set aside
+  shows: ["generation", "notice", "weigh"], // its colour bars name the tokens set aside
 };

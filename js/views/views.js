@@ -4,6 +4,7 @@
 import { PARTS } from "../controls/controls.js";
 import { CAUSAL_NOTE } from "./head_view.js";
 import { headName } from "../drawing/labels.js";
+import { generationSays } from "./output_tokens.js";
 import { ADAPTERS } from "./view_modules.js";
 
 /** A setting's name as its control shows it ([[value, label], ...]). */
@@ -13,6 +14,7 @@ const listed = (items) => (items.length > 1 ? `${items.slice(0, -1).join(", ")} 
 // What each piece of state changes in a drawing, said in words for a reader of an image, who has
 // no controls to look at: one sentence each, or "" where the state draws as usual.
 const SAYS = {
+  generation: ({ get }) => generationSays(get), // attnscope.generate: the prompt's length and what the model wrote
   notice: ({ get }) => (get("notice") ?? "").split("\n")
     // A long run's notice also says how its attention is kept, which the drawing does not show.
     .filter((line) => line && (!get("long_context") || /truncated/i.test(line))).join(" "),

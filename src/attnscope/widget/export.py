@@ -170,7 +170,9 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     """A long run's page: T × T is never saved. It holds what the open layer shows (each head's
     and the mean's overview map, the rows from or to the selected token and the head view's window
     around it) as the kernel's answers to the views' requests, the model view's thumbnails of the
-    saved layers, and the sink table; zooming in or another selection says it needs the kernel.
+    saved layers, and the sink table; a generation's output tokens' rows too, sparse, so that a
+    click on any of them replays its step (long_answers.step_rows, within a budget the notice
+    says); zooming in or another selection says it needs the kernel.
     only_open_view: just what the open view draws for its head (the kernel's picture of it)."""
     if state["layer"] not in layers:
         state["layer"] = layers[0]
@@ -195,7 +197,11 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     for type_, request in requests:
         content, buffers = long_answers.handler(type_)(request)
         answers.append({"type": type_, "request": request, "content": content, "buffer": buffers[0]})
-    return {"state": state, "served": {"answers": answers}, "traits": page_traits(type(widget))}
+    served: dict = {"answers": answers}
+    if state["output_start"] >= 0 and not only_open_view:  # a generation: its steps replay (long_answers.step_rows)
+        served["steps"] = long_answers.steps(state["output_start"], layers)
+        state["notice"] = "\n".join(line for line in (state["notice"], served["steps"]["note"]) if line)
+    return {"state": state, "served": served, "traits": page_traits(type(widget))}
 
 
 def page_data(widget: Any, layers: list[int] | None = None) -> dict:

@@ -125,7 +125,10 @@ class GenerationWidget(AttentionWidget):
         run = self._generation
         generating = run.finish is None and self._thread is not None and not self._done.is_set()
         lines = (generation_notice(run), parts_notice(computed), state.traits.get("notice", ""))
-        traits = {**state.traits, "generating": generating, "notice": "\n".join(line for line in lines if line)}
+        # Where the output begins in the run's tokens: after the prompt (a decoder) or after the
+        # source and the decoder's start token (an encoder-decoder).
+        traits = {**state.traits, "generating": generating, "output_start": len(run.prompt_ids) + len(run.start_ids),
+                  "notice": "\n".join(line for line in lines if line)}
         self._show(dataclasses.replace(state, traits=traits))
 
     def wait(self, timeout: float | None = None) -> Generation:

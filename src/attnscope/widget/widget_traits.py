@@ -52,6 +52,8 @@ class WidgetTraits(anywidget.AnyWidget):
     notice = synced(Unicode(""), "Visible notes on the run, a line each: truncation, heads with NaN attention.")
     generating = synced(Bool(False), "attnscope.generate: the kernel is writing new tokens into this run (the page "
                         "shows Stop, which sends a \"stop\" event); False once it ended, stopped or not.")
+    output_start = synced(Int(-1), "attnscope.generate: the first token the model wrote (those before it are the prompt "
+                          "as the model read it); each output token is a step the text view names. -1: not a generation.")
     editable = synced(Bool(True), "False for precomputed attention: no model to rerun, no sentence editor.")
 
     # The run

@@ -1,0 +1,69 @@
+// A generation's output (attnscope.generate; the `output_start` trait): where the prompt ends and
+// the tokens the model wrote begin, which step a token is, and the marks that show it: in the text
+// view's flow (a marker where the output begins, each output token underlined and clickable as a
+// step), in its image, and in the captions of every view's image.
+
+export const OUTPUT_COLOR = "#d4650b";
+const GENERATED_CHARS = 600; // of the generated text in an image's caption
+
+/** Token i as a step of the output: {step: 1 for the first token written, steps}, or null (a
+ * prompt token, or no generation: outputStart -1). */
+export function stepOf(outputStart, nTokens, i) {
+  if (!(outputStart >= 0) || !(i >= outputStart && i < nTokens)) return null;
+  return { step: i - outputStart + 1, steps: nTokens - outputStart };
+}
+
+/**
+ * Marks the output in the text view's flow: each output token's span gets the output class and its
+ * step in its title, and a marker (not a token: it has no index, so a click on it selects nothing)
+ * goes before the first. → the marker, or null when there is no output.
+ * @param {HTMLElement[]} spans
+ */
+export function markOutput(spans, outputStart) {
+  if (!(outputStart >= 0) || outputStart >= spans.length) return null;
+  for (let i = outputStart; i < spans.length; i++) {
+    spans[i].classList.add("attnscope-output");
+    spans[i].title += ` · step ${i - outputStart + 1} of ${spans.length - outputStart}`;
+  }
+  const first = spans[outputStart];
+  const mark = document.createElement("span");
+  mark.className = "attnscope-output-mark";
+  mark.textContent = "output ▸";
+  mark.title = `The prompt ends here; the model wrote the ${spans.length - outputStart} tokens after it. `
+    + "Click one (or select it and step with ← →) to see what it looked at.";
+  first.parentElement?.insertBefore(mark, first);
+  return mark;
+}
+
+/**
+ * An output token in the text view's image (textScene): underlined in the output's colour (the
+ * selected one keeps its red line), the first after a bar where the prompt ends.
+ * t: the laid-out token {i, x, w}; x0, y: where its line starts; height: the line's.
+ */
+export function outputTokenMarks(s, t, { outputStart, marked, x0, y, height }) {
+  if (!(outputStart >= 0) || t.i < outputStart) return;
+  if (t.i === outputStart) s.segment(x0 + t.x - 1, y - 2, x0 + t.x - 1, y + height, OUTPUT_COLOR, 2);
+  if (t.i !== marked) s.segment(x0 + t.x, y + height - 1, x0 + t.x + t.w, y + height - 1, OUTPUT_COLOR, 1.5);
+}
+
+/** The line an image of the text view adds for a generation. */
+export const outputLegend = (outputStart, nTokens) => (outputStart >= 0
+  ? `Underlined in orange after the bar: the ${nTokens - outputStart} tokens the model wrote (from token ${outputStart}).` : "");
+
+/**
+ * What an image of a generation says under its title, for a reader with no widget: how long the
+ * prompt is and the text the model wrote (its tokens as the text reads, at most GENERATED_CHARS
+ * characters). "" when the run is not a generation.
+ * @param {(name: string) => any} get  a synced trait
+ */
+export function generationSays(get) {
+  const start = get("output_start") ?? -1;
+  const tokens = get("tokens") ?? [];
+  if (!(start >= 0) || start > tokens.length) return "";
+  const reading = get("token_reading") ?? [];
+  const pieces = (reading.length === tokens.length ? reading : tokens).slice(start);
+  let text = pieces.join("").trim();
+  if (text.length > GENERATED_CHARS) text = `${text.slice(0, GENERATED_CHARS)}…`;
+  const steps = tokens.length - start;
+  return `The model wrote ${steps} token${steps === 1 ? "" : "s"} after a prompt of ${start}: “${text}”`;
+}
