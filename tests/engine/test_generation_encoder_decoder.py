@@ -289,6 +289,7 @@ def test_the_widget_shows_the_source_then_the_output_and_says_which_attention_is
         assert run.finish == "max_new_tokens" and not widget.generating and widget.long_context and widget.view == "text"
         assert widget.tokens == long.labels and len(widget.tokens) == n + 1 + STEPS
         assert widget.token_reading[n].startswith("\n")  # the output starts a line of its own
+        assert widget.output_start == n + 1  # the marker: after the source and the decoder's start token
         assert widget.focus_token == len(run.ids) - 1  # the newest token selected
         notice = widget.notice.splitlines()
         assert notice[0] == f"Generated greedily: {STEPS} new tokens."
