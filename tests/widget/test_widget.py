@@ -199,22 +199,24 @@ def test_included_layers_and_heads_are_checked(default_model):
         AttentionWidget("hi", model=default_model, include_heads=[3, 12])
 
 
-def test_neuron_request_is_answered_with_float16_buffers(widget, monkeypatch):
+def test_neuron_request_is_answered_with_the_layers_float16_store(widget, monkeypatch):
+    """A "neuron" request is answered with the layer's queries, keys, values and ‖f‖ (what a saved
+    page stores), so the page draws any head's and query's numbers of that layer itself."""
     sent = []
     monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
-    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 3, "layer": 4, "head": 7, "query": 2}, [])
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 3, "layer": 4}, [])
     (content, buffers), = sent
-    n, d = len(widget.tokens), 32
-    assert (content["kind"], content["type"], content["id"]) == ("reply", "neuron", 3)
-    assert (content["layer"], content["head"], content["query"]) == (4, 7, 2)
-    assert (content["d"], content["n_tokens"]) == (d, n)
+    n, d, heads = len(widget.tokens), 32, widget.n_heads
+    assert (content["kind"], content["type"], content["id"], content["layer"]) == ("reply", "neuron", 3, 4)
+    store = content["store"]
+    assert store["layers"] == [4] and not store["causal"] and content["n_queries"] == n
     # What js/drawing/neuron_maths.js computes from: q, keys, values, ‖f‖ (issue 47: past the softmax).
-    assert content["inputs"] == ["query", "keys", "values", "norms"] and not content["causal"]
-    assert [len(b) for b in buffers] == [2 * d, 2 * n * d, 2 * n * d, 2 * n]
-    norms = torch.frombuffer(bytearray(buffers[3]), dtype=torch.float16).float()
-    assert torch.allclose(norms, widget.token_result.value_norms[4, 7].cpu(), rtol=1e-3)
-    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 4, "layer": 4, "head": 99, "query": 0}, [])
-    assert "head=99" in sent[-1][0]["error"]
+    sizes = {path[0]: len(b) for path, b in zip(content["paths"], buffers)}
+    assert sizes == {"queries": 2 * heads * n * d, "keys": 2 * heads * n * d, "values": 2 * heads * n * d, "norms": 2 * heads * n}
+    norms = torch.frombuffer(bytearray(buffers[[p[0] for p in content["paths"]].index("norms")]), dtype=torch.float16).float()
+    assert torch.allclose(norms.reshape(heads, n), widget.token_result.value_norms[4].cpu(), rtol=1e-3)
+    widget._handle_custom_msg({"kind": "request", "type": "neuron", "id": 4, "layer": 99}, [])
+    assert "layer=99" in sent[-1][0]["error"]
 
 
 def test_a_layer_request_answers_that_layer_of_the_shown_run_under_its_source(widget, monkeypatch):
