@@ -51,6 +51,7 @@ def loss_with(engine, texts, **disabled):
     return float(InBatchContrastiveLoss()(engine.forward(encoded, **disabled), encoded).double().mean())
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_the_change_is_the_loss_with_the_unit_disabled_less_the_loss_whole(default_model):
     frame = attnscope.head_ablation(default_model, TEXTS, batch_size=4, progress=False)
     base = loss_with(default_model, TEXTS)

@@ -78,6 +78,7 @@ def test_behaviours_and_head_distances(default_model):
     assert fake.behaviour.tolist() == ["[SEP]", "broad"]
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_head_distances_random_starts_never_raise_the_stress(default_model):
     one = attnscope.head_distances(default_model, TEXTS[:3], progress=False)
     three = attnscope.head_distances(default_model, TEXTS[:3], progress=False, n_init=3, seed=1)

@@ -239,6 +239,7 @@ def test_the_induction_column_says_it_is_not_measured_on_the_corpus(bert_tokeniz
     assert "not on the corpus" not in encoder._repr_html_()  # no induction column, nothing to say
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_importance_and_syntax_join_from_their_own_analyses(default_model):
     texts = TEXTS[:4]
     finder = attnscope.head_finder(default_model, texts, importance=True, syntax=texts, batch_size=4, progress=False)
@@ -288,6 +289,7 @@ def _assert_same_finder(ours, whole, relative: float, n_keys: int):
     assert ours.tokens == whole.tokens and ours.texts == whole.texts
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 @pytest.mark.parametrize("kind", ["encoder, pairs", "decoder"])
 def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_the_same_numbers(
         kind, default_model, bert_tokenizer, monkeypatch):

@@ -3,6 +3,7 @@ and the shares per head and per layer over a corpus."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import attnscope
@@ -83,6 +84,7 @@ def test_shares_per_head_and_per_layer_over_a_corpus(default_model):
     assert pattern["categories"][0] == "heterogeneous" and set(pattern["categories"]) == set(PATTERNS)
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_the_rule_against_maps_labelled_by_hand(default_model):
     """60 maps of the embedded model labelled by eye (tests/data/pattern_labels.json, before the
     rule's classes were looked at). The thresholds were chosen on the first 30; on the other 30

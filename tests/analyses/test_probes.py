@@ -91,6 +91,7 @@ def probe_result(default_model):
     return attnscope.attention_probes(default_model, SENTENCES, vectors="glove", epochs=3, progress=False)
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_table_3_runs_every_row_on_the_embedded_model(probe_result):
     table = probe_result.table
     assert table.probe.tolist() == list(PROBES)

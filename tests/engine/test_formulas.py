@@ -142,6 +142,7 @@ def test_mds_recovers_planar_points_up_to_rotation():
     assert torch.equal(an.mds(d), an.mds(d))
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_mds_random_starts_keep_the_lowest_stress_and_are_seeded():
     # 36 points of a Clifford torus in 4-D: SMACOF from the classical start stops in a local
     # minimum that random starts get below.

@@ -216,6 +216,7 @@ def test_model_generates_own_attentions_become_the_same_kind_of_run(name, tokeni
         from_generate(output, engine)
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_smollm2_instruct_writes_through_its_chat_template_exactly():
     """The trained model: the chat template by default, greedy as model.generate, and rows within
     1e-4 of one eager forward in float32 (the cached and the full forward round differently, ~1e-5)."""

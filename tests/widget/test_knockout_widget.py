@@ -24,6 +24,7 @@ def _ask(widget, monkeypatch, **params):
     return content
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_a_request_is_answered_with_what_knockout_says_for_the_same_head_or_lines(decoder, monkeypatch):
     widget = attnscope.AttentionWidget(TEXT, model=decoder)
     last = len(widget.tokens) - 1

@@ -197,6 +197,7 @@ def interrupt_once(monkeypatch, target, name: str) -> None:
     monkeypatch.setattr(target, name, interrupted)
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 @pytest.mark.parametrize("stage, name, action", STAGES, ids=[s[0] for s in STAGES])
 def test_an_interrupt_in_any_stage_leaves_the_widget_whole_and_the_next_call_works(
         default_model, monkeypatch, stage, name, action):
@@ -224,6 +225,7 @@ LONG_STAGES = [
 ]
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 @pytest.mark.parametrize("stage, name, action", LONG_STAGES, ids=[s[0] for s in LONG_STAGES])
 def test_an_interrupt_in_a_long_runs_stage_leaves_it_whole(long_widget, monkeypatch, stage, name, action):
     before = {name: getattr(long_widget, name) for name in ("text", "view", "result_id", "analysis", "tokens")}

@@ -521,6 +521,7 @@ def picture_texts_of_every_view(default_model, long_engine):
     widget.close()
 
 
+@pytest.mark.slow  # seconds of model runs or random starts: make test, not test-fast
 def test_no_picture_asks_its_reader_to_hover_or_click(default_model, long_engine):
     """A picture is read where nothing can be hovered or clicked: no text in it says to."""
     seen = {}
