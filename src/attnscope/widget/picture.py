@@ -226,11 +226,11 @@ class PictureOutputs:
         widget = self._widget()
         display_id = f"attnscope-picture-{widget.picture_id}-{len(self.display_ids)}"
         loop = _page_loop()
-        self._published += 1
         if loop is None:
             self._key = picture_key(widget)
+            self._published += 1
             display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
-        else:
+        else:  # (not a publication: a drawing under way still updates every output, this one too)
             display(_bundle(None, DRAWN_NEXT, f"{widget!r}", widget.picture_id), raw=True, display_id=display_id)
         if not self.display_ids and shell is not None:
             self._shell = shell
@@ -292,7 +292,7 @@ class PictureOutputs:
         on the kernel's loop; when the widget has changed meanwhile, draws again once it is quiet."""
         widget = self._widget()
         key = picture_key(widget)
-        if key == self._key:
+        if key == self._key or self._drawing:  # (a drawing under way draws again when it ends if the key moved on)
             return
         # Read on this (the kernel's) thread, drawn on another: the widget is never read mid-change.
         page, name, published = _read_page(widget), f"{widget!r}", self._published
