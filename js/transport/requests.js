@@ -106,6 +106,9 @@ const tileKey = (p) => ["tile", p.result_id, p.weigh_by, p.layer, p.head, ...p.r
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
+  // A token's rows in every layer × head are large (30 layers × 9 heads × 8,192 tokens: 8.8 MB):
+  // a few are kept, apart, so that stepping through a generation's output does not hold hundreds.
+  const tokenRowCache = createRequestCache(channel, onAnswer, { limit: 8 });
   // The run's id and weighing are in the key, not in the request: the kernel answers with the run it has.
   const ask = (key, type) => (params) => {
     const { result_id: run, weigh_by: weighing, ...sent } = params;
@@ -135,7 +138,7 @@ export function createLongRequests(channel, onAnswer) {
     tokenRows(params) {
       const key = tokenRowsKey(params);
       const { result_id: run, weigh_by: weighing, ...sent } = params;
-      return requests.ask(key, "token_rows", sent, (msg, buffers) => [
+      return tokenRowCache.ask(key, "token_rows", sent, (msg, buffers) => [
         msg.result_id === run && msg.weigh_by === weighing && msg.token === params.token ? key : tokenRowsKey(msg),
         longNumbers(msg, buffers)]);
     },

@@ -244,3 +244,20 @@ describe("createLongRequests().tokenRows", () => {
     expect(asked).toHaveLength(3);
   });
 });
+
+it("keeps a few tokens' rows, apart from the other answers", async () => {
+  const asked = [];
+  const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
+  const long = createLongRequests(channel, () => {});
+  const params = (token) => ({ result_id: 1, weigh_by: "attention", token, layers: null, heads: null });
+  for (let token = 0; token < 9; token++) {
+    long.tokenRows(params(token));
+    asked.at(-1).resolve({ content: { token, layers: [0], heads: [0], n_tokens: 9, shape: [1, 1, 1, 9], dtype: "float32", result_id: 1,
+      weigh_by: "attention" }, buffers: [new DataView(new Float32Array(9).buffer)] });
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  expect(long.tokenRows(params(8))).not.toBeNull();
+  expect(long.tokenRows(params(1))).not.toBeNull(); // 8 kept
+  expect(long.tokenRows(params(0))).toBeNull(); // the oldest went: asked again
+  expect(asked).toHaveLength(10);
+});
