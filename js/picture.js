@@ -50,7 +50,7 @@ export function picture(pageText, { maxBytes = 95000, width = 900 } = {}, binari
     neuronData: () => (served.neuron
       ? answerOf(served, state, "neuron", { layer: get("layer"), head: get("neuron_head"), query: get("neuron_query") }, neuronNumbers)
       : { error: "This output holds no queries and keys." }),
-    long: { row: ask("attention_rows"), tile: ask("attention_tile"), window: ask("attention_window") },
+    long: { row: ask("attention_rows"), tile: ask("attention_tile"), window: ask("attention_window"), tokenRows: ask("token_rows") },
   };
   const adapter = VIEWS.find((v) => v.name === state.view);
   if (!adapter) return { error: `no view named ${state.view}` };

@@ -62,6 +62,7 @@ export function createStaticModel(page) {
       attention_rows: (request) => savedAnswer(served, request, state),
       attention_tile: (request) => savedAnswer(served, request, state),
       attention_window: (request) => savedAnswer(served, request, state),
+      token_rows: (request) => savedAnswer(served, request, state),
     },
     (content, buffers) => emit("msg:custom", content, buffers),
   );

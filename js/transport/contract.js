@@ -135,6 +135,8 @@ export const MESSAGES = {
   attention_window: { kind: "request", sender: "view" },
   /** {pass} → a long run's model view thumbnails, one of the `passes` the answer names (payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to make at once (the trait then stays empty); the passes' elementwise max is the whole. */
   thumbnails: { kind: "request", sender: "view" },
+  /** {token} → that token's exact row (its attention to every token, weighed as the run is) in every included layer × head, float32 [layers, heads, 1, T] with layers, heads, token and n_tokens (long_answers.token_rows_payload): a long run's model view of the selected token. A saved generation page answers it from its kept steps (js/transport/saved.js stepAnswer). */
+  token_rows: { kind: "request", sender: "view" },
   /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). */
   knockout: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */

@@ -94,6 +94,9 @@ export const neuronStore = (msg, buffers) => withBuffers(msg.store, msg.paths.ma
 // Filed by run and weighing: switching Weigh by keeps the run, and its numbers change.
 const rowKey = (p) => ["row", p.result_id, p.weigh_by, p.layer, p.head, p.token, p.direction].join(":");
 const windowKey = (p) => ["window", p.result_id, p.weigh_by, p.layer, p.token].join(":");
+// The model view's selection (include_layers, include_heads: null for all) is the kernel's own; it is
+// in the key so that another selection asks again.
+const tokenRowsKey = (p) => ["tokenRows", p.result_id, p.weigh_by, p.token, JSON.stringify(p.layers ?? null), JSON.stringify(p.heads ?? null)].join(":");
 const tileKey = (p) => ["tile", p.result_id, p.weigh_by, p.layer, p.head, ...p.rows, ...p.cols, p.bins, p.reduce].join(":");
 
 /**
@@ -103,6 +106,9 @@ const tileKey = (p) => ["tile", p.result_id, p.weigh_by, p.layer, p.head, ...p.r
  */
 export function createLongRequests(channel, onAnswer) {
   const requests = createRequestCache(channel, onAnswer, { limit: 96 });
+  // A token's rows in every layer × head are large (30 layers × 9 heads × 8,192 tokens: 8.8 MB):
+  // a few are kept, apart, so that stepping through a generation's output does not hold hundreds.
+  const tokenRowCache = createRequestCache(channel, onAnswer, { limit: 8 });
   // The run's id and weighing are in the key, not in the request: the kernel answers with the run it has.
   const ask = (key, type) => (params) => {
     const { result_id: run, weigh_by: weighing, ...sent } = params;
@@ -123,6 +129,19 @@ export function createLongRequests(channel, onAnswer) {
     row: ask(rowKey, "attention_rows"),
     tile: ask(tileKey, "attention_tile"),
     window: ask(windowKey, "attention_window"),
+    /**
+     * The model view's cells for the selected token ("token_rows"): params {result_id, weigh_by,
+     * token, layers, heads} (the included ones, null for all) → {values [layers, heads, 1, T],
+     * layers, heads, token, ...}, null while asked for, or {error}. Filed under what was asked when
+     * the answer is for that run, weighing and token (the kernel answers with its own selection).
+     */
+    tokenRows(params) {
+      const key = tokenRowsKey(params);
+      const { result_id: run, weigh_by: weighing, ...sent } = params;
+      return tokenRowCache.ask(key, "token_rows", sent, (msg, buffers) => [
+        msg.result_id === run && msg.weigh_by === weighing && msg.token === params.token ? key : tokenRowsKey(msg),
+        longNumbers(msg, buffers)]);
+    },
     /**
      * A large tile (the map's overview) in passes: the first pass's answer at once, then the next
      * pass asked for once this one came (one at a time, so the kernel answers a click in between).

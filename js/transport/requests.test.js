@@ -222,3 +222,42 @@ describe("createNeuronRequests", () => {
     expect(asked[1].params).toEqual({ layer: 2 });
   });
 });
+
+describe("createLongRequests().tokenRows", () => {
+  it("asks the kernel for a token's rows once, files them by run, weighing, token and selection, and asks again for another", async () => {
+    const asked = [];
+    const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
+    const long = createLongRequests(channel, () => {});
+    const params = { result_id: 2, weigh_by: "attention", token: 5, layers: null, heads: null };
+    expect(long.tokenRows(params)).toBeNull();
+    expect(long.tokenRows(params)).toBeNull(); // asked once
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatchObject({ type: "token_rows", params: { token: 5, layers: null, heads: null } });
+    asked[0].resolve({ content: { token: 5, layers: [0], heads: [0, 1], n_tokens: 6, shape: [1, 2, 1, 6], dtype: "float32", result_id: 2,
+      weigh_by: "attention" }, buffers: [new DataView(new Float32Array(12).fill(0.5).buffer)] });
+    await new Promise((r) => setTimeout(r, 0));
+    const rows = long.tokenRows(params);
+    expect(rows.heads).toEqual([0, 1]);
+    expect(rows.values).toHaveLength(12);
+    expect(long.tokenRows({ ...params, heads: [1] })).toBeNull(); // another selection: asked again
+    expect(long.tokenRows({ ...params, weigh_by: "value_norm" })).toBeNull();
+    expect(asked).toHaveLength(3);
+  });
+});
+
+it("keeps a few tokens' rows, apart from the other answers", async () => {
+  const asked = [];
+  const channel = { request: (type, params) => new Promise((resolve) => asked.push({ type, params, resolve })) };
+  const long = createLongRequests(channel, () => {});
+  const params = (token) => ({ result_id: 1, weigh_by: "attention", token, layers: null, heads: null });
+  for (let token = 0; token < 9; token++) {
+    long.tokenRows(params(token));
+    asked.at(-1).resolve({ content: { token, layers: [0], heads: [0], n_tokens: 9, shape: [1, 1, 1, 9], dtype: "float32", result_id: 1,
+      weigh_by: "attention" }, buffers: [new DataView(new Float32Array(9).buffer)] });
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  expect(long.tokenRows(params(8))).not.toBeNull();
+  expect(long.tokenRows(params(1))).not.toBeNull(); // 8 kept
+  expect(long.tokenRows(params(0))).toBeNull(); // the oldest went: asked again
+  expect(asked).toHaveLength(10);
+});

@@ -105,8 +105,9 @@ const percent = (share) => (share >= 0.9995 ? "100%" : `${(100 * share).toFixed(
 export function stepAnswer(steps, request, state) {
   const { first, kept, n_tokens: n } = steps;
   const { type, layer, token } = request;
-  if (!((type === "attention_rows" && request.direction === "from") || type === "attention_window")) return null;
-  const at = steps.layers.indexOf(layer);
+  const rows = type === "token_rows"; // the model view's: every kept layer × head
+  if (!((type === "attention_rows" && request.direction === "from") || type === "attention_window" || rows)) return null;
+  const at = rows ? 0 : steps.layers.indexOf(layer);
   const step = token - first; // 0: the first token the model wrote
   const whose = `Token ${token} ${token < first ? "is in the prompt" : `(step ${step + 1})`}`;
   if (at < 0) return { error: `Layer ${layer} is not in this saved page (it keeps layers ${steps.layers.join(", ")}). ${needsLiveWidget("Another layer")}` };
@@ -117,10 +118,10 @@ export function stepAnswer(steps, request, state) {
   }
   const nHeads = steps.n_heads;
   // Row (layer slot, head or -1, step) into `values` at `offset`, its keys in [lo, hi) at key − lo.
-  function fill(values, offset, head, s, lo, hi) {
+  function fill(values, offset, head, s, lo, hi, slot = at) {
     const part = head < 0 ? steps.mean : steps.heads;
     const k = head < 0 ? steps.mean_keys : steps.head_keys;
-    const row = head < 0 ? at * kept + s : (at * nHeads + head) * kept + s;
+    const row = head < 0 ? slot * kept + s : (slot * nHeads + head) * kept + s;
     for (let r = 0; r < k; r++) {
       const key = readAt(part.keys, row * k + r);
       if (key >= lo && key < hi) values[offset + key - lo] = readAt(part.weights, row * k + r);
@@ -128,6 +129,7 @@ export function stepAnswer(steps, request, state) {
     return readAt(part.share, row);
   }
   const base = { layer, token, n_tokens: n, dtype: "float32", result_id: state.result_id, weigh_by: state.weigh_by };
+  if (rows) return keptTokenRows(steps, request, base, (values, offset, head, slot) => fill(values, offset, head, step, 0, n, slot));
   if (type === "attention_rows") {
     const { head } = request;
     if (!(head >= -1 && head < nHeads)) return { error: `head=${head} is out of range -1..${nHeads - 1}.` };
@@ -147,5 +149,29 @@ export function stepAnswer(steps, request, state) {
   }
   return { content: { ...base, rows: [start, end], shape: [nHeads, size, size],
     note: `This saved page keeps the output tokens' rows, each head's ${steps.head_keys} largest weights: lines from the prompt's tokens are not drawn.` },
+  buffers: [new DataView(values.buffer)] };
+}
+
+/**
+ * A kept step's "token_rows" answer (the model view's cells): its row in every kept layer × head
+ * the request includes (layers, heads: null for all), [layers, heads, 1, T] as the kernel's
+ * (long_answers.token_rows_payload), rebuilt from each row's largest weights.
+ * base: the answer's run, weighing and token count; fill(values, offset, head, layer slot) writes one row and gives the share of its weight kept.
+ */
+function keptTokenRows(steps, request, base, fill) {
+  const n = base.n_tokens;
+  const wanted = (list, all) => (Array.isArray(list) && list.length ? all.filter((x) => list.includes(x)) : all);
+  const layers = wanted(request.layers, steps.layers);
+  const heads = request.heads === null || request.heads === undefined ? [...Array(steps.n_heads).keys()]
+    : [...Array(steps.n_heads).keys()].filter((h) => request.heads.includes(h));
+  const values = new Float32Array(layers.length * heads.length * n);
+  let least = 1;
+  layers.forEach((layer, i) => {
+    heads.forEach((head, j) => {
+      least = Math.min(least, fill(values, (i * heads.length + j) * n, head, steps.layers.indexOf(layer)));
+    });
+  });
+  return { content: { result_id: base.result_id, weigh_by: base.weigh_by, token: request.token, layers, heads, n_tokens: n, dtype: "float32", shape: [layers.length, heads.length, 1, n],
+    note: `This saved page keeps each head's ${steps.head_keys} largest weights of the row (at least ${percent(least)} of its weight); the others show as 0.` },
   buffers: [new DataView(values.buffer)] };
 }

@@ -59,4 +59,17 @@ describe("a generation's kept steps on a saved page", () => {
     expect(savedAnswer({ answers: [whole], steps }, { type: "attention_rows", layer: 0, head: 0, token: 4, direction: "from" }, state))
       .toEqual({ content: { n_tokens: 6, result_id: 7 }, buffers: ["B"] });
   });
+
+  it("answers the model view's token_rows from a kept step: every kept layer × head, the others 0", () => {
+    const answer = savedAnswer({ answers: [], steps }, { type: "token_rows", token: 3, layers: null, heads: null }, state);
+    expect(answer.content).toMatchObject({ token: 3, layers: [0], heads: [0, 1], n_tokens: 6, shape: [1, 2, 1, 6], dtype: "float32",
+      result_id: 7, weigh_by: "attention" });
+    expect(row(answer)).toEqual([0.5, 0, 0, 0.25, 0, 0, /**/ 0.125, 0, 0.25, 0, 0, 0]);
+    expect(answer.content.note).toBe("This saved page keeps each head's 2 largest weights of the row (at least 25% of its weight); the others show as 0.");
+    const one = stepAnswer(steps, { type: "token_rows", token: 4, layers: [0], heads: [1] }, state);
+    expect(one.content.shape).toEqual([1, 1, 1, 6]);
+    expect(row(one)).toEqual([0, 0, 0, 0.0625, 0.5, 0]);
+    expect(stepAnswer(steps, { type: "token_rows", token: 5, layers: null, heads: null }, state).error)
+      .toMatch(/^Token 5 \(step 3\): steps after 2 of 3 are not kept\./);
+  });
 });

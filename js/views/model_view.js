@@ -8,7 +8,8 @@ import { createGrid, gridSceneLabels } from "../drawing/grid.js";
 import { headName, headText, layerText } from "../drawing/labels.js";
 import { createScene, drawScene, imageMethods } from "../drawing/scene.js";
 import { textWidth, wrapText } from "../drawing/svg.js";
-import { declared, imaged, keyTokens, openHead, shown } from "./view_adapter.js";
+import { answered, declared, imaged, keyTokens, openHead, shown } from "./view_adapter.js";
+import { stepOf } from "./output_tokens.js";
 
 export const CELL = 84; // px per thumbnail (the largest), margins included
 export const MIN_CELL = 40;
@@ -32,8 +33,9 @@ export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weigh
 export const WEIGHED_SCALE_NOTE = "Line opacity: each ‖αf(x)‖ (α × value norm) ÷ its head's largest; weighed, the "
   + "tokens that take much attention and pass little (a sink) fade, so heads look denser.";
 // A difference or ‖αf(x)‖ is drawn on the run's one scale instead (one_scale.js): its heads compare.
-const scaleNote = (state) => (state.runScale ? oneScaleNote(state.runScale)
-  : state.weighBy === "value_norm" ? WEIGHED_SCALE_NOTE : SCALE_NOTE);
+// A selected token's rows (state.row) say first what is drawn.
+const scaleNote = (state) => [state.row?.caption, state.runScale ? oneScaleNote(state.runScale)
+  : state.weighBy === "value_norm" ? WEIGHED_SCALE_NOTE : SCALE_NOTE].filter(Boolean).join(" ");
 
 /**
  * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
@@ -83,11 +85,14 @@ export function thumbnailLines(values, shape, layerIndex, headIndex, minWeight =
   return lines;
 }
 
-/** Line ends in a cell: queries spread down the left edge, keys down the right (rows × cols grid). */
-function thumbnailEnds([rows, cols], x, y, width, height) {
+/** Line ends in a cell: queries spread down the left edge, keys down the right (rows × cols grid).
+ * One selected token's row (row: {token}, one query row over cols tokens) starts where that token
+ * sits among the keys, so its lines read as the thumbnail's row of that token. */
+export function thumbnailEnds([rows, cols], x, y, width, height, row = null) {
   const fromStep = (height - 2 * PAD) / Math.max(rows, 1);
   const toStep = (height - 2 * PAD) / Math.max(cols, 1);
-  return ({ from, to }) => [x + PAD, y + PAD + (from + 0.5) * fromStep, x + width - PAD, y + PAD + (to + 0.5) * toStep];
+  const fromY = row ? () => y + PAD + (row.token + 0.5) * toStep : (from) => y + PAD + (from + 0.5) * fromStep;
+  return ({ from, to }) => [x + PAD, fromY(from), x + width - PAD, y + PAD + (to + 0.5) * toStep];
 }
 
 /**
@@ -133,7 +138,7 @@ export function modelScene(state, lineCache, { title = "", labels = true, note =
   const masked = new Set((state.masked ?? []).map(([l, h]) => `${l}:${h}`));
   layers.forEach((layer, row) => { heads.forEach((head, col) => {
     const [x, y] = [left + col * cell, top + row * cell];
-    s.lines(lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, cell, cell));
+    s.lines(lineCache[row][col], () => colors[head], thumbnailEnds(grid, x, y, cell, cell, state.row));
     if (masked.has(`${layer}:${head}`)) {
       s.rect(x + 2, y + 2, cell - 4, cell - 4, "rgba(128,128,128,0.45)", "masked");
       s.segment(x + PAD, y + PAD, x + cell - PAD, y + cell - PAD, "#d62728", 2);
@@ -175,7 +180,7 @@ export function pooledRowLabels(tokens, rows) {
 export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
   const [rows, cols] = state.thumbnails.shape.slice(2);
   const s = createScene(size + 2 * ZOOM_LABELS, size, { background: false });
-  const ends = thumbnailEnds([rows, cols], ZOOM_LABELS, 0, size, size);
+  const ends = thumbnailEnds([rows, cols], ZOOM_LABELS, 0, size, size, state.row);
   s.lines(lines, () => headColors(state.nHeads)[head], ends, 1.5);
   const label = (texts, n, x, anchor, role) => {
     if (!texts?.length) return;
@@ -185,7 +190,10 @@ export function enlargedScene(state, lines, head, { size = CELL * ZOOM } = {}) {
       if (i % every === 0) s.text(x, PAD + (i + 0.5) * pitch, text.length > 14 ? `${text.slice(0, 13)}…` : text, { anchor, size: 10, role });
     });
   };
-  label(state.tokens, rows, ZOOM_LABELS - 4, "end", "token-left");
+  if (state.row) {
+    const text = state.tokens[state.row.token] ?? "";
+    s.text(ZOOM_LABELS - 4, ends({ from: 0, to: 0 })[1], text.length > 14 ? `${text.slice(0, 13)}…` : text, { anchor: "end", size: 10, role: "token-left" });
+  } else label(state.tokens, rows, ZOOM_LABELS - 4, "end", "token-left");
   label(state.keyTokens ?? state.tokens, cols, ZOOM_LABELS + size + 4, "start", "token-right");
   return s.scene;
 }
@@ -257,7 +265,7 @@ export function createModelView(container, callbacks = {}) {
     const cell = fittedCell(given);
     const next = { ...given, cell };
     // The same numbers (a trait decoded once, a refining answer between passes) are not drawn again.
-    const same = state && state.thumbnails.values === next.thumbnails.values && state.nHeads === next.nHeads
+    const same = state && state.thumbnails.values === next.thumbnails.values && state.nHeads === next.nHeads && state.row === next.row
       && state.cell === cell && maskKey(state.masked) === maskKey(next.masked);
     if (same && state.runScale === next.runScale) { state = next; return; } // already drawn
     const sameData = state && state.thumbnails.values === next.thumbnails.values && state.runScale === next.runScale;
@@ -275,6 +283,7 @@ export function createModelView(container, callbacks = {}) {
     canvas.dataset.lineCount = String(count);
     canvas.dataset.cells = String(layers.length * heads.length);
     canvas.dataset.cell = String(cell);
+    canvas.dataset.row = next.row ? String(next.row.token) : ""; // the selected token whose row the cells show
     zoom.hidden = true;
   }
 
@@ -312,10 +321,55 @@ export function createModelView(container, callbacks = {}) {
   };
 }
 
-function modelState({ get, decoded, long, maskMode, width, height = 0 }) {
+// Per answer: its scaled values and scale (so a redraw of the same answer draws nothing again).
+const scaledRows = new WeakMap();
+
+/**
+ * A long run's cells for the selected token (a generation's output token): its exact row in every
+ * included layer × head ("token_rows"), as thumbnails of one query row [layers, heads, 1, T];
+ * weighed by value norm, on one scale for every cell (‖αf(x)‖ ÷ the largest, as short runs draw
+ * it); attention, each head's own largest (SCALE_NOTE). → the model view's state, a status line,
+ * or null where the cells show the whole run.
+ */
+export function tokenRowState({ get, long }, base) {
+  const tokens = get("tokens");
+  const token = get("focus_token");
+  const step = stepOf(get("output_start") ?? -1, tokens.length, token);
+  if (!get("long_context") || !long?.tokenRows || !step) return null;
+  const answer = long.tokenRows({ result_id: get("result_id"), weigh_by: get("weigh_by"), token,
+    layers: get("include_layers") ?? null, heads: get("include_heads") ?? null });
+  if (answer?.error) return answer.error;
+  const rows = answered(answer, (a) => a.n_tokens === tokens.length && a.token === token);
+  if (!rows) return "computing the selected token's rows…";
+  const caption = `Token ${token} “${tokens[token]}” (step ${step.step} of ${step.steps}): its row in every layer and head.`
+    + `${rows.note ? ` ${rows.note}` : ""}`;
+  if (scaledRows.get(rows)?.row.caption !== caption) {
+    scaledRows.set(rows, { ...scaleRows(rows, get("weigh_by") === "value_norm", token), row: { token, caption } });
+  }
+  const { values, runScale, row } = scaledRows.get(rows);
+  return { ...base, runScale, thumbnails: { values, shape: rows.shape }, layers: rows.layers, heads: rows.heads, row };
+}
+
+/** The rows as drawn: weighed, ÷ the largest of every cell, with that scale (one_scale.js); else as they are. */
+function scaleRows(rows, weighed, token) {
+  if (!weighed) return { values: rows.values, runScale: null };
+  const { values, shape: [, nHeads, , n] } = rows;
+  let at = 0;
+  for (let i = 1; i < values.length; i++) if (values[i] > values[at]) at = i;
+  const largest = values.length ? values[at] : 0;
+  const cell = Math.floor(at / n);
+  const runScale = { of: `‖αf(x)‖ of token ${token}'s row`, measure: "‖αf(x)‖", largest,
+    layer: rows.layers[Math.floor(cell / nHeads)], head: rows.heads[cell % nHeads] };
+  return { values: largest > 0 ? values.map((v) => v / largest) : values, runScale };
+}
+
+function modelState(context) {
+  const { get, decoded, long, maskMode, width, height = 0 } = context;
   const payload = get("thumbnails");
   const base = { nHeads: get("n_heads"), masked: get("masked_heads") ?? [], maskMode, width, height,
     tokens: get("tokens"), keyTokens: keyTokens(get), runScale: oneScale(get), weighBy: get("weigh_by") };
+  const rows = tokenRowState(context, base);
+  if (rows) return rows;
   if (payload?.data && payload.n_tokens === get("tokens").length) {
     return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
   }

@@ -21,7 +21,7 @@ from ..engine.results import LongAttentionResult
 from ..files import STATIC
 from . import payloads as pl
 from .contract import contract_traits, page_traits
-from .long_answers import LongAnswers
+from .long_answers import LongAnswers, step_rows
 from .messages import OVERVIEW_BINS
 from .views import VIEW
 from .widget_state import rollout_for
@@ -201,6 +201,9 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     if state["output_start"] >= 0 and not only_open_view:  # a generation: its steps replay (long_answers.step_rows)
         served["steps"] = long_answers.steps(state["output_start"], layers)
         state["notice"] = "\n".join(line for line in (state["notice"], served["steps"]["note"]) if line)
+    elif state["output_start"] >= 0 and asks == "thumbnails":
+        # The picture of a generation's model view: the selected token's row, kept as a page keeps a step.
+        served["steps"] = step_rows(long_answers.result, state["focus_token"], layers, kept_steps=1)
     return {"state": state, "served": served, "traits": page_traits(type(widget))}
 
 

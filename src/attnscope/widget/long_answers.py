@@ -49,7 +49,7 @@ class LongAnswers:
     # apart from the same request's answer in the other weighing.
     weigh_by: str = "attention"
 
-    TYPES = ("attention_rows", "attention_tile", "attention_window", "thumbnails")
+    TYPES = ("attention_rows", "attention_tile", "attention_window", "thumbnails", "token_rows")
 
     @classmethod
     def of(cls, widget: Any) -> LongAnswers:
@@ -59,7 +59,7 @@ class LongAnswers:
 
     def handler(self, type_: str) -> Callable[[dict], Answer]:
         return {"attention_rows": self.rows, "attention_tile": self.tile, "attention_window": self.window,
-                "thumbnails": self.thumbnails}[type_]
+                "thumbnails": self.thumbnails, "token_rows": self.token_rows}[type_]
 
     def _layer_head(self, request: dict) -> tuple[int, int]:
         result = self.result
@@ -99,10 +99,28 @@ class LongAnswers:
         return self._named(pl.long_thumbnails_pass(self.result, self.include_layers, self.include_heads,
                                                    self.thumbnail_size, pass_index))
 
+    def token_rows(self, request: dict) -> Answer:
+        """The model view's cells for one selected token: its row in every included layer × head."""
+        token = checks.integer("token", request.get("token"), minimum=0, maximum=self.result.n_tokens - 1)
+        return self._named(token_rows_payload(self.result, self.include_layers, self.include_heads, token))
+
     def steps(self, first: int, layers: Sequence[int]) -> dict:
         """A generation's kept steps for a saved page, within the budget above: rows first, first +
         1, ... (the output tokens), of `layers`, sparse (step_rows)."""
         return step_rows(self.result, first, layers, STEP_HEAD_KEYS, STEP_MEAN_KEYS, KEPT_STEPS)
+
+
+def token_rows_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
+                       include_heads: Sequence[int] | None, token: int) -> Answer:
+    """Token `token`'s exact row (its attention to every token, weighed as the run is) in every
+    included layer × head: float32 [layers, heads, 1, T], the model view's thumbnail shape with
+    one query row, from the on-demand rows (heads × 1 × T a layer, never T × T)."""
+    layers, heads = pl.included_heads(result, include_layers, include_heads)
+    n = result.n_tokens
+    rows = torch.stack([result.attention_block(layer, (token, token + 1), (0, n))[heads] for layer in layers])
+    encoded = encode_float32(rows)
+    content = {"token": token, "layers": layers, "heads": heads, "n_tokens": n, "shape": encoded["shape"], "dtype": "float32"}
+    return content, [encoded["data"]]
 
 
 def _top(rows: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

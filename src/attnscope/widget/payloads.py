@@ -396,8 +396,9 @@ def long_window_payload(result: LongAttentionResult, layer: int, token: int, siz
     return content, [encoded["data"]]
 
 
-def _included(result: LongAttentionResult, include_layers: Sequence[int] | None,
-              include_heads: Sequence[int] | None) -> tuple[list[int], list[int]]:
+def included_heads(result: LongAttentionResult, include_layers: Sequence[int] | None,
+                   include_heads: Sequence[int] | None) -> tuple[list[int], list[int]]:
+    """The model view's layers and heads of a long run: those included (all where none are named)."""
     layers = [layer for layer in (include_layers or []) if layer < result.n_layers] or list(range(result.n_layers))
     heads = list(include_heads) if include_heads is not None else list(range(result.n_heads))
     return layers, heads
@@ -406,7 +407,7 @@ def _included(result: LongAttentionResult, include_layers: Sequence[int] | None,
 def thumbnail_passes(result: LongAttentionResult, include_layers: Sequence[int] | None, size: int) -> int:
     """In how many passes a long run's thumbnails are made (_passes): 1 when every included
     layer's heads fit PASS_PAIRS (the widget then makes them itself)."""
-    layers, _ = _included(result, include_layers, None)
+    layers, _ = included_heads(result, include_layers, None)
     n = result.n_tokens
     return _passes(result, len(layers) * result.n_heads * n * n, n // min(size, n))
 
@@ -417,7 +418,7 @@ def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequenc
     and the row log-sum-exps, a layer at a time (the same payload as thumbnails_payload)."""
     import torch
 
-    layers, heads = _included(result, include_layers, include_heads)
+    layers, heads = included_heads(result, include_layers, include_heads)
     pooled = torch.stack([result.pooled(layer, size, "max")[heads] for layer in layers])
     return {"layers": layers, "heads": heads, "n_tokens": result.n_tokens, "n_key_tokens": result.n_tokens,
             **quantize_uint8(pooled)}
@@ -431,7 +432,7 @@ def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[i
     where they are too large to make at once (32,768 tokens: tens of seconds)."""
     import torch
 
-    layers, heads = _included(result, include_layers, include_heads)
+    layers, heads = included_heads(result, include_layers, include_heads)
     passes = thumbnail_passes(result, include_layers, size)
     if pass_index >= passes:
         raise InputError(f"pass={pass_index} is past these thumbnails' {passes} passes.")

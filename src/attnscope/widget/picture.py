@@ -68,7 +68,8 @@ def _page_of(widget: Any) -> tuple[dict, list[str]]:
             page["state"][name] = {}
     page["state"]["text"] = ""  # the input box's; no picture draws it (32,768 tokens: 0.4 MB to read)
     page["served"] = {key: value for key, value in page["served"].items()
-                      if (key == "neuron" and draws == "neuron") or key == "answers"}
+                      if (key == "neuron" and draws == "neuron") or key == "answers"
+                      or (key == "steps" and draws == "thumbnails")}  # a generation's selected token's row
     json_part, buffers = split_buffers(page)
     parts = [{"path": path, "data": i} for i, (path, _) in enumerate(buffers)]
     return {"json": json_part, "buffers": parts}, [_as_text(data) for _, data in buffers]
