@@ -5,8 +5,9 @@
 // The views say what the strongest line is and give numbers unscaled.
 import { headName } from "./labels.js";
 
-/** of: what is drawn; measure: what one value is called ("change", "‖αf(x)‖").
- * @typedef {{of: string, measure?: string, largest: number, layer: number, head: number}} OneScale */
+/** of: what is drawn; measure: what one value is called ("change", "‖αf(x)‖"); over: what shares
+ * the scale ("every layer and head", the default: the run's; a long run's thumbnails: those shown).
+ * @typedef {{of: string, measure?: string, over?: string, largest: number, layer: number, head: number}} OneScale */
 
 /** The scale the views' weights are on while they draw something other than attention, or null.
  * @returns {OneScale | null} */
@@ -27,6 +28,27 @@ export function oneScaleNote(scale) {
     return measure === "change" ? `${of}: no weight differs, so no line is drawn.` : `${of}: every value is 0, so no line is drawn.`;
   }
   const top = largest.toFixed(3);
-  return `${of}, one scale for every layer and head: strongest line = ${top}, the largest ${measure} (${headName(layer, head)}); `
+  return `${of}, one scale for ${scale.over ?? "every layer and head"}: strongest line = ${top}, the largest ${measure} (${headName(layer, head)}); `
     + `a line's opacity is its ${measure} ÷ ${top}.`;
+}
+
+/**
+ * Thumbnails [L, H, S, S] of `layers` × `heads` on one scale that the page finds itself (a long
+ * run's weighed thumbnails, which come in passes: payloads.long_thumbnails_scale): the values ÷
+ * their largest, and the scale, `declared` ({of, measure, over}) with that largest and the layer
+ * and head it is in. Max-pooled maps hold each head's largest value, so theirs is the largest of
+ * every head's whole map (of the rows the passes so far cover). NaN never sets it.
+ * @param {Float32Array} values @param {number[]} shape @param {number[]} layers @param {number[]} heads
+ * @param {{of: string, measure?: string, over?: string}} declared
+ * @returns {{values: Float32Array, scale: OneScale}}
+ */
+export function onOneScale(values, shape, layers, heads, declared) {
+  let [largest, at] = [0, 0];
+  for (let i = 0; i < values.length; i++) {
+    if (values[i] > largest) [largest, at] = [values[i], i];
+  }
+  const cell = shape[2] * (shape[3] ?? shape[2]);
+  const [row, col] = [Math.floor(at / (shape[1] * cell)), Math.floor(at / cell) % shape[1]];
+  const scaled = largest > 0 ? values.map((v) => v / largest) : values;
+  return { values: scaled, scale: { ...declared, largest, layer: layers[row], head: heads[col] } };
 }

@@ -5,6 +5,7 @@
 import { expect, it } from "vitest";
 import { adapter as headAdapter } from "../views/head_view.js";
 import { adapter as modelAdapter, SCALE_NOTE, zoomText } from "../views/model_view.js";
+import { onOneScale } from "./one_scale.js";
 
 const tokens = ["[CLS]", "the", "cat", "[SEP]"];
 const n = tokens.length;
@@ -87,4 +88,32 @@ it("draws the head view's difference on the run's scale, and its picture says so
   expect(caption).toContain("layer 5, head 0");
   const alphas = scene.items.filter((item) => item.type === "lines").flatMap((item) => item.groups.map((g) => g.alpha));
   expect(Math.max(...alphas)).toBeLessThan(0.1); // 0.035 of 0.58, not a full line
+});
+
+it("finds a long run's one scale in its pooled thumbnails: their largest, where it is, NaN never", () => {
+  // 2 shown layers (3 and 5) × 2 shown heads (1 and 4) of 2 × 2 maps; the largest in layer 5, head 1.
+  const values = Float32Array.from([0.1, 0.2, 0.3, 0.4, 0.5, NaN, 0.0, 0.6, 1.6, 0.8, 0.2, 0.0, 0.4, 0.4, 0.4, 0.4]);
+  const declared = { of: "‖αf(x)‖", measure: "‖αf(x)‖", over: "every layer and head shown" };
+  const { values: scaled, scale } = onOneScale(values, [2, 2, 2, 2], [3, 5], [1, 4], declared);
+  expect(scale).toEqual({ ...declared, largest: Math.fround(1.6), layer: 5, head: 1 });
+  expect(Array.from(scaled.slice(8, 12))).toEqual([1, 0.5, 0.125, 0].map((v) => expect.closeTo(v, 6)));
+  expect(values[8]).toBeCloseTo(1.6, 6); // the answer's own values are kept
+  const nothing = onOneScale(new Float32Array(16), [2, 2, 2, 2], [3, 5], [1, 4], declared);
+  expect(nothing.scale.largest).toBe(0);
+});
+
+it("draws a long run's weighed thumbnails on the scale they carry (the one_scale trait is a short run's)", () => {
+  // ‖αf(x)‖ ÷ 1.6, the largest of every head shown, as payloads.long_thumbnails_payload sends it.
+  const values = new Float32Array(2 * 2 * 2 * 2);
+  values.set([0.2 / 1.6, 0.1 / 1.6, 0.1 / 1.6, 0.2 / 1.6], 0); // layer 0 head 0 passes little
+  values.set([1, 0.5, 0.5, 1], 12); // layer 1 head 1: the largest, 1.6
+  const carried = { of: "‖αf(x)‖", measure: "‖αf(x)‖", over: "every layer and head shown", largest: 1.6, layer: 1, head: 1 };
+  const traits = { tokens: ["a", "b"], n_heads: 2, n_layers: 2, long_context: true, one_scale: {},
+    thumbnails: { data: true, n_tokens: 2, layers: [0, 1], heads: [0, 1], one_scale: carried } };
+  const scene = modelAdapter.picture(context(traits, { thumbnails: { values, shape: [2, 2, 2, 2] } }), { title: "t" });
+  const darkest = (index) => Math.max(0, ...scene.items.filter((item) => item.type === "lines")[index].groups.map((g) => g.alpha));
+  expect(darkest(3)).toBe(1);
+  expect(darkest(0)).toBeCloseTo(0.2 / 1.6, 1);
+  const note = scene.items.filter((item) => item.role === "scale").map((item) => item.text).join(" ");
+  expect(note).toContain("‖αf(x)‖, one scale for every layer and head shown: strongest line = 1.600, the largest ‖αf(x)‖ (layer 1, head 1)");
 });

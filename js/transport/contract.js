@@ -37,7 +37,7 @@
  * @property {number} neuron_query [both] The neuron view's query token.
  * @property {string} neuron_unavailable [kernel] Why the neuron view cannot show this run (it needs the queries and keys), shown in its tab; "" when it can.
  * @property {string} notice [kernel] Visible notes on the run, a line each: truncation, heads with NaN attention.
- * @property {Object<string, any>} one_scale [kernel] While the views draw something other than attention itself, on one scale for every layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention or a long run (whose views scale what they show).
+ * @property {Object<string, any>} one_scale [kernel] While the views draw something other than attention itself, on one scale for every layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention or a long run (whose views scale what they show; its weighed thumbnails carry their own).
  * @property {number} output_start [kernel] attnscope.generate: the first token the model wrote (those before it are the prompt as the model read it); each output token is a step the text view names. -1: not a generation.
  * @property {Array<string>} parts [kernel] Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.
  * @property {string} picture_id [kernel] Names this widget's picture output (picture.py), which the live view hides.
@@ -52,7 +52,7 @@
  * @property {string} text [kernel] Sentence A as run (an edit arrives as `request`; setting it from Python reruns).
  * @property {(string | null)} text_b [kernel] Sentence B (or an encoder-decoder model's decoder text), or None.
  * @property {"auto" | "light" | "dark"} theme [both] auto follows JupyterLab's theme.
- * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)}; empty for a long run's too large to make at once (the view asks for them in passes).
+ * @property {Object<string, any>} thumbnails [kernel] Max-pooled S × S maps of the included layers × heads, made while a view needs them: {layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)[, one_scale]}; a long run's weighed by value norm are on one scale for the layers and heads shown, one_scale {of, measure, over, largest, layer, head} (as the trait one_scale's), the maps value ÷ largest; empty for a long run's too large to make at once (the view asks for them in passes).
  * @property {Array<string>} token_notes [kernel] Per query token, "" or what its label leaves out (the bytes of a character split over tokens), shown on hover.
  * @property {Array<string>} token_reading [kernel] A long run: per token, what it adds to the text read as running text (its spaces, no ##), the text view's flow; otherwise empty.
  * @property {Array<string>} tokens [kernel] The query tokens (words when word_level), as shown.
@@ -133,7 +133,7 @@ export const MESSAGES = {
   attention_tile: { kind: "request", sender: "view" },
   /** {layer, token} → every head's exact attention among the WINDOW_TOKENS tokens around that token, rows and columns [start, end): heads × W × W, one float32 buffer, with rows: [start, end] (payloads.long_window_payload), with result_id. */
   attention_window: { kind: "request", sender: "view" },
-  /** {pass} → a long run's model view thumbnails, one of the `passes` the answer names (payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to make at once (the trait then stays empty); the passes' elementwise max is the whole. */
+  /** {pass} → a long run's model view thumbnails, one of the `passes` the answer names (payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to make at once (the trait then stays empty); the passes' elementwise max is the whole. Weighed by value norm, with one_scale {of, measure, over}: the page draws every head shown on one scale, the largest of the passes so far (payloads.long_thumbnails_scale). */
   thumbnails: { kind: "request", sender: "view" },
   /** {token} → that token's exact row (its attention to every token, weighed as the run is) in every included layer × head, float32 [layers, heads, 1, T] with layers, heads, token and n_tokens (long_answers.token_rows_payload): a long run's model view of the selected token. A saved generation page answers it from its kept steps (js/transport/saved.js stepAnswer). */
   token_rows: { kind: "request", sender: "view" },

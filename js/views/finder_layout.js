@@ -1,7 +1,8 @@
 // The finder layout: the head finder's scatter, table and examples (head_finder_view.js), whose
 // reader's choice is the widget's finder_choice (checked by the check the analysis declares).
 import { measuresState } from "./analysis_layout.js";
-import { createHeadFinderView, finderScene } from "./head_finder_view.js";
+import { finderScene } from "./finder_plot.js";
+import { createHeadFinderView } from "./head_finder_view.js";
 
 const FINDER_HINT = "Click a head to list where it fires, double-click to open it; click a text to open it with that head. "
   + "The Analysis tab brings you back.";

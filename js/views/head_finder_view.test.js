@@ -1,30 +1,11 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it, vi } from "vitest";
-import cases from "../../tests/data/filter_cases.json";
-import { interpolateViridis } from "d3-scale-chromatic";
-import { compileFilter, createHeadFinderView, finderChoice, finderPlot, finderScene, headRows } from "./head_finder_view.js";
-import { sceneToSvg } from "../drawing/scene.js";
+import { headRows } from "./finder_plot.js";
+import { createHeadFinderView } from "./head_finder_view.js";
 
 // jsdom has no canvas: the scatter is not painted, the table and examples are.
 HTMLCanvasElement.prototype.getContext = () => null;
 afterEach(() => document.body.replaceChildren());
-
-describe("compileFilter", () => {
-  // The same cases as tests/analyses/test_head_finder.py: one grammar in both languages.
-  const names = ["layer", "head", "sink_rate", "entropy", "prev_token"];
-
-  it("keeps what the kernel's filter keeps", () => {
-    for (const [expression, labels] of cases.keeps) {
-      const keep = compileFilter(expression, names);
-      expect(cases.heads.filter((h) => keep(h)).map((h) => h.label), expression).toEqual(labels);
-    }
-  });
-
-  it("refuses what the kernel's filter refuses, saying what", () => {
-    for (const expression of cases.refused) expect(() => compileFilter(expression, names), expression).toThrow(/The filter/);
-    expect(() => compileFilter("weird > 1", names)).toThrow(/no metric: use layer, head/);
-  });
-});
 
 // Two layers × two heads, three metrics; head 1-0 has two examples.
 const state = {
@@ -127,88 +108,8 @@ describe("createHeadFinderView", () => {
   });
 });
 
-// The scene's items of one kind: circles by role, texts' strings.
-const circles = (scene, role) => scene.items.filter((item) => item.type === "circle" && item.role === role);
+// The scene's texts' strings (its own tests: finder_plot.test.js).
 const texts = (scene) => scene.items.filter((item) => item.type === "text").map((item) => item.text);
-const defaults = finderChoice(state.measures.map((m) => m.key), {});
-
-describe("finderPlot: the scatter's one scene", () => {
-  it("puts each head where its metrics are, larger x right and larger y up, coloured by its colour metric", () => {
-    expect(defaults).toEqual({ x: "entropy", y: "sink_rate", color: "prev_token", filter: "", head: null });
-    const { scene, xy, kept } = finderPlot(state, defaults, { labels: false });
-    expect(kept.size).toBe(4);
-    const x = (i) => xy[2 * i];
-    const y = (i) => xy[2 * i + 1];
-    // entropy 1, 2, 3, 4: evenly across; sink_rate 0.9, 0.1, 0.8, 0.2: 0.9 the highest point.
-    expect((x(1) - x(0)) / (x(3) - x(0))).toBeCloseTo(1 / 3, 5);
-    expect(y(0)).toBeLessThan(y(2));
-    expect(y(2)).toBeLessThan(y(3));
-    expect(y(3)).toBeLessThan(y(1));
-    expect((y(3) - y(0)) / (y(1) - y(0))).toBeCloseTo(0.7 / 0.8, 5);
-    // The circles are drawn where xy says (the screen's clicks read xy), in viridis from 0.2 to 1.
-    const points = circles(scene, "point");
-    expect(points.map((c) => [c.cx, c.cy])).toEqual([0, 1, 2, 3].map((i) => [x(i), y(i)]));
-    expect(points[0].fill).toBe(interpolateViridis(0.2)); // prev_token 0, the smallest
-    expect(points[2].fill).toBe(interpolateViridis(1)); // prev_token 0.7, the largest
-    expect(circles(scene, "faded")).toEqual([]);
-    expect(circles(scene, "selected")).toEqual([]);
-    expect(scene.background).toBe(false); // on screen: the page's background shows through
-    expect(texts(scene)).not.toContain(""); // no title on screen
-  });
-
-  it("names both axes with their ends in numbers and has a colour bar of the colour metric", () => {
-    const scene = finderScene({ ...state, choice: { x: "prev_token", y: "entropy", color: "sink_rate" } }, { title: "m" });
-    const all = texts(scene);
-    expect(all[0]).toBe("m");
-    expect(all).toEqual(expect.arrayContaining(["prev_token", "entropy", "colour: sink_rate"]));
-    const ticks = scene.items.filter((item) => item.role === "tick").map((item) => item.text);
-    expect(ticks).toEqual(["0.00", "0.70", "1.00", "4.00"]); // x's ends, then y's
-    expect(scene.items.filter((item) => item.role === "legend-tick").map((item) => item.text)).toEqual(["0.10", "0.90"]);
-    expect(scene.items.filter((item) => item.role === "legend-bar").length).toBeGreaterThan(8);
-    const yName = scene.items.find((item) => item.text === "entropy");
-    expect(yName.rotate).toBe(-90);
-    expect(yName.color).toBeNull(); // the theme's text colour, on screen and in images
-  });
-
-  it("fades the heads the filter drops, drawn first and smaller, and says so in a picture", () => {
-    const choice = { ...defaults, filter: "layer >= 1" };
-    const { scene, kept } = finderPlot(state, choice, { title: "m" });
-    expect([...kept]).toEqual([2, 3]);
-    const [faded, points] = [circles(scene, "faded"), circles(scene, "point")];
-    expect([faded.length, points.length]).toEqual([2, 2]);
-    expect(faded[0].r).toBeLessThan(points[0].r);
-    expect(scene.items.indexOf(faded.at(-1))).toBeLessThan(scene.items.indexOf(points[0])); // kept on top
-    expect(texts(scene).join(" ")).toContain("The filter “layer >= 1” keeps 2 of 4 heads; the others are faded.");
-    // A filter that does not read keeps every head, and the picture says why.
-    const wrong = finderPlot(state, { ...defaults, filter: "nonsense >" }, { title: "m" });
-    expect(wrong.kept.size).toBe(4);
-    expect(wrong.problem).toMatch(/The filter/);
-    expect(circles(wrong.scene, "faded")).toEqual([]);
-    expect(texts(wrong.scene).join(" ")).toContain("Every head is drawn.");
-  });
-
-  it("rings the chosen head over its point, in the SVG too", () => {
-    const { scene, xy } = finderPlot(state, { ...defaults, head: "1-0", filter: "layer < 1" }, { title: "m" });
-    const [ring] = circles(scene, "selected");
-    expect([ring.cx, ring.cy]).toEqual([xy[4], xy[5]]);
-    expect(ring.fill).toBe("none");
-    expect(ring.r).toBeGreaterThan(circles(scene, "faded")[0].r);
-    expect(scene.items.at(-1)).toBe(ring);
-    expect(texts(scene)).toContain("Head 1-0 is ringed.");
-    const svg = sceneToSvg(scene);
-    expect(svg).toMatch(/<circle [^>]*fill="none" stroke="#d62728" stroke-width="2" class="selected"\/>/);
-    expect(finderPlot(state, { ...defaults, head: "7-7" }).scene.items.some((item) => item.role === "selected")).toBe(false);
-  });
-
-  it("thins a picture to maxPoints: the dropped heads first, then the kept of the smallest colour values", () => {
-    const choice = { ...defaults, filter: "head == 0 or layer == 0" }; // keeps 0-0, 0-1, 1-0
-    const { scene } = finderPlot(state, choice, { title: "m", maxPoints: 2 });
-    expect(circles(scene, "faded")).toEqual([]);
-    const points = circles(scene, "point");
-    expect(points.map((c) => c.fill)).toEqual([interpolateViridis(0.2 + 0.8 * (0.5 / 0.7)), interpolateViridis(1)]); // 0-1, 1-0
-    expect(texts(scene).join(" ")).toContain("the 2 of the largest prev_token are drawn");
-  });
-});
 
 describe("createHeadFinderView's choice", () => {
   it("hands each change of axes, colour, filter and head on, and draws the choice a state brings", () => {

@@ -377,6 +377,42 @@ describe("model view on a long run", () => {
     answer = { error: "This saved page holds no thumbnails." };
     expect(model.draw(view, { get, long, width: 600 })).toBe("This saved page holds no thumbnails.");
   });
+
+  it("draws weighed thumbnails refined in passes on one scale for every head shown, their largest so far (issue 47)", async () => {
+    const { VIEWS } = await import("./views.js");
+    const model = VIEWS.find((v) => v.name === "model");
+    const traits = { long_context: true, tokens: Array.from({ length: 64 }, (_, i) => `t${i}`), thumbnails: {}, n_heads: 2,
+      n_layers: 1, include_layers: null, include_heads: null, result_id: 3, masked_heads: [], weigh_by: "value_norm", one_scale: {},
+      model_name: "m" };
+    const get = (name) => traits[name];
+    // Head 0 passes little (its largest ‖αf(x)‖ 0.2), head 1 much (1.6): a head's own scale draws both full.
+    const values = new Float32Array(2 * 4 * 4).fill(0.01);
+    values[0] = 0.2;
+    values[16] = 1.6;
+    const declared = { of: "‖αf(x)‖", measure: "‖αf(x)‖", over: "every layer and head shown" };
+    let answer = { values, shape: [1, 2, 4, 4], layers: [0], heads: [0, 1], n_tokens: 64, passesDone: 2, passes: 8, one_scale: declared };
+    const long = { thumbnails: () => answer };
+    const darkest = (scene, index) => Math.max(0, ...scene.items.filter((item) => item.type === "lines")[index].groups.map((g) => g.alpha));
+    const scene = model.picture({ get, long, width: 600 }, { title: "t" });
+    expect(darkest(scene, 1)).toBe(1);
+    expect(darkest(scene, 0)).toBeCloseTo(0.2 / 1.6, 1);
+    const body = document.createElement("div");
+    const view = model.create(body, { setTraits: () => {}, redraw: () => {} }, get);
+    expect(model.draw(view, { get, long, width: 600 })).toBe("");
+    const note = body.querySelector(".attnscope-scale-note").textContent;
+    expect(note).toContain("Refining: each cell is the largest ‖αf(x)‖ of 25% of its rows so far, and the strongest line the largest of those.");
+    expect(note).toContain("‖αf(x)‖, one scale for every layer and head shown: strongest line = 1.600, the largest ‖αf(x)‖ (layer 0, head 1)");
+    // A later pass finds a larger value: the scale grows with it.
+    const more = Float32Array.from(values);
+    more[1] = 3.2;
+    answer = { ...answer, values: more, passesDone: 8 };
+    model.draw(view, { get, long, width: 600 });
+    expect(body.querySelector(".attnscope-scale-note").textContent).toMatch(/^‖αf\(x\)‖, one scale .*strongest line = 3\.200, the largest ‖αf\(x\)‖ \(layer 0, head 0\)/);
+    // Attention's passes keep each head's own scale.
+    const plain = model.picture({ get, long: { thumbnails: () => ({ ...answer, values, one_scale: undefined }) }, width: 600 }, { title: "t" });
+    expect([darkest(plain, 0), darkest(plain, 1)]).toEqual([1, 1]);
+    view.destroy();
+  });
 });
 
 it("names what the text and map views shade when weighed by value norm (Kobayashi et al.'s ‖αf(x)‖)", () => {

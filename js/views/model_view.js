@@ -2,7 +2,7 @@
 // drawn on ONE canvas from max-pooled S × S thumbnails. Hover enlarges a head; click opens it.
 import { headColors } from "../drawing/colors.js";
 import { el, placeBeside, sizeCanvas } from "../drawing/dom.js";
-import { measureOf, oneScale, oneScaleNote } from "../drawing/one_scale.js";
+import { measureOf, oneScale, oneScaleNote, onOneScale } from "../drawing/one_scale.js";
 import { ALPHA_LEVELS } from "../drawing/draw_lines.js";
 import { createGrid, gridSceneLabels } from "../drawing/grid.js";
 import { headName, headText, layerText } from "../drawing/labels.js";
@@ -29,13 +29,11 @@ const DIFFERENCE_MIN_WEIGHT = 1 / ALPHA_LEVELS;
 // Past this many lines in one head, an even sample over the head's weights is drawn.
 export const THUMBNAIL_MAX_LINES = 600;
 export const SCALE_NOTE = "Line opacity: each weight ÷ its head's largest weight (broad heads show as dense meshes).";
-// A long run weighed by value norm has no one scale (its thumbnails come in passes): each head's own.
-export const WEIGHED_SCALE_NOTE = "Line opacity: each ‖αf(x)‖ (α × value norm) ÷ its head's largest; weighed, the "
-  + "tokens that take much attention and pass little (a sink) fade, so heads look denser.";
-// A difference or ‖αf(x)‖ is drawn on the run's one scale instead (one_scale.js): its heads compare.
-// A selected token's rows (state.row) say first what is drawn.
-const scaleNote = (state) => [state.row?.caption, state.runScale ? oneScaleNote(state.runScale)
-  : state.weighBy === "value_norm" ? WEIGHED_SCALE_NOTE : SCALE_NOTE].filter(Boolean).join(" ");
+// A difference or ‖αf(x)‖ is drawn on one scale instead (one_scale.js): its heads compare. A short
+// run's is the run's (the one_scale trait); a long run's weighed thumbnails carry theirs, or, in
+// passes, the page finds it in them. A selected token's rows (state.row) say first what is drawn.
+const scaleNote = (state) => [state.row?.caption, state.runScale ? oneScaleNote(state.runScale) : SCALE_NOTE]
+  .filter(Boolean).join(" ");
 
 /**
  * px per cell so that nHeads cells and the layer labels fit `width` (CELL when unknown), and,
@@ -363,6 +361,15 @@ function scaleRows(rows, weighed, token) {
   return { values: largest > 0 ? values.map((v) => v / largest) : values, runScale };
 }
 
+// A refining answer's values on their one scale, found once per pass (each pass's values are new).
+const scaledPasses = new WeakMap();
+function passesOnOneScale(refined) {
+  if (!scaledPasses.has(refined.values)) {
+    scaledPasses.set(refined.values, onOneScale(refined.values, refined.shape, refined.layers, refined.heads, refined.one_scale));
+  }
+  return scaledPasses.get(refined.values);
+}
+
 function modelState(context) {
   const { get, decoded, long, maskMode, width, height = 0 } = context;
   const payload = get("thumbnails");
@@ -371,16 +378,23 @@ function modelState(context) {
   const rows = tokenRowState(context, base);
   if (rows) return rows;
   if (payload?.data && payload.n_tokens === get("tokens").length) {
-    return { ...base, thumbnails: decoded("thumbnails"), layers: payload.layers, heads: payload.heads };
+    // A long run's weighed thumbnails are on a scale of their own, which they carry.
+    return { ...base, runScale: payload.one_scale ?? base.runScale, thumbnails: decoded("thumbnails"), layers: payload.layers,
+      heads: payload.heads };
   }
   // A long run's thumbnails too large to make at once come in passes, drawn as they refine.
   if (get("long_context") && long?.thumbnails && !payload?.data) {
     const refined = long.thumbnails({ result_id: get("result_id"), weigh_by: get("weigh_by"), layers: get("include_layers"), heads: get("include_heads") });
     if (refined?.error) return refined.error;
     if (refined && refined.n_tokens === get("tokens").length) {
+      // Weighed: one scale for every head shown, their largest value so far.
+      const scaled = refined.one_scale ? passesOnOneScale(refined) : null;
+      const what = scaled ? measureOf(scaled.scale) : "weight";
       const note = refined.passesDone < refined.passes
-        ? `Refining: each cell is the largest weight of ${Math.round((100 * refined.passesDone) / refined.passes)}% of its rows so far.` : "";
-      return { ...base, thumbnails: { values: refined.values, shape: refined.shape }, layers: refined.layers, heads: refined.heads, note };
+        ? `Refining: each cell is the largest ${what} of ${Math.round((100 * refined.passesDone) / refined.passes)}% of its rows so far`
+          + `${scaled ? ", and the strongest line the largest of those" : ""}.` : "";
+      return { ...base, runScale: scaled?.scale ?? base.runScale, thumbnails: { values: scaled?.values ?? refined.values, shape: refined.shape },
+        layers: refined.layers, heads: refined.heads, note };
     }
   }
   return "loading thumbnails…";

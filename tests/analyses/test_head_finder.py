@@ -91,7 +91,7 @@ def test_a_filter_reads_as_users_write_it_and_refuses_anything_else(finder):
 
 
 def test_the_filter_grammar_is_the_pages_one():
-    """The same cases as js/views/head_finder_view.test.js: one grammar in both languages."""
+    """The same cases as js/views/finder_plot.test.js: one grammar in both languages."""
     import json
     from pathlib import Path
 

@@ -59,3 +59,18 @@ def test_a_long_runs_saved_text_view_names_what_it_shades(offline_page, default_
     offline_page.wait_for_function("document.querySelector('.attnscope-text-caption')?.textContent.startsWith('‖αf(x)‖ from')")
     assert offline_page.input_value("select.attnscope-weigh") == "value_norm"
     widget.close()
+
+
+def test_a_long_runs_saved_model_view_draws_its_weighed_heads_on_one_scale(offline_page, default_model, tmp_path):
+    """Issue 47: a long run's model view, weighed, drew each head on its own largest ‖αf(x)‖. Its
+    saved page draws every head shown on one scale, their largest, and says so."""
+    widget = attnscope.AttentionWidget(TEXT * 3, model=default_model, attention="on_demand", weigh_by="value_norm", view="model")
+    scale = widget.thumbnails["one_scale"]
+    path = widget.save_html(tmp_path / "long_model.html")
+    offline_page.goto(path.as_uri())
+    offline_page.wait_for_function("Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.lineCount) > 0")
+    note = offline_page.text_content(".attnscope-scale-note")
+    assert note.startswith("‖αf(x)‖, one scale for every layer and head shown: "
+                           f"strongest line = {scale['largest']:.3f}, the largest ‖αf(x)‖ (layer {scale['layer']}, head {scale['head']})")
+    assert "its head's largest" not in note
+    widget.close()

@@ -78,11 +78,82 @@ def test_a_long_runs_tiles_windows_and_thumbnails_are_weighed_too(long_widget, l
     assert torch.allclose(values(content, buffers), weights[1, :, start:end, start:end], rtol=1e-5, atol=2e-6 * top)
     long_widget.view = "model"
     got = decode(long_widget.thumbnails)
-    size = got.shape[-1]
+    # On one scale (test_a_long_runs_weighed_thumbnails_share_one_scale): each cell ÷ the largest.
+    expected = _pooled(weights, got.shape[-1]) / float(weights.max())
+    assert (got - expected).abs().max() <= 1 / 255 / 2 + 1e-6  # one byte a weight
+
+
+def _pooled(weights, size):
+    """Layers × heads × T × T max-pooled to size × size, blocks as the engine cuts them."""
+    n = weights.shape[-1]
     edges = torch.div(torch.arange(n) * size, n, rounding_mode="floor")
-    block = weights[1, 3][edges == 2][:, edges == 1]
-    scale = long_widget.thumbnails.get("scale", 1.0)
-    assert abs(float(got[1, 3, 2, 1]) - float(block.max())) <= scale + 1e-6  # one byte a weight
+    pooled = torch.zeros(*weights.shape[:2], size, size)
+    for a in range(size):
+        for b in range(size):
+            pooled[:, :, a, b] = weights[:, :, edges == a][:, :, :, edges == b].amax((-2, -1))
+    return pooled
+
+
+SHARED = {"of": "‖αf(x)‖", "measure": "‖αf(x)‖", "over": "every layer and head shown"}
+
+
+@pytest.mark.parametrize("layers, heads", [(None, None), ([1], [0, 2])])
+def test_a_long_runs_weighed_thumbnails_share_one_scale(engine, long_full, layers, heads):  # noqa: F811
+    """Issue 47: a long run's model view, weighed, drew each head on its own scale (and its bytes
+    clipped α·‖f‖ at 1), so a head passing small vectors looked as strong as one passing large
+    ones. Its thumbnails share one scale over the layers and heads shown: their largest ‖αf(x)‖,
+    taken from the max-pooled maps (never T × T), equal to the full attention × the norms."""
+    weights = _weighed_full(long_full)
+    assert float(weights.max()) > 1  # α·‖f‖ past 1: one byte a weight of [0, 1] clipped it
+    widget = attnscope.AttentionWidget(TEXT * 2, model=engine, attention="on_demand", weigh_by="value_norm", view="model",
+                                       include_layers=layers, include_heads=heads)
+    try:
+        shown = weights[layers or slice(None)][:, heads or slice(None)]
+        largest = float(shown.max())
+        at = torch.unravel_index(shown.argmax(), shown.shape)
+        scale = widget.thumbnails["one_scale"]
+        assert scale == {**SHARED, "largest": pytest.approx(largest, rel=1e-5),
+                         "layer": (layers or [0, 1])[int(at[0])], "head": (heads or [0, 1, 2, 3])[int(at[1])]}
+        got = decode(widget.thumbnails)
+        assert (got - _pooled(shown, got.shape[-1]) / largest).abs().max() <= 1 / 255 / 2 + 1e-6
+        # The heads keep their sizes against each other: a head's strongest cell is its largest ÷ the shared one.
+        own = shown.amax((-2, -1)) / largest
+        assert (got.amax((-2, -1)) - own).abs().max() <= 1 / 255 / 2 + 1e-6 and float(own.min()) < 0.9
+        # Attention itself keeps each head's own scale, and carries none.
+        widget.weigh_by = "attention"
+        assert "one_scale" not in widget.thumbnails
+    finally:
+        widget.close()
+
+
+def test_a_long_runs_weighed_thumbnails_in_passes_say_their_scale(engine, long_full, monkeypatch):  # noqa: F811
+    """Thumbnails too large to make at once come in passes (float32): weighed, each answer says
+    they share one scale, and the passes' maxima hold the full attention × the norms, whose
+    largest is the scale the page draws them on (js/drawing/one_scale.js onOneScale)."""
+    from attnscope.widget import payloads as pl
+
+    weights = _weighed_full(long_full)
+    n = weights.shape[-1]
+    monkeypatch.setattr(pl, "PASS_PAIRS", 2 * 4 * n * n // 6)
+    widget = attnscope.AttentionWidget(TEXT * 2, model=engine, attention="on_demand", weigh_by="value_norm", view="model",
+                                       thumbnail_size=8)
+    try:
+        assert widget.thumbnails == {}
+        first, buffers = ask(widget, "thumbnails", **{"pass": 0})
+        assert first["passes"] > 1 and first["one_scale"] == SHARED and first["weigh_by"] == "value_norm"
+        maps = [values(first, buffers)]
+        for index in range(1, first["passes"]):
+            content, buffers = ask(widget, "thumbnails", **{"pass": index})
+            assert content["one_scale"] == SHARED
+            maps.append(values(content, buffers))
+        merged = torch.stack(maps).amax(0).view(first["shape"])
+        top = float(weights.max())
+        assert torch.allclose(merged, _pooled(weights, 8), rtol=1e-5, atol=2e-6 * top)
+        assert float(merged.max()) == pytest.approx(top, rel=1e-5)
+        widget.weigh_by = "attention"
+        assert "one_scale" not in ask(widget, "thumbnails", **{"pass": 0})[0]
+    finally:
+        widget.close()
 
 
 def test_a_weighed_rule_never_makes_a_rows_log_sum_exp(long_widget):

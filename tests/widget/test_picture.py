@@ -639,3 +639,66 @@ def test_a_categorical_maps_picture_keeps_its_whole_key(default_model, analysis)
         if following and following[0] == y:
             assert right < following[1] - 14, (name, following[2])  # the next name's swatch is 14 px before it
     widget.close()
+
+
+def finder_of(n_layers: int, n_heads: int, seed: int = 0):
+    """A head finder of made-up metrics (no model run): every head at its own place."""
+    import pandas as pd
+
+    from attnscope.analyses.head_finder import HeadFinder
+    from attnscope.labels import head_label
+
+    rng = np.random.default_rng(seed)
+    rows = [{"layer": layer, "head": head, "label": head_label(layer, head), "entropy": rng.uniform(0, 4),
+             "sink_rate": rng.uniform(), "prev_token": rng.uniform()} for layer in range(n_layers) for head in range(n_heads)]
+    return HeadFinder(pd.DataFrame(rows), {}, {}, {}, 10, "synthetic")
+
+
+def test_a_finders_picture_names_its_strongest_points_and_lists_them(default_model):
+    """Issue 45: the finder's picture dropped its table, so its dots were unlabelled. The picture
+    names the heads of the largest colour metric at their points and lists them with the table's
+    numbers, and says which heads it leaves unnamed."""
+    finder = finder_of(6, 12)
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model).show_analysis(finder)
+    svg, why = picture_svg(widget)
+    assert why == "" and len(svg) <= PICTURE_BYTES
+    root = ET.fromstring(svg)
+    items = list(root.iter())
+
+    def of_class(name: str) -> list[ET.Element]:
+        return [node for node in items if node.get("class") == name]
+
+    metrics = finder.metrics
+    strongest = metrics.sort_values("prev_token", ascending=False).head(12)
+    # Each named head's name by its point: the points are the heads in row order.
+    points = [(float(c.get("cx")), float(c.get("cy"))) for c in of_class("point")]
+    assert len(points) == len(metrics) == 72
+    leaders = [tuple(float(line.get(k)) for k in ("x1", "y1", "x2", "y2")) for line in root.iter(f"{SVG}line")]
+    names = {node.text: (float(node.get("x")), float(node.get("y"))) for node in of_class("point-name")}
+    assert sorted(names) == sorted(strongest.label)
+    for label, (x, y) in names.items():
+        cx, cy = points[int(metrics.index[metrics.label == label][0])]
+        beside = abs(y - cy) <= 12 and abs(x - cx) <= 12
+        led = any(np.hypot(x1 - cx, y1 - cy) <= 4.5 and abs(y2 - y) <= 6 for x1, y1, x2, y2 in leaders)
+        assert beside or led, label
+    # The list: the same heads, the largest prev_token first, with the numbers the live table shows.
+    cells = of_class("list-cell")
+    columns = sorted({float(c.get("x")) for c in cells})
+    by_column = [[c.text for c in sorted(cells, key=lambda c: float(c.get("y"))) if float(c.get("x")) == x] for x in columns]
+    assert [node.text for node in of_class("list-head")] == ["head", "entropy", "sink_rate", "prev_token"]
+    assert by_column[0] == list(strongest.label)
+    for column, metric in zip(by_column[1:], ["entropy", "sink_rate", "prev_token"], strict=True):
+        assert column == [f"{v:.3f}" for v in strongest[metric]], metric
+    shown = " ".join(texts(svg))
+    assert ("Named at their points and listed on the right: the 12 heads of the largest prev_token. "
+            "The other 60 heads drawn are not named.") in shown
+    # A chosen head outside them is named too, and listed after them in the ring's colour.
+    chosen = metrics.sort_values("prev_token").label.iloc[0]
+    widget.finder_choice = {"head": chosen, "filter": "layer >= 1"}
+    svg, why = picture_svg(widget)
+    root = ET.fromstring(svg)
+    listed = [node for node in root.iter(f"{SVG}text") if node.get("class") == "list-cell" and node.text == chosen]
+    assert why == "" and len(listed) == 1 and listed[0].get("fill") == "#d62728"
+    assert chosen in [node.text for node in root.iter(f"{SVG}text") if node.get("class") == "point-name"]
+    assert "the 12 kept heads of the largest prev_token and the ringed head" in " ".join(texts(svg))
+    widget.close()

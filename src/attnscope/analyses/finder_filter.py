@@ -2,7 +2,7 @@
 evaluated, into a function of a metrics row; anything but comparisons of metric names and numbers
 is refused by name.
 
-A module of its own: it is a grammar, the same one js/head_finder_view.js reads in the page
+A module of its own: it is a grammar, the same one js/views/finder_plot.js reads in the page
 (tests/data/filter_cases.json holds the two equal), and it needs nothing of the finder but the
 names of its columns.
 """

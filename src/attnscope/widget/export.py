@@ -180,7 +180,8 @@ def _long_page_state(widget: Any, result: Any, layers: list[int], state: dict, o
     included = [layer for layer in (widget.include_layers or range(result.n_layers)) if layer in layers]
     asks = VIEW[state["view"]].asks
     if not only_open_view or asks == "thumbnails":  # every head's whole map pooled: seconds at 8k tokens
-        state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size)
+        state["thumbnails"] = pl.long_thumbnails_payload(result, included or layers, widget.include_heads, widget._thumbnail_size,
+                                                         widget.weigh_by)
     state.update(request={}, error="")
     requests = []
     for head in [state["focus_head"]] if only_open_view else range(-1, result.n_heads):

@@ -97,7 +97,7 @@ class LongAnswers:
         """One pass over the model view's thumbnails."""
         pass_index = checks.integer("pass", request.get("pass"), minimum=0)
         return self._named(pl.long_thumbnails_pass(self.result, self.include_layers, self.include_heads,
-                                                   self.thumbnail_size, pass_index))
+                                                   self.thumbnail_size, pass_index, self.weigh_by))
 
     def token_rows(self, request: dict) -> Answer:
         """The model view's cells for one selected token: its row in every included layer × head."""

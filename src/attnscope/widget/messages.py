@@ -67,7 +67,9 @@ MESSAGES = {
                 "{pass} → a long run's model view thumbnails, one of the `passes` the answer names "
                 "(payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, "
                 "float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to "
-                "make at once (the trait then stays empty); the passes' elementwise max is the whole."),
+                "make at once (the trait then stays empty); the passes' elementwise max is the whole. Weighed by "
+                "value norm, with one_scale {of, measure, over}: the page draws every head shown on one scale, the "
+                "largest of the passes so far (payloads.long_thumbnails_scale)."),
         Message("token_rows", "request", "view",
                 "{token} → that token's exact row (its attention to every token, weighed as the run is) in every "
                 "included layer × head, float32 [layers, heads, 1, T] with layers, heads, token and n_tokens "

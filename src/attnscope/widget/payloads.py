@@ -91,15 +91,25 @@ def one_scale(shown: AttentionResult, difference: torch.Tensor, what: str,
     # A head whose attention is not finite (the notice names it) never sets the scale. Weights of a
     # run with none need no finite copy (a pass over L × H × T × T fewer); a difference may take its
     # NaN from the other run.
-    finite = (change.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0) if measure == "change" or shown.nonfinite_heads
-              else change)
-    where = finite.argmax()
-    largest = float(finite.flatten()[where])
-    layer, head = (int(i) for i in torch.unravel_index(where, change.shape)[:2])
+    scaled, scale = on_one_scale(change, what, measure, finite=measure != "change" and not shown.nonfinite_heads)
+    return dataclasses.replace(shown, attention=scaled), scale
+
+
+def on_one_scale(values: torch.Tensor, what: str, measure: str, layers: Sequence[int] | None = None,
+                 heads: Sequence[int] | None = None, finite: bool = False) -> tuple[torch.Tensor, dict]:
+    """Values ≥ 0 of layers × heads × ... ÷ their largest (in place), and the scale {of, measure,
+    largest, layer, head}: the largest and the layer and head it is in (`layers[i]`, `heads[j]`
+    where the values are of some layers and heads only). NaN and ±∞ never set it, unless `finite`
+    says there are none."""
+    checked = values if finite else values.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    where = checked.argmax()
+    largest = float(checked.flatten()[where])
+    i, j = (int(k) for k in torch.unravel_index(where, values.shape)[:2])
     if largest > 0:
-        change.div_(largest)
-    return (dataclasses.replace(shown, attention=change),
-            {"of": what, "measure": measure, "largest": largest, "layer": layer, "head": head})
+        values.div_(largest)
+    layer = layers[i] if layers is not None else i
+    head = heads[j] if heads is not None else j
+    return values, {"of": what, "measure": measure, "largest": largest, "layer": layer, "head": head}
 
 
 def layer_payload(result: AttentionResult, layer: int, source: str | None = None) -> dict:
@@ -412,24 +422,45 @@ def thumbnail_passes(result: LongAttentionResult, include_layers: Sequence[int] 
     return _passes(result, len(layers) * result.n_heads * n * n, n // min(size, n))
 
 
+def long_thumbnails_scale(weigh_by: str) -> dict | None:
+    """What a long run's thumbnails are drawn on: None for attention (each head's own largest, as a
+    short run's), else {of, measure, over}: α·‖f‖ has no bound of 1, and a head that passes little
+    must look faint beside one that passes much, so every layer and head shown shares one scale,
+    their largest value. The pooled maps are max-pooled, so that largest is the largest α·‖f‖ of
+    each head's whole T × T, made a block of rows at a time (never T × T)."""
+    if weigh_by == "attention":
+        return None
+    symbol = WEIGHT_SYMBOL[weigh_by]
+    return {"of": symbol, "measure": symbol, "over": "every layer and head shown"}
+
+
 def long_thumbnails_payload(result: LongAttentionResult, include_layers: Sequence[int] | None,
-                            include_heads: Sequence[int] | None, size: int) -> dict:
+                            include_heads: Sequence[int] | None, size: int, weigh_by: str = "attention") -> dict:
     """The model view's cells for a long run: each head's T × T max-pooled to size × size from q, k
-    and the row log-sum-exps, a layer at a time (the same payload as thumbnails_payload)."""
+    and the row log-sum-exps, a layer at a time (the same payload as thumbnails_payload). Weighed
+    (`weigh_by`, the run's weighing: weighing.weighed): on one scale (long_thumbnails_scale), the
+    values ÷ the largest, which `one_scale` gives with where it is."""
     import torch
 
     layers, heads = included_heads(result, include_layers, include_heads)
     pooled = torch.stack([result.pooled(layer, size, "max")[heads] for layer in layers])
-    return {"layers": layers, "heads": heads, "n_tokens": result.n_tokens, "n_key_tokens": result.n_tokens,
-            **quantize_uint8(pooled)}
+    payload = {"layers": layers, "heads": heads, "n_tokens": result.n_tokens, "n_key_tokens": result.n_tokens}
+    scale = long_thumbnails_scale(weigh_by)
+    if scale is not None:
+        pooled, found = on_one_scale(pooled, scale["of"], scale["measure"], layers, heads)
+        payload["one_scale"] = {**scale, **found}
+    return {**payload, **quantize_uint8(pooled)}
 
 
 def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[int] | None,
-                         include_heads: Sequence[int] | None, size: int, pass_index: int) -> tuple[dict, list[bytes]]:
+                         include_heads: Sequence[int] | None, size: int, pass_index: int,
+                         weigh_by: str = "attention") -> tuple[dict, list[bytes]]:
     """One of thumbnail_passes' passes over a long run's thumbnails: every included head's map,
     max-pooled to size × size over 1 / passes of its rows (pass_offset), float32; the passes'
     elementwise max is long_thumbnails_payload's maps. The model view asks for them one by one
-    where they are too large to make at once (32,768 tokens: tens of seconds)."""
+    where they are too large to make at once (32,768 tokens: tens of seconds). Weighed, the answer
+    says the scale they share (long_thumbnails_scale, `one_scale`), whose largest the page takes
+    from the passes it has."""
     import torch
 
     layers, heads = included_heads(result, include_layers, include_heads)
@@ -441,6 +472,9 @@ def long_thumbnails_pass(result: LongAttentionResult, include_layers: Sequence[i
     encoded = encode_float32(pooled)
     content = {"layers": layers, "heads": heads, "n_tokens": n, "n_key_tokens": n, "pass": pass_index, "passes": passes,
                "shape": encoded["shape"], "dtype": "float32"}
+    scale = long_thumbnails_scale(weigh_by)
+    if scale is not None:
+        content["one_scale"] = scale
     return content, [encoded["data"]]
 
 
@@ -451,8 +485,8 @@ def needs_thumbnails(view: str, analysis: dict) -> bool:
 
 
 __all__ = [
-    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_pass", "long_thumbnails_payload", "long_tile_payload",
-    "long_window_payload", "pass_offset", "thumbnail_passes", "tile_passes",
-    "displayed", "layer_payload", "one_scale", "mask_summary", "needs_thumbnails",
+    "analysis_payload", "long_notice", "long_rows_payload", "long_thumbnails_pass", "long_thumbnails_payload",
+    "long_thumbnails_scale", "long_tile_payload", "long_window_payload", "pass_offset", "thumbnail_passes", "tile_passes",
+    "displayed", "layer_payload", "on_one_scale", "one_scale", "mask_summary", "needs_thumbnails",
     "neuron_store", "result_notice", "rollout_payload", "score_label", "shown_key_tokens", "shown_tokens", "thumbnails_payload", "window_around",
 ]

@@ -274,7 +274,7 @@ def view_payloads(result: Any, token_result: Any, view: str,
             thumbnails = ({}, None)
         else:
             thumbnails = (pl.long_thumbnails_payload(result, settings.include_layers, settings.include_heads,
-                                                     settings.thumbnail_size), made_from)
+                                                     settings.thumbnail_size, settings.weigh_by), made_from)
     else:
         thumbnails = (pl.thumbnails_payload(result, settings.include_layers, settings.include_heads,
                                             settings.thumbnail_size), made_from)

@@ -90,7 +90,9 @@ class WidgetTraits(anywidget.AnyWidget):
 
     # The model view
     thumbnails = synced(Dict(), "Max-pooled S × S maps of the included layers × heads, made while a view needs them: "
-                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)}; "
+                        "{layers, heads, n_tokens, n_key_tokens, data: uint8 bytes, dtype, shape: [L, H, S, S], scale[, encoding] (as attention's)"
+                        "[, one_scale]}; a long run's weighed by value norm are on one scale for the layers and heads shown, "
+                        "one_scale {of, measure, over, largest, layer, head} (as the trait one_scale's), the maps value ÷ largest; "
                         "empty for a long run's too large to make at once (the view asks for them in passes).")
     include_layers = synced(List(Int(), default_value=None, allow_none=True), "The model view's layers, or None for all.")
     include_heads = synced(List(Int(), default_value=None, allow_none=True), "The model view's heads, or None for all.")
@@ -119,7 +121,7 @@ class WidgetTraits(anywidget.AnyWidget):
                        "layer and head (a difference: |second − first|, Show change's |A_masked − A|; or weights "
                        "weighed by value norm): {of, measure, largest, layer, head}, the largest value in the run "
                        "and where; the attention and thumbnails hold value ÷ largest. {} while they draw attention "
-                       "or a long run (whose views scale what they show).")
+                       "or a long run (whose views scale what they show; its weighed thumbnails carry their own).")
 
     # The neuron, rollout and analysis views
     neuron_head = synced(Int(0), "The neuron view's head; its numbers come by a \"neuron\" request (messages.py).",
