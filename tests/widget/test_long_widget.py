@@ -22,8 +22,10 @@ from attnscope.widget.payloads import window_around
 
 @pytest.fixture(scope="module")
 def engine():
-    with warnings.catch_warnings():
+    # Seeded: the tests that read its heads' sizes (test_weighing) see the same model every run.
+    with warnings.catch_warnings(), torch.random.fork_rng():
         warnings.simplefilter("ignore")
+        torch.manual_seed(0)
         # Grouped-query attention (4 query heads on 2 key heads) and a sliding-window layer.
         model = scaled_up(transformers.Qwen2Model(transformers.Qwen2Config(
             vocab_size=320, use_sliding_window=True, sliding_window=8, max_window_layers=1,
