@@ -23,7 +23,7 @@
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
  * @property {Array<string>} key_token_notes [kernel] Cross-attention: the same per key token; otherwise empty.
  * @property {Array<string>} key_tokens [kernel] Cross-attention: the keys' (encoder's) tokens; otherwise empty.
- * @property {Object<string, any>} knockout_control [kernel] The head view's knockout control (widget/knockout_answers.py): {position, output} where the kernel can score the run (the token whose prediction a "knockout" request reads: a causal LM's next token after it, or a masked LM's [MASK]), else {unavailable: why}.
+ * @property {Object<string, any>} knockout_control [kernel] The head view's knockout control (widget/knockout_answers.py): {position, output} where the kernel can score the run (the token whose prediction a "knockout" request reads: a causal LM's next token after it, or a masked LM's [MASK]); on a generation {output: "chosen token"}: the selected output token, as the model chose it; else {unavailable: why}.
  * @property {number} layer [both] The selected layer, 0-based; `attention` carries it.
  * @property {boolean} long_context [kernel] The run kept q, k and row log-sum-exps (a long input): the text and map views ask for exact rows and tiles; head, neuron and rollout are off.
  * @property {"max" | "mean"} map_reduce [both] How the map pools blocks of token pairs.
@@ -135,7 +135,7 @@ export const MESSAGES = {
   attention_window: { kind: "request", sender: "view" },
   /** {pass} → a long run's model view thumbnails, one of the `passes` the answer names (payloads.long_thumbnails_pass: every included head max-pooled over 1 / passes of its rows, float32 [layers, heads, S, S], with layers, heads and n_tokens), for thumbnails too large to make at once (the trait then stays empty); the passes' elementwise max is the whole. */
   thumbnails: { kind: "request", sender: "view" },
-  /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). */
+  /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). On a generation with `token` (an output token): the token the model chose there, read from token − 1 on the ids before it; the answer adds token and step. */
   knockout: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },
