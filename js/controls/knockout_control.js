@@ -2,14 +2,17 @@
 // the open layer, knocked out whole (its output zeroed) or only its line from the token whose
 // prediction is read to one token (that score −inf before the softmax); the kernel reruns the
 // model ("knockout" request, src/attnscope/widget/knockout_answers.py) and the line under the
-// view says Δ log p of the predicted token. Where the kernel cannot score the run (no LM or MLM
-// head, precomputed attention, a long run, a saved page) the row says why instead.
+// view says Δ log p of the predicted token. On a generation (attnscope.generate) the token scored
+// is the selected output token, the one the model chose there, read from the position before it.
+// Where the kernel cannot score the run (no LM or MLM head, precomputed attention, a long run, a
+// generation still writing or a prompt token selected, a saved page) the row says why instead.
 // Token text goes in through textContent only.
 import { el, labelled, tokenCaption } from "../drawing/dom.js";
 import { headName, headText } from "../drawing/labels.js";
 
 export const SAVED_PAGE = "Knockout reruns the model: run the live widget in the notebook to knock out a head.";
 const WHOLE = -1;
+const CHOSEN = "chosen token"; // a generation's: the selected output token, as the model chose it
 
 /** The keys the predicted position reads: a causal model's up to it, an encoder's all. */
 export function knockoutKeys(control, nTokens, causal) {
@@ -25,13 +28,26 @@ export function knockoutLine(answer, tokens, notes = []) {
   const number = (v) => `${v < 0 ? "−" : ""}${size(Math.abs(v))}`;
   const delta = `${answer.delta > 0 ? "+" : answer.delta < 0 ? "" : "±"}${number(answer.delta)}`;
   const masks = answer.masked ? " (measured without the masked heads)" : "";
-  return `${what}: log p of “${answer.target}” ${number(answer.log_p)} → ${number(answer.log_p_knocked)}, Δ ${delta}${masks}`;
+  const chosen = answer.step === undefined ? "" : ` (chosen at step ${answer.step})`;
+  return `${what}: log p of “${answer.target}”${chosen} ${number(answer.log_p)} → ${number(answer.log_p_knocked)}, Δ ${delta}${masks}`;
+}
+
+/**
+ * A generation's control ({output: "chosen token"}) made concrete for the selected token: the
+ * position that predicted it and the token, or why there is none (a prompt token selected).
+ */
+export function chosenTokenControl(control, focus, outputStart) {
+  if (control.output !== CHOSEN) return control;
+  if (!(focus >= outputStart && outputStart >= 0)) {
+    return { unavailable: `Select an output token (from token ${outputStart} on): knockout scores the token the model chose there.` };
+  }
+  return { ...control, position: focus - 1, token: focus, step: focus - outputStart };
 }
 
 /** What the control reads of the widget's traits (`get`), on a saved page or live. */
 export function knockoutState(get, page = false) {
   return {
-    control: get("knockout_control") ?? {}, page, layer: get("layer"), nHeads: get("n_heads"), heads: get("heads"),
+    control: chosenTokenControl(get("knockout_control") ?? {}, get("focus_token") ?? -1, get("output_start") ?? -1), page, layer: get("layer"), nHeads: get("n_heads"), heads: get("heads"),
     tokens: get("tokens"), notes: get("token_notes") ?? [], causal: Boolean(get("causal")), resultId: get("result_id"),
   };
 }
@@ -67,7 +83,8 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
 
   go.addEventListener("click", () => {
     if (!state) return;
-    const sent = { layer: state.layer, head: Number(head.value), key: Number(key.value), result_id: state.resultId };
+    const sent = { layer: state.layer, head: Number(head.value), key: Number(key.value), result_id: state.resultId,
+      ...(state.control.token === undefined ? {} : { token: state.control.token }) };
     const id = ++asked;
     const tokens = state.tokens;
     const notes = state.notes;
@@ -103,7 +120,7 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
       }
       if (next.heads?.length === 1) head.value = String(next.heads[0]); // a head shown alone is the one
       const keys = knockoutKeys(next.control, next.tokens.length, next.causal);
-      const signature = `${next.resultId}:${keys.length}`;
+      const signature = `${next.resultId}:${next.control.position}:${keys.length}`;
       if (keysFor !== signature) {
         const kept = key.value;
         key.replaceChildren();
@@ -119,7 +136,7 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
         key.value = keys.includes(Number(kept)) ? kept : String(WHOLE);
         keysFor = signature;
       }
-      const now = `${next.resultId}:${next.layer}`;
+      const now = `${next.resultId}:${next.layer}:${next.control.position}`;
       if (shownFor !== now) { // another text or layer: the last answer spoke of another
         result.textContent = "";
         asked++;
@@ -127,7 +144,9 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
         shownFor = now;
       }
       const predicted = next.control.output === "masked token" ? "the masked token" : "the next token";
-      row.title = `Δ log p of the token the model predicts at ${predicted}, in layer ${next.layer}`;
+      row.title = next.control.output === CHOSEN
+        ? `Δ log p of the token the model chose at step ${next.control.step}, in layer ${next.layer}`
+        : `Δ log p of the token the model predicts at ${predicted}, in layer ${next.layer}`;
     },
     destroy() {
       asked++;

@@ -90,3 +90,36 @@ it("says a whole head's knockout, a rise, and masks left out", () => {
   const tiny = knockoutLine({ layer: 0, head: 2, key: -1, position: 0, target: "x", log_p: -3, log_p_knocked: -3, delta: -0.00004 }, ["a"]);
   expect(tiny.endsWith("Δ −4.0e-5")).toBe(true);
 });
+
+it("on a generation scores the selected output token, as the model chose it, and says why not on a prompt token", async () => {
+  const answer = { layer: 2, head: 0, key: 1, position: 3, token: 4, step: 1, target: "[SEP]", log_p: -0.5,
+    log_p_knocked: -1.5, delta: -1, masked: false, result_id: 5 };
+  const ask = vi.fn(() => Promise.resolve({ content: answer }));
+  const { parent, control } = mount(ask);
+  const generation = { knockout_control: { output: "chosen token" }, output_start: 3 };
+  control.update(stateOf({ ...generation, focus_token: 2 }));
+  const why = parent.querySelector(".attnscope-knockout-why");
+  expect(why.textContent).toBe("Select an output token (from token 3 on): knockout scores the token the model chose there.");
+  expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(true);
+  control.update(stateOf({ ...generation, focus_token: 4 }));
+  expect(why.hidden).toBe(true);
+  const key = parent.querySelector(".attnscope-knockout-key");
+  // The lines run from the position that predicted token 4 (token 3) to the tokens up to it.
+  expect([...key.options].map((o) => o.value)).toEqual(["-1", "0", "1", "2", "3"]);
+  expect(key.options[2].textContent).toBe("its line “of” → “the” (token 1)");
+  expect(parent.querySelector(".attnscope-knockout").title).toBe("Δ log p of the token the model chose at step 1, in layer 2");
+  parent.querySelector(".attnscope-knockout-head").value = "0";
+  key.value = "1";
+  parent.querySelector(".attnscope-knockout-run").click();
+  expect(ask).toHaveBeenCalledWith("knockout", { layer: 2, head: 0, key: 1, result_id: 5, token: 4 });
+  await flush();
+  expect(parent.querySelector(".attnscope-knockout-result").textContent)
+    .toBe("line “of” → “the” blocked in layer 2, head 0: log p of “[SEP]” (chosen at step 1) −0.500 → −1.500, Δ −1.000");
+  // Another output token selected: the answer spoke of the last one, and goes; the keys follow it.
+  control.update(stateOf({ ...generation, focus_token: 3 }));
+  expect(parent.querySelector(".attnscope-knockout-result").textContent).toBe("");
+  expect([...key.options].map((o) => o.value)).toEqual(["-1", "0", "1", "2"]);
+  // The kernel's reason (still writing) is said as it is.
+  control.update(stateOf({ knockout_control: { unavailable: "still writing" }, output_start: 3, focus_token: 4 }));
+  expect(why.textContent).toBe("still writing");
+});

@@ -23,7 +23,7 @@
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
  * @property {Array<string>} key_token_notes [kernel] Cross-attention: the same per key token; otherwise empty.
  * @property {Array<string>} key_tokens [kernel] Cross-attention: the keys' (encoder's) tokens; otherwise empty.
- * @property {Object<string, any>} knockout_control [kernel] The head view's knockout control (widget/knockout_answers.py): {position, output} where the kernel can score the run (the token whose prediction a "knockout" request reads: a causal LM's next token after it, or a masked LM's [MASK]), else {unavailable: why}.
+ * @property {Object<string, any>} knockout_control [kernel] The head view's knockout control (widget/knockout_answers.py): {position, output} where the kernel can score the run (the token whose prediction a "knockout" request reads: a causal LM's next token after it, or a masked LM's [MASK]); on a generation {output: "chosen token"}: the selected output token, as the model chose it; else {unavailable: why}.
  * @property {number} layer [both] The selected layer, 0-based; `attention` carries it.
  * @property {boolean} long_context [kernel] The run kept q, k and row log-sum-exps (a long input): the text and map views ask for exact rows and tiles; head, neuron and rollout are off.
  * @property {"max" | "mean"} map_reduce [both] How the map pools blocks of token pairs.
@@ -137,7 +137,7 @@ export const MESSAGES = {
   thumbnails: { kind: "request", sender: "view" },
   /** {token} → that token's exact row (its attention to every token, weighed as the run is) in every included layer × head, float32 [layers, heads, 1, T] with layers, heads, token and n_tokens (long_answers.token_rows_payload): a long run's model view of the selected token. A saved generation page answers it from its kept steps (js/transport/saved.js stepAnswer). */
   token_rows: { kind: "request", sender: "view" },
-  /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). */
+  /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). On a generation with `token` (an output token): the token the model chose there, read from token − 1 on the ids before it; the answer adds token and step. */
   knockout: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },

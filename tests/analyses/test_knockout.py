@@ -37,9 +37,10 @@ def decoder(bert_tokenizer):
     return attnscope.load(_llama(bert_tokenizer), bert_tokenizer, device="cpu")
 
 
-def _independent(model, ids, blocked, position):
+def _independent(model, ids, blocked, position, zeroed=None):
     """log p after `position`, from a forward whose eager attention is written here: the scores of
-    blocked (layer → heads × T × T) edges set to −inf before the softmax."""
+    blocked (layer → heads × T × T) edges set to −inf before the softmax; zeroed (layer → heads):
+    those heads' outputs zeroed."""
     calls = iter(range(model.config.num_hidden_layers))
 
     def attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -52,6 +53,8 @@ def _independent(model, ids, blocked, position):
         if layer in blocked:
             scores = scores.masked_fill(blocked[layer][None], -math.inf)
         weights = torch.softmax(scores, -1)
+        for head in (zeroed or {}).get(layer, ()):
+            weights[:, head] = 0
         return (weights @ value.double()).to(query.dtype).transpose(1, 2).contiguous(), weights
 
     original = modeling_llama.eager_attention_forward
@@ -107,6 +110,30 @@ def test_the_window_sweep_blocks_the_last_token_from_a_span_in_each_window(decod
         edges = [(layer, None, -1, [2, 3]) for layer in range(row.first_layer, row.last_layer + 1)]
         assert row.delta == pytest.approx(attnscope.knockout(decoder, TEXT, edges=edges).delta.iloc[0], abs=1e-12)
     assert sweep.attrs["keys"] == [2, 3] and sweep.attrs["window"] == 2
+
+
+def test_token_ids_are_read_as_given_with_a_target_id(decoder):
+    ids = decoder.tokenizer(TEXT, add_special_tokens=False)["input_ids"]  # no [CLS]: not what the text reads as
+    edges = [(1, None, -1, [0, 2])]
+    plain = _independent(decoder.model, torch.tensor([ids]), {}, -1)
+    target = int(plain.argsort()[-3])  # a token other than the prediction
+    frame = attnscope.knockout(decoder, ids, edges=edges, target=target)
+    reference = _independent(decoder.model, torch.tensor([ids]), blocked_edges(decoder, len(ids), edges), -1)
+    row = frame.iloc[0]
+    assert row.position == len(ids) - 1 and row.target == decoder.tokenizer.convert_ids_to_tokens(target)
+    assert abs(row.log_p - float(plain[target])) <= 1e-5 and abs(row.log_p_knocked - float(reference[target])) <= 1e-5
+    assert abs(row.delta) > 1e-3 and frame.attrs["text"] == ids
+    same = attnscope.knockout(decoder, torch.tensor(ids), edges=edges, target=target).iloc[0]
+    assert same.delta == row.delta
+    assert attnscope.knockout(decoder, TEXT, edges=edges).log_p.iloc[0] != row.log_p  # the text reads other ids
+    for given, match in [([], "non-empty str or a list of token ids, not "), ([3, "a"], "token id at 1 must be a whole"),
+                         ([3, len(decoder.tokenizer)], f"token id at 1={len(decoder.tokenizer)} is too large"),
+                         ([-1], "token id at 0=-1 is too small"), (torch.tensor([ids]), r"one sequence \(1-D\)"),
+                         (3.5, "non-empty str or a list of token ids")]:
+        with pytest.raises(InputError, match=match):
+            attnscope.knockout(decoder, given)
+    with pytest.raises(InputError, match="target=99999 is too large"):
+        attnscope.knockout(decoder, ids, target=99999)
 
 
 def test_what_knockout_refuses(decoder, default_model):

@@ -25,11 +25,32 @@ from .tables import Grid, analysis_view, heads_frame, widget_action
 MODES = ("zero", "uniform")
 
 
-def _encoded(model: AttentionModel, text: str) -> tuple[Any, list[str]]:
-    if not isinstance(text, str) or not text.strip():
-        raise InputError(f"text must be a non-empty str, not {checks.kind_of(text)}.")
-    encoded = model.tokenizer(text, return_tensors="pt")
-    return encoded, model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
+def _encoded(model: AttentionModel, text: Any) -> tuple[Any, list[str]]:
+    """A text through the tokenizer, or token ids as they are (what a generation read: no special
+    tokens added, nothing re-tokenized); the encoding and its tokens."""
+    if isinstance(text, str):
+        if not text.strip():
+            raise InputError(f"text must be a non-empty str or a list of token ids, not {checks.kind_of(text)}.")
+        encoded = model.tokenizer(text, return_tensors="pt")
+        return encoded, model.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
+    ids = _token_ids(model, text)
+    encoded = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    return encoded, model.tokenizer.convert_ids_to_tokens(ids)
+
+
+def _token_ids(model: AttentionModel, text: Any) -> list[int]:
+    """`text` given as token ids (a list or tuple of whole numbers, or a 1-D tensor or array),
+    each checked against the model's vocabulary."""
+    if isinstance(text, torch.Tensor) or type(text).__name__ == "ndarray":
+        if text.ndim != 1:
+            raise InputError(f"text as token ids must be one sequence (1-D), not of shape {tuple(text.shape)}.")
+        text = text.tolist()
+    if not isinstance(text, (list, tuple)) or not text:
+        raise InputError(f"text must be a non-empty str or a list of token ids, not {checks.short_repr(text)}.")
+    embeddings = getattr(model.model, "get_input_embeddings", lambda: None)()
+    size = getattr(embeddings, "num_embeddings", None) or len(model.tokenizer)
+    return [checks.integer(f"text's token id at {i}", token, minimum=0, maximum=size - 1)
+            for i, token in enumerate(text)]
 
 
 @widget_action("knockout.output_kind")
@@ -125,7 +146,7 @@ class _Reading:
     """What every knockout reads before it blocks anything: the text, where and which token."""
 
     model: AttentionModel
-    text: str
+    text: str | list[int]  # or the token ids read as given
     encoded: Any
     tokens: list[str]
     kind: str  # "next token" or "masked token"
@@ -149,7 +170,7 @@ class _Reading:
 
 
 @widget_action("knockout.predicted_position")
-def predicted_position(model: Any, text: str, position: Any = None) -> tuple[int, int]:
+def predicted_position(model: Any, text: str | Sequence[int], position: Any = None) -> tuple[int, int]:
     """Where knockout reads the prediction in `text` (as its `position` says) and how many tokens
     the model reads it as; nothing runs."""
     model = model_of(model, "knockout")
@@ -157,7 +178,7 @@ def predicted_position(model: Any, text: str, position: Any = None) -> tuple[int
     return _position(model, output_kind(model), position, tokens), len(tokens)
 
 
-def reading(model: Any, text: str, position: Any, target: Any, what: str) -> _Reading:
+def reading(model: Any, text: str | Sequence[int], position: Any, target: Any, what: str) -> _Reading:
     """The model's log p at `position` (a causal LM's next token, a masked LM's [MASK]) of
     `target` (its own prediction by default), nothing blocked."""
     model = model_of(model, what)
@@ -165,19 +186,23 @@ def reading(model: Any, text: str, position: Any, target: Any, what: str) -> _Re
     encoded, tokens = _encoded(model, text)
     at = _position(model, kind, position, tokens)
     plain = engine_knockout.token_log_probs(model, encoded, at)
-    return _Reading(model, text, encoded, tokens, kind, at, plain, _target(model, target, plain))
+    read = text if isinstance(text, str) else encoded["input_ids"][0].tolist()
+    return _Reading(model, read, encoded, tokens, kind, at, plain, _target(model, target, plain))
 
 
 @widget_action("knockout")
-def knockout(model: Any, text: str, *, edges: Iterable[Sequence] = (), heads: Iterable[Sequence] = (),
+def knockout(model: Any, text: str | Sequence[int], *, edges: Iterable[Sequence] = (), heads: Iterable[Sequence] = (),
              mode: str = "zero", position: Any = None, target: Any = None):
     """Δ log p of the token the model predicts at `position` (a causal LM: the next token after
     it, by default after the last; an encoder with a masked-LM head: the mask token's, by default
     the text's one [MASK]) when `edges` are blocked ((layer, head or None, queries, keys): their
     scores −inf before the softmax) and `heads` ((layer, head)) are disabled (mode "zero": their
     output zeroed, Michel et al.; "uniform": even attention, Kovaleva et al.). target: the model's
-    own prediction (None), a token id or a one-token text. A one-row DataFrame: position, target,
-    log_p, log_p_knocked, delta."""
+    own prediction (None), a token id or a one-token text. text: a str (through the tokenizer), or
+    the token ids the model reads, as given (no special tokens added): e.g. a generation's ids
+    before a step with target= the token it chose, `run.ids[:t]`, `target=run.ids[t]`; knockout_sweep
+    and knockout_heads take them alike. A one-row DataFrame: position, target, log_p,
+    log_p_knocked, delta."""
     import pandas as pd
 
     read = reading(model, text, position, target, "knockout")
@@ -188,7 +213,7 @@ def knockout(model: Any, text: str, *, edges: Iterable[Sequence] = (), heads: It
     return read.tag(frame, "knockout")
 
 
-def knockout_sweep(model: Any, text: str, keys: Any, *, window: int = 9, position: Any = None, target: Any = None,
+def knockout_sweep(model: Any, text: str | Sequence[int], keys: Any, *, window: int = 9, position: Any = None, target: Any = None,
                    progress: bool = True):
     """Geva et al.'s figure: the edges from the token at `position` (as knockout's) to `keys` (a
     position or several, e.g. the subject's span) blocked in every head of a window of `window`
@@ -211,7 +236,7 @@ def knockout_sweep(model: Any, text: str, keys: Any, *, window: int = 9, positio
     return read.tag(pd.DataFrame(rows), "knockout_sweep", keys=spans, window=window, n_layers=read.model.n_layers)
 
 
-def knockout_heads(model: Any, text: str, *, mode: str = "zero", position: Any = None, target: Any = None,
+def knockout_heads(model: Any, text: str | Sequence[int], *, mode: str = "zero", position: Any = None, target: Any = None,
                    progress: bool = True):
     """Each head disabled in turn (mode "zero": its output zeroed, Michel et al.; "uniform": even
     attention, Kovaleva et al.), Δ log p of the token predicted at `position` (as knockout's):

@@ -141,7 +141,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         self._pictures = PictureOutputs(self)
         self._channel = Channel(
             self,
-            {"neuron": self._answer_neuron, "layer": self._answer_layer, "knockout": lambda r, _: answer_knockout(self, r),
+            {"neuron": self._answer_neuron, "layer": self._answer_layer, "knockout": lambda r, _: self._answer_knockout(r),
              **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
             {"rendered": self._on_rendered, "stop": self._on_stop},
         )
@@ -409,6 +409,8 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
             return
         with self._or_put_back(change):
             self._quietly(attention=pl.layer_payload(self.result, change["new"], source(self.result_id, self)))
+
+    _answer_knockout = answer_knockout  # the head view's "knockout" request (a generation's: its own)
 
     def _answer_layer(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "layer" request: another layer of the shown run, for the page to hold."""

@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import checks
+from ..engine.attention_model import AttentionModel
 from ..engine.encoder_decoder_long import EncoderDecoderLongResult
 from ..engine.engines import resolve_engine
 from ..engine.generation import Generation, generation_steps
 from ..errors import AttnscopeError, InputError
 from .attention_widget import AttentionWidget
+from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
 from .picture import shown
 from .views import VIEW_NAMES
@@ -66,8 +68,11 @@ class GenerationWidget(AttentionWidget):
     `generation` is the run so far (its text, tokens, settings); `wait()` waits for its end,
     `stop()` ends it between two steps, keeping the text so far."""
 
-    def __init__(self, steps: Iterator[Generation], first: Generation, stop: threading.Event, **kwargs: Any):
-        """steps: generation_steps(..., stop=stop) after its first yield, `first`."""
+    def __init__(self, steps: Iterator[Generation], first: Generation, stop: threading.Event,
+                 model: AttentionModel | None = None, **kwargs: Any):
+        """steps: generation_steps(..., stop=stop) after its first yield, `first`; model: the one
+        generating (knockout reruns it once the run ended)."""
+        self._generating_model = model
         self._state_lock = threading.RLock()
         self._stop_event = stop
         self._done = threading.Event()
@@ -83,6 +88,15 @@ class GenerationWidget(AttentionWidget):
         """The run so far: prompt, new tokens and text, settings, and `finish` once it ended."""
         return self._generation
 
+    @property
+    def generating_model(self) -> AttentionModel | None:
+        """The model that writes the run (None: made without one)."""
+        return self._generating_model
+
+    def _knockout_control(self, generating: bool) -> dict:
+        """The head view's knockout control on this run (knockout_answers.generation_knockout_control)."""
+        return generation_knockout_control(self._generating_model, self._generation, generating)
+
     def start(self) -> GenerationWidget:
         """Generate the rest in a background thread (generate() calls it once displayed)."""
         if self._thread is None:
@@ -90,7 +104,7 @@ class GenerationWidget(AttentionWidget):
                 self._loop = asyncio.get_running_loop()
             except RuntimeError:  # plain Python: the next cell redraws the picture
                 self._loop = None
-            self._quietly(generating=True)
+            self._quietly(generating=True, knockout_control=self._knockout_control(True))
             self._thread = threading.Thread(target=self._generate, name="attnscope-generate", daemon=True)
             self._thread.start()
         return self
@@ -113,7 +127,7 @@ class GenerationWidget(AttentionWidget):
             self._steps.close()  # the engine holds nothing between steps: this ends it
             with self._state_lock:
                 if not self._closed:
-                    self._quietly(generating=False)
+                    self._quietly(generating=False, knockout_control=self._knockout_control(False))
             self._done.set()
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(self._pictures.redraw_later)  # the picture of the whole run
@@ -127,7 +141,8 @@ class GenerationWidget(AttentionWidget):
         lines = (generation_notice(run), parts_notice(computed), state.traits.get("notice", ""))
         # Where the output begins in the run's tokens: after the prompt (a decoder) or after the
         # source and the decoder's start token (an encoder-decoder).
-        traits = {**state.traits, "generating": generating, "output_start": len(run.prompt_ids) + len(run.start_ids),
+        traits = {**state.traits, "generating": generating, "knockout_control": self._knockout_control(generating),
+                  "output_start": len(run.prompt_ids) + len(run.start_ids),
                   "notice": "\n".join(line for line in lines if line)}
         self._show(dataclasses.replace(state, traits=traits))
 
@@ -151,6 +166,8 @@ class GenerationWidget(AttentionWidget):
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)  # ended, not only done: its last lines (the picture's redraw) ran too
         return self._generation
+
+    _answer_knockout = answer_generation_knockout  # the selected output token's chosen token, scored
 
     def _on_stop(self, _content: dict) -> None:
         self._stop_event.set()  # the page's Stop: the thread ends after the step it is in
@@ -230,7 +247,7 @@ def generate(
                              top_p=top_p, seed=seed, chat=chat, stop=stop)
     try:
         first = next(steps)  # the arguments checked and the prompt read: errors raise here
-        widget = GenerationWidget(steps, first, stop, view=view, **kwargs)
+        widget = GenerationWidget(steps, first, stop, model=engine, view=view, **kwargs)
     except BaseException:
         steps.close()
         raise

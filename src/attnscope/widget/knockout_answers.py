@@ -57,3 +57,56 @@ def answer_knockout(widget: Any, request: dict) -> dict:
     return {"result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": int(row.position),
             "target": str(row.target), "log_p": float(row.log_p), "log_p_knocked": float(row.log_p_knocked),
             "delta": float(row.delta), "masked": bool(widget.masked_heads)}
+
+
+# A generation (attnscope.generate): the selected output token t is scored, Δ log p of the token
+# the model chose there, read after the ids the model had read before it (the prompt as the chat
+# template made it, and the outputs before t), exactly those ids: never the text re-tokenized.
+
+CHOSEN = "chosen token"
+
+
+def generation_knockout_control(engine: Any, run: Any, generating: bool) -> dict:
+    """What the head view's knockout control offers on a generation: {output: "chosen token"} (the
+    page scores its selected output token), or {unavailable: why not}."""
+    if engine is None:
+        return {"unavailable": "Knockout reruns the model, and this view was made from precomputed attention."}
+    if getattr(engine, "is_encoder_decoder", False):
+        return {"unavailable": "Knockout reads a causal LM's next token: an encoder-decoder's output token also reads "
+                               "the source through cross-attention, which knockout does not block yet."}
+    if generating:
+        return {"unavailable": "Knockout reruns the model, which is still writing: wait for the end, or Stop."}
+    try:
+        action("knockout.output_kind")(engine)
+    except InputError as exc:
+        return {"unavailable": str(exc)}
+    if run.steps == 0:
+        return {"unavailable": "The model wrote no token to score."}
+    return {"output": CHOSEN}
+
+
+def answer_generation_knockout(widget: Any, request: dict) -> dict:
+    """A "knockout" request {layer, head, key (-1: the whole head), token, result_id} on a
+    generation → attnscope.knockout's row for output token `token`: the ids before it, the token
+    the model chose there as the target; the lines blocked run from the position that predicted it
+    (token − 1) to `key`."""
+    control = generation_knockout_control(widget.generating_model, widget.generation, widget.generating)
+    if "unavailable" in control:
+        raise InputError(control["unavailable"])
+    if request.get("result_id") != widget.result_id:
+        raise InputError("This knockout was asked of an earlier step of the run: try again on the one shown.")
+    run, engine, first = widget.generation, widget.generating_model, widget.output_start
+    token = checks.integer("token", request.get("token"), minimum=0, maximum=len(run.ids) - 1)
+    if token < first:
+        raise InputError(f"Token {token} is in the prompt: select an output token (from token {first} on) to score "
+                         "the token the model chose there.")
+    at = token - 1
+    layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=engine.n_layers - 1)
+    head = checks.integer("head", request.get("head"), minimum=0, maximum=engine.n_heads - 1)
+    key = checks.integer("key", request.get("key", -1), minimum=-1, maximum=at)
+    edges = [] if key == -1 else [(layer, head, at, key)]
+    row = action("knockout")(engine, run.ids[:token], edges=edges, heads=[(layer, head)] if key == -1 else [],
+                             target=run.ids[token]).iloc[0]
+    return {"result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": int(row.position),
+            "token": token, "step": token - first, "target": str(row.target), "log_p": float(row.log_p),
+            "log_p_knocked": float(row.log_p_knocked), "delta": float(row.delta), "masked": bool(widget.masked_heads)}

@@ -79,7 +79,9 @@ MESSAGES = {
                 "{layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts "
                 "(knockout_control's position) with that head's output zeroed, or the lines from that position to "
                 "token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, "
-                "delta} with layer, head, key, masked and result_id (widget/knockout_answers.py)."),
+                "delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). On a generation "
+                "with `token` (an output token): the token the model chose there, read from token − 1 on the ids "
+                "before it; the answer adds token and step."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
         Message("stop", "event", "view", "The Stop button while `generating`: the kernel ends the generation between "

@@ -114,7 +114,9 @@ class WidgetTraits(anywidget.AnyWidget):
                       writer="both", page="fixed", label="Weigh by")
     knockout_control = synced(Dict(), "The head view's knockout control (widget/knockout_answers.py): {position, output} "
                               "where the kernel can score the run (the token whose prediction a \"knockout\" request "
-                              "reads: a causal LM's next token after it, or a masked LM's [MASK]), else {unavailable: why}.")
+                              "reads: a causal LM's next token after it, or a masked LM's [MASK]); on a generation "
+                              "{output: \"chosen token\"}: the selected output token, as the model chose it; else "
+                              "{unavailable: why}.")
     weigh_unavailable = synced(Unicode(""), "Why this run cannot be weighed by value norm (precomputed attention, "
                                "a model whose attention cannot be hooked), shown on the control; \"\" when it can.")
     one_scale = synced(Dict(), "While the views draw something other than attention itself, on one scale for every "
