@@ -125,6 +125,8 @@ def main() -> None:
     parser.add_argument("--only-ray", action="store_true", help="rerun the Ray corpus bench, keep the rest")
     parser.add_argument("--only-jupyterlab", action="store_true", help="rerun the real-JupyterLab bench, keep the rest")
     parser.add_argument("--only-flow", action="store_true", help="rerun the value-norm and knockout bench, keep the rest")
+    parser.add_argument("--only-first-clicks", action="store_true",
+                        help="rerun the first clicks in real JupyterLab (first_clicks_bench.py), keep the rest")
     args = parser.parse_args()
     from flow_bench import bench_flow
     from flow_bench import write as write_flow
@@ -139,6 +141,15 @@ def main() -> None:
     from memory_bench import bench_memory
     from ray_bench import bench_ray
 
+    if args.only_first_clicks:
+        from first_clicks_bench import run as bench_first_clicks
+
+        results = json.loads((HERE / "results.json").read_text())
+        results.setdefault("jupyterlab", {})["first_clicks"] = bench_first_clicks()
+        (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_tables(results["engine"], results["front_end"], (results.get("bertviz") or {}).get("rows", []),
+                     results["analysis"], results["memory"], results["long"], results.get("ray", []), results["jupyterlab"])
+        return
     if args.only_jupyterlab:
         results = json.loads((HERE / "results.json").read_text())
         results["jupyterlab"] = bench_jupyterlab()
