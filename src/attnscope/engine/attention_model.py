@@ -161,11 +161,12 @@ class AttentionModel:
               uniform_heads_hooks(self.attention_modules, self.layout, uniform)):
             return self.model(**inputs, output_attentions=True)
 
-    def locked_forward(self, encoded: Any, implementation: str, *contexts: Any) -> Any:
+    def locked_forward(self, encoded: Any, implementation: str, *contexts: Any, **inputs: Any) -> Any:
         """The model's own forward on tokenizer output, its output as it returns it: under the run
         lock, through attention `implementation` (borrowed, restored after), in inference mode,
-        inside `contexts` (hooks: context managers, entered in order)."""
-        inputs = self._model_inputs(encoded)
+        inside `contexts` (hooks: context managers, entered in order). `inputs` replace the
+        forward's arguments made from `encoded` (a slice of the ids with a cache)."""
+        inputs = {**self._model_inputs(encoded), **inputs}
         with self._lock, borrowed(self.model, implementation), torch.inference_mode(), contextlib.ExitStack() as stack:
             for context in contexts:
                 stack.enter_context(context)
