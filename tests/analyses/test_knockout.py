@@ -136,6 +136,36 @@ def test_token_ids_are_read_as_given_with_a_target_id(decoder):
         attnscope.knockout(decoder, ids, target=99999)
 
 
+def _passes(model, run) -> list[int]:
+    """How many positions each forward of `run()` fed the model."""
+    lengths = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kwargs: lengths.append(kwargs["input_ids"].shape[1]),
+                                           with_kwargs=True)
+    try:
+        run()
+    finally:
+        hook.remove()
+    return lengths
+
+
+def test_a_sweep_reads_the_text_once_then_one_token_a_window_through_its_cache(decoder):
+    n = decoder.tokenizer(TEXT, return_tensors="pt")["input_ids"].shape[1]
+    # the plain forward, the unblocked pass through the cache, one pass a window
+    assert _passes(decoder.model, lambda: attnscope.knockout_sweep(decoder, TEXT, keys=[2, 3], window=2,
+                                                                   progress=False)) == [n, 1, 1, 1, 1]
+    # edges from earlier queries: the positions from the first blocked query on
+    assert _passes(decoder.model, lambda: attnscope.knockout(decoder, TEXT, edges=[(1, None, [4, 6], 1)])) == [n, n - 4, n - 4]
+
+
+def test_a_window_shorter_than_the_text_reads_the_whole_text_each_time(bert_tokenizer):
+    torch.manual_seed(0)
+    config = transformers.MistralConfig(vocab_size=len(bert_tokenizer), sliding_window=4, **SHAPE)
+    windowed = attnscope.load(transformers.MistralForCausalLM(config).eval(), bert_tokenizer, device="cpu")
+    n = bert_tokenizer(TEXT, return_tensors="pt")["input_ids"].shape[1]
+    assert _passes(windowed.model, lambda: attnscope.knockout_sweep(windowed, TEXT, keys=-2, window=2,
+                                                                    progress=False)) == [n] * 4
+
+
 def test_what_knockout_refuses(decoder, default_model):
     with pytest.raises(InputError, match="encoder with no masked-LM head.*embedded MiniLM has none"):
         attnscope.knockout(default_model, TEXT)

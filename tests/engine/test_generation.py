@@ -87,6 +87,18 @@ def test_every_steps_rows_equal_one_eager_forward_over_prompt_and_output(name, d
     assert expected[0, len(run.prompt_ids):].tolist() == run.new_ids
 
 
+@pytest.mark.parametrize("name", GENERATING)
+def test_each_steps_value_norms_are_one_pass_over_prompt_and_output(name, tokenizer):
+    """‖f_h(x_j)‖ of every token, those a step made (all its layers at once) as those of one
+    captured pass over the whole sequence."""
+    engine = attnscope.load(causal_lm(name), tokenizer, device="cpu")
+    run = generate(engine, PROMPT, STEPS, chat=False)
+    _, layers = engine.captured_forward({"input_ids": torch.tensor([run.ids]), "use_cache": False})
+    whole = torch.stack([layer.value_norms for layer in layers])
+    kept = run.attention.value_norms
+    assert kept.shape == whole.shape and torch.allclose(kept, whole, rtol=1e-4, atol=1e-6), (name, float((kept - whole).abs().max()))
+
+
 def test_a_stopped_run_keeps_its_text_and_leaves_nothing_running(tokenizer):
     model = causal_lm("llama (GQA)")
     engine = attnscope.load(model, tokenizer, device="cpu")

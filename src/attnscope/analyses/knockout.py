@@ -147,16 +147,26 @@ class _Reading:
 
     model: AttentionModel
     text: str | list[int]  # or the token ids read as given
-    encoded: Any
+    runs: engine_knockout.KnockoutRuns  # the plain forward, and the knocked runs over this text
     tokens: list[str]
     kind: str  # "next token" or "masked token"
-    at: int
-    plain: torch.Tensor  # log p over the vocabulary, nothing blocked
     wanted: int
 
+    @property
+    def at(self) -> int:
+        return self.runs.position
+
+    @property
+    def plain(self) -> torch.Tensor:  # log p over the vocabulary, nothing blocked
+        return self.runs.plain
+
     def knocked(self, blocked=None, head_mask=None, uniform=None) -> float:
-        return float(engine_knockout.token_log_probs(self.model, self.encoded, self.at, blocked, head_mask,
-                                                     uniform)[self.wanted])
+        """log p of the wanted token knocked: the plain log p plus Δ, Δ taken against the
+        unblocked run along the same path (engine/knockout.py: 0 where nothing changed)."""
+        knocked, unblocked = self.runs.knocked(blocked, head_mask, uniform)
+        if knocked is unblocked:
+            return self.log_p
+        return self.log_p + (float(knocked[self.wanted]) - float(unblocked[self.wanted]))
 
     @property
     def log_p(self) -> float:
@@ -184,10 +194,9 @@ def reading(model: Any, text: str | Sequence[int], position: Any, target: Any, w
     model = model_of(model, what)
     kind = output_kind(model)
     encoded, tokens = _encoded(model, text)
-    at = _position(model, kind, position, tokens)
-    plain = engine_knockout.token_log_probs(model, encoded, at)
+    runs = engine_knockout.KnockoutRuns(model, encoded, _position(model, kind, position, tokens))
     read = text if isinstance(text, str) else encoded["input_ids"][0].tolist()
-    return _Reading(model, read, encoded, tokens, kind, at, plain, _target(model, target, plain))
+    return _Reading(model, read, runs, tokens, kind, _target(model, target, runs.plain))
 
 
 @widget_action("knockout")

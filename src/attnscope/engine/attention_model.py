@@ -162,11 +162,12 @@ class AttentionModel:
               uniform_heads_hooks(self.attention_modules, self.layout, uniform)):
             return self.model(**inputs, output_attentions=True)
 
-    def locked_forward(self, encoded: Any, implementation: str, *contexts: Any) -> Any:
+    def locked_forward(self, encoded: Any, implementation: str, *contexts: Any, **inputs: Any) -> Any:
         """The model's own forward on tokenizer output, its output as it returns it: under the run
         lock, through attention `implementation` (borrowed, restored after), in inference mode,
-        inside `contexts` (hooks: context managers, entered in order)."""
-        inputs = self._model_inputs(encoded)
+        inside `contexts` (hooks: context managers, entered in order). `inputs` replace the
+        forward's arguments made from `encoded` (a slice of the ids with a cache)."""
+        inputs = {**self._model_inputs(encoded), **inputs}
         with self._lock, borrowed(self.model, implementation), torch.inference_mode(), contextlib.ExitStack() as stack:
             for context in contexts:
                 stack.enter_context(context)
@@ -338,7 +339,7 @@ class AttentionModel:
     def captured_forward(self, inputs: dict, counting: Any = None, **step: Any) -> tuple[Any, list[fast_capture.LayerCapture]]:
         """One forward of the model's own fast attention on `inputs` (its device, ids checked), each
         layer's q, k and row log-sum-exps captured (fast_capture.py; a generation step's with
-        `step`: fast_capture.capturing's keys_so_far, position and rules); the model leaves as it
+        `step`: fast_capture.capturing's keys_so_far, position, rules...); the model leaves as it
         came. → (the model's output, one LayerCapture per layer)."""
         fast_capture.register()
         own = attention_implementation(self.model)
@@ -346,6 +347,7 @@ class AttentionModel:
         with self._lock, borrowed(self.model, fast_capture.IMPLEMENTATION), torch.inference_mode(), \
                 fast_capture.capturing(own, projections, **step) as capture, counting or contextlib.nullcontext():
             output = self.model(**inputs)
+            fast_capture.finish_step(capture)
         layers = capture.layers
         if len(layers) != self.n_layers:
             raise NoAttentionError(

@@ -65,6 +65,12 @@ class FastCapture:
     # first steps and then a sample (generation.CHECKED_STEPS). The check is a second attention over
     # every key and a scan of the values; every step's row is exact either way (its log-sum-exp).
     check_step: bool = True
+    # A generation run's layers (by index) whose kernel output the CPU's fused kernel with
+    # log-sum-exps gave bit for bit on a checked step (_fused_step): their unchecked steps take
+    # output and log-sum-exp from that one call. Filled on checked steps; None outside a run.
+    fused_layers: dict[int, bool] | None = None
+    # A step's layers whose value norms are made at the step's end, all at once (finish_step).
+    pending_norms: list[tuple[LayerCapture, torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
 def _own_kernel(name: str):
@@ -174,33 +180,102 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
     keys[:, t] = key[0, :, -1].detach()
     visible = key.shape[2]
     first = t + 1 - visible  # the position of the first key the cache shows
-    rows = torch.tensor([t], device=q.device)
-    cols = torch.arange(first, t + 1, device=q.device)
     if first < 0 or rule.key_span(t, t + 1, t + 1)[0] < first or not torch.equal(key[0, :, 0].detach(), keys[:, first]):
         raise NoAttentionError(f"Layer {index}'s cache ({type(module).__name__}) does not hold the keys its attention "
                                "reads: attnscope cannot recompute this generation step.")
+    rows = torch.tensor([t], device=q.device)
     if mask is not None:
+        cols = torch.arange(first, t + 1, device=q.device)
         given = mask[0, :, -1:, -visible:]
         given = given if given.dtype == torch.bool else given == 0
         expected = rule.allowed(rows, cols)
         if mask.shape[-1] != visible or not bool((given == (True if expected is None else expected)).all()):
             raise NoAttentionError(f"Layer {index}'s mask for a generation step is not the causal or sliding-window "
                                    "mask it declares: attnscope cannot recompute its attention.")
+    fused = _fused_step(capture, index, rule, query, key, value, mask, scaling, first)
+    if fused is not None and not capture.check_step:
+        output, lse = fused
+    else:
+        output, lse = _checked_step(module, capture, index, kernel, rule, q, query, key, value, mask, scaling,
+                                    is_causal, kwargs, rows, first)
+        if fused is not None:  # the fused call stands in for the kernel only where it gave the same output
+            capture.fused_layers[index] = bool(torch.equal(fused[0], output)) and bool(
+                torch.allclose(fused[1], lse, rtol=1e-5, atol=1e-5))
+    layer = LayerCapture(queries=q, keys=keys[:, t : t + 1], lse=lse, rule=rule)
+    weight = _norms_projection(module, capture)
+    if weight is not None:
+        capture.pending_norms.append((layer, value[0, :, -1:].detach(), weight))
+    capture.layers.append(layer)
+    return output, None
+
+
+def _checked_step(module, capture: FastCapture, index: int, kernel, rule: ScoreRule, q, query, key, value, mask,
+                  scaling, is_causal, kwargs, rows, first: int):
+    """A step's output and log-sum-exp the long way: the log-sum-exp over every key so far, the
+    model's kernel (or the row computed here for soft-capped or sink layers, which sdpa runs
+    neither of), and on checked steps the kernel's output against Σ_j A_ij v_j."""
+    t = capture.position
+    keys = capture.keys_so_far[index]
     lse = logsumexp_at(q, keys[:, : t + 1], rule, rows)
     own_row = (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa")
     recomputed = None
     if own_row or capture.check_step:
+        cols = torch.arange(first, t + 1, device=q.device)
         p = probabilities(q, keys[:, first : t + 1], lse, rule, rows, cols)
         recomputed = _weighted_values(p, value[0].detach())  # heads × 1 × d_v
     if own_row:
-        output = recomputed.transpose(0, 1)[None].to(value.dtype)  # sdpa runs neither: the same row, computed here
-    else:
-        output, _ = kernel(module, query, key, value, mask, dropout=0.0, scaling=scaling, is_causal=is_causal, **kwargs)
-        if recomputed is not None:
-            _check_close(module, index, recomputed, output[0].detach().float().transpose(0, 1), value[0])
-    capture.layers.append(LayerCapture(queries=q.clone(), keys=keys[:, t : t + 1].clone(), lse=lse, rule=rule,
-                                       value_norms=_value_norms(module, value[0, :, -1:].detach(), capture)))
-    return output, None
+        return recomputed.transpose(0, 1)[None].to(value.dtype), lse  # sdpa runs neither: the same row, computed here
+    output, _ = kernel(module, query, key, value, mask, dropout=0.0, scaling=scaling, is_causal=is_causal, **kwargs)
+    if recomputed is not None:
+        _check_close(module, index, recomputed, output[0].detach().float().transpose(0, 1), value[0])
+    return output, lse
+
+
+def _fused_step(capture: FastCapture, index: int, rule: ScoreRule, query, key, value, mask, scaling,
+                first: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A step's output (1 × 1 × heads × d_v) and log-sum-exp (heads × 1, float32) from one call of
+    the CPU's fused kernel, the one torch's sdpa runs for one query without a mask (key-value
+    heads read as they are): one pass over the keys instead of the kernel's and a second for the
+    log-sum-exp (which, with the value norms, made a step 1.3–3 × model.generate's). Only where
+    the layer's row is plain (every key so far, no mask, soft-cap or sink) and sdpa is the
+    model's kernel; on unchecked steps only for layers where it matched the kernel bit for bit on
+    a checked one. None otherwise, or where the op refuses."""
+    fused = capture.fused_layers
+    if fused is None or not (capture.check_step or fused.get(index, False)):
+        return None
+    if (query.device.type != "cpu" or mask is not None or first != 0 or capture.own_implementation not in ("eager", "sdpa")
+            or rule.softcap is not None or rule.sinks is not None or rule.key_span(capture.position, capture.position + 1,
+                                                                                   capture.position + 1)[0] != 0):
+        return None
+    try:
+        output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, False,
+                                                                                 scale=scaling)
+    except (RuntimeError, AttributeError, NotImplementedError):  # a dtype or shape the op does not take
+        return None
+    return output.transpose(1, 2).contiguous(), lse[0].float()
+
+
+def _norms_projection(module: Any, capture: FastCapture) -> torch.Tensor | None:
+    """The output projection weight value norms are made with (the run's, else the module's
+    own); None where none is found or the heads' outputs are gated (value_norms.gated)."""
+    if value_norms.gated(module):
+        return None
+    weight = capture.projections.get(id(module))
+    if weight is None:
+        try:
+            weight, _ = value_norms.output_projection(None, module)
+        except LookupError:
+            return None
+    return weight
+
+
+def finish_step(capture: FastCapture) -> None:
+    """A generation step's value norms, every layer's at once (value_norms.norms_of_layers)."""
+    pending, capture.pending_norms = capture.pending_norms, []
+    if pending:
+        found = value_norms.norms_of_layers([values for _, values, _ in pending], [weight for _, _, weight in pending])
+        for (layer, _, _), layer_norms in zip(pending, found):
+            layer.value_norms = layer_norms
 
 
 def _fused_with_lse(module, query, key, value, mask, scaling, is_causal, own: str):
@@ -215,18 +290,31 @@ def _fused_with_lse(module, query, key, value, mask, scaling, is_causal, own: st
         return None
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True)) and query.shape[2] > 1
     group = query.shape[1] // key.shape[1]
-    key, value = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (key, value))
     try:
         if query.device.type == "cpu":
-            output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                query, key, value, 0.0, causal, scale=scaling)
+            output, lse = _cpu_attention_with_lse(query, key, value, causal, scaling, group)
         else:
+            key, value = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (key, value))
             output, lse = _cuda_attention_with_lse(query, key, value, causal, scaling)
     except (RuntimeError, AttributeError, NotImplementedError):  # a dtype, shape or device the op does not take
         return None
     # The memory-efficient kernel pads its log-sum-exps to a multiple of 32 rows.
     lse = lse[0, :, : query.shape[2]].float().contiguous()
     return output.transpose(1, 2), lse
+
+
+def _cpu_attention_with_lse(query, key, value, causal: bool, scaling, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The CPU's flash kernel, which reads grouped key-value heads as they are (as sdpa's
+    enable_gqa does: the same numbers), and only where it refuses them from keys and values
+    repeated for each query head (at 8,192 tokens two copies of 38 MB a layer on SmolLM2)."""
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    try:
+        return flash(query, key, value, 0.0, causal, scale=scaling)
+    except RuntimeError:
+        if group == 1:
+            raise
+    key, value = (t.repeat_interleave(group, dim=1) for t in (key, value))
+    return flash(query, key, value, 0.0, causal, scale=scaling)
 
 
 def _cuda_attention_with_lse(query, key, value, causal: bool, scaling) -> tuple[torch.Tensor, torch.Tensor]:
@@ -251,18 +339,10 @@ def _lse_agrees(q: torch.Tensor, k: torch.Tensor, rule: ScoreRule, lse: torch.Te
 
 
 def _value_norms(module: Any, values: torch.Tensor, capture: FastCapture) -> torch.Tensor | None:
-    """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d) and its output projection
-    (the run's, else the module's own): heads × T floats kept, never the values themselves; None
-    where no projection is found or the heads' outputs are gated (value_norms.gated)."""
-    if value_norms.gated(module):
-        return None
-    weight = capture.projections.get(id(module))
-    if weight is None:
-        try:
-            weight, _ = value_norms.output_projection(None, module)
-        except LookupError:
-            return None
-    return value_norms.norms(values, weight)
+    """‖f_h(x_j)‖ of the layer's heads from its values (key heads × T × d): heads × T floats kept,
+    never the values themselves; None where _norms_projection finds none."""
+    weight = _norms_projection(module, capture)
+    return None if weight is None else value_norms.norms(values, weight)
 
 
 def attention_function(
@@ -313,11 +393,14 @@ def register() -> None:
 @contextmanager
 def capturing(own_implementation: str | None, projections: dict[int, torch.Tensor] | None = None,
               keys_so_far: list[torch.Tensor] | None = None, position: int = 0,
-              rules: list[ScoreRule] | None = None, check_step: bool = True) -> Iterator[FastCapture]:
+              rules: list[ScoreRule] | None = None, check_step: bool = True,
+              fused_layers: dict[int, bool] | None = None) -> Iterator[FastCapture]:
     """Record, for this thread, every attention call of the block (projections: each module's
-    output projection; a generation step's with `keys_so_far`, `position` and `rules`: FastCapture)."""
+    output projection; a generation step's with `keys_so_far`, `position`, `rules` and
+    `fused_layers`: FastCapture)."""
     capture = FastCapture(own_implementation=own_implementation or "eager", projections=dict(projections or {}),
-                          keys_so_far=keys_so_far, position=position, rules=rules, check_step=check_step)
+                          keys_so_far=keys_so_far, position=position, rules=rules, check_step=check_step,
+                          fused_layers=fused_layers)
     previous = getattr(_local, "capture", None)
     _local.capture = capture
     try:

@@ -193,6 +193,7 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
     output, layers = engine.captured_forward({"input_ids": prompt_ids, cache_name: cache, "use_cache": True, **extra})
     n_prompt = prompt_ids.shape[1]
     kept = _Kept.of_prompt(layers, n_prompt + settings.max_new_tokens)
+    fused_layers: dict[int, bool] = {}  # the layers whose steps one fused call serves (fast_capture._fused_step)
     logits, output, layers = output.logits[0, -1], None, None
     reading = Reading(engine.tokenizer, len(prompt_text))
     run = Generation(model_name=engine.name, prompt=prompt, settings=settings, prompt_ids=prompt_ids[0].tolist(),
@@ -204,7 +205,7 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
         engine.check_token_ids(ids)
         output, layers = engine.captured_forward({"input_ids": ids, cache_name: cache, "use_cache": True, **extra},
                                                  keys_so_far=kept.keys, position=kept.length, rules=kept.rules,
-                                                 check_step=checked_step(step))
+                                                 check_step=checked_step(step), fused_layers=fused_layers)
         kept.add(layers)
         return output.logits[0, -1]
 

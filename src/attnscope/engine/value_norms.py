@@ -121,6 +121,41 @@ def norms(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
+# The Gram matrices of a run's layers stacked (layers × heads × d × d), by the weights' ids and
+# versions (held weakly, as _GRAMS): a generation step reads them all for its one token a layer.
+_STACKED: dict[tuple, tuple[list[weakref.ref], torch.Tensor]] = {}
+_STACKED_KEPT = 8
+
+
+def _stacked_grams(weights: list[torch.Tensor], n_heads: int, head_dim: int) -> torch.Tensor:
+    key = (tuple((id(w), w._version) for w in weights), n_heads, head_dim)
+    held = _STACKED.get(key)
+    if held is not None and all(ref() is w for ref, w in zip(held[0], weights)):
+        return held[1]
+    stacked = torch.stack([_gram(w, n_heads, head_dim) for w in weights])
+    while len(_STACKED) >= _STACKED_KEPT:
+        _STACKED.pop(next(iter(_STACKED)))
+    _STACKED[key] = ([weakref.ref(w) for w in weights], stacked)
+    return stacked
+
+
+def norms_of_layers(values: list[torch.Tensor], weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    """norms() of several layers (values: key-value heads × T × d each; weights: each layer's
+    output projection), in one batched product where their shapes agree: a generation step has
+    one token a layer, and five small products a layer were a third of its time on a loaded
+    2-core machine (each waits on torch's threads)."""
+    shapes = {(tuple(v.shape), v.device, tuple(w.shape), w.device) for v, w in zip(values, weights)}
+    if len(shapes) != 1:
+        return [norms(v, w) for v, w in zip(values, weights)]
+    n_kv, n_tokens, head_dim = values[0].shape
+    n_heads = weights[0].shape[1] // head_dim
+    group = n_heads // n_kv
+    grams = _stacked_grams(weights, n_heads, head_dim).view(len(values) * n_kv, group, head_dim, head_dim)
+    v = torch.stack(values).float().view(len(values) * n_kv, 1, n_tokens, head_dim)
+    out = ((v @ grams) * v).sum(-1).clamp_min(0).sqrt()  # layers · key heads × group × T
+    return list(out.view(len(values), n_heads, n_tokens).unbind(0))
+
+
 def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int,
              device: torch.device) -> tuple[list[torch.Tensor] | None, torch.Tensor | None]:
     """Each layer's values (heads × T × d, float32) and ‖f_h(x_j)‖ (layers × heads × T) from the
