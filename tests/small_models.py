@@ -114,7 +114,9 @@ def families(window: int = 8, lm_head: bool = False):
 
 def model_state(model) -> tuple:
     """What a run must leave as it came: each module's train/eval mode, the hooks, the config and
-    its attention implementation."""
-    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    its attention implementation. transformers' own hooks are not counted: it installs its output
+    capture once, on a model's first call with output_attentions, whoever calls it."""
+    hooks = sum(not getattr(hook, "__module__", "").startswith("transformers.")
+                for m in model.modules() for hook in [*m._forward_hooks.values(), *m._forward_pre_hooks.values()])
     return ({name: m.training for name, m in model.named_modules()}, hooks, model.config.to_dict(),
             model.config._attn_implementation)

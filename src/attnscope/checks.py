@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import numbers
 import operator
 import os
@@ -18,7 +19,7 @@ from typing import Any
 from .errors import InputError
 
 
-def _is_integer(value: Any) -> bool:
+def is_integer(value: Any) -> bool:
     # bool is an int to Python, but `batch_size=True` is a mistake, not 1. NumPy and 0-d torch
     # integers are accepted (they have __index__); floats, even 2.0, are not.
     if type(value) is int:  # the common case, first: a page's list of a million heads is all ints
@@ -36,7 +37,7 @@ def _is_integer(value: Any) -> bool:
 
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """`value` as an int within [minimum, maximum]; InputError naming `name` otherwise."""
-    if not _is_integer(value):
+    if not is_integer(value):
         kind = f" ({type(value).__name__})" if isinstance(value, _PLAIN) else ""
         raise InputError(f"{name} must be a whole number, not {short_repr(value)}{kind}.")
     value = operator.index(value)
@@ -53,7 +54,7 @@ def flag(name: str, value: Any) -> bool:
     progress="no" is true)."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
-    if _is_integer(value) and operator.index(value) in (0, 1):
+    if is_integer(value) and operator.index(value) in (0, 1):
         return bool(operator.index(value))
     raise InputError(f"{name} must be True or False, not {short_repr(value)}.")
 
@@ -70,6 +71,22 @@ def one_of(value: Any, choices: Any) -> bool:
     """Whether `value` is one of the string `choices`: never True for another kind (a NumPy array's
     `==` is an array, whose truth raises; a dict is unhashable), so a caller's check says what it got."""
     return isinstance(value, str) and value in choices
+
+
+def number(name: str, value: Any, minimum: float | None = None, maximum: float | None = None,
+           allow_none: bool = False) -> float | None:
+    """`value` as a finite float within [minimum, maximum] (None when allowed); InputError naming
+    `name` otherwise: a str, a bool, an array, NaN and ±inf are refused by name."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        told = " (or None)" if allow_none else ""
+        raise InputError(f"{name} must be a finite number{told}, not {short_repr(value)}.")
+    if minimum is not None and value < minimum:
+        raise InputError(f"{name}={value} is too small: it must be at least {minimum}.")
+    if maximum is not None and value > maximum:
+        raise InputError(f"{name}={value} is too large: it must be at most {maximum}.")
+    return float(value)
 
 
 def fraction(name: str, value: Any) -> float:
@@ -106,7 +123,7 @@ def indices(name: str, values: Any, count: int | None, what: str, allow_none: bo
     values = list(values)
     if not values:
         raise InputError(f"{name}=[] selects nothing; leave it out (None) to show all {what}.")
-    bad_type = next((v for v in values if not _is_integer(v)), _NONE)
+    bad_type = next((v for v in values if not is_integer(v)), _NONE)
     if bad_type is not _NONE:
         raise InputError(f"{name} must hold whole numbers; {short_repr(bad_type)} is not one.")
     values = [v if type(v) is int else operator.index(v) for v in values]

@@ -1,30 +1,27 @@
 """Wrong kinds of objects: a contract, not a list (issue 46 §3).
 
 Every public entry point is called with every parameter given, one at a time, each wrong kind of
-object in CATALOGUE, the other arguments valid. The entry points are read, not listed: every
-callable in `attnscope.__all__` (functions and classes' constructors), the BertViz-compatible
-functions, AttentionWidget's Python-settable synced traits (the contract's writer "view" or
-"both"), and the command line. A new entry point joins by being exported; a parameter whose
-name is new needs a valid value in VALID (the test says so).
+object in CATALOGUE, the other arguments valid. The entry points are read, not listed (see
+wrong_kinds_catalogue.py, which also holds the catalogue and how to extend it): `attnscope.__all__`,
+the BertViz-compatible functions, the functions and methods the documentation calls, the widgets'
+settings from Python, and the command line. A new entry point joins by being exported or
+documented; a parameter whose name is new needs a valid value in VALID (the test says so).
 
 Each call must end in a result, or in an error of attnscope's (errors.py) whose message names
 the parameter. It never ends in a raw AttributeError, IndexError, KeyError or TypeError, a
-third-party error, or an attnscope error that does not say which argument was wrong.
+third-party error, an attnscope error that does not say which argument was wrong, or a change
+to what it was given (the wrong value, the valid arguments, the model's mode, hooks and config).
 
-To extend: add a (name, factory) pair to CATALOGUE (factories take the Kit and return the wrong
-value); a string for the command line to CLI_CATALOGUE.
-
-Every pair (parameter, wrong kind) is about 7,800 calls, over 15 minutes on a 2-core CPU: more
-than `make test` has for all of its tests. So `make test` tries a fixed quarter of the catalogue on
-each parameter, a different quarter for each (SAMPLE_STRIDE: every wrong kind is tried on about a
-quarter of the parameters, each parameter with about a quarter of the kinds); ATTNSCOPE_WRONG_KINDS=all
-(`make test-kinds`) tries every pair.
+Every pair (parameter, wrong kind) is over 10,000 calls: more than `make test` has time for. So
+`make test` tries a fixed quarter of the catalogue on each parameter, a different quarter for each
+(SAMPLE_STRIDE: every wrong kind is tried on about a quarter of the parameters, each parameter
+with about a quarter of the kinds); ATTNSCOPE_WRONG_KINDS=all (`make test-kinds`) tries every pair.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
-import math
 import os
 import signal
 import time
@@ -35,256 +32,66 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers
+from small_models import model_state
+from wrong_kinds_catalogue import (
+    BASES,
+    CATALOGUE,
+    CHEAP,
+    CLI_CATALOGUE,
+    CLI_WRONG_ARGV,
+    INSTANCES,
+    SKIPPED,
+    TEXT,
+    VALID,
+    VALID_BUT_SLOW,
+    VALID_FOR,
+    Kit,
+    entry_points,
+    instance_for,
+    settable_traits,
+    short,
+    widget_classes,
+    with_bases,
+)
 
 import attnscope
-from attnscope.edges import bertviz_compat, cli
+from attnscope.edges import cli
 from attnscope.errors import AttnscopeError
-from attnscope.widget.contract import contract_traits
 
 # Thousands of calls, hundreds of which run the model or build a widget: minutes on a CPU.
 pytestmark = pytest.mark.slow
-
-TEXT = "The cat sat."
-CORPUS = ["The cat sat.", "A dog ran."]
-TOKENS = ["[CLS]", "cat", "[SEP]"]
-ATTENTION = tuple(torch.full((1, 2, 3, 3), 1 / 3) for _ in range(2))  # 2 layers, 2 heads, 3 tokens
-CONLLU = "1\tThe\t_\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\t_\tNOUN\t_\t_\t3\tnsubj\t_\t_\n3\tsat\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n"
-CONLL = ("#begin document (doc); part 000\n"
-         + "".join(f"doc\t0\t{i}\t{w}\t-\t*\t-\t-\t-\t-\t*\t{c}\n" for i, (w, c) in
-                   enumerate([("Anna", "(1)"), ("met", "-"), ("her", "(1)"), ("brother", "-"), (".", "-")]))
-         + "\n#end document\n")
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
-
-
-def _returns(value):
-    def callback(*_args, **_kwargs):
-        return value
-
-    callback.__name__ = f"returns_{type(value).__name__}"
-    return callback
-
-
-def _missing_folder(kit):
-    return kit.tmp / "no" / "such" / "folder"
-
-
-# The wrong kinds, (name, factory(kit)). Each is fed to every parameter of every entry point.
-CATALOGUE = [
-    ("None", lambda kit: None),
-    ("True", lambda kit: True),
-    ("an int", lambda kit: 7),
-    ("a negative int", lambda kit: -3),
-    ("a huge int", lambda kit: 10**30),
-    ("a float", lambda kit: 2.5),
-    ("NaN", lambda kit: math.nan),
-    ("inf", lambda kit: math.inf),
-    ("-inf", lambda kit: -math.inf),
-    ("a str", lambda kit: "nonsense"),
-    ("an empty str", lambda kit: ""),
-    ("bytes", lambda kit: b"The cat sat."),
-    ("an empty list", lambda kit: []),
-    ("a list of None", lambda kit: [None]),
-    ("a list of str", lambda kit: ["a", "b"]),
-    ("a dict", lambda kit: {"a": 1}),
-    ("a set", lambda kit: {1, 2}),
-    ("a numpy array", lambda kit: np.ones((1, 2, 3, 3)) / 3),
-    ("numpy arrays in a tuple", lambda kit: tuple(np.ones((1, 2, 3, 3)) / 3 for _ in range(2))),
-    ("a tensor", lambda kit: torch.zeros(2, 3)),
-    ("attention that is negative", lambda kit: tuple(torch.full((1, 2, 3, 3), -0.5) for _ in range(2))),
-    ("attention whose rows sum past 1", lambda kit: tuple(torch.full((1, 2, 3, 3), 2.0) for _ in range(2))),
-    ("attention that is NaN", lambda kit: tuple(torch.full((1, 2, 3, 3), math.nan) for _ in range(2))),
-    ("another model's result", lambda kit: kit.other_result),
-    ("a widget", lambda kit: kit.widget),
-    ("a model", lambda kit: kit.model),
-    ("a callable returning None", lambda kit: _returns(None)),
-    ("a callable returning a float", lambda kit: _returns(1.5)),
-    ("a callable returning a str", lambda kit: _returns("loss")),
-    ("a path to a directory", lambda kit: kit.tmp),
-    ("a path to a missing folder", _missing_folder),
-    ("a folder without a model", lambda kit: kit.empty_folder),
-]
-
-# Valid values by parameter name, for the parameters that have no default (the others keep theirs).
-VALID = {
-    "model": lambda kit: kit.model,
-    "tuned": lambda kit: kit.model,
-    "text": lambda kit: TEXT,
-    "prompt": lambda kit: "The cat",
-    "corpus": lambda kit: list(CORPUS),
-    "conllu_or_texts": lambda kit: CONLLU,
-    "conll": lambda kit: CONLL,
-    "result": lambda kit: kit.result,
-    "stats": lambda kit: kit.stats,
-    "keys": lambda kit: 1,
-    "sentence_a": lambda kit: TEXT,
-    "model_type": lambda kit: "bert",
-    "tokenizer": lambda kit: kit.model.tokenizer,
-}
-# Where a name means something else for one entry point: (entry point, parameter) → value.
-VALID_FOR = {
-    ("read_conllu", "text_or_path"): lambda kit: CONLLU,
-    ("read_conll2012", "text_or_path"): lambda kit: CONLL,
-    ("patterns_by_layer", "frame"): lambda kit: kit.patterns,
-    ("similarity_by_layer", "frame"): lambda kit: kit.similarity,
-    ("roles", "frame"): lambda kit: kit.roles_frame,
-    ("neuron_view", "model"): lambda kit: kit.model.model,
-    ("head_view", "attention"): lambda kit: ATTENTION,
-    ("head_view", "tokens"): lambda kit: list(TOKENS),
-    ("model_view", "attention"): lambda kit: ATTENTION,
-    ("model_view", "tokens"): lambda kit: list(TOKENS),
-    ("result_from_encoder_decoder", "encoder_attention"): lambda kit: ATTENTION,
-    ("result_from_encoder_decoder", "encoder_tokens"): lambda kit: list(TOKENS),
-    ("AttentionWidget", "text"): lambda kit: TEXT,
-    ("attention_probes", "conllu_or_texts"): lambda kit: CONLLU * 4,  # a probe trains on 3 sentences or more
-    ("save_html", "path"): lambda kit: kit.tmp / "page.html",
-    ("save_image", "path"): lambda kit: kit.tmp / "picture.png",
-    ("show_analysis", "data"): lambda kit: kit.stats,
-    ("result_from_attention", "attention"): lambda kit: ATTENTION,
-    ("result_from_attention", "tokens"): lambda kit: list(TOKENS),
-    # Knockout reads a token's log p: a causal LM (the embedded MiniLM has no head to read it from).
-    ("knockout", "model"): lambda kit: kit.decoder,
-    ("knockout_heads", "model"): lambda kit: kit.decoder,
-    ("knockout_sweep", "model"): lambda kit: kit.decoder,
-    ("knockout_sweep", "keys"): lambda kit: [1],
-    ("knockout_sweep", "window"): lambda kit: 1,
-}
-# Defaults changed to keep every call cheap (the values are still valid).
-CHEAP = {
-    "progress": False,
-    "epochs": 1,
-    "vectors": lambda kit: {"cat": torch.ones(4), "the": torch.zeros(4)},
-    "html_action": "return",
-}
-
-# Entry points not called here, each with its reason.
-SKIPPED = {
-    "AttentionModel": "made by attnscope.load(), whose arguments are called here; its constructor takes load's own record",
-    "GenerationWidget": "made by attnscope.generate() from its step iterator, not by users",
-    "AttentionResult": "a run's record, made by the engine (and bertviz_compat.result_from_attention, called here); "
-                       "its fields are not checked on construction by design (a dataclass)",
-    "CrossAttentionResult": "a run's record, made by the engine, as AttentionResult",
-    "EncoderDecoderResult": "a run's record, made by the engine, as AttentionResult",
-    "LongAttentionResult": "a run's record, made by the engine, as AttentionResult",
-    "pruning_curve": "inherently slow: one call runs the corpus once per set of heads switched off (73 runs of the "
-                     "model); its loss= is the callback head_importance and attention_gradients take, checked here",
-    "head_ablation": "inherently slow, as pruning_curve (a run per head); loss= as head_importance's",
-    "generate": "needs a generative model and runs a thread per call; its arguments are checked in test_generation_widget.py",
-}
-
-# Wrong kinds that are valid values for a parameter, and slow ones: not tried, with the reason.
-VALID_BUT_SLOW = {
-    ("head_distances", "n_init", "an int"): "n_init=7 is seven MDS starts: valid, and over a minute on a loaded 2-core CPU",
-}
 
 # Known leaks, (entry point, parameter, wrong kind) → why it is left. Strict: a leak fixed must leave the list.
 XFAIL: dict[tuple[str, str, str], str] = {}
 
 
-class Kit:
-    """What the valid and wrong values are made of, built once and lazily."""
-
-    def __init__(self, model, tmp: Path):
-        self.model, self.tmp = model, tmp
-        self._made = {}
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if name not in self._made:
-            self._made[name] = getattr(self, f"_make_{name}")()
-        return self._made[name]
-
-    def _make_result(self):
-        return self.model.run(TEXT)
-
-    def _make_other(self):
-        torch.manual_seed(0)
-        bert = transformers.BertModel(transformers.BertConfig(vocab_size=30522, **SMALL))
-        return attnscope.load(bert, self.model.tokenizer, device="cpu")
-
-    def _make_decoder(self):
-        torch.manual_seed(0)
-        config = transformers.LlamaConfig(vocab_size=30522, num_key_value_heads=2, **SMALL)
-        return attnscope.load(transformers.LlamaForCausalLM(config), self.model.tokenizer, device="cpu")
-
-    def _make_other_result(self):
-        return self.other.run(TEXT)
-
-    def _make_widget(self):
-        return attnscope.AttentionWidget(TEXT, model=self.model)
-
-    def _make_stats(self):
-        return attnscope.head_stats(self.model, CORPUS, progress=False)
-
-    def _make_patterns(self):
-        return attnscope.attention_patterns(self.model, CORPUS, progress=False)
-
-    def _make_similarity(self):
-        return attnscope.attention_similarity(self.model, self.model, CORPUS, progress=False)
-
-    def _make_roles_frame(self):
-        return attnscope.head_roles(self.model, CORPUS, progress=False)
-
-    def _make_empty_folder(self):
-        path = self.tmp / "empty"
-        path.mkdir(exist_ok=True)
-        return path
-
-
 @pytest.fixture(scope="module")
 def kit(default_model, tmp_path_factory):
-    return Kit(default_model, tmp_path_factory.mktemp("wrong-kinds"))
+    made = Kit(default_model, tmp_path_factory.mktemp("wrong-kinds"))
+    yield made
+    for widget in ("widget",):
+        if widget in made._made:
+            made._made[widget].close()
 
 
-def entry_points() -> dict[str, object]:
-    """Every callable in attnscope.__all__ (not the errors) and the BertViz-compatible functions."""
-    found = {}
-    for name in attnscope.__all__:
-        thing = getattr(attnscope, name)
-        if isinstance(thing, type) and issubclass(thing, BaseException):
-            continue
-        if name == "neuron_view":  # a callable module: its signature is show's
-            thing = attnscope.neuron_view.show
-        if callable(thing) and name not in SKIPPED:
-            found[name] = thing
-    for name in ("result_from_attention", "result_from_encoder_decoder"):
-        found[f"bertviz_compat.{name}"] = getattr(bertviz_compat, name)
-    # The widget's own public methods (called on a fresh widget: see `widget_method`).
-    for name, method in vars(attnscope.AttentionWidget).items():
-        if inspect.isfunction(method) and not name.startswith("_") and name not in WIDGET_METHODS_SKIPPED:
-            found[f"AttentionWidget.{name}"] = method
-    return found
-
-
-WIDGET_METHODS_SKIPPED = {"set_state": "the page's channel, fuzzed by test_page_input.py", "close": "takes no argument"}
-
-
-def widget_method(entry: str, function, kit):
-    """A widget's method as a function of its arguments (bound to a fresh widget), or `function`."""
-    if not entry.startswith("AttentionWidget."):
-        return function
-    widget = attnscope.AttentionWidget(TEXT, model=kit.model)
-    return getattr(widget, entry.split(".", 1)[1])
-
-
-ENTRY_POINTS = entry_points()
-CALLS = {"count": 0, "seconds": 0.0}
-
-
-def _short(entry: str) -> str:
-    return entry.rsplit(".", 1)[-1]
+ENTRY_POINTS = with_bases(entry_points())
+CALLS = {"count": 0, "seconds": 0.0, "slowest": []}
+SLOW_CALL = 2.0  # seconds: a call slower than this is listed in the summary (what makes the sweep long)
 
 
 def valid_arguments(entry: str, function, kit) -> tuple[list, dict, list[str]]:
-    """The positional and keyword arguments of a valid call, and the parameters to vary."""
+    """The positional and keyword arguments of a valid call (of its base, BASES), and the
+    parameters to vary."""
     signature = inspect.signature(function)
+    base = ENTRY_POINTS[entry][1]
+    based = BASES.get(short(entry), {}).get(base, {})
     args, kwargs, varied = [], {}, []
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         name = parameter.name
-        make = VALID_FOR.get((_short(entry), name)) or (VALID.get(name) if parameter.default is parameter.empty else None)
+        make = (based.get(name) or VALID_FOR.get((short(entry), name))
+                or (VALID.get(name) if parameter.default is parameter.empty else None))
         if make is not None:
             value = make(kit)
         elif parameter.default is parameter.empty:
@@ -308,6 +115,45 @@ def _same(a, b) -> bool:
         return False
 
 
+# What the user handed in, copied before a call to see that the call left it as it was: plain
+# containers, arrays, tensors and frames (models are checked by model_state, below).
+def snapshot(value):
+    if isinstance(value, (list, tuple, dict, set, np.ndarray, torch.Tensor)):
+        try:
+            return copy.deepcopy(value)
+        except Exception:
+            return None
+    if type(value).__name__ == "DataFrame":
+        return value.copy(deep=True), dict(value.attrs)
+    return None
+
+
+def unchanged(before, value) -> bool:
+    if type(value).__name__ == "DataFrame":
+        frame, attrs = before
+        return frame.equals(value) and list(frame.columns) == list(value.columns) and attrs.keys() == value.attrs.keys()
+    if type(before) is not type(value):
+        return False
+    if isinstance(value, (list, tuple)):
+        return len(before) == len(value) and all(unchanged(a, b) for a, b in zip(before, value))
+    if isinstance(value, dict):
+        return before.keys() == value.keys() and all(unchanged(before[k], value[k]) for k in value)
+    if isinstance(value, np.ndarray):
+        return before.shape == value.shape and before.dtype == value.dtype and np.array_equal(before, value, equal_nan=True)
+    if isinstance(value, torch.Tensor):
+        return before.shape == value.shape and before.dtype == value.dtype and bool(
+            ((before == value) | (before.isnan() & value.isnan())).all())
+    if isinstance(value, (str, bytes, int, float, complex, Path, type(None), set, frozenset)):
+        return before == value or before != before and value != value  # NaN is NaN
+    return True  # another object (a cache, a model): compared by its own checks, if any
+
+
+def given(call_args: list, call_kwargs: dict) -> list[tuple[str, object, object]]:
+    """(name, value, its snapshot) of each argument of a call that a snapshot can hold."""
+    named = [(f"argument {i}", v) for i, v in enumerate(call_args)] + list(call_kwargs.items())
+    return [(name, value, before) for name, value in named if (before := snapshot(value)) is not None]
+
+
 # How a message may name a parameter other than by its own name (the file kind a reader reads).
 SAID_AS = {"text_or_path": ("CoNLL",), "conllu_or_texts": ("corpus", "CoNLL", "sentences"), "conll": ("CoNLL",)}
 
@@ -321,30 +167,48 @@ def names(message: str, parameter: str, entry: str | None = None) -> bool:
     return any(name.lower() in said for name in ways if name)
 
 
-def verdict(call, parameter: str, subject: str | None = None) -> str | None:
-    """None when the call returned or refused naming `parameter` (or `subject`); else what leaked."""
+def _finish(out) -> None:
+    """A widget a call made: a generation waited for, then closed (its thread joined)."""
+    if isinstance(out, attnscope.AttentionWidget):
+        if isinstance(out, attnscope.GenerationWidget):
+            out.wait(CALL_SECONDS)
+        out.close()
+
+
+def verdict(call, parameter: str, subject: str | None = None, arguments=(), models=(), label: str = "",
+            refused: str | None = None) -> str | None:
+    """None when the call returned or refused naming `parameter` (or `subject`), leaving its
+    `arguments` ((name, value, snapshot)) and `models` as they came; else what leaked. `refused`:
+    why this value cannot be taken (a result is then a leak: the wrong value taken silently)."""
+    states = [(model, model_state(model)) for model in models]
     start = time.perf_counter()
     signal.signal(signal.SIGALRM, _too_slow)
     signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
     try:
-        out = call()
-        if hasattr(out, "close") and isinstance(out, attnscope.AttentionWidget):
-            out.close()
-        return None
+        _finish(call())
+        why = None if refused is None else f"taken silently: {refused}"
     except AttnscopeError as error:
         message = str(error)
-        return None if names(message, parameter, subject) else f"{type(error).__name__} not naming {parameter}: {message[:200]}"
+        why = None if names(message, parameter, subject) else f"{type(error).__name__} not naming {parameter}: {message[:200]}"
     except TooSlow:
-        return f"still running after {CALL_SECONDS} s (a wrong value taken as work to do?)"
+        why = f"still running after {CALL_SECONDS} s (a wrong value taken as work to do?)"
     except Exception as error:
         frames = traceback.extract_tb(error.__traceback__)
         where = frames[-1].filename if frames else "?"
         place = "attnscope" if "/attnscope/" in where else Path(where).name
-        return f"{type(error).__name__} raised in {place}: {str(error)[:200]}"
+        why = f"{type(error).__name__} raised in {place}: {str(error)[:200]}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        seconds = time.perf_counter() - start
         CALLS["count"] += 1
-        CALLS["seconds"] += time.perf_counter() - start
+        CALLS["seconds"] += seconds
+        if seconds > SLOW_CALL:
+            CALLS["slowest"].append((seconds, label))
+    changed = [name for name, value, before in arguments if not unchanged(before, value)]
+    changed += [f"the model {type(model).__name__}" for model, state in states if model_state(model) != state]
+    if changed and why is None:
+        why = f"changed what it was given: {', '.join(changed)}"
+    return why
 
 
 TRIED: set[tuple[str, str, str]] = set()  # (entry, parameter, wrong kind) pairs tried in this run
@@ -383,71 +247,65 @@ def _check(leaks: dict[tuple[str, str, str], str], entry: str) -> None:
     assert not lines, f"{entry}: {len(lines)} wrong kinds leaked\n" + "\n".join(lines)
 
 
+def must_refuse(parameter: inspect.Parameter, wrong) -> str | None:
+    """Why `wrong` cannot be a value of `parameter`, from its signature, or None when it may be:
+    a parameter whose default is True or False is a yes-or-no setting (checks.flag), so anything
+    but a bool (and 0 or 1) is a mistake: progress="no" or importance=[...] is true, not a choice."""
+    if isinstance(parameter.default, bool) and not (isinstance(wrong, bool) or type(wrong) is int and wrong in (0, 1)):
+        return f"{parameter.name} is a yes-or-no setting (default {parameter.default}), and this is no bool"
+    return None
+
+
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 def test_every_parameter_refuses_the_wrong_kinds_by_name(entry, kit):
-    function = widget_method(entry, ENTRY_POINTS[entry], kit)
+    instance = instance_for(entry, kit)
+    function = ENTRY_POINTS[entry][0] if instance is None else getattr(instance, short(entry))
     leaks = {}
     args, kwargs, varied = valid_arguments(entry, function, kit)
+    parameters = inspect.signature(function).parameters
     for parameter in varied:
         for index, (wrong_name, make) in enumerate(CATALOGUE):
             if not tried(entry, parameter, index):
                 continue
             wrong = make(kit)
-            if _same(wrong, kwargs.get(parameter)) or (entry, parameter, wrong_name) in VALID_BUT_SLOW:
+            if _same(wrong, kwargs.get(parameter)) or (short(entry), parameter, wrong_name) in VALID_BUT_SLOW:
                 continue
             TRIED.add((entry, parameter, wrong_name))
             call_kwargs = {**kwargs, parameter: wrong}
-            subject = _short(entry) if parameter == varied[0] else None
-            why = verdict(lambda call_kwargs=call_kwargs: function(*args, **call_kwargs), parameter, subject)
+            subject = short(entry) if parameter == varied[0] else None
+            why = verdict(lambda call_kwargs=call_kwargs: function(*args, **call_kwargs), parameter, subject,
+                          given(args, call_kwargs), kit.models(), f"{entry}({parameter}={wrong_name})",
+                          must_refuse(parameters[parameter], wrong))
             if why is not None:
                 leaks[(entry, parameter, wrong_name)] = why
+    _finish(instance)
     _check(leaks, entry)
 
 
-def _trait_names():
-    traits = contract_traits(attnscope.AttentionWidget)
-    return sorted(name for name, trait in traits.items() if trait.metadata["writer"] in ("view", "both"))
+SETTINGS = [(cls.__name__, trait) for cls in widget_classes() for trait in settable_traits(cls)]
 
 
-@pytest.mark.parametrize("trait", _trait_names())
-def test_every_settable_trait_refuses_the_wrong_kinds_by_name(trait, kit):
-    widget = attnscope.AttentionWidget(TEXT, model=kit.model)
-    leaks = {}
+@pytest.mark.parametrize(("widget_class", "trait"), SETTINGS)
+def test_every_setting_refuses_the_wrong_kinds_by_name(widget_class, trait, kit):
+    widget = INSTANCES[widget_class](kit)
+    leaks, entry = {}, f"{widget_class}.{trait}"
     for index, (wrong_name, make) in enumerate(CATALOGUE):
-        if not tried("AttentionWidget", trait, index):
+        if not tried(widget_class, trait, index):
             continue
         wrong = make(kit)
-        TRIED.add(("AttentionWidget." + trait, trait, wrong_name))
+        TRIED.add((entry, trait, wrong_name))
 
         def assign(wrong=wrong):
             setattr(widget, trait, wrong)
 
-        why = verdict(assign, trait)
+        why = verdict(assign, trait, None, given([wrong], {}), kit.models(), f"{entry} = {wrong_name}")
         if why is not None:
-            leaks[("AttentionWidget." + trait, trait, wrong_name)] = why
-    widget.close()
-    _check(leaks, "AttentionWidget." + trait)
+            leaks[(entry, trait, wrong_name)] = why
+    _finish(widget)
+    _check(leaks, entry)
 
 
-# The command line: each option (and the text) given each of these, the rest valid.
-CLI_CATALOGUE = [
-    ("an empty value", lambda kit: ""),
-    ("nan", lambda kit: "nan"),
-    ("-1", lambda kit: "-1"),
-    ("a word", lambda kit: "nonsense"),
-    ("a long value", lambda kit: "x" * 300),
-    ("a directory", lambda kit: str(kit.tmp)),
-    ("a missing folder", lambda kit: str(_missing_folder(kit))),
-    ("a folder without a model", lambda kit: str(kit.empty_folder)),
-]
-CLI_WRONG_ARGV = [
-    ("no command", []),
-    ("an unknown command", ["draw", TEXT]),
-    ("no text", ["render", "-o", "{out}"]),
-    ("no output", ["render", TEXT]),
-    ("an unknown flag", ["render", TEXT, "-o", "{out}", "--nope"]),
-    ("a flag without its value", ["render", TEXT, "-o", "{out}", "--layers"]),
-]
+# The command line: each option (and the text) given each of these, the rest valid (CLI_CATALOGUE).
 
 
 def _cli_options():
@@ -489,9 +347,9 @@ def test_the_command_line_refuses_the_wrong_kinds_in_one_line(kit, capsys, monke
     leaks = {}
     for option in _cli_options():
         for wrong_name, make in CLI_CATALOGUE:
-            given = {**base, option: make(kit)}
-            argv = ["render", given.pop("text")]
-            for flag, value in given.items():
+            options = {**base, option: make(kit)}
+            argv = ["render", options.pop("text")]
+            for flag, value in options.items():
                 argv += [flag, value]
             why = _run_cli(argv, capsys)
             if why is not None:
@@ -508,9 +366,11 @@ def test_the_calls_generated(record_property, request):
     shown with -rA or -s, and as the test's `calls` property (--junitxml)."""
     record_property("calls", CALLS["count"])
     line = (f"wrong kinds: {CALLS['count']:,} calls generated in {CALLS['seconds']:.0f} s over {len(ENTRY_POINTS)} "
-            f"entry points, {len(_trait_names())} settable traits and the command line; {len(XFAIL)} known leaks "
+            f"entry points, {len(SETTINGS)} widget settings and the command line; {len(XFAIL)} known leaks "
             f"(XFAIL), {len(SKIPPED)} entry points skipped with their reasons")
     print(line)
+    for seconds, call in sorted(CALLS["slowest"], reverse=True)[:15]:
+        print(f"  {seconds:5.1f} s  {call}")
     generators = [item for item in request.session.items if item.module is request.module and item.name != request.node.name]
-    if len(generators) == len(ENTRY_POINTS) + len(_trait_names()) + 1:  # the whole file ran, not a -k selection
+    if len(generators) == len(ENTRY_POINTS) + len(SETTINGS) + 1:  # the whole file ran, not a -k selection
         assert CALLS["count"] >= (5000 if EVERY_PAIR else 5000 // SAMPLE_STRIDE), line

@@ -275,6 +275,9 @@ def head_finder(
     bytes of full attention) is measured a block of rows at a time, never layers × heads × T × T."""
     import pandas as pd
 
+    # The switches first, before the corpus runs (importance="no" is true, and an array's truth raises).
+    induction = None if induction is None else checks.flag("induction", induction)
+    importance = checks.flag("importance", importance)
     run = run_corpus("head_finder", finder_partial, model, corpus, column=column, max_length=max_length,
                      batch_size=batch_size, progress=progress, backend=backend,
                      prepare=lambda model, docs, max_length: dict(zip(("counts", "long"), _corpus_tokens(model, docs, max_length))))
@@ -282,7 +285,6 @@ def head_finder(
     values = partial.sums.result()
     if induction is None:
         induction = bool(getattr(model, "causal", False))
-    induction = checks.flag("induction", induction)
     if induction:
         values["induction"] = induction_scores(model, progress=progress)
     if importance:

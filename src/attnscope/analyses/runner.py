@@ -65,9 +65,12 @@ class CorpusRun:
     batch_size: int | str
 
 
+_ONE_MODEL = object()  # run_corpus's `second` when there is none
+
+
 def run_corpus(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, *, column: str | Sequence[str] | None = None,
                max_length: int | None = None, batch_size: int | str = "auto", progress: bool = True, backend: str = "local",
-               gradients: bool = False, prepare: Callable[[Any, Documents, int], dict] | None = None, second: Any = None,
+               gradients: bool = False, prepare: Callable[[Any, Documents, int], dict] | None = None, second: Any = _ONE_MODEL,
                **options) -> CorpusRun:
     """A corpus analysis's entry, written once: the model checked (model_of, named as `kind`), the
     corpus's documents (`column`), max_length and batch_size checked before any batch runs
@@ -77,14 +80,14 @@ def run_corpus(kind: str, partial: Callable[..., Any], model: Any, corpus: Any, 
     `second`: a model compared with the first head by head (attention_similarity's fine-tuned
     copy), checked as comparable; the partial reads both, (model, second)."""
     model = model_of(model, kind)
-    if second is not None:
+    if second is not _ONE_MODEL:  # given, so a model (None too is refused by name, not taken as "no second")
         second = model_of(second, f"{kind}'s tuned= (its second model)")
         check_comparable(model, second, kind)
     docs = documents(corpus, column)
     max_length, batch_size = corpus_settings(model, docs, max_length, batch_size, gradients=gradients, backend=backend)
     if prepare is not None:
         options = {**options, **prepare(model, docs, max_length)}
-    merged = run_partial(partial, model if second is None else (model, second), docs, progress=progress, backend=backend, max_length=max_length,
+    merged = run_partial(partial, model if second is _ONE_MODEL else (model, second), docs, progress=progress, backend=backend, max_length=max_length,
                          batch_size=batch_size, **options)
     return CorpusRun(model, len(docs), merged, max_length, batch_size)
 

@@ -39,11 +39,18 @@ def attention_sinks(result: Any, corpus: Any = None, *, n_first: int = 4, epsilo
     keep q, k and log-sum-exps, never T × T), and `sink` says the mean alpha_first passes ε.
     backend: "local" or "ray", as in `head_stats`.
     """
+    progress = checks.flag("progress", progress)
     if isinstance(result, AttentionModel):
         return _corpus_sinks(result, corpus, n_first=n_first, epsilon=epsilon, column=column, max_length=max_length,
                              attention=attention, progress=progress, backend=backend)
     if corpus is not None:
         raise InputError("attention_sinks(result) reads one run; for a corpus pass the model: attention_sinks(model, texts).")
+    given = [name for name, value, default in (("column", column, None), ("max_length", max_length, None),
+                                                ("attention", attention, "auto"), ("backend", backend, "local"))
+             if not (value is default or isinstance(value, str) and value == default)]
+    if given:  # not ignored silently: they say how a corpus runs, and this run has run
+        raise InputError(f"{', '.join(f'{name}=' for name in given)} set how a corpus is run: attention_sinks(model, texts, "
+                         f"{given[0]}=...); attention_sinks(result) reads a run made already.")
     result = run_of(result, "attention_sinks")
     n_first = checks.integer("n_first", n_first, minimum=1)
     epsilon = checks.fraction("epsilon", epsilon)

@@ -245,6 +245,7 @@ class AttentionModel:
             raise InputError(f"attention must be 'auto', 'full' or 'on_demand', not {checks.short_repr(attention)}.")
         text = single_text(text, "text")
         text_b = single_text(text_b, "text_b")
+        masked_heads = checks.head_pairs("masked_heads", masked_heads)  # pairs of whole numbers (ranges: head_mask)
         if text is None or not text.strip():
             raise InputError("The text is empty: type a sentence to see its attention.")
         if text_b is not None and not text_b.strip():

@@ -218,7 +218,10 @@ def _source_ids(engine: Any, source: Any) -> list[int]:
     """The source's token ids: given (a 1 × S tensor or a list), or the text through the tokenizer."""
     if isinstance(source, str):
         return engine.tokenizer(source)["input_ids"]
-    ids = torch.as_tensor(source) if isinstance(source, (torch.Tensor, list, tuple)) else None
+    try:  # tensors in a list, or words, are not one tensor of ids
+        ids = torch.as_tensor(source) if isinstance(source, (torch.Tensor, list, tuple)) or hasattr(source, "__array__") else None
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        ids = None
     if ids is None or ids.dtype.is_floating_point or ids.dim() not in (1, 2) or (ids.dim() == 2 and ids.shape[0] != 1) \
             or not ids.numel():
         raise InputError(f"source must be the input ids given to model.generate (1 × S) or the source text, not "

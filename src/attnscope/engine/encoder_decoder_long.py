@@ -158,11 +158,11 @@ class EncoderDecoderLongResult(LongAttentionResult):
 
     def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
         layer, head = self._layer(layer, head)
-        return self._of(layer, head, torch.arange(self.n_tokens), query_index(keys, self.n_tokens))[0]
+        return self._of(layer, head, torch.arange(self.n_tokens), query_index(keys, self.n_tokens, "keys"))[0]
 
     def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
         layer, _ = self._layer(layer)
-        return self._of(layer, None, torch.arange(self.n_tokens), query_index(keys, self.n_tokens)).mean(0)
+        return self._of(layer, None, torch.arange(self.n_tokens), query_index(keys, self.n_tokens, "keys")).mean(0)
 
     def attention_tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         layer, head = self._layer(layer, head)

@@ -159,6 +159,7 @@ def generation_steps(
     if prompt is None or not prompt.strip():
         raise InputError(f"prompt={checks.short_repr(prompt)} is empty: give the text the model continues.")
     has_template = bool(getattr(engine.tokenizer, "chat_template", None))
+    chat = None if chat is None else checks.flag("chat", chat)
     if chat is None:
         chat = has_template
     elif chat and not has_template:
@@ -271,6 +272,9 @@ def from_generate(output: Any, model: Any, source: Any = None) -> Generation:
     engine = _generating_model(model)
     if engine.is_encoder_decoder or getattr(output, "decoder_attentions", None) is not None:
         return from_encoder_decoder_output(output, engine, source)
+    if source is not None:  # not taken silently: a decoder's prompt is in its output, and this may be another
+        raise InputError(f"source= is an encoder-decoder's source, and {engine.name} is a decoder: its output.sequences "
+                         f"hold the prompt; leave source out (got {checks.short_repr(source)}).")
     steps = getattr(output, "attentions", None)
     if not steps or getattr(output, "sequences", None) is None:
         raise InputError(f"output ({type(output).__name__}) has no attentions: generate with "

@@ -82,11 +82,8 @@ class Generation:
 def settings_of(max_new_tokens, do_sample, temperature, top_p, seed, chat) -> GenerationSettings:
     """The settings, each checked (InputError naming the parameter); a seed picked when sampling without one."""
     max_new_tokens = checks.integer("max_new_tokens", max_new_tokens, minimum=1)
-    if not isinstance(do_sample, bool):
-        raise InputError(f"do_sample must be True or False, not {checks.short_repr(do_sample)}.")
-    for name, value in (("temperature", temperature), ("top_p", top_p)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise InputError(f"{name} must be a number, not {checks.short_repr(value)}.")
+    do_sample = checks.flag("do_sample", do_sample)
+    temperature, top_p = checks.number("temperature", temperature), checks.number("top_p", top_p)
     if do_sample and not temperature > 0:
         raise InputError(f"temperature={temperature} with do_sample=True: sampling needs a temperature above 0 "
                          "(1.0 samples from the model's own distribution); do_sample=False is greedy.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -20,17 +21,22 @@ from ..errors import InputError, NoAttentionError
 from . import exact_attention as exact
 
 
-def query_index(queries, n: int) -> torch.Tensor:
-    """Query positions as a 1-D long tensor: an int, a range, a slice or a sequence of ints."""
+def query_index(queries, n: int, name: str = "queries") -> torch.Tensor:
+    """Positions as a 1-D long tensor: an int, a range, a slice or a sequence of ints (-1 the
+    last); InputError naming `name` (the parameter: queries, keys) otherwise."""
     if isinstance(queries, slice):
         return torch.arange(n)[queries]
-    if isinstance(queries, torch.Tensor):
-        values = queries.flatten().tolist()
+    if isinstance(queries, torch.Tensor) or hasattr(queries, "__array__"):  # NumPy's positions too
+        values = torch.as_tensor(queries).flatten().tolist()
+        named = [f"{name}[{i}]" for i in range(len(values))]
     elif isinstance(queries, (range, list, tuple)):
-        values = list(queries)
+        values, named = list(queries), [f"{name}[{i}]" for i in range(len(queries))]
+    elif checks.is_integer(queries):
+        values, named = [queries], [name]
     else:
-        values = [queries]
-    positions = [checks.integer("query position", q, minimum=-n, maximum=n - 1) for q in values]
+        raise InputError(f"{name} must be a position, a range, a slice or a list of positions (whole numbers from "
+                         f"-{n} to {n - 1}), not {checks.short_repr(queries)}.")
+    positions = [checks.integer(said, q, minimum=-n, maximum=n - 1) for said, q in zip(named, values)]
     return torch.tensor([q % n for q in positions], dtype=torch.long)
 
 
@@ -99,6 +105,7 @@ class LongAttentionResult:
 
     def key_head(self, head: int) -> int:
         """The key head query head `head` reads (grouped-query attention)."""
+        head = checks.integer("head", head, minimum=0, maximum=self.n_heads - 1)
         return exact.key_head(head, self.n_heads, self.n_key_heads)
 
     def _layer(self, layer: int, head: int | None = None) -> tuple[int, int | None]:
@@ -111,30 +118,30 @@ class LongAttentionResult:
         """Rows `queries` (an int, a range, a slice or a list) of one head over every key:
         len(queries) × T, float32, on the CPU; computed on the model's device, exact."""
         layer, head = self._layer(layer, head)
-        return self._exact(exact.rows_of_heads, layer, head, queries)[0]
+        return self._exact(exact.rows_of_heads, layer, head, queries, "queries")[0]
 
     def mean_attention_rows(self, layer: int, queries) -> torch.Tensor:
         """The mean over the layer's heads of rows `queries`: len(queries) × T, float32 on the
         CPU, exact; every head in one pass."""
         layer, _ = self._layer(layer)
-        return self._exact(exact.rows_of_heads, layer, None, queries).mean(0)
+        return self._exact(exact.rows_of_heads, layer, None, queries, "queries").mean(0)
 
     def attention_columns(self, layer: int, head: int, keys) -> torch.Tensor:
         """Columns `keys` (an int, a range, a slice or a list) of one head: how much every query
         attends to each of them, T × len(keys), float32 on the CPU, exact."""
         layer, head = self._layer(layer, head)
-        return self._exact(exact.columns_of_heads, layer, head, keys)[0]
+        return self._exact(exact.columns_of_heads, layer, head, keys, "keys")[0]
 
     def mean_attention_columns(self, layer: int, keys) -> torch.Tensor:
         """The mean over the layer's heads of columns `keys`: T × len(keys), float32 on the CPU,
         exact; every head in one pass."""
         layer, _ = self._layer(layer)
-        return self._exact(exact.columns_of_heads, layer, None, keys).mean(0)
+        return self._exact(exact.columns_of_heads, layer, None, keys, "keys").mean(0)
 
-    def _exact(self, compute, layer: int, head: int | None, positions) -> torch.Tensor:
+    def _exact(self, compute, layer: int, head: int | None, positions, name: str) -> torch.Tensor:
         """compute(q, k, lse, rule, index) (exact.rows_of_heads or columns_of_heads) for one head
-        or every head (None) of a checked layer, at `positions` as the user gave them; on the CPU."""
-        index = query_index(positions, self.n_tokens)
+        or every head (None) of a checked layer, at `positions` as the user gave them (as `name`); on the CPU."""
+        index = query_index(positions, self.n_tokens, name)
         with torch.inference_mode():
             return compute(*self._of_heads(layer, head), index).cpu()
 
@@ -200,8 +207,7 @@ class LongAttentionResult:
         sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, _ = self._layer(layer)
         bins = checks.integer("bins", bins, minimum=1)
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
+        reduce, sample = _pooling(reduce, sample)
         q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
         with torch.inference_mode():
             if sample is not None and sample[0] > 1:
@@ -219,9 +225,10 @@ class LongAttentionResult:
         sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, head = self._layer(layer, head)
         spans = self.spans(rows, cols)
+        if isinstance(bins, (str, bytes)) or not isinstance(bins, (tuple, list)) or len(bins) != 2:
+            raise InputError(f"bins must be a (rows, columns) pair of whole numbers, not {checks.short_repr(bins)}.")
         bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
+        reduce, sample = _pooling(reduce, sample)
         with torch.inference_mode():
             if sample is not None and sample[0] > 1:
                 pooled = exact.pooled_sampled(*self._of_heads(layer, head), bins, reduce, *sample,
@@ -230,3 +237,16 @@ class LongAttentionResult:
                 pooled = exact.pooled_heads(*self._of_heads(layer, head), bins, reduce, rows=spans[0],
                                             cols=spans[1], average=head is None)
         return pooled[0].cpu()
+
+
+def _pooling(reduce: Any, sample: Any) -> tuple[str, tuple[int, int] | None]:
+    """A pooled map's `reduce` ("max" or "mean") and `sample` (None, or a (stride, offset) pass:
+    stride ≥ 1, offset in 0..stride − 1), checked."""
+    if not checks.one_of(reduce, ("max", "mean")):
+        raise InputError(f"reduce must be 'max' or 'mean', not {checks.short_repr(reduce)}.")
+    if sample is None:
+        return reduce, None
+    if isinstance(sample, (str, bytes)) or not isinstance(sample, (tuple, list)) or len(sample) != 2:
+        raise InputError(f"sample must be None or a (stride, offset) pair of whole numbers, not {checks.short_repr(sample)}.")
+    stride = checks.integer("sample's stride", sample[0], minimum=1)
+    return reduce, (stride, checks.integer("sample's offset", sample[1], minimum=0, maximum=stride - 1))

@@ -149,6 +149,7 @@ class GenerationWidget(AttentionWidget):
     def wait(self, timeout: float | None = None) -> Generation:
         """Wait for the generation's end (its last token, the end-of-text token or a stop) and
         return it; raises what ended it if it failed, or TimeoutError after `timeout` seconds."""
+        timeout = checks.number("timeout", timeout, minimum=0, allow_none=True)
         if self._thread is not None and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -160,6 +161,7 @@ class GenerationWidget(AttentionWidget):
     def stop(self, timeout: float | None = None) -> Generation:
         """End the generation between two steps, keeping the text so far; returns the run once its
         thread ended (nothing keeps running)."""
+        timeout = checks.number("timeout", timeout, minimum=0, allow_none=True)
         self._stop_event.set()
         if self._thread is None:
             return self._generation
