@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
+import numbers
 import os
 import signal
 import time
@@ -48,6 +50,7 @@ from wrong_kinds_catalogue import (
     Kit,
     entry_points,
     instance_for,
+    keyword_settings,
     settable_traits,
     short,
     widget_classes,
@@ -68,10 +71,16 @@ XFAIL: dict[tuple[str, str, str], str] = {}
 @pytest.fixture(scope="module")
 def kit(default_model, tmp_path_factory):
     made = Kit(default_model, tmp_path_factory.mktemp("wrong-kinds"))
-    yield made
-    for widget in ("widget",):
-        if widget in made._made:
-            made._made[widget].close()
+    # A path that is a wrong kind's text ("nonsense", "-1": valid file names) is written in the
+    # test's folder, never the checkout (render_html(path="nonsense") writes nonsense.html).
+    checkout = os.getcwd()
+    os.chdir(made.tmp)
+    try:
+        yield made
+    finally:
+        os.chdir(checkout)
+        if "widget" in made._made:
+            made._made["widget"].close()
 
 
 ENTRY_POINTS = with_bases(entry_points())
@@ -105,6 +114,8 @@ def valid_arguments(entry: str, function, kit) -> tuple[list, dict, list[str]]:
         else:
             kwargs[name] = value
         varied.append(name)
+    if any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):  # a widget's settings, as keywords
+        varied += [name for name in keyword_settings(ENTRY_POINTS[entry][0]) if name not in signature.parameters]
     return args, kwargs, varied
 
 
@@ -247,12 +258,20 @@ def _check(leaks: dict[tuple[str, str, str], str], entry: str) -> None:
     assert not lines, f"{entry}: {len(lines)} wrong kinds leaked\n" + "\n".join(lines)
 
 
-def must_refuse(parameter: inspect.Parameter, wrong) -> str | None:
+def must_refuse(parameter: inspect.Parameter | None, wrong) -> str | None:
     """Why `wrong` cannot be a value of `parameter`, from its signature, or None when it may be:
-    a parameter whose default is True or False is a yes-or-no setting (checks.flag), so anything
-    but a bool (and 0 or 1) is a mistake: progress="no" or importance=[...] is true, not a choice."""
-    if isinstance(parameter.default, bool) and not (isinstance(wrong, bool) or type(wrong) is int and wrong in (0, 1)):
-        return f"{parameter.name} is a yes-or-no setting (default {parameter.default}), and this is no bool"
+    - a default of True or False makes it a yes-or-no setting (checks.flag): anything but a bool
+      (or 0 or 1) is a mistake, as progress="no" or importance=[...] is true, not a choice;
+    - a default that is a number (epsilon=0.3, bins=256) makes it a number: anything but a finite
+      one (or None) is a mistake."""
+    default = None if parameter is None else parameter.default
+    if isinstance(default, bool):
+        if not (isinstance(wrong, bool) or type(wrong) is int and wrong in (0, 1)):
+            return f"{parameter.name} is a yes-or-no setting (default {default}), and this is no bool"
+    elif isinstance(default, (int, float)):
+        finite = isinstance(wrong, numbers.Real) and not isinstance(wrong, bool) and math.isfinite(wrong)
+        if not (finite or wrong is None):
+            return f"{parameter.name} is a number (default {default}), and this is no finite number"
     return None
 
 
@@ -275,7 +294,7 @@ def test_every_parameter_refuses_the_wrong_kinds_by_name(entry, kit):
             subject = short(entry) if parameter == varied[0] else None
             why = verdict(lambda call_kwargs=call_kwargs: function(*args, **call_kwargs), parameter, subject,
                           given(args, call_kwargs), kit.models(), f"{entry}({parameter}={wrong_name})",
-                          must_refuse(parameters[parameter], wrong))
+                          must_refuse(parameters.get(parameter), wrong))
             if why is not None:
                 leaks[(entry, parameter, wrong_name)] = why
     _finish(instance)
@@ -340,8 +359,7 @@ def _run_cli(argv, capsys) -> str | None:
 
 
 def test_the_command_line_refuses_the_wrong_kinds_in_one_line(kit, capsys, monkeypatch):
-    # An --output of "nan" or "-1" is a valid file name: written in the test's folder, not the checkout.
-    monkeypatch.chdir(kit.tmp)
+    monkeypatch.chdir(kit.tmp)  # an --output of "nan" or "-1" is a valid file name (as in `kit`)
     out = str(kit.tmp / "page.html")
     base = {"text": TEXT, "--output": out}
     leaks = {}

@@ -9,7 +9,8 @@ values the other arguments keep (VALID, VALID_FOR, BASES), the objects a method 
 - every public method of a class in `__all__` that the documentation calls (`result.pooled(`,
   `model.run(`), and every public method of a widget (the user's object);
 - every setting of a widget from Python: the traits the page may write (writer "view" or "both")
-  and those the widget checks or acts on when Python writes them (`widget.text = ...` reruns);
+  and those the widget checks or acts on when Python writes them (`widget.text = ...` reruns),
+  set on a widget and given to its constructor (`AttentionWidget(text, weigh_by=...)`);
 - the command line (CLI_CATALOGUE, CLI_WRONG_ARGV).
 
 To extend: a wrong kind is a (name, factory(kit)) pair in CATALOGUE; a parameter without a default
@@ -379,6 +380,14 @@ def settable_traits(widget_class: type) -> list[str]:
             if isinstance(member, (traitlets.ObserveHandler, traitlets.ValidateHandler)):
                 handled.update(member.trait_names)
     return sorted(name for name, trait in traits.items() if trait.metadata["writer"] in ("view", "both") or name in handled)
+
+
+def keyword_settings(thing: object) -> list[str]:
+    """The settings a widget class's constructor takes as keywords (**kwargs): its settings from
+    Python (settable_traits), each varied as a parameter of the constructor; none for another."""
+    if isinstance(thing, type) and issubclass(thing, attnscope.AttentionWidget):
+        return settable_traits(thing)
+    return []
 
 
 # The command line: each option (and the text) given each of these, the rest valid.

@@ -360,8 +360,8 @@ def syntax_heads(
     model = model_of(model, "syntax_heads")
     import pandas as pd
 
-    if scoring not in an.SCORINGS:
-        raise InputError(f"scoring must be one of {list(an.SCORINGS)}, not {scoring!r}.")
+    if not checks.one_of(scoring, an.SCORINGS):
+        raise InputError(f"scoring must be one of {list(an.SCORINGS)}, not {checks.short_repr(scoring)}.")
     max_length, batch_size = corpus_settings(model, [], max_length, batch_size, backend=backend)  # sentences, never pairs
 
     sentences, source = parsed_sentences(conllu_or_texts)

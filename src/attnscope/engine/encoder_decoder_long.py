@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import checks
-from ..errors import InputError
 from . import exact_attention as exact
-from .long_result import LongAttentionResult, query_index
+from .long_result import LongAttentionResult, pooling, query_index, tile_bins
 
 
 def relative_bias(table: torch.Tensor, origin: int, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
@@ -194,27 +193,23 @@ class EncoderDecoderLongResult(LongAttentionResult):
 
     def pooled(self, layer: int, bins: int = 256, reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
         layer, _ = self._layer(layer)
-        side = min(self._bins(bins), self.n_tokens)
+        side = min(checks.integer("bins", bins, minimum=1), self.n_tokens)
+        reduce, sample = pooling(reduce, sample)
         return self._pooled(layer, None, (0, self.n_tokens), (0, self.n_tokens), (side, side), reduce, sample, False)
 
     def pooled_tile(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
                     bins: tuple[int, int] = (256, 256), reduce: str = "max", sample: tuple[int, int] | None = None) -> torch.Tensor:
         layer, head = self._layer(layer, head)
         spans = self.spans(rows, cols)
-        bins = tuple(self._bins(b) for b in bins)
+        bins = tile_bins(bins)
+        reduce, sample = pooling(reduce, sample)
         return self._pooled(layer, head, *spans, bins, reduce, sample, head is None)[0]
-
-    @staticmethod
-    def _bins(bins) -> int:
-        return checks.integer("bins", bins, minimum=1)
 
     def _pooled(self, layer: int, head: int | None, rows: tuple[int, int], cols: tuple[int, int],
                 bins: tuple[int, int], reduce: str, sample: tuple[int, int] | None, average: bool) -> torch.Tensor:
         """rows × cols pooled into bins, as exact_attention.pooled_heads (sample None) and
         pooled_sampled (one pass of `stride` rows) pool one softmax's map: the max of each block,
-        or its mean (a pass's sum over the whole block's count). On the CPU."""
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+        or its mean (a pass's sum over the whole block's count). On the CPU; reduce and sample checked (pooling)."""
         device = self.decoder.queries[0].device
         (r0, r1), (c0, c1) = rows, cols
         row_bins, col_bins = min(bins[0], r1 - r0), min(bins[1], c1 - c0)

@@ -83,7 +83,7 @@ def settings_of(max_new_tokens, do_sample, temperature, top_p, seed, chat) -> Ge
     """The settings, each checked (InputError naming the parameter); a seed picked when sampling without one."""
     max_new_tokens = checks.integer("max_new_tokens", max_new_tokens, minimum=1)
     do_sample = checks.flag("do_sample", do_sample)
-    temperature, top_p = checks.number("temperature", temperature), checks.number("top_p", top_p)
+    checks.number("temperature", temperature), checks.number("top_p", top_p)  # the messages below say them as given
     if do_sample and not temperature > 0:
         raise InputError(f"temperature={temperature} with do_sample=True: sampling needs a temperature above 0 "
                          "(1.0 samples from the model's own distribution); do_sample=False is greedy.")

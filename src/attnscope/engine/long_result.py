@@ -207,7 +207,7 @@ class LongAttentionResult:
         sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, _ = self._layer(layer)
         bins = checks.integer("bins", bins, minimum=1)
-        reduce, sample = _pooling(reduce, sample)
+        reduce, sample = pooling(reduce, sample)
         q, k, lse, rule = self.queries[layer], self.keys[layer], self.lse[layer], self.rules[layer]
         with torch.inference_mode():
             if sample is not None and sample[0] > 1:
@@ -225,10 +225,8 @@ class LongAttentionResult:
         sample (stride, offset): one pass of `stride` over the rows (exact_attention.pooled_sampled)."""
         layer, head = self._layer(layer, head)
         spans = self.spans(rows, cols)
-        if isinstance(bins, (str, bytes)) or not isinstance(bins, (tuple, list)) or len(bins) != 2:
-            raise InputError(f"bins must be a (rows, columns) pair of whole numbers, not {checks.short_repr(bins)}.")
-        bins = tuple(checks.integer("bins", b, minimum=1) for b in bins)
-        reduce, sample = _pooling(reduce, sample)
+        bins = tile_bins(bins)
+        reduce, sample = pooling(reduce, sample)
         with torch.inference_mode():
             if sample is not None and sample[0] > 1:
                 pooled = exact.pooled_sampled(*self._of_heads(layer, head), bins, reduce, *sample,
@@ -239,7 +237,7 @@ class LongAttentionResult:
         return pooled[0].cpu()
 
 
-def _pooling(reduce: Any, sample: Any) -> tuple[str, tuple[int, int] | None]:
+def pooling(reduce: Any, sample: Any) -> tuple[str, tuple[int, int] | None]:
     """A pooled map's `reduce` ("max" or "mean") and `sample` (None, or a (stride, offset) pass:
     stride ≥ 1, offset in 0..stride − 1), checked."""
     if not checks.one_of(reduce, ("max", "mean")):
@@ -250,3 +248,10 @@ def _pooling(reduce: Any, sample: Any) -> tuple[str, tuple[int, int] | None]:
         raise InputError(f"sample must be None or a (stride, offset) pair of whole numbers, not {checks.short_repr(sample)}.")
     stride = checks.integer("sample's stride", sample[0], minimum=1)
     return reduce, (stride, checks.integer("sample's offset", sample[1], minimum=0, maximum=stride - 1))
+
+
+def tile_bins(bins: Any) -> tuple[int, int]:
+    """A pooled tile's bins: a (rows, columns) pair of whole numbers from 1, checked."""
+    if isinstance(bins, (str, bytes)) or not isinstance(bins, (tuple, list)) or len(bins) != 2:
+        raise InputError(f"bins must be a (rows, columns) pair of whole numbers, not {checks.short_repr(bins)}.")
+    return checks.integer("bins", bins[0], minimum=1), checks.integer("bins", bins[1], minimum=1)

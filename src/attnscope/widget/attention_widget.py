@@ -196,7 +196,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         """The token-level run with the current masks; the unmasked run is kept to show changes."""
         self._live()
         if self._engine is None:
-            raise InputError(NEEDS_A_MODEL.format(what="Changing the text"))
+            raise InputError(NEEDS_A_MODEL.format(what="Changing the text (text, text_b)"))
         with warnings.catch_warnings():
             # Truncation and NaN heads are shown in the widget's notice; a warning would print the
             # same under the cell too.

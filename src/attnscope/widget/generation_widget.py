@@ -171,6 +171,11 @@ class GenerationWidget(AttentionWidget):
 
     _answer_knockout = answer_generation_knockout  # the selected output token's chosen token, scored
 
+    def update(self, text: str, text_b: str | None = None) -> None:
+        """Refused: a generation's text is its prompt and what the model wrote (widget.text = ... too)."""
+        raise InputError("A generation's text and text_b are its prompt and what the model wrote, not set by hand: "
+                         "attnscope.generate(prompt, model=...) starts another.")
+
     def _on_stop(self, _content: dict) -> None:
         self._stop_event.set()  # the page's Stop: the thread ends after the step it is in
 

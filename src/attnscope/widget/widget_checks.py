@@ -140,15 +140,15 @@ class CheckedTraits(WidgetTraits):
         unknown = sorted(set(request) - {"id", "text", "text_b", "open"})
         request_id = request.get("id")
         if unknown:
-            raise SettingError(f"An edit holds id, text, text_b and open, not {', '.join(map(repr, unknown))}.")
+            raise SettingError(f"request (an edit) holds id, text, text_b and open, not {', '.join(map(repr, unknown))}.")
         if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 < request_id < 2**53:
-            raise SettingError(f"An edit's id must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
+            raise SettingError(f"request's id (an edit's) must be a whole number from 1 to 2**53 - 1, not {request_id!r}.")
         if not isinstance(request.get("text"), str) or not isinstance(request.get("text_b"), (str, type(None))):
-            raise SettingError("An edit's text must be a string, and its text_b a string or null.")
+            raise SettingError("request's text (an edit's) must be a string, and its text_b a string or null.")
         opening = request.get("open")
         if opening is not None and (not isinstance(opening, dict) or set(opening) != {"layer", "head", "query"} or not all(
                 isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 for v in opening.values())):
-            raise SettingError("An edit's open is {layer, head, query}, each a whole number from 0 (an example to open), "
+            raise SettingError("request's open (an edit's) is {layer, head, query}, each a whole number from 0 (an example to open), "
                                f"not {checks.short_repr(opening)}.")
         return request
 

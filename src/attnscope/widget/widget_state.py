@@ -172,7 +172,7 @@ def compared_part(computed: AttentionResult, settings: Settings) -> AttentionRes
 def _long_run_state(result: LongAttentionResult, settings: Settings, request_id: int, layer: int | None) -> RunState:
     """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
     if settings.word_level:
-        raise InputError(f"Words merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
+        raise InputError(f"Words (word_level) merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
                          "demand: switch Words off, or give a shorter text.")
     layer = _layer_in(settings, result.n_layers, layer)
     opening = pl.analysis_payload(long_run_analysis(result), result.n_layers, result.n_heads)  # the sinks
