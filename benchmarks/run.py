@@ -127,12 +127,19 @@ def main() -> None:
     parser.add_argument("--only-flow", action="store_true", help="rerun the value-norm and knockout bench, keep the rest")
     parser.add_argument("--only-first-clicks", action="store_true",
                         help="rerun the first clicks in real JupyterLab (first_clicks_bench.py), keep the rest")
+    parser.add_argument("--only-generation", action="store_true",
+                        help="rerun the generation bench (SmolLM2, with capture vs model.generate), keep the rest")
     args = parser.parse_args()
     from flow_bench import bench_flow
     from flow_bench import write as write_flow
+    from generation_bench import bench_generation
+    from generation_bench import write as write_generation
 
     if args.only_flow:
         write_flow(bench_flow(FLOW_LONG_TOKENS))
+        return
+    if args.only_generation:
+        write_generation(bench_generation())
         return
     from analysis_bench import bench_analyses, bench_reading_list
     from browser_bench import bench_front_end
@@ -207,6 +214,7 @@ def main() -> None:
             front_rows.append(front)
     long_rows = bench_long()
     flow = bench_flow(FLOW_LONG_TOKENS)
+    generation = bench_generation()
     jupyterlab = bench_jupyterlab()
     ray_rows = bench_ray()  # last: its cluster shares these CPUs
     if torch.cuda.is_available():  # the GPU's own tables (gpu_results.json, README's GPU section)
@@ -227,11 +235,13 @@ def main() -> None:
         "ray": ray_rows,
         "jupyterlab": jupyterlab,
         "flow": flow,
+        "generation": generation,
     }
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_tables(engine_rows, front_rows, (bertviz or {}).get("rows", []), analysis_rows, memory_row, long_rows, ray_rows,
                  jupyterlab)
     write_flow(flow)  # its own section of README.md
+    write_generation(generation)  # likewise
 
 
 def _find(rows: list[dict], **match) -> dict:

@@ -1,8 +1,7 @@
 """The attention engine: one forward pass that returns every layer's attention, queries and keys
 (hooks.py records them on the model's own projection modules; fast_capture.py, for a long input,
 where transformers calls the attention function). All math stays on the model's device; tensors
-move to the CPU only for the browser.
-"""
+move to the CPU only for the browser."""
 
 from __future__ import annotations
 

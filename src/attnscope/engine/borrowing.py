@@ -65,12 +65,14 @@ def borrowed(model: Any, implementation: str = "eager", fallback: str | None = N
         (config, config.__dict__.get("_attn_implementation_internal", _UNSET)) for config in _attention_configs(model)
     ]
     try:
-        model.eval()
+        if any(training for _, training in modes):  # eval() walks every module: a generation step's 1 ms
+            model.eval()
         use_attention(model, implementation, fallback)
         yield
     finally:
         for module, training in modes:
-            module.training = training
+            if module.training != training:  # setting it goes through Module.__setattr__: only where it changed
+                module.training = training
         for config, implementation in configs:
             if implementation is _UNSET:
                 config.__dict__.pop("_attn_implementation_internal", None)

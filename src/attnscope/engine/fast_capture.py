@@ -183,9 +183,8 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
     if first < 0 or rule.key_span(t, t + 1, t + 1)[0] < first or not torch.equal(key[0, :, 0].detach(), keys[:, first]):
         raise NoAttentionError(f"Layer {index}'s cache ({type(module).__name__}) does not hold the keys its attention "
                                "reads: attnscope cannot recompute this generation step.")
-    rows = torch.tensor([t], device=q.device)
     if mask is not None:
-        cols = torch.arange(first, t + 1, device=q.device)
+        rows, cols = torch.tensor([t], device=q.device), torch.arange(first, t + 1, device=q.device)
         given = mask[0, :, -1:, -visible:]
         given = given if given.dtype == torch.bool else given == 0
         expected = rule.allowed(rows, cols)
@@ -197,7 +196,7 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
         output, lse = fused
     else:
         output, lse = _checked_step(module, capture, index, kernel, rule, q, query, key, value, mask, scaling,
-                                    is_causal, kwargs, rows, first)
+                                    is_causal, kwargs, first)
         if fused is not None:  # the fused call stands in for the kernel only where it gave the same output
             capture.fused_layers[index] = bool(torch.equal(fused[0], output)) and bool(
                 torch.allclose(fused[1], lse, rtol=1e-5, atol=1e-5))
@@ -210,12 +209,13 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
 
 
 def _checked_step(module, capture: FastCapture, index: int, kernel, rule: ScoreRule, q, query, key, value, mask,
-                  scaling, is_causal, kwargs, rows, first: int):
+                  scaling, is_causal, kwargs, first: int):
     """A step's output and log-sum-exp the long way: the log-sum-exp over every key so far, the
     model's kernel (or the row computed here for soft-capped or sink layers, which sdpa runs
     neither of), and on checked steps the kernel's output against Σ_j A_ij v_j."""
     t = capture.position
     keys = capture.keys_so_far[index]
+    rows = torch.tensor([t], device=q.device)
     lse = logsumexp_at(q, keys[:, : t + 1], rule, rows)
     own_row = (rule.softcap is not None or rule.sinks is not None) and capture.own_implementation in ("eager", "sdpa")
     recomputed = None

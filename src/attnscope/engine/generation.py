@@ -77,16 +77,17 @@ class _Kept:
                    rules=[layer.rule for layer in layers], length=n)
 
     def add(self, layers: list[LayerCapture]) -> None:
-        """One step's captures (its keys are written in already, by fast_capture)."""
+        """One step's captures (its keys are written in already, by fast_capture); every layer's
+        log-sum-exps and norms in one write each."""
         t = self.length
         for index, layer in enumerate(layers):
             self.queries[index][:, t] = layer.queries[:, 0]
-            self.lse[index, :, t] = layer.lse[:, 0]
-            if self.value_norms is not None:
-                if layer.value_norms is None:
-                    self.value_norms = None
-                else:
-                    self.value_norms[index, :, t] = layer.value_norms[:, 0]
+        self.lse[:, :, t] = torch.stack([layer.lse[:, 0] for layer in layers])
+        if self.value_norms is not None:
+            if any(layer.value_norms is None for layer in layers):
+                self.value_norms = None
+            else:
+                self.value_norms[:, :, t] = torch.stack([layer.value_norms[:, 0] for layer in layers])
         self.length = t + 1
 
     @property
