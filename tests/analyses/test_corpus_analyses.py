@@ -371,6 +371,10 @@ def test_corpus_inputs_dataset_columns_and_errors(default_model):
         corpus.documents(["fine", 3])
     with pytest.raises(InputError, match="no non-empty text"):
         corpus.documents(["", "  "])
+    # column= names a dataset's or frame's column: given with texts, it is refused, not ignored.
+    for texts in (TEXTS[:2], TEXTS[0]):
+        with pytest.raises(InputError, match="column='sentence' names a dataset's or DataFrame's text column"):
+            corpus.documents(texts, column="sentence")
 
 
 def test_other_families_causal_lm_loss_and_no_pad_token(bert_tokenizer):

@@ -217,6 +217,8 @@ def test_model_generates_own_attentions_become_the_same_kind_of_run(name, tokeni
     # What is not a generate output's attentions is refused, naming what.
     with pytest.raises(InputError, match="has no attentions"):
         from_generate(model.generate(ids, max_new_tokens=2, return_dict_in_generate=True, pad_token_id=0), engine)
+    with pytest.raises(InputError, match="source= is an encoder-decoder's source"):  # not ignored: the prompt is in the output
+        from_generate(output, engine, source=ids)
     broken = list(output.attentions)
     broken[2] = tuple(a * 3 for a in broken[2])
     output.attentions = tuple(broken)

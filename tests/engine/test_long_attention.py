@@ -302,6 +302,10 @@ def test_attention_sinks_per_head_from_the_first_columns_alone(family):
     assert torch.allclose(torch.tensor(same["alpha_first"].values), torch.tensor(table["alpha_first"].values), atol=1e-5)
     with pytest.raises(InputError, match="epsilon"):
         attnscope.attention_sinks(long, epsilon=3)
+    # A corpus's settings given with one run are refused, not ignored: the run is made already.
+    for setting in (dict(max_length=64), dict(column="text"), dict(attention="full"), dict(backend="ray")):
+        with pytest.raises(InputError, match=f"{next(iter(setting))}= set how a corpus is run"):
+            attnscope.attention_sinks(long, **setting)
 
 
 def test_a_fused_kernel_whose_log_sum_exps_disagree_is_not_kept(tokenizer, monkeypatch):

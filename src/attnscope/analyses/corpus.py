@@ -50,6 +50,7 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
             f"The corpus {os.fspath(corpus)!r} is a file name, and attnscope analyses texts: read them first, "
             "e.g. open(path).read().splitlines(), or datasets.load_dataset('text', data_files=path)['train']."
         )
+    corpus_given = corpus
     if isinstance(corpus, str):
         corpus = [corpus]
     gathered = None  # a dataset whose texts are copied here, on this machine: their size is bounded
@@ -67,6 +68,9 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         raise InputError("The corpus is bytes: decode them into texts first, e.g. data.decode('utf-8').splitlines().")
     elif not hasattr(corpus, "__iter__"):
         raise InputError(f"The corpus must be texts (a list, a pandas Series, a datasets.Dataset), not {type(corpus).__name__}.")
+    if column is not None and gathered is None and not _is_data_frame(corpus_given):  # not ignored silently
+        raise InputError(f"column={checks.short_repr(column)} names a dataset's or DataFrame's text column, and the corpus "
+                         f"is {checks.kind_of(corpus_given)} of texts: leave column out.")
     docs = Documents()
     docs.positions = []
     characters = 0

@@ -37,7 +37,7 @@ from .models import LoadedModel, accepted_inputs, forward_parameters, load_model
 from .nonfinite import NonFiniteAttentionWarning, nonfinite_heads, nonfinite_message
 from .results import AttentionResult, LayerMaps, LongAttentionResult
 from .run_progress import describe_run, layer_progress
-from .texts import PIECE_CHARACTERS, count_in_pieces, single_text, word_groups_of
+from .texts import PIECE_CHARACTERS, check_known_words, count_in_pieces, single_text, word_groups_of
 from .token_labels import TokenLabels, labels_for_tokenizer
 
 FULL_ATTENTION_LIMIT = 2**30
@@ -376,7 +376,7 @@ class AttentionModel:
                 raise InputError("Masking heads of encoder-decoder models is not supported yet.")
             return run_encoder_decoder(self, text, text_b, max_length, reason)
         encoded, full_length, read = self.encode(text, text_b, max_length)
-        self.check_known_words(encoded["input_ids"][0])
+        check_known_words(self.tokenizer, encoded["input_ids"][0])
         input_ids = encoded["input_ids"]
         on_demand = self._on_demand(attention, input_ids.shape[1], masked_heads)
         if not on_demand:
@@ -448,21 +448,6 @@ class AttentionModel:
         if heads:
             warnings.warn(nonfinite_message(heads, attention.shape[0] * attention.shape[1]), NonFiniteAttentionWarning, stacklevel=4)
         return heads
-
-    def check_known_words(self, ids: torch.Tensor) -> None:
-        """Every word an unknown token means the tokenizer does not fit (e.g. a model directory
-        without tokenizer files gives transformers an empty vocabulary): a view of [UNK]s is refused."""
-        unk = getattr(self.tokenizer, "unk_token_id", None)
-        if unk is None:
-            return
-        special = set(getattr(self.tokenizer, "all_special_ids", ())) - {unk}
-        words = [i for i in ids.tolist() if i not in special]
-        if words and all(i == unk for i in words):
-            raise InputError(
-                f"Every token of the text is the unknown token {self.tokenizer.unk_token}: the tokenizer "
-                f"(vocabulary of {len(self.tokenizer)}) does not know any of its words. Is it the model's own "
-                "tokenizer? (A model directory without its tokenizer files gives an empty vocabulary.)"
-            )
 
 
 def model_of(value: Any, what: str) -> AttentionModel:

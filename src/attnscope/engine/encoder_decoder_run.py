@@ -16,7 +16,7 @@ from ..errors import NoAttentionError
 from . import value_norms
 from .hooks import capture_queries_keys, captured_queries_keys, captured_score_bias, first_of_each
 from .results import AttentionResult, CrossAttentionResult, EncoderDecoderResult, LayerMaps
-from .texts import groups_from_tokens
+from .texts import check_known_words, groups_from_tokens
 from .token_labels import TokenLabels, labels_for_tokenizer
 
 
@@ -65,7 +65,7 @@ def run_encoder_decoder(engine: Any, text: str, decoder_text: str | None, max_le
     `decoder_text` (e.g. a translation), or over `text` itself when none is given."""
     encoded, full_length, read = engine.encode(text, None, max_length)
     input_ids = encoded["input_ids"]
-    engine.check_known_words(input_ids[0])
+    check_known_words(engine.tokenizer, input_ids[0])
     truncated_from = full_length if full_length > input_ids.shape[1] else None
     if truncated_from is not None:
         warnings.warn(f"Input truncated from {full_length} to {input_ids.shape[1]} tokens ({reason}).", stacklevel=4)

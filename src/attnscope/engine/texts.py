@@ -134,3 +134,19 @@ def check_token_ids(model: Any, tokenizer: Any, model_name: str, ids: Any) -> No
             f"(ids 0..{rows - 1}): the tokenizer (vocabulary of {len(tokenizer)}) does not belong to "
             "this model. Pass the model's own tokenizer."
         )
+
+
+def check_known_words(tokenizer: Any, ids: Any) -> None:
+    """Every word an unknown token means the tokenizer does not fit (e.g. a model directory
+    without tokenizer files gives transformers an empty vocabulary): a view of [UNK]s is refused."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return
+    special = set(getattr(tokenizer, "all_special_ids", ())) - {unk}
+    words = [i for i in ids.tolist() if i not in special]
+    if words and all(i == unk for i in words):
+        raise InputError(
+            f"Every token of the text is the unknown token {tokenizer.unk_token}: the tokenizer "
+            f"(vocabulary of {len(tokenizer)}) does not know any of its words. Is it the model's own "
+            "tokenizer? (A model directory without its tokenizer files gives an empty vocabulary.)"
+        )
