@@ -195,7 +195,7 @@ def test_encoder_decoder_parts_in_all_three_views(open_widget, bert_tokenizer, f
     assert len(page.query_selector_all(".attnscope-neuron-softmax .attnscope-neuron-number")) == len(widget.key_tokens)
     # It opens on the decoder text's first token, not its start token ("[unused1]" in BERT's vocabulary).
     query = page.eval_on_selector(".attnscope-neuron-queries .attnscope-selected", "n => n.textContent")
-    assert request["query"] == 2 and query == widget.tokens[2] == "Der", (request, query)
+    assert request["layer"] == widget.layer and query == widget.tokens[2] == "Der", (request, query)
     # The neuron view saves as an image too: its key tokens are the encoder's.
     with page.expect_download() as download:
         page.click("button.attnscope-export-button[data-format='svg']")

@@ -31,13 +31,13 @@ def test_the_jupyterlab_tables_say_each_interaction_its_target_and_where_the_tim
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     from jupyterlab_bench import table
 
-    def timed(ms, **where):
-        return {"median": {"ms": ms, **where}, "each_ms": [ms] * 7}
+    def timed(ms, first=None, **where):
+        return {"median": {"ms": ms, **where}, "each_ms": [ms if first is None else first] + [ms] * 6}
 
     results = {
         "head": {"n_tokens": 512, "bare_forward_ms": {"default": 110.0, "with_attentions": 120.0}, "interactions": {
             "layer switch": timed(61.0, kernel_ms=14.0),
-            "head toggle": timed(52.0),
+            "head toggle": timed(42.0, first=52.0),
             "hover on a token": timed(28.0),
             "edited sentence": timed(330.0, forward_ms=140.0, beyond_forward_ms=190.0, kernel_ms=200.0, kernel_to_page_ms=22.0,
                                      page_to_pixels_ms=95.0),
@@ -52,10 +52,11 @@ def test_the_jupyterlab_tables_say_each_interaction_its_target_and_where_the_tim
                 "model_first_paint_ms": 55.0}]
     lines = table(results, harness)
     row = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
-    assert "| ≤ 100 ms | 61 ms | 84 ms | ✅ |" in row["layer switch"]
-    assert "| ≤ 50 ms | 52 ms | – | ❌ |" in row["head toggle"]
-    assert "| 28 ms | – | ✅ |" in row["hover on a token"]
-    assert "330 ms: the forward 140 ms + 190 ms | – | ❌ |" in row["edited sentence, redrawn"]
+    # The median, then the first of its kind (issue 45: a median once hid a first click of 0.8 s); met if both are.
+    assert "| ≤ 100 ms | 61 ms | 61 ms | 84 ms | ✅ |" in row["layer switch"]
+    assert "| ≤ 50 ms | 42 ms | 52 ms | – | ❌ |" in row["head toggle"]
+    assert "| 28 ms | 28 ms | – | ✅ |" in row["hover on a token"]
+    assert "330 ms: the forward 140 ms + 190 ms | 330 ms | – | ❌ |" in row["edited sentence, redrawn"]
     assert "(60 ms)" in row["edited sentence, redrawn"]  # the kernel beyond its forward
     long_row = row["32,768"]
     assert "96 ms ✅" in long_row and "151 ms ❌" in long_row and "450 ms ✅" in long_row and "16.0 s" in long_row
