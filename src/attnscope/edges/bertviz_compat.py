@@ -349,6 +349,8 @@ def neuron_view(
     """BertViz's neuron_view.show, same arguments. Any Hugging Face model works (BertViz needs its own
     patched copies); model_type is accepted for compatibility and not needed. display_mode as model_view's."""
     _check_action(html_action)
+    if not isinstance(model_type, str):  # not needed, but what BertViz takes: a name, not taken silently as anything
+        raise InputError(f"model_type must be BertViz's name of the model's type, e.g. 'bert', not {checks.short_repr(model_type)}.")
     theme = _theme(display_mode)
     for name, sentence in (("sentence_a", sentence_a), ("sentence_b", sentence_b)):
         if isinstance(sentence, str):  # named as the caller named it (the run would say "text")
