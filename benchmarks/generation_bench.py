@@ -2,15 +2,17 @@
 step's q, keys, row log-sum-exps and value norms kept: engine/generation.py) against the model's
 own `model.generate` (sdpa, greedy, no attention returned), on SmolLM2-135M-Instruct.
 
-- Each case runs the two alternately, `repeats` times, in one process: the machine's load drifts by
-  1.5 × and more between runs, so each pair's ratio is taken, and the pairs' median and lowest.
+- Each case runs the two alternately, `repeats` times, in one process, in the order ABBA...: the
+  machine's load drifts by 1.5 × and more between runs (a decode step took 80 to 750 ms within the
+  hour), so each pair's ratio is taken, and the pairs' median and lowest; and the two take turns a
+  step at a time (_interleaved_steps), the capture's cost a step with the drift taken out.
 - Tokens per second over the whole call (the prompt's pass included, what a user waits for) and
   over the steps alone (after the prompt's pass: model.generate's first token comes with its
   prompt's pass; attnscope feeds every chosen token through the model at once, so that its row
   exists when it is shown, one forward more than model.generate's).
 - SmolLM2 has 8,192 positions: the long case's prompt is 8,192 less its new tokens.
 
-Run alone: python benchmarks/generation_bench.py [--cases 512:64,8160:32] [--repeats 3] (updates
+Run alone: python benchmarks/generation_bench.py [--cases 512:64,8160:32] [--repeats 4] (updates
 results.json's "generation" and its table in README.md).
 """
 
@@ -112,9 +114,13 @@ def bench_case(engine, prompt_tokens: int, new_tokens: int, repeats: int) -> dic
     n_prompt = int(encoded["input_ids"].shape[1])
     load_before = os.getloadavg()[0]
     pairs = []
-    for _ in range(repeats):
-        plain_ids, plain_s, plain_step = _plain(engine, encoded, new_tokens)
-        ours_ids, ours_s, ours_step = _captured(engine, prompt, new_tokens)
+    for pair in range(repeats):
+        if pair % 2 == 0:  # ABBA: a load that rises or falls through the case hits both alike
+            plain_ids, plain_s, plain_step = _plain(engine, encoded, new_tokens)
+            ours_ids, ours_s, ours_step = _captured(engine, prompt, new_tokens)
+        else:
+            ours_ids, ours_s, ours_step = _captured(engine, prompt, new_tokens)
+            plain_ids, plain_s, plain_step = _plain(engine, encoded, new_tokens)
         if ours_ids[: len(plain_ids)] != plain_ids:
             raise AssertionError(f"greedy generation differs from model.generate's at {n_prompt} tokens")
         pairs.append({"plain_tps": len(plain_ids) / plain_s, "tps": len(ours_ids) / ours_s,
@@ -135,13 +141,13 @@ def bench_case(engine, prompt_tokens: int, new_tokens: int, repeats: int) -> dic
             "load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1)}
 
 
-def bench_generation(cases=CASES, repeats: int = 3) -> list[dict]:
+def bench_generation(cases=CASES, repeats: int = 4) -> list[dict]:
     import attnscope
 
     engine = attnscope.load("smollm2", device="cpu")
     rows = []
     for prompt_tokens, new_tokens in cases:
-        rows.append(bench_case(engine, prompt_tokens, new_tokens, repeats if prompt_tokens <= 2048 else max(1, repeats - 1)))
+        rows.append(bench_case(engine, prompt_tokens, new_tokens, repeats if prompt_tokens <= 2048 else max(2, repeats // 2)))
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -196,7 +202,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default=",".join(f"{p}:{n}" for p, n in CASES),
                         help="prompt tokens:new tokens, comma-separated")
-    parser.add_argument("--repeats", type=int, default=3, help="pairs per case (one fewer above 2,048 tokens)")
+    parser.add_argument("--repeats", type=int, default=4, help="pairs per case (half as many above 2,048 tokens)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     write(bench_generation(_cases(args.cases), args.repeats))
