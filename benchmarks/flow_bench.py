@@ -11,9 +11,11 @@ Weigh by costs the kernel, a weighed row at a long input, and a knockout sweep o
   layer (what the text view asks for on a click) against the plain one.
 - Knockout: knockout_sweep over every layer window of SmolLM2-135M-Instruct for one 64-token prompt,
   3 times, each between plain forwards of the prompt (the sweep in forwards, as the load drifts).
+- Contributions: ALTI (attnscope.contributions) at 512 tokens on MiniLM against its run, alternating.
 
 Run alone: python benchmarks/flow_bench.py [--long 8192,32768] (updates results.json's "flow"
-and its table in README.md); --only-knockout reruns the sweep and keeps the other rows.
+and its table in README.md); --only-knockout and --only-contributions rerun those and keep the
+other rows.
 """
 
 from __future__ import annotations
@@ -155,6 +157,32 @@ def bench_knockout(repeats: int = 3) -> dict:
             "load": round(os.getloadavg()[0], 1)}
 
 
+def bench_contributions(repeats: int = 5) -> dict:
+    """ALTI contributions (attnscope.contributions) of a 512-token text on the embedded MiniLM
+    against its plain run (engine.run), alternately: medians and their ratio."""
+    from run import text_of_length
+
+    import attnscope
+
+    engine = attnscope.load(device="cpu")
+    text = text_of_length(engine.tokenizer, 512)
+    run_s, contributions_s = _alternating(lambda: engine.run(text), lambda: attnscope.contributions(engine, text), repeats)
+    return {"model": "all-MiniLM-L6-v2 (embedded)", "tokens": 512, "repeats": repeats, "run_s": round(run_s, 3),
+            "contributions_s": round(contributions_s, 3), "ratio": round(contributions_s / run_s, 1),
+            "load": round(os.getloadavg()[0], 1)}
+
+
+def _alternating(first, second, repeats: int) -> tuple[float, float]:
+    first(), second()
+    a, b = [], []
+    for _ in range(repeats):
+        for fn, into in ((first, a), (second, b)):
+            start = time.perf_counter()
+            fn()
+            into.append(time.perf_counter() - start)
+    return statistics.median(a), statistics.median(b)
+
+
 def bench_flow(long_tokens=(8192,)) -> dict:
     import torch
     import transformers
@@ -173,7 +201,9 @@ def bench_flow(long_tokens=(8192,)) -> dict:
         print(json.dumps(row), flush=True)
     knockout = bench_knockout()
     print(json.dumps(knockout), flush=True)
-    return {"short": short, "long": long, "knockout": knockout}
+    contributions = bench_contributions()
+    print(json.dumps(contributions), flush=True)
+    return {"short": short, "long": long, "knockout": knockout, "contributions": contributions}
 
 
 def table(flow: dict) -> list[str]:
@@ -200,6 +230,12 @@ def table(flow: dict) -> list[str]:
     elif k:
         lines += ["", f"Knockout sweep over every layer of {k['model']} ({k['windows']} one-layer windows), one {k['tokens']}-token "
                   f"prompt: {k['sweep_s']} s (target ≤ 60 s: {met(k['sweep_s'], 60)})."]
+    c = flow.get("contributions")
+    if c:
+        lines += ["", f"Contributions (ALTI) of a {c['tokens']}-token text on {c['model']}: {c['contributions_s']} s against "
+                  f"its run's {c['run_s']} s, {c['ratio']} × (target ≤ 2 ×: {met(c['ratio'], 2)}; medians of {c['repeats']}, "
+                  f"alternating; load {c['load']}). ALTI's L1 distance does not factor: each layer makes T × T × W terms "
+                  "(512 × 512 × 384) and reads them twice more, a block of rows at a time, exactly; the run is one forward."]
     lines += ["", "The switch is the kernel's part (the state remade from the kept run); the page's redraw comes on top.", END]
     return lines
 
@@ -223,10 +259,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--long", default="8192", help="long-input token counts, comma-separated")
     parser.add_argument("--only-knockout", action="store_true", help="rerun the knockout sweep, keep the other rows")
+    parser.add_argument("--only-contributions", action="store_true", help="rerun the contributions row, keep the others")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    if args.only_knockout:
+    if args.only_knockout or args.only_contributions:
         kept = json.loads((HERE / "results.json").read_text()).get("flow", {})
-        write({**kept, "knockout": bench_knockout()})
+        if args.only_knockout:
+            kept["knockout"] = bench_knockout()
+        if args.only_contributions:
+            kept["contributions"] = bench_contributions()
+        write(kept)
     else:
         write(bench_flow(tuple(int(n) for n in args.long.split(",") if n)))
