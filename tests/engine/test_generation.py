@@ -99,6 +99,25 @@ def test_each_steps_value_norms_are_one_pass_over_prompt_and_output(name, tokeni
     assert kept.shape == whole.shape and torch.allclose(kept, whole, rtol=1e-4, atol=1e-6), (name, float((kept - whole).abs().max()))
 
 
+def test_a_step_whose_kernel_attends_otherwise_is_refused_not_shown_wrongly(tokenizer, monkeypatch):
+    """A model whose one-token steps attend otherwise than its prompt's pass (its kernel's output
+    scaled here) is refused at its first step, fused kernel or not."""
+    engine = attnscope.load(causal_lm("llama (GQA)"), tokenizer, device="cpu")
+    real_kernel = fast_capture._own_kernel
+
+    def kernel(name):
+        own = real_kernel(name)
+
+        def attend(module, query, *args, **kwargs):
+            output, weights = own(module, query, *args, **kwargs)
+            return (output * 1.01 if query.shape[2] == 1 else output), weights
+        return attend
+
+    monkeypatch.setattr(fast_capture, "_own_kernel", kernel)
+    with pytest.raises(attnscope.NoAttentionError, match="attends in a way attnscope does not recompute"):
+        generate(engine, PROMPT, 2, chat=False)
+
+
 def test_a_stopped_run_keeps_its_text_and_leaves_nothing_running(tokenizer):
     model = causal_lm("llama (GQA)")
     engine = attnscope.load(model, tokenizer, device="cpu")

@@ -118,6 +118,22 @@ def test_grouped_query_heads_read_their_key_value_heads_values(bert_tokenizer):
     assert not torch.allclose(result.value_norms[0, 0], result.value_norms[0, 1])
 
 
+def test_norms_at_once_per_key_value_head_and_per_layer_are_the_norms_of_f(monkeypatch):
+    """‖f_h(x_j)‖ from the Gram matrices, every head at once, a key-value head at a time (above
+    NORMS_AT_ONCE_BYTES) and several layers at once, against f_h(x_j) made whole (float64)."""
+    torch.manual_seed(0)
+    values = [torch.randn(2, 5, 4) for _ in range(3)]  # key-value heads × T × d: 4 query heads, groups of 2
+    weights = [torch.randn(8, 16) for _ in range(3)]  # width × heads · d
+    expected = [value_norms.head_outputs(v.double().repeat_interleave(2, 0), w.double()).norm(dim=-1) for v, w in zip(values, weights)]
+    at_once = [value_norms.norms(v, w) for v, w in zip(values, weights)]
+    monkeypatch.setattr(value_norms, "NORMS_AT_ONCE_BYTES", 0)
+    by_head = [value_norms.norms(v, w) for v, w in zip(values, weights)]
+    layers = value_norms.norms_of_layers(values, weights)
+    for found in (at_once, by_head, layers):
+        for norm, want in zip(found, expected):
+            assert norm.shape == (4, 5) and torch.allclose(norm.double(), want, rtol=1e-5), (norm, want)
+
+
 def test_the_embedded_models_special_tokens_pass_less_than_their_weight_says():
     """Kobayashi et al.'s finding, on the embedded MiniLM: [CLS] and [SEP] take much attention and
     pass small vectors; their norm is below the other tokens' in most layers."""

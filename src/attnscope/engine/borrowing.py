@@ -38,11 +38,12 @@ def attention_implementation(model: Any) -> str | None:
     return getattr(getattr(model, "config", None), "_attn_implementation", None)
 
 
-def _attention_configs(model: Any) -> list[Any]:
-    """Every config object of the model and its sub-models (each once), where the attention
-    implementation is recorded."""
+def _attention_configs(modules: list[Any]) -> list[Any]:
+    """Every config object of a model's modules and their sub-configs (each once), where the
+    attention implementation is recorded. (A module's config is a plain attribute: read from its
+    __dict__, not through Module.__getattr__, which raises for each module without one.)"""
     found: dict[int, Any] = {}
-    pending = [getattr(m, "config", None) for m in model.modules()]
+    pending = [vars(m).get("config") for m in modules]
     while pending:
         config = pending.pop()
         if config is None or id(config) in found or not hasattr(config, "to_dict"):
@@ -60,9 +61,10 @@ def borrowed(model: Any, implementation: str = "eager", fallback: str | None = N
     """Run-time settings for a run (eval mode: dropout off; eager attention: the weights come
     back, or another `implementation`), undone on exit so the model leaves exactly as it came: each module's own train/eval
     mode (a user may have frozen some) and each config's attention implementation."""
-    modes = [(module, module.training) for module in model.modules()]
+    modules = list(model.modules())
+    modes = [(module, module.training) for module in modules]
     configs = [
-        (config, config.__dict__.get("_attn_implementation_internal", _UNSET)) for config in _attention_configs(model)
+        (config, config.__dict__.get("_attn_implementation_internal", _UNSET)) for config in _attention_configs(modules)
     ]
     try:
         if any(training for _, training in modes):  # eval() walks every module: a generation step's 1 ms

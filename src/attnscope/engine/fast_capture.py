@@ -18,6 +18,7 @@ keys) and keeps the step's query row and its log-sum-exp over every key so far.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,15 +74,23 @@ class FastCapture:
     pending_norms: list[tuple[LayerCapture, torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
-def _own_kernel(name: str):
-    """The attention function the model itself would run (sdpa for a model set to eager: the
-    same attention, fused, without T × T per layer)."""
+@functools.cache
+def _attention_functions() -> tuple[Any, Any]:
+    """transformers' sdpa function and its registry (imported once: the kernel is looked up in
+    every layer of every generation step)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    if name in (None, "eager", "sdpa", IMPLEMENTATION) or name not in ALL_ATTENTION_FUNCTIONS:
+    return sdpa_attention_forward, ALL_ATTENTION_FUNCTIONS
+
+
+def _own_kernel(name: str):
+    """The attention function the model itself would run (sdpa for a model set to eager: the
+    same attention, fused, without T × T per layer)."""
+    sdpa_attention_forward, functions = _attention_functions()
+    if name in (None, "eager", "sdpa", IMPLEMENTATION) or name not in functions:
         return sdpa_attention_forward
-    return ALL_ATTENTION_FUNCTIONS[name]
+    return functions[name]
 
 
 def _rule(module: Any, query: torch.Tensor, scaling: float | None, is_causal: bool | None, kwargs: dict) -> ScoreRule:
@@ -194,18 +203,32 @@ def _decode_step(module, capture: FastCapture, kernel, query, key, value, mask, 
     fused = _fused_step(capture, index, rule, query, key, value, mask, scaling, first)
     if fused is not None and not capture.check_step:
         output, lse = fused
+    elif fused is not None and _fused_agrees(module, capture, index, kernel, rule, q, query, key, value, scaling,
+                                             is_causal, kwargs, fused):
+        output, lse = fused
     else:
         output, lse = _checked_step(module, capture, index, kernel, rule, q, query, key, value, mask, scaling,
                                     is_causal, kwargs, first)
-        if fused is not None:  # the fused call stands in for the kernel only where it gave the same output
-            capture.fused_layers[index] = bool(torch.equal(fused[0], output)) and bool(
-                torch.allclose(fused[1], lse, rtol=1e-5, atol=1e-5))
     layer = LayerCapture(queries=q, keys=keys[:, t : t + 1], lse=lse, rule=rule)
     weight = _norms_projection(module, capture)
     if weight is not None:
         capture.pending_norms.append((layer, value[0, :, -1:].detach(), weight))
     capture.layers.append(layer)
     return output, None
+
+
+def _fused_agrees(module, capture: FastCapture, index: int, kernel, rule: ScoreRule, q, query, key, value, scaling,
+                  is_causal, kwargs, fused) -> bool:
+    """On a checked step, whether the fused call serves this layer (noted for the unchecked steps
+    after it): the model's kernel gives its output bit for bit, and its log-sum-exp is attnscope's
+    own over the keys kept. Then the rows from what is kept are the kernel's, with no Σ_j A_ij v_j
+    to recompute (the check that made a checked step 4 × an unchecked one on a loaded machine)."""
+    output, _ = kernel(module, query, key, value, None, dropout=0.0, scaling=scaling, is_causal=is_causal, **kwargs)
+    t = capture.position
+    lse = logsumexp_at(q, capture.keys_so_far[index][:, : t + 1], rule, torch.tensor([t], device=q.device))
+    agrees = bool(torch.equal(fused[0], output)) and bool(torch.allclose(fused[1], lse, rtol=1e-5, atol=1e-5))
+    capture.fused_layers[index] = agrees
+    return agrees
 
 
 def _checked_step(module, capture: FastCapture, index: int, kernel, rule: ScoreRule, q, query, key, value, mask,

@@ -104,16 +104,24 @@ def _gram(weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
     return gram
 
 
+# Up to this many bytes of heads × T × d products, every head's norms are made at once (a few ops,
+# not six per key-value head: each op waits on torch's threads on a loaded machine); above it, a
+# key-value head at a time (an 8B model's 32 heads at 32,768 tokens would hold 537 MB).
+NORMS_AT_ONCE_BYTES = 64 * 2**20
+
+
 def norms(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """‖f_h(x_j)‖ for every head and token (heads × T), through each head's d × d Gram matrix
     W_O^hᵀ W_O^h: T·d² a head instead of T·d·width, and never a heads × T × width tensor (at 32,768
     tokens on an 8B model that would be 17 GB). `values`: heads × T × d, or key-value heads × T × d
     (grouped-query attention: each is read by its group of query heads, never repeated). In
     float32: within 1e-5 of ‖f‖ in float64 on every family tested, at half the time of float64."""
-    n_kv, _, head_dim = values.shape
+    n_kv, n_tokens, head_dim = values.shape
     n_heads = weight.shape[1] // head_dim
     group = n_heads // n_kv
     gram = _gram(weight, n_heads, head_dim).reshape(n_kv, group, head_dim, head_dim)
+    if 4 * n_heads * n_tokens * head_dim <= NORMS_AT_ONCE_BYTES:
+        return _norms_at_once(values[None], gram[None])[0]
     out = torch.empty(n_heads, values.shape[1], dtype=torch.float32, device=values.device)
     for g in range(n_kv):  # one key-value head's values at a time, in float32
         v = values[g].float()
@@ -147,13 +155,20 @@ def norms_of_layers(values: list[torch.Tensor], weights: list[torch.Tensor]) -> 
     shapes = {(tuple(v.shape), v.device, tuple(w.shape), w.device) for v, w in zip(values, weights)}
     if len(shapes) != 1:
         return [norms(v, w) for v, w in zip(values, weights)]
-    n_kv, n_tokens, head_dim = values[0].shape
+    n_kv, _, head_dim = values[0].shape
     n_heads = weights[0].shape[1] // head_dim
-    group = n_heads // n_kv
-    grams = _stacked_grams(weights, n_heads, head_dim).view(len(values) * n_kv, group, head_dim, head_dim)
-    v = torch.stack(values).float().view(len(values) * n_kv, 1, n_tokens, head_dim)
-    out = ((v @ grams) * v).sum(-1).clamp_min(0).sqrt()  # layers · key heads × group × T
-    return list(out.view(len(values), n_heads, n_tokens).unbind(0))
+    grams = _stacked_grams(weights, n_heads, head_dim).view(len(values), n_kv, n_heads // n_kv, head_dim, head_dim)
+    return list(_norms_at_once(torch.stack(values), grams).unbind(0))
+
+
+def _norms_at_once(values: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
+    """values: layers × key heads × T × d; grams: layers × key heads × group × d × d →
+    layers × heads × T, float32 (a key-value head's query heads in order, as norms')."""
+    n_layers, n_kv, n_tokens, head_dim = values.shape
+    group = grams.shape[2]
+    v = values.float().reshape(n_layers * n_kv, 1, n_tokens, head_dim)
+    products = v @ grams.reshape(n_layers * n_kv, group, head_dim, head_dim)  # layers · key heads × group × T × d
+    return products.mul_(v).sum(-1).clamp_min_(0).sqrt_().view(n_layers, n_kv * group, n_tokens)
 
 
 def captured(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int,
