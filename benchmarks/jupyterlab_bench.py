@@ -75,8 +75,9 @@ TIMING_HELPERS = """
     let hash = 0;
     for (const canvas of box.querySelectorAll("canvas")) {
       if (!canvas.width || !canvas.height) continue;
-      const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
-      for (let i = 0; i < data.length; i += 4) hash = (hash * 31 + data[i] + 3 * data[i + 1] + 7 * data[i + 2] + 11 * data[i + 3]) | 0;
+      // Every pixel as one 32-bit word (a quarter of the harness's own reading time of bytes).
+      const data = new Uint32Array(canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data.buffer);
+      for (let i = 0; i < data.length; i++) hash = (hash * 31 + data[i]) | 0;
       hash = (hash * 31 + canvas.width) | 0;
     }
     return hash;

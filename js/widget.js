@@ -107,8 +107,9 @@ function render({ model, el: host, page = false, fit = false }) {
   }
   // The layers around the open one, asked for while a view that draws the open layer's attention
   // (views.py: draws="attention") is open and the page idle.
-  const layers = createLayerRequests(channel, get, decoded, drawSoon);
   const drawsAttention = (name) => views.get(name)?.adapter.draws === "attention";
+  let closed = false;
+  const layers = createLayerRequests(channel, get, decoded, drawSoon, () => !closed && drawsAttention(get("view")));
   let prefetchTimer = 0;
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
@@ -193,6 +194,7 @@ function render({ model, el: host, page = false, fit = false }) {
   draw();
 
   return () => {
+    closed = true;
     for (const event of events) model.off(event, drawSoon);
     channel.destroy();
     clearTimeout(prefetchTimer);

@@ -216,25 +216,31 @@ function refinedAnswer(channel, type, sent, answers, onAnswer, shown) {
 // Whole layers a page holds besides the open one, at most this many bytes (12 layers of 512
 // tokens × 12 heads, one byte a weight, fit; a long text's layers are not asked for).
 export const LAYER_BYTES = 48 * 2 ** 20;
+// Layer requests out at once: each one's time is mostly the trip through the Jupyter server,
+// which two overlap (one at a time, a 405-token MiniLM's five other layers took ~0.9 s to come).
+const LAYERS_IN_FLIGHT = 2;
 // What a layer takes once held: one byte a weight (however few bytes it crossed as).
 const heldBytes = (payload) => payload.shape.reduce((a, b) => a * b, 1);
 
 /**
  * The head view's layers. The open one comes in the `attention` trait; the ones around it are
- * asked for ("layer" requests, one at a time) while the page is idle, so a layer switch draws at
+ * asked for ("layer" requests, two at a time) while the page is idle, so a layer switch draws at
  * once instead of after a round trip through the kernel. Each is filed under the run it was made
  * from (the payload's `source`): a new run or another way of showing it drops the others.
  * data(layer) → the decoded layer, or null while the page does not hold it; prefetch() asks for
- * the next layer not held (nearest the open one first) and calls onAnswer when it comes.
+ * the next layers not held (nearest the open one first, LAYERS_IN_FLIGHT at a time) and calls
+ * onAnswer as each comes. While `wanted()` (a view that draws these layers is open), each answer
+ * asks for the next at once: a user's first layer switch comes about 300 ms after the first
+ * paint, and a pause between requests left the layers they go to unfetched (issue 45 item 7).
  * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
  * @param {(name: string) => any} get  a synced trait
  * @param {(name: string) => any} decoded  a binary trait, decoded once per payload
  */
-export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) {
+export function createLayerRequests(channel, get, decoded, onAnswer = () => {}, wanted = () => false) {
   const held = new Map(); // layer → decoded attention, of `source`
   const refused = new Set(); // layers the kernel did not give for `source`: not asked again
   let source;
-  let asking = false;
+  const asking = new Set(); // layers asked for, not answered yet
   let bytes = 0;
   function open() {
     const payload = get("attention");
@@ -253,33 +259,40 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}) 
     }
     return payload;
   }
-  return {
+  const requests = {
     data(layer) {
       return open() ? held.get(layer) ?? null : null;
     },
     prefetch() {
       const payload = open();
-      if (asking || !payload || get("long_context")) return;
+      if (!payload || get("long_context")) return;
       const n = get("n_layers");
       const at = get("layer");
       const order = [];
       for (let d = 1; d < n; d++) order.push(at + d, at - d);
-      const next = order.find((l) => l >= 0 && l < n && !held.has(l) && !refused.has(l));
-      if (next === undefined || bytes + heldBytes(payload) > LAYER_BYTES) return;
-      asking = true;
-      const askedFor = source;
-      channel.request("layer", { layer: next }).then(({ content, buffers }) => {
-        // An answer for another run (the kernel moved on meanwhile) is not this run's layer.
-        if (content.source !== askedFor || source !== askedFor || held.has(content.layer)) return;
-        held.set(content.layer, decodeArray({ ...content, data: buffers[0] }));
-        bytes += heldBytes(content);
-      }).catch(() => {
-        // Not held: that layer still comes in the trait when opened, after a round trip.
-        if (source === askedFor) refused.add(next);
-      }).finally(() => {
-        asking = false;
-        onAnswer();
-      });
+      const wanting = order.filter((l) => l >= 0 && l < n && !held.has(l) && !refused.has(l) && !asking.has(l));
+      for (const next of wanting) {
+        if (asking.size >= LAYERS_IN_FLIGHT || bytes + (asking.size + 1) * heldBytes(payload) > LAYER_BYTES) return;
+        ask(next);
+      }
     },
   };
+  function ask(next) {
+    asking.add(next);
+    const askedFor = source;
+    channel.request("layer", { layer: next }).then(({ content, buffers }) => {
+      // An answer for another run (the kernel moved on meanwhile) is not this run's layer.
+      if (content.source !== askedFor || source !== askedFor || held.has(content.layer)) return;
+      held.set(content.layer, decodeArray({ ...content, data: buffers[0] }));
+      bytes += heldBytes(content);
+    }).catch(() => {
+      // Not held: that layer still comes in the trait when opened, after a round trip.
+      if (source === askedFor) refused.add(next);
+    }).finally(() => {
+      asking.delete(next);
+      onAnswer();
+      if (wanted()) requests.prefetch();
+    });
+  }
+  return requests;
 }

@@ -20,7 +20,7 @@ function page(traits) {
     return cache.get(name).value;
   };
   let answers = 0;
-  const layers = createLayerRequests(channel, (name) => state[name], decoded, () => { answers += 1; });
+  const layers = createLayerRequests(channel, (name) => state[name], decoded, () => { answers += 1; }, () => state.wanted === true);
   const answer = async (request, content) => {
     const { data, ...rest } = content;
     request.resolve({ content: rest, buffers: [data] });
@@ -30,25 +30,41 @@ function page(traits) {
 }
 
 describe("createLayerRequests", () => {
-  it("holds the open layer and asks for the others one at a time, nearest first", async () => {
+  it("holds the open layer and asks for the others two at a time, nearest first", async () => {
     const p = page({ attention: payload(2, "1:encoder:0:0"), layer: 2, n_layers: 5, long_context: false });
     expect(p.layers.data(2).bytes[0]).toBe(2);
     expect(p.layers.data(3)).toBeNull();
-    const order = [];
-    for (let i = 0; i < 4; i++) {
-      p.layers.prefetch();
-      p.layers.prefetch(); // one request at a time: a second call while one is out asks nothing
-      expect(p.asked).toHaveLength(i + 1);
-      const request = p.asked.at(-1);
-      expect(request.type).toBe("layer");
-      order.push(request.params.layer);
-      await p.answer(request, payload(request.params.layer, "1:encoder:0:0"));
-    }
-    expect(order).toEqual([3, 1, 4, 0]);
+    p.layers.prefetch();
+    p.layers.prefetch(); // two out at once: a second call while they are out asks nothing
+    expect(p.asked.map((r) => [r.type, r.params.layer])).toEqual([["layer", 3], ["layer", 1]]);
+    await p.answer(p.asked[1], payload(1, "1:encoder:0:0")); // answers may come in any order
+    p.layers.prefetch();
+    expect(p.asked.map((r) => r.params.layer)).toEqual([3, 1, 4]);
+    await p.answer(p.asked[0], payload(3, "1:encoder:0:0"));
+    await p.answer(p.asked[2], payload(4, "1:encoder:0:0"));
+    p.layers.prefetch();
+    await p.answer(p.asked[3], payload(0, "1:encoder:0:0"));
+    expect(p.asked.map((r) => r.params.layer)).toEqual([3, 1, 4, 0]);
     expect(p.answers()).toBe(4);
     expect([0, 1, 3, 4].map((l) => p.layers.data(l).bytes[0])).toEqual([0, 1, 3, 4]);
     p.layers.prefetch();
     expect(p.asked).toHaveLength(4); // every layer held: nothing more to ask
+  });
+
+  it("asks for the next layer as soon as one comes while the page wants them, and stops when it does not", async () => {
+    const p = page({ attention: payload(0, "a"), layer: 0, n_layers: 5, long_context: false, wanted: true });
+    p.layers.prefetch();
+    await p.answer(p.asked[0], payload(1, "a"));
+    expect(p.asked.map((r) => r.params.layer)).toEqual([1, 2, 3]); // asked at the answer, no prefetch() call
+    p.asked[1].reject(new Error("refused")); // a refusal moves on to the next layer too
+    await new Promise((r) => setTimeout(r, 0));
+    expect(p.asked.map((r) => r.params.layer)).toEqual([1, 2, 3, 4]);
+    p.state.wanted = false; // another view opened: the answers are kept, nothing more is asked
+    await p.answer(p.asked[2], payload(3, "a"));
+    await p.answer(p.asked[3], payload(4, "a"));
+    expect(p.asked).toHaveLength(4);
+    expect(p.layers.data(3).bytes[0]).toBe(3);
+    expect(p.layers.data(2)).toBeNull();
   });
 
   it("keeps its own copy when the trait brings a layer it holds, so the view need not draw it again", async () => {

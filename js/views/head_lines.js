@@ -123,6 +123,37 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
   return { lines, minWeight, kept: lines.length, total: total() };
 }
 
+// Each layer's strongest lines, kept with its numbers for the heads and filter shown last: a
+// layer switch to a layer the page holds draws lines worked out while the page was idle
+// (warmStrongestLines), not the ~25 ms scan and its garbage in the click (issue 45 item 7).
+const strongestMemo = new WeakMap(); // attention → {key, found}
+
+/** strongestLines(attention, options), once per layer and options (the lines are read, never changed). */
+export function strongestLinesOf(attention, options = {}) {
+  const key = JSON.stringify([options.visibleHeads ?? null, options.sentenceFilter ?? "all", options.sentenceBStart ?? null]);
+  const hit = strongestMemo.get(attention);
+  if (hit?.key === key) return hit.found;
+  const found = strongestLines(attention, options);
+  strongestMemo.set(attention, { key, found });
+  return found;
+}
+
+/** Works out the lines of each of `layers` (attention objects) for `options`, one per idle moment
+ * of the page, so a switch to any of them finds them ready. → a function that stops it. */
+export function warmStrongestLines(layers, options) {
+  const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
+  const cancel = globalThis.cancelIdleCallback ?? clearTimeout;
+  const due = [...layers];
+  let handle = 0;
+  const step = () => {
+    const attention = due.shift();
+    if (attention) strongestLinesOf(attention, options);
+    if (due.length) handle = idle(step, { timeout: 1000 });
+  };
+  if (due.length) handle = idle(step, { timeout: 1000 });
+  return () => cancel(handle);
+}
+
 /** Which token ranges [start, end) each column shows for a sentence filter. */
 export function tokenRanges(nTokens, sentenceBStart, filter) {
   const b = sentenceBStart ?? nTokens;

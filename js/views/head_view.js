@@ -13,7 +13,7 @@ import { textWidth, wrapText } from "../drawing/svg.js";
 import { drawWindow, followSelected, windowMemos, windowState } from "./head_window.js";
 import { createKnockoutControl, knockoutState } from "../controls/knockout_control.js";
 import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
-import { BAR_PX, computeLines, DEFAULT_MIN_WEIGHT, LINE_BUDGET, LINES_WIDTH, lineEnds, rangesFor, ROW_HEIGHT, strongestLines } from "./head_lines.js";
+import { BAR_PX, computeLines, DEFAULT_MIN_WEIGHT, LINE_BUDGET, LINES_WIDTH, lineEnds, rangesFor, ROW_HEIGHT, strongestLines, strongestLinesOf, warmStrongestLines } from "./head_lines.js";
 
 function firstTokens(state, max) {
   const [nHeads, nQueries, nKeys] = state.attention.shape;
@@ -276,7 +276,7 @@ export function createHeadView(container, callbacks = {}) {
     if (!state) return;
     const { attention, visibleHeads, sentenceFilter, sentenceBStart } = state;
     const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-    const budget = hover ? null : strongestLines(attention, shown);
+    const budget = hover ? null : strongestLinesOf(attention, shown);
     lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
@@ -370,6 +370,23 @@ function headState({ get, decoded, layerData }) {
   };
 }
 
+// The layers the page holds besides the open one, their lines worked out while the page is idle
+// for the heads and filter shown (a view's warm-up restarts at each draw).
+const warmUps = new WeakMap(); // view → stop
+/** @param {object} view @param {import("./view_adapter.js").ViewContext} context @param {any} shownState */
+function warmHeldLayers(view, { get, layerData }, shownState) {
+  warmUps.get(view)?.();
+  if (!layerData) return;
+  const { visibleHeads, sentenceFilter, sentenceBStart } = shownState;
+  const open = get("layer");
+  const held = [];
+  for (let layer = 0; layer < get("n_layers"); layer++) {
+    const attention = layer === open ? null : layerData(layer);
+    if (attention) held.push(attention);
+  }
+  warmUps.set(view, warmStrongestLines(held, { visibleHeads, sentenceFilter, sentenceBStart }));
+}
+
 /** @type {import("./view_adapter.js").ViewAdapter} */
 export const adapter = {
   ...declared("head"),
@@ -399,7 +416,11 @@ export const adapter = {
   },
   draw(view, context) {
     view.updateKnockout();
-    return context.get("long_context") ? drawWindow(view, context) : followSelected(view, context, shown(view, headState(context)));
+    if (context.get("long_context")) return drawWindow(view, context);
+    const state = headState(context);
+    const status = followSelected(view, context, shown(view, state));
+    if (typeof state === "object") warmHeldLayers(view, context, state);
+    return status;
   },
   picture: (context, options) => imaged(context.get("long_context") ? windowState(context) : headState(context), headScene, options),
   title: layerTitle,

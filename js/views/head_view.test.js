@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { decodeArray } from "../transport/codec.js";
-import { computeLines, DEFAULT_MIN_WEIGHT, strongestLines, tokenRanges } from "./head_lines.js";
+import { computeLines, DEFAULT_MIN_WEIGHT, strongestLines, strongestLinesOf, tokenRanges, warmStrongestLines } from "./head_lines.js";
 import { createHeadView as createView } from "./head_view.js";
 
 // Every view made here is destroyed after its test: a view left alive draws its line tiles on
@@ -154,6 +154,40 @@ describe("createHeadView", () => {
     const tokens = state({}).tokens;
     expect(rows[1].title).toBe(`Attention from “${tokens[1]}” to “${tokens[0]}” (one bar a head, the number their largest):\nhead 0: 0.100\nhead 1: 1.000`);
     expect(rows[2].title).toBe(`Attention from “${tokens[2]}” to “${tokens[0]}” (the bar and the number):\nhead 1: 1.000`);
+  });
+});
+
+describe("strongestLinesOf and warmStrongestLines", () => {
+  it("works out a layer's lines once per heads and filter shown, the same as strongestLines", () => {
+    const layer = { ...attention };
+    const found = strongestLinesOf(layer, { visibleHeads: [0, 1] });
+    expect(found).toEqual(strongestLines(layer, { visibleHeads: [0, 1] }));
+    expect(strongestLinesOf(layer, { visibleHeads: [0, 1] })).toBe(found); // kept, not worked out again
+    const one = strongestLinesOf(layer, { visibleHeads: [0] });
+    expect(one).not.toBe(found);
+    expect(one).toEqual(strongestLines(layer, { visibleHeads: [0] }));
+    expect(strongestLinesOf({ ...attention }, { visibleHeads: [0] })).not.toBe(one); // another layer's numbers
+  });
+
+  it("works the held layers out one idle moment each, and stops when told", async () => {
+    const layers = [{ ...attention }, { ...attention }, { ...attention }];
+    const spy = vi.fn();
+    globalThis.requestIdleCallback = (fn) => setTimeout(() => { spy(); fn(); }, 0);
+    globalThis.cancelIdleCallback = clearTimeout;
+    try {
+      warmStrongestLines(layers.slice(0, 2), { visibleHeads: [1] });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(spy).toHaveBeenCalledTimes(2);
+      const ready = strongestLinesOf(layers[0], { visibleHeads: [1] });
+      expect(strongestLinesOf(layers[0], { visibleHeads: [1] })).toBe(ready);
+      const stop = warmStrongestLines([layers[2]], { visibleHeads: [1] });
+      stop();
+      await new Promise((r) => setTimeout(r, 20));
+      expect(spy).toHaveBeenCalledTimes(2); // stopped before its first idle moment
+    } finally {
+      delete globalThis.requestIdleCallback;
+      delete globalThis.cancelIdleCallback;
+    }
   });
 });
 
