@@ -5,6 +5,7 @@ before anything is displayed; the model leaves as it came."""
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 
@@ -17,6 +18,7 @@ from test_token_labels import byte_level_bpe
 import attnscope
 from attnscope import InputError
 from attnscope.engine.generation import generate as engine_generate
+from attnscope.widget import payloads as pl
 
 PROMPT = "The café is naïve, and the lake near Zürich is cold."
 STEPS = 6
@@ -34,10 +36,15 @@ def engine():
 
 def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monkeypatch):
     seen = []  # every value `tokens` took once the generation started
+    niceness = []  # of the thread that set it: the generation's, behind the page (picture.behind_the_page)
     original = attnscope.GenerationWidget.start
 
+    def observed(change):
+        seen.append(list(change["new"]))
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
     def start(widget):
-        widget.observe(lambda change: seen.append(list(change["new"])), names="tokens")
+        widget.observe(observed, names="tokens")
         return original(widget)
 
     monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
@@ -52,6 +59,8 @@ def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monke
         assert widget.tokens == long.labels and len(widget.tokens) == len(run.prompt_ids) + STEPS
         # Each step was pushed: the tokens grew one at a time.
         assert [len(tokens) for tokens in seen] == list(range(len(run.prompt_ids) + 1, len(run.ids) + 1))
+        if hasattr(os, "getpriority"):
+            assert min(niceness) >= max(5, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         # The newest token is selected; its row (and another's) is the run's exact row.
         assert widget.focus_token == len(run.ids) - 1
         for token in (len(run.ids) - 1, 3):
@@ -59,6 +68,12 @@ def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monke
             assert "error" not in content and content["result_id"] == widget.result_id
             assert torch.allclose(values(content, buffers), long.attention_rows(1, 2, [token])[0], atol=1e-6)
         assert widget.notice.splitlines()[0] == f"Generated greedily: {STEPS} new tokens."
+        # The Analysis tab's sinks, read a step at a time, are those of the whole run.
+        whole = pl.analysis_payload(attnscope.attention_sinks(long, progress=False), long.n_layers, long.n_heads)
+        assert [m["key"] for m in widget.analysis["measures"]] == [m["key"] for m in whole["measures"]]
+        for shown, expected in zip(widget.analysis["measures"], whole["measures"], strict=True):
+            assert torch.allclose(torch.tensor(shown["values"], dtype=torch.float64),
+                                  torch.tensor(expected["values"], dtype=torch.float64), atol=1e-6), shown["key"]
         assert repr(widget).endswith(f"text view, {STEPS} new tokens, max_new_tokens)")
     finally:
         widget.close()

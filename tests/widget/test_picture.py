@@ -555,19 +555,22 @@ def test_the_picture_thread_runs_only_where_nothing_else_wants_the_cpu():
     request (torch's threads answering a long run's rows); the kernel's own thread is untouched."""
     import threading
 
-    from attnscope.widget.picture import _last_in_line
+    from attnscope.widget.picture import behind_the_page
 
     seen = {}
 
-    def thread():
-        _last_in_line(threading.get_native_id())
-        seen["policy"] = os.sched_getscheduler(threading.get_native_id())
+    def thread(idle):
+        behind_the_page(threading.get_native_id(), idle=idle)
+        seen[idle] = (os.sched_getscheduler(threading.get_native_id()), os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
-    worker = threading.Thread(target=thread)
-    worker.start()
-    worker.join()
-    assert seen["policy"] == os.SCHED_IDLE
-    assert os.sched_getscheduler(0) != os.SCHED_IDLE
+    for idle in (True, False):
+        worker = threading.Thread(target=thread, args=(idle,))
+        worker.start()
+        worker.join()
+    assert seen[True][0] == os.SCHED_IDLE
+    # Not idle (a generation): behind the page, yet with a share of the CPU under load.
+    assert seen[False][0] == os.SCHED_OTHER and seen[False][1] >= 5
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the kernel's own thread is untouched
 
 
 def key_and_cells(svg: str, categories: list[str]) -> tuple[dict[str, str], list[str], ET.Element]:

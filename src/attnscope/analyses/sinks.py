@@ -109,7 +109,53 @@ def _corpus_sinks(model: AttentionModel, corpus: Any, *, n_first: int, epsilon: 
                         documents=len(docs))
 
 
-@analysis_view("attention_sinks", of_a_long_run=attention_sinks)
+class GrowingSinks:
+    """attention_sinks of a causal run that grows by query rows (a generation, a token a step): each
+    layer's attention on the first n_first keys summed over the queries so far, and at each step
+    only the new queries' rows read (heads × new rows × n_first a layer), where attention_sinks
+    reads every query's. Earlier rows never change in a causal run, so the means are
+    attention_sinks(result)'s, to float64 rounding. A run that does not extend the last one (its
+    tokens so far, or the last layer's query of the last token read, differ) starts again; another
+    kind of run is read whole."""
+
+    def __init__(self, n_first: int = 4, epsilon: float = 0.3):
+        self.n_first, self.epsilon = n_first, epsilon
+        self._sums: torch.Tensor | None = None  # layers × heads × n_first, float64
+        self._rows = 0
+        self._of: tuple | None = None  # (model, layers, heads, n_first) of the run read
+        self._tokens: list[str] = []  # its tokens read so far
+        self._last_query: torch.Tensor | None = None  # the last layer's query of the last token read
+
+    def __call__(self, result: Any):
+        if not (isinstance(result, LongAttentionResult) and result.causal):
+            return attention_sinks(result, n_first=self.n_first, epsilon=self.epsilon, progress=False)
+        n, n_first = result.n_tokens, min(self.n_first, result.n_tokens)
+        run = (result.model_name, result.n_layers, result.n_heads, n_first)
+        if not self._extended_by(result, run):
+            self._sums, self._rows, self._of = None, 0, run
+        if n > self._rows:
+            new = torch.stack([result.attention_block(layer, (self._rows, n), (0, n_first)).double().sum(-2)
+                               for layer in range(result.n_layers)])
+            if not bool(torch.isfinite(new).all()):
+                return attention_sinks(result, n_first=self.n_first, epsilon=self.epsilon, progress=False)
+            self._sums = new if self._sums is None else self._sums + new
+            self._rows, self._tokens = n, list(result.tokens)
+            self._last_query = self._query_of(result, n - 1)
+        measures = {"alpha_first": self._sums[..., 0] / n, "first_n_mass": self._sums.sum(-1) / n}
+        return _sinks_frame(measures, result.n_key_heads, self.epsilon, model_name=result.model_name, n_first=self.n_first)
+
+    @staticmethod
+    def _query_of(result: LongAttentionResult, token: int) -> torch.Tensor:
+        return result.queries[-1][..., token, :].detach().to("cpu", torch.float32).clone()
+
+    def _extended_by(self, result: LongAttentionResult, run: tuple) -> bool:
+        """Whether `result` is the run read so far with rows added (a generation's next step)."""
+        rows = self._rows
+        return (run == self._of and rows > 0 and result.n_tokens >= rows and result.tokens[:rows] == self._tokens
+                and torch.equal(self._query_of(result, rows - 1), self._last_query))
+
+
+@analysis_view("attention_sinks", of_a_long_run=attention_sinks, of_a_growing_run=GrowingSinks)
 def attention_sinks_view(data: Any, grid: Grid) -> dict:
     n_first = data.attrs.get("n_first", 4)
     measures = [

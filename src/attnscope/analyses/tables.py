@@ -103,6 +103,9 @@ class AnalysisView:
     check_choice: (choice, analysis payload) → choice, refusing (InputError) what the reader's
     choice in it (the widget's finder_choice) cannot be.
     of_a_long_run: result → its data: a long run's Analysis tab opens on this analysis of the run.
+    of_a_growing_run: () → a function result → its data, for a run that grows by query rows (a
+    generation's steps), which may keep what it read of the earlier rows: the same data as
+    of_a_long_run's of each step's run. None: of_a_long_run reads each step whole.
     """
 
     kind: str
@@ -111,6 +114,7 @@ class AnalysisView:
     needs: tuple[str, ...] = ()
     check_choice: Callable[[dict, dict], dict] | None = None
     of_a_long_run: Callable[[Any], Any] | None = None
+    of_a_growing_run: Callable[[], Callable[[Any], Any]] | None = None
 
 
 # kind → its declaration, in the order the modules register them.
@@ -119,7 +123,8 @@ ANALYSIS_VIEWS: dict[str, AnalysisView] = {}
 
 def analysis_view(kind: str, *, layout: str = "heatmap", needs: tuple[str, ...] = (),
                   check_choice: Callable[[dict, dict], dict] | None = None,
-                  of_a_long_run: Callable[[Any], Any] | None = None):
+                  of_a_long_run: Callable[[Any], Any] | None = None,
+                  of_a_growing_run: Callable[[], Callable[[Any], Any]] | None = None):
     """Registers a module's conversion of its result (`frame.attrs["attnscope"] == kind`) for the
     widget's analysis view, with its layout and what it needs (AnalysisView): a new analysis is
     shown once its module is imported (analyses/__init__)."""
@@ -129,7 +134,8 @@ def analysis_view(kind: str, *, layout: str = "heatmap", needs: tuple[str, ...] 
         raise ValueError("One analysis opens a long run's Analysis tab.")
 
     def register(convert: Callable[[Any, Grid], dict]) -> Callable[[Any, Grid], dict]:
-        ANALYSIS_VIEWS[kind] = AnalysisView(kind, convert, layout, tuple(needs), check_choice, of_a_long_run)
+        ANALYSIS_VIEWS[kind] = AnalysisView(kind, convert, layout, tuple(needs), check_choice, of_a_long_run,
+                                            of_a_growing_run)
         return convert
     return register
 
@@ -160,6 +166,13 @@ def long_run_analysis(result: Any) -> Any:
     """The analysis a long run's Analysis tab opens on (the one declared `of_a_long_run`), of `result`."""
     (view,) = [v for v in ANALYSIS_VIEWS.values() if v.of_a_long_run]
     return view.of_a_long_run(result)
+
+
+def growing_run_analysis() -> Callable[[Any], Any]:
+    """long_run_analysis for a run that grows by query rows, one step after another (a
+    generation): the declared analysis's own incremental form where it has one."""
+    (view,) = [v for v in ANALYSIS_VIEWS.values() if v.of_a_long_run]
+    return view.of_a_growing_run() if view.of_a_growing_run else view.of_a_long_run
 
 
 def analysis_kind(data: Any) -> str | None:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import checks
+from ..analyses.tables import growing_run_analysis
 from ..engine.attention_model import AttentionModel
 from ..engine.encoder_decoder_long import EncoderDecoderLongResult
 from ..engine.engines import resolve_engine
@@ -31,7 +32,7 @@ from ..errors import AttnscopeError, InputError
 from .attention_widget import AttentionWidget
 from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
-from .picture import shown
+from .picture import behind_the_page, shown
 from .views import VIEW_NAMES
 from .widget_state import run_state
 
@@ -81,6 +82,9 @@ class GenerationWidget(AttentionWidget):
         self._steps = steps
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the kernel's: the picture is redrawn there at the end
+        # The Analysis tab's opening analysis (the sinks) read a step at a time: each step adds
+        # its token's rows, where reading the whole run again took ~0.5 s a step at 8,192 tokens.
+        self._growing_analysis = growing_run_analysis()
         super().__init__(result=first.attention, **kwargs)
 
     @property
@@ -110,6 +114,10 @@ class GenerationWidget(AttentionWidget):
         return self
 
     def _generate(self) -> None:
+        # The page draws each token while the next is computed: the browser and the Jupyter server
+        # must not wait for the CPU behind torch's threads (a token's message took 200-300 ms to
+        # cross a loaded 2-core machine).
+        behind_the_page(threading.get_native_id(), idle=False)
         try:
             for run in self._steps:
                 with self._state_lock:
@@ -135,7 +143,8 @@ class GenerationWidget(AttentionWidget):
     def _apply(self, computed: Any, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
         """A run shown as AttentionWidget shows it, with the generation's settings in the notice
         and whether it still runs: one message."""
-        state = run_state(computed, self._settings(), request_id, layer, heads)
+        state = run_state(computed, self._settings(), request_id, layer, heads,
+                          long_analysis=self._growing_analysis)
         run = self._generation
         generating = run.finish is None and self._thread is not None and not self._done.is_set()
         lines = (generation_notice(run), parts_notice(computed), state.traits.get("notice", ""))

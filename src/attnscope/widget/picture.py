@@ -300,11 +300,8 @@ class PictureOutputs:
         self._drawing = True
 
         def draw() -> None:
-            # Last in line for the CPU (Linux schedules a thread by its id): a user's next click,
-            # the kernel's answer and the browser come first on a 2-core machine. SCHED_IDLE runs
-            # it only on a core nothing else wants (at nice 19 it still gets slices beside torch's
-            # threads, which wait for each other at every op).
-            _last_in_line(threading.get_native_id())
+            # Last in line for the CPU: a user's next click, the kernel's answer and the browser first.
+            behind_the_page(threading.get_native_id(), idle=True)
             try:
                 bundle = _bundle(*_drawn(page), name, widget.picture_id)
             except Exception as exc:
@@ -350,15 +347,22 @@ def _page_loop() -> Any:
         return None
 
 
-def _last_in_line(thread_id: int) -> None:
-    """Linux's idle scheduling class for a thread, else the lowest niceness; nothing elsewhere."""
-    try:
-        os.sched_setscheduler(thread_id, os.SCHED_IDLE, os.sched_param(0))
-        return
-    except (AttributeError, OSError):
-        pass
+def behind_the_page(thread_id: int, *, idle: bool) -> None:
+    """Puts a kernel thread's work behind the page's: the browser, the Jupyter server and the
+    kernel's own answers to the page come first on a 2-core machine. idle: Linux's idle scheduling
+    class (the thread runs only on a core nothing else wants; at nice 19 it still gets slices
+    beside torch's threads, which wait for each other at every op); else nice 5 (it keeps a fair
+    share under load: a generation must go on while others compute). Threads it starts (torch's
+    OpenMP workers are made per thread that starts a parallel region) inherit it. Nothing
+    elsewhere than Linux (and macOS's niceness)."""
+    if idle:
+        try:
+            os.sched_setscheduler(thread_id, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except (AttributeError, OSError):
+            pass
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, thread_id, 19)
+        os.setpriority(os.PRIO_PROCESS, thread_id, 19 if idle else max(5, os.getpriority(os.PRIO_PROCESS, thread_id)))
 
 
 def picture_key(widget: Any) -> str:

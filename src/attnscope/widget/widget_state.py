@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,11 +108,14 @@ def source(result_id: int, settings: Any) -> str:
 
 
 def run_state(computed: AttentionResult | LongAttentionResult, settings: Settings, request_id: int,
-              layer: int | None = None, heads: list[int] | None = None) -> RunState:
+              layer: int | None = None, heads: list[int] | None = None,
+              long_analysis: Callable[[Any], Any] = long_run_analysis) -> RunState:
     """Everything the widget shows of `computed`, answering edit `request_id` (0: the first run).
-    layer, heads: asked for (the constructor's); None keeps the widget's where the run has them."""
+    layer, heads: asked for (the constructor's); None keeps the widget's where the run has them.
+    long_analysis: what a long run's Analysis tab opens on, of the run (a generation's steps pass
+    tables.growing_run_analysis()'s)."""
     if isinstance(computed, LongAttentionResult):
-        return _long_run_state(computed, settings, request_id, layer)
+        return _long_run_state(computed, settings, request_id, layer, long_analysis)
     parts = parts_of(computed)
     if parts and settings.attention_part not in parts:
         raise InputError(f"attention_part must be one of {list(parts)}.")
@@ -169,13 +173,14 @@ def compared_part(computed: AttentionResult, settings: Settings) -> AttentionRes
     return parts_of(second).get(settings.attention_part, second)
 
 
-def _long_run_state(result: LongAttentionResult, settings: Settings, request_id: int, layer: int | None) -> RunState:
+def _long_run_state(result: LongAttentionResult, settings: Settings, request_id: int, layer: int | None,
+                    long_analysis: Callable[[Any], Any] = long_run_analysis) -> RunState:
     """A long run: tokens, the sink table and what the views need to ask for rows and tiles."""
     if settings.word_level:
         raise InputError(f"Words (word_level) merges the full attention, and this text of {result.n_tokens:,} tokens keeps it on "
                          "demand: switch Words off, or give a shorter text.")
     layer = _layer_in(settings, result.n_layers, layer)
-    opening = pl.analysis_payload(long_run_analysis(result), result.n_layers, result.n_heads)  # the sinks
+    opening = pl.analysis_payload(long_analysis(result), result.n_layers, result.n_heads)  # the sinks
     view = "text" if settings.view in SHORT_VIEWS and settings.view not in LONG_VIEWS else settings.view
     analysis = opening if not settings.analysis or settings.analysis.get("kind") == opening["kind"] else settings.analysis
     drawn = weighed(result, settings.weigh_by)  # rows, tiles and thumbnails read α or α·‖f‖
