@@ -55,6 +55,44 @@ describe("text view", () => {
     expect(scene.items.filter((i) => i.role === "selected")).toHaveLength(1);
   });
 
+  it("makes only its last block again when a generation adds a token, and the whole flow for another text", () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const state = (tokens, reading, selected) => ({ tokens, reading, notes: [], selected, values: null, message: "", head: -1,
+      nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m", outputStart: 600 });
+    // 600 prompt tokens (blocks of about CHUNK_TOKENS), then the output a token at a time.
+    const prompt = Array.from({ length: 600 }, (_, i) => (i % 20 === 19 ? " end.\n" : ` w${i}`));
+    const spansOf = () => [...body.querySelectorAll(".attnscope-text-token")];
+    view.update(state([...prompt, " Paris"], [...prompt, " Paris"], 600));
+    const first = spansOf();
+    const blocks = [...body.querySelectorAll(".attnscope-text-chunk")];
+    expect(blocks.length).toBeGreaterThan(2);
+    // The next step: a token whose first byte of "é" reads as nothing yet completes the last one.
+    view.update(state([...prompt, " Paris", " é"], [...prompt, " Paris", " é"], 601));
+    let spans = spansOf();
+    expect(spans).toHaveLength(602);
+    expect(spans[0]).toBe(first[0]); // the blocks before the last one are kept, not made again
+    expect(spans[blocks.length > 1 ? 300 : 0]).toBe(first[300]);
+    expect(spans.map((s) => s.textContent).slice(-2)).toEqual([" Paris", " é"]);
+    expect(spans[601].classList.contains("attnscope-selected")).toBe(true);
+    expect(spans.filter((s) => s.classList.contains("attnscope-selected"))).toHaveLength(1);
+    expect(spans.filter((s) => s.classList.contains("attnscope-output")).map((s) => s.dataset.index)).toEqual(["600", "601"]);
+    expect(body.querySelectorAll(".attnscope-output-mark")).toHaveLength(1);
+    expect(body.querySelector(".attnscope-output-mark").nextSibling).toBe(spans[600]);
+    // A step that changes the last token's reading (it completed a character): that token is made again.
+    view.update(state([...prompt, " Paris", " é", "t"], [...prompt, " Paris", " ét", ""], 602));
+    spans = spansOf();
+    expect(spans.map((s) => s.textContent).slice(-3)).toEqual([" Paris", " ét", ""]);
+    expect(spans[0]).toBe(first[0]);
+    expect([...body.querySelectorAll(".attnscope-text-chunk")].flatMap((b) => [...b.children].filter((c) => c.dataset.index))
+      .map((c) => Number(c.dataset.index))).toEqual([...Array(603).keys()]); // every token once, in order
+    expect(body.querySelectorAll(".attnscope-output-mark")).toHaveLength(1);
+    // Another text: the flow is made whole.
+    view.update(state(["x", " y"], ["x", " y"], 1));
+    expect(spansOf().map((s) => s.textContent)).toEqual(["x", " y"]);
+    expect(body.querySelectorAll(".attnscope-output-mark")).toHaveLength(0);
+  });
+
   it("dims only the text flow while a selection's numbers are asked for", () => {
     // A class on an ancestor of every token span makes the browser visit them all on each click.
     const body = document.createElement("div");

@@ -14,22 +14,24 @@ export function stepOf(outputStart, nTokens, i) {
 }
 
 /**
- * Marks the output in the text view's flow: each output token's span gets the output class and its
- * step in its title, and a marker (not a token: it has no index, so a click on it selects nothing)
- * goes before the first. → the marker, or null when there is no output.
+ * Marks the output in the text view's flow: each output token's span from `from` on gets the
+ * output class and its step in its title, and a marker (not a token: it has no index, so a click
+ * on it selects nothing) goes before the first output token when it is among them (a generation's
+ * step makes the flow again only from its last block). → the marker, or null when none is made.
  * @param {HTMLElement[]} spans
  */
-export function markOutput(spans, outputStart) {
+export function markOutput(spans, outputStart, from = 0) {
   if (!(outputStart >= 0) || outputStart >= spans.length) return null;
-  for (let i = outputStart; i < spans.length; i++) {
+  for (let i = Math.max(outputStart, from); i < spans.length; i++) {
     spans[i].classList.add("attnscope-output");
-    spans[i].title += ` · step ${i - outputStart + 1} of ${spans.length - outputStart}`;
+    spans[i].title += ` · step ${i - outputStart + 1} of the output`;
   }
+  if (outputStart < from) return null;
   const first = spans[outputStart];
   const mark = document.createElement("span");
   mark.className = "attnscope-output-mark";
   mark.textContent = "output ▸";
-  mark.title = `The prompt ends here; the model wrote the ${spans.length - outputStart} tokens after it. `
+  mark.title = "The prompt ends here; the model wrote the tokens after it. "
     + "Click one (or select it and step with ← →) to see what it looked at.";
   first.parentElement?.insertBefore(mark, first);
   return mark;

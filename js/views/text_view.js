@@ -260,23 +260,54 @@ export function createTextView(container, callbacks = {}) {
   let chunks = []; // the blocks, in reading order
   let chunkStarts = []; // the first token of each, and the token count at the end
 
+  let notesShown = null;
+  let outputShown = -1;
+  // The first token from which the flow is made again for new tokens: the start of the block
+  // holding the first token that differs from what is shown (a generation's step adds a token and
+  // may change the last one's reading, when it completes a character); 0 for another text.
+  function keptUpTo(tokens, notes, reading, outputStart) {
+    if (!tokensShown || outputStart !== outputShown || Boolean(notes) !== Boolean(notesShown)) return 0;
+    const n = Math.min(tokens.length, tokensShown.length);
+    let d = 0;
+    while (d < n && tokens[d] === tokensShown[d] && reading[d] === readingShown[d] && notes?.[d] === notesShown?.[d]) d++;
+    if (d === 0 || tokens.length < tokensShown.length) return 0;
+    let c = chunks.length - 1;
+    while (c > 0 && chunkStarts[c] > Math.min(d, tokensShown.length - 1)) c--;
+    return chunkStarts[c];
+  }
+
   function buildTokens(tokens, notes, reading, outputStart) {
-    flow.replaceChildren();
+    const starts = chunkBoundaries(reading);
+    let from = keptUpTo(tokens, notes, reading, outputStart);
+    let kept = chunkStarts.indexOf(from);
+    // Blocks are found left to right: those before `from` are the same, or the flow is made whole.
+    if (from > 0 && (kept < 0 || starts.slice(0, kept + 1).join() !== chunkStarts.slice(0, kept + 1).join())) from = kept = 0;
+    if (from === 0) {
+      flow.replaceChildren();
+      kept = 0;
+      painted = [];
+      asideShown = 0;
+    } else {
+      for (const block of chunks.slice(kept)) block.remove();
+      spans[markedShown]?.classList.remove("attnscope-selected");
+      spans[selectedShown]?.removeAttribute("aria-selected");
+    }
     const fragment = document.createDocumentFragment();
     readingShown = reading;
-    chunkStarts = chunkBoundaries(reading);
+    chunkStarts = starts;
     // A block's height before it is first shown: its characters at about 8 px each, in lines of
     // the text's width (the browser keeps the real height once it has laid the block out).
     const width = Math.max(200, flow.clientWidth || 800);
-    chunks = chunkStarts.slice(0, -1).map((start, k) => {
+    chunks = chunks.slice(0, kept).concat(chunkStarts.slice(kept, -1).map((start, k) => {
       const block = el("div", "attnscope-text-chunk", fragment);
       let chars = 0;
-      for (let i = start; i < chunkStarts[k + 1]; i++) chars += String(reading[i]).length;
+      for (let i = start; i < chunkStarts[kept + k + 1]; i++) chars += String(reading[i]).length;
       block.style.containIntrinsicSize = `auto ${Math.ceil((chars * 8) / width) * 27}px`;
       return block;
-    });
-    let chunk = -1;
-    spans = tokens.map((token, i) => {
+    }));
+    let chunk = kept - 1;
+    spans = spans.slice(0, from).concat(tokens.slice(from).map((token, k) => {
+      const i = from + k;
       if (i === chunkStarts[chunk + 1]) chunk++;
       const span = document.createElement("span");
       span.className = "attnscope-text-token";
@@ -290,14 +321,15 @@ export function createTextView(container, callbacks = {}) {
       }
       chunks[chunk].appendChild(span);
       return span;
-    });
-    markOutput(spans, outputStart); // a generation's: where the prompt ends, each output token a step
+    }));
+    markOutput(spans, outputStart, from); // a generation's: where the prompt ends, each output token a step
     flow.appendChild(fragment);
     if (restTimer !== null) cancelIdle(restTimer);
     restTimer = rest = colors = null;
-    painted = new Array(tokens.length).fill("");
-    asideShown = 0;
+    painted = painted.slice(0, from).concat(new Array(tokens.length - from).fill(""));
     tokensShown = tokens;
+    notesShown = notes;
+    outputShown = outputStart;
     shaded = null;
     listed = null;
     selectedShown = markedShown = -1;
