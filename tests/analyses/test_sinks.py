@@ -32,16 +32,23 @@ def test_each_steps_table_is_attention_sinks_of_that_step_reading_only_the_new_r
     growing, read = GrowingSinks(), []
     for k, run in enumerate(generation_steps(engine, PROMPT, 5, chat=False)):
         result = run.attention
-        block = type(result).attention_block
+        kind = type(result)
+        block, columns = kind.attention_block, kind.first_columns
 
-        def counted(self, layer, rows, cols, _block=block):
+        def counted_block(self, layer, rows, cols, _block=block):
             read.append((rows, cols))
             return _block(self, layer, rows, cols)
 
-        monkeypatch.setattr(type(result), "attention_block", counted)
+        def counted_columns(self, layer, n, _columns=columns):
+            read.append(((0, self.n_tokens), (0, n)))
+            return _columns(self, layer, n)
+
+        monkeypatch.setattr(kind, "attention_block", counted_block)
+        monkeypatch.setattr(kind, "first_columns", counted_columns)
         read.clear()
         table = growing(result)
-        monkeypatch.setattr(type(result), "attention_block", block)
+        monkeypatch.setattr(kind, "attention_block", block)
+        monkeypatch.setattr(kind, "first_columns", columns)
         whole = attnscope.attention_sinks(result, progress=False)
         assert table[["layer", "head", "key_head", "sink"]].equals(whole[["layer", "head", "key_head", "sink"]])
         assert torch.allclose(torch.tensor(table[MEASURES].to_numpy()), torch.tensor(whole[MEASURES].to_numpy()),

@@ -134,7 +134,9 @@ class GrowingSinks:
         if not self._extended_by(result, run):
             self._sums, self._rows, self._of = None, 0, run
         if n > self._rows:
-            new = torch.stack([result.attention_block(layer, (self._rows, n), (0, n_first)).double().sum(-2)
+            # The first read takes every row (as attention_sinks does); each later one, the new rows.
+            new = torch.stack([(result.first_columns(layer, n_first).cpu() if self._rows == 0 else
+                                result.attention_block(layer, (self._rows, n), (0, n_first))).double().sum(-2)
                                for layer in range(result.n_layers)])
             if not bool(torch.isfinite(new).all()):
                 return attention_sinks(result, n_first=self.n_first, epsilon=self.epsilon, progress=False)
