@@ -282,7 +282,14 @@ def head_finder(
     backend: str = "local",
 ) -> HeadFinder:
     """Every head of `model` measured on `corpus` in one pass over it, with its top examples
-    (module docstring). induction: Olsson et al.'s induction score (default: for decoders, whose
+    (module docstring). Among the metrics, Kobayashi et al. 2020's, from the value norms ‖f_h(x_j)‖
+    the same forward records: value_norm (the mean ‖f_h(x_j)‖ over a document's tokens: what the
+    head passes), alpha_first_weighed (alpha_first on the norm-based weights α_hij ‖f_h(x_j)‖: the
+    first token's share of each query's weighed total), sink_rate_weighed (the share of documents
+    where that passes ε = 0.3) and first_weighed_ratio (alpha_first_weighed ÷ alpha_first: below 1
+    where the weight overstates what the first token passes); NaN, with the reason in
+    `metrics.attrs["value_norms"]`, for a model whose runs keep no norm per key (gated attention).
+    induction: Olsson et al.'s induction score (default: for decoders, whose
     causal attention makes it mean what it says), measured on repeated random tokens, not on the
     corpus (`metrics.attrs["induction"]` says so). The metrics that need more than the attention
     come from their own analyses, each a pass of its own: importance=True adds Michel et al.'s
