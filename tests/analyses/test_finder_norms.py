@@ -112,3 +112,34 @@ def test_a_gated_model_gets_nan_norm_columns_and_says_why(bert_tokenizer):
     assert "gate" in why and "sink_rate_weighed" in why and "NaN" in why
     assert "gate" in finder._repr_html_()
     assert finder.find("sink_rate_weighed > 0.5").empty  # NaN keeps no head
+
+
+def test_the_finders_picture_draws_a_norm_metric(default_model):
+    """The picture (picture.js, the page's own drawing) on a norm metric as y and another as colour,
+    with a filter on a third: named on its axes and its colour bar, the filter's heads drawn."""
+    import xml.etree.ElementTree as ET
+
+    from attnscope.widget import picture as picture_module
+    from attnscope.widget.picture import picture_svg
+
+    if not (picture_module.STATIC / "picture.js").is_file():
+        pytest.skip("JS bundle not built")
+    finder = attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False)
+    widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
+    try:
+        widget.show_analysis(finder)
+        widget.finder_choice = {"x": "alpha_first", "y": "alpha_first_weighed", "color": "value_norm",
+                                "filter": "first_weighed_ratio < 0.5"}
+        svg, why = picture_svg(widget)
+    finally:
+        widget.close()
+    assert why == ""
+    root = ET.fromstring(svg)
+    shown = [node.text for node in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert {"alpha_first", "alpha_first_weighed", "colour: value_norm"} <= set(shown)
+    kept = finder.find("first_weighed_ratio < 0.5")
+    points = [c for c in root.iter("{http://www.w3.org/2000/svg}circle") if c.get("class") == "point"]
+    assert 0 < len(points) == len(kept) < len(finder.metrics)
+    # Up by the weighed share: the kept head that passes [CLS] most is drawn highest.
+    heights = [float(c.get("cy")) for c in points]
+    assert heights.index(min(heights)) == int(np.argmax(kept.alpha_first_weighed.to_numpy()))
