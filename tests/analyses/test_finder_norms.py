@@ -28,7 +28,7 @@ def _head_outputs_norms(engine, text: str) -> tuple[torch.Tensor, torch.Tensor]:
     each head's slice of the output projection; a key-value head serves query heads h·G … h·G+G−1."""
     values = []
     modules = engine.attention_modules
-    value_of = [getattr(m, "value", None) or getattr(m, "v_proj") for m in modules]
+    value_of = [getattr(m, "value", None) or m.v_proj for m in modules]
     handles = [v.register_forward_hook(lambda _m, _i, out: values.append(out[0].detach().double())) for v in value_of]
     try:
         result = engine.run(text)  # shorter than the finder's 128 tokens: no cut either way
