@@ -203,8 +203,9 @@ def of_part(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_he
 
 
 def missing(model: torch.nn.Module, modules) -> str:
-    """Why a model's runs keep no ‖f_h(x_j)‖ per key, as a clause ("its heads' outputs are gated
-    ..."); empty when they keep one (every attention module has an output projection, none gated)."""
+    """Why a model's runs keep no ‖f_h(x_j)‖ per key, as a clause ("a gate multiplies each head's
+    output ..."); empty when they keep one (every attention module has an output projection, none
+    gated: `captured`'s conditions)."""
     if not modules:
         return "its attention modules were not found, so neither were their value vectors"
     if any(gated(module) for module in modules):
