@@ -266,3 +266,17 @@ def test_value_flow_on_ray_equals_the_single_process_run(cluster, default_model)
     assert (np.isnan(a) == np.isnan(b)).all()
     np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=0, atol=1e-6)
     assert distributed.attrs["documents"] == len(TEXTS)
+
+
+def test_the_head_finders_norm_metrics_on_ray_equal_the_single_process_run(cluster, default_model):
+    """Issue 47: Kobayashi et al.'s norm metrics come from the same pass on every worker (value_norm,
+    alpha_first_weighed, sink_rate_weighed) and the ratio from the merged means, as one process gives them."""
+    from attnscope.analyses.head_finder import NORM_METRICS
+
+    local = attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False)
+    distributed = attnscope.head_finder(default_model, TEXTS, batch_size=4, progress=False, backend="ray")
+    for name in NORM_METRICS:
+        a, b = local.metrics[name].to_numpy(float), distributed.metrics[name].to_numpy(float)
+        assert not np.isnan(a).any() and not np.isnan(b).any(), name
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-6, err_msg=name)
+    assert distributed.metrics.attrs["value_norms"] == local.metrics.attrs["value_norms"] == ""

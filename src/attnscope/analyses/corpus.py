@@ -16,8 +16,10 @@ import torch
 from .. import checks
 from ..engine import formulas as an
 from ..engine.attention_model import MAX_TEXT_CHARACTERS, PIECE_CHARACTERS, AttentionModel
+from ..engine.hooks import capture_queries_keys, no_capture
 from ..engine.models import max_positions
 from ..engine.nonfinite import describe_heads, has_nonfinite, nonfinite_heads
+from ..engine.value_norms import batch_norms as norms_of_batch
 from ..errors import InputError
 from ..progress import progress as progress_bar
 
@@ -298,6 +300,9 @@ class DocumentAttention:
     tokens: list[str]
     attention: torch.Tensor
     kinds: an.TokenKinds
+    # ‖f_h(x_j)‖ (engine/value_norms.py): L × H × n, where asked for (iter_attention's value_norms)
+    # and the model keeps them; else None.
+    value_norms: torch.Tensor | None = None
 
 
 def unpadded(encoded: Any, maps: torch.Tensor, index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -320,19 +325,28 @@ def iter_attention(
     batch_size: int | str = "auto",
     desc: str = "attention",
     progress: bool = True,
+    value_norms: bool = False,
 ) -> Iterator[DocumentAttention]:
     """Every document's attention, from batched forward passes (padding cut off per document).
-    A document whose attention holds NaN or ±inf stops the run with an InputError naming it."""
+    A document whose attention holds NaN or ±inf stops the run with an InputError naming it.
+    value_norms: each document's ‖f_h(x_j)‖ too, from the value projections the same forward
+    records (None where the model keeps none: value_norms.missing says why)."""
     max_length, batch_size = corpus_settings(engine, docs, max_length, batch_size)
     size = device_batch_size(engine, batch_size)
+    modules = getattr(engine, "attention_modules", None) or []
+    capturing = (value_norms and getattr(engine, "layout", None) is not None
+                 and not getattr(engine, "is_encoder_decoder", False))
     done = 0
     for batch in progress_bar(in_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
         encoded = encode_batch(engine, batch, max_length)
-        outputs = engine.forward(encoded)
+        with capture_queries_keys(modules, engine.layout) if capturing else no_capture() as capture:
+            outputs = engine.forward(encoded)
         refuse_nonfinite(outputs.attentions, docs, done)
         attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T
+        norms = None if capture is None else norms_of_batch(engine.model, modules, capture.values, attentions.shape[2])
         for index in range(len(batch)):
             keep, attention = unpadded(encoded, attentions, index)
             tokens = tokens_at(engine, encoded, index, keep)
-            yield DocumentAttention(tokens, attention, token_kinds_for(engine, tokens, attention.device))
+            kept_norms = None if norms is None else norms[index][..., keep.to(norms.device)].to(attention.device)
+            yield DocumentAttention(tokens, attention, token_kinds_for(engine, tokens, attention.device), kept_norms)
         done += len(batch)

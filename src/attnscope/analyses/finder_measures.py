@@ -69,13 +69,39 @@ def _from_first_query(best: torch.Tensor, causal: bool) -> torch.Tensor:
     return best
 
 
-def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: bool) -> DocumentMeasures:
+def first_weighed_shares(rows: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+    """Each row's share of its norm-based weights (Kobayashi et al.'s ‖α_hij f_h(x_j)‖ = α_hij
+    ‖f_h(x_j)‖) on the first key: α_hi0 ‖f_h(x_0)‖ / Σ_j α_hij ‖f_h(x_j)‖. rows: ... × H × r × n
+    (r rows of attention); norms: ... × H × n → ... × H × r (NaN for a row that passes nothing).
+    Never the weighed rows themselves: one product with the norms, no second r × n."""
+    passed = (rows @ norms[..., None]).squeeze(-1)  # Σ_j α_ij ‖f(x_j)‖ per row
+    return rows[..., 0] * norms[..., :1] / passed
+
+
+def _sink_rate(alpha: torch.Tensor) -> torch.Tensor:
+    """Gu et al.'s sink of a document (1 where the first token's mean share passes ε), NaN where
+    the share is unknown."""
+    return torch.where(alpha.isnan(), alpha.double(), (alpha > SINK_EPSILON).double())
+
+
+def norm_values(norms: torch.Tensor, first_weighed: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One document's norm metrics (L × H each) from its ‖f_h(x_j)‖ (L × H × n) and the mean over
+    its queries of each row's weighed share on the first key (first_weighed_shares)."""
+    return {"value_norm": norms.double().mean(-1), "alpha_first_weighed": first_weighed,
+            "sink_rate_weighed": _sink_rate(first_weighed)}
+
+
+def full_measures(attention: torch.Tensor, kinds, counts: list[int], causal: bool,
+                  norms: torch.Tensor | None = None) -> DocumentMeasures:
     """A document whose attention (L × H × n × n) is held whole: each metric by its own analysis's
-    formula."""
+    formula; with its ‖f_h(x_j)‖ (`norms`, L × H × n) the norm metrics too."""
     stats = an.head_statistics(attention, kinds)
     values = {name: stats[source] for source, name in STATS.items()}
     sink = an.sink_measures(attention[..., :1], 1, SINK_EPSILON)
     values.update(alpha_first=sink["alpha_first"], sink_rate=sink["sink"])
+    if norms is not None:
+        norms = norms.to(attention.device, torch.float32)
+        values.update(norm_values(norms, first_weighed_shares(attention, norms).double().mean(-1)))
     special = kinds.cls | kinds.sep
     roles, weight, rare_weight = document_measures(attention, special, counts, causal)
     classes = classify(pattern_shares(attention, segments_of(kinds.sep)))
@@ -107,9 +133,10 @@ def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal:
         rare = rare.to(device)
         seeing_row[queries[seeing]] = True
     shape = (n_layers, n_heads)
+    norms = None if result.value_norms is None else result.value_norms.to(device, torch.float32)
     sums = {name: torch.zeros(shape, dtype=torch.float64, device=device)
             for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "first", "block",
-                         "confidence", "rare")}
+                         "confidence", "rare", *(("first_weighed",) if norms is not None else ()))}
     best = torch.empty(n_layers, n_heads, n, device=device)
     classes = torch.empty(shape, dtype=torch.long, device=device)
     positions = torch.arange(n, device=device)
@@ -133,6 +160,8 @@ def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal:
                 add(name, weights.sum(-1))
             add("entropy", an.entropy(block).sum(-1))
             add("first", block[..., 0].sum(-1))
+            if norms is not None:
+                add("first_weighed", first_weighed_shares(block, norms[layer]).double().sum(-1))
             columns += block.sum(-2, dtype=torch.float64)
             if pair:
                 add("block", (block * (segment[rows][:, None] == segment[None, :])).sum((-1, -2)))
@@ -156,6 +185,8 @@ def long_measures(result: LongAttentionResult, kinds, counts: list[int], causal:
     values = {name: sums[name] / n for name in ("cls", "sep", "punct", "prev_token", "self", "next_token", "entropy")}
     values["alpha_first"] = sums["first"] / n
     values["sink_rate"] = (values["alpha_first"] > SINK_EPSILON).double()
+    if norms is not None:
+        values.update(norm_values(norms, sums["first_weighed"] / n))
     weight = len(queries)
     roles = {"confidence": sums["confidence"] / weight} if weight else {}
     rare_weight = int(target[1].sum()) if target is not None else 0
@@ -191,7 +222,9 @@ def measured_documents(model: AttentionModel, docs: Documents, long: frozenset, 
             end += 1
         part = Documents(docs[k:end])
         part.positions = [document_position(docs, i) for i in range(k, end)]
-        for i, doc in enumerate(iter_attention(model, part, max_length=max_length, batch_size=batch_size, progress=False)):
+        for i, doc in enumerate(iter_attention(model, part, max_length=max_length, batch_size=batch_size, progress=False,
+                                               value_norms=True)):
             counted = [counts.get(t, 0) for t in doc.tokens]
-            yield part.positions[i], list(doc.tokens), full_measures(doc.attention, doc.kinds, counted, causal)
+            yield part.positions[i], list(doc.tokens), full_measures(doc.attention, doc.kinds, counted, causal,
+                                                                     doc.value_norms)
         k = end

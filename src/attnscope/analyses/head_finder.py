@@ -6,7 +6,22 @@ previous token, itself and the next, entropy), the first-token sink (Gu et al.'s
 share of documents where it passes ε, the sink rate), Voita et al.'s confidence and previous,
 next and rare-word shares, Kovaleva et al.'s five patterns, and for a decoder Olsson et al.'s
 induction score (repeated random tokens: from the second copy, the attention on the token after the
-current token's first occurrence). And its top examples: the documents and query positions where
+current token's first occurrence). And Kobayashi et al. 2020's view of what a head passes ("Attention
+is Not Only a Weight": key j's contribution to query i is α_hij f_h(x_j), f_h(x_j) = (x_j W_V^h +
+b_V^h) W_O^h, engine/value_norms.py), from the norms the same forward records:
+- value_norm: the mean over a document's tokens of ‖f_h(x_j)‖, the size of what the head passes
+  from a token (in the model's units: compare heads, not models), a mean over documents;
+- alpha_first_weighed: alpha_first measured on the norm-based weights ‖α_hij f_h(x_j)‖ = α_hij
+  ‖f_h(x_j)‖ instead of α: per query the first token's ([CLS]'s) share of the row's weighed total,
+  α_hi0 ‖f_h(x_0)‖ / Σ_j α_hij ‖f_h(x_j)‖, its mean over the queries, then over documents;
+- sink_rate_weighed: the share of documents whose alpha_first_weighed passes Gu et al.'s ε = 0.3,
+  as sink_rate is of alpha_first;
+- first_weighed_ratio: alpha_first_weighed ÷ alpha_first (of the corpus means): below 1 where the
+  weight overstates what the first token passes (a sink that is seen but passes little), above 1
+  where it understates it.
+A model whose runs keep no norm per key (gated attention: the gate makes what a key passes depend
+on the query; no output projection found) gets NaN in these columns, and `metrics.attrs
+["value_norms"]` says why. And its top examples: the documents and query positions where
 its largest weight on an ordinary token (not [CLS], [SEP] or a decoder's first token) is highest
 (a decoder's from position FIRST_CAUSAL_QUERY on: its first queries have few tokens to choose from),
 each kept sparse (its strongest keys), merged across batches and Ray workers. A long document is
@@ -26,6 +41,7 @@ from typing import Any
 import torch
 
 from .. import checks
+from ..engine import value_norms
 from ..engine.attention_model import AttentionModel
 from ..engine.results import fallback_labels
 from ..errors import InputError
@@ -51,6 +67,8 @@ INDUCTION_SEQUENCES = 4
 # Said wherever the column shows: the score is not measured on the corpus.
 INDUCTION_NOTE = (f"induction: Olsson et al.'s score on {INDUCTION_SEQUENCES} sequences of {INDUCTION_LENGTH} random "
                   "tokens, each repeated once, not on the corpus")
+# Kobayashi et al.'s norm metrics (module docstring), in the order of the columns.
+NORM_METRICS = ("value_norm", "alpha_first_weighed", "sink_rate_weighed", "first_weighed_ratio")
 # Kovaleva et al.'s patterns as names a filter can say ("vertical_diagonal > 0.5").
 PATTERN_NAMES = {name: name.replace(" + ", "_") for name in PATTERNS}
 
@@ -244,9 +262,10 @@ class HeadFinder:
                 + self.metrics.head(12).to_html(index=False))
 
     def _notes(self, before: str = "") -> str:
-        """What a column measures that is not the corpus (the induction score), as a sentence."""
-        note = self.metrics.attrs.get("induction") or ""
-        return f"{before}{note[0].upper()}{note[1:]}." if note else ""
+        """What a column measures that is not the corpus (the induction score), and why the norm
+        metrics are NaN where they are, as sentences."""
+        notes = [self.metrics.attrs.get(key) or "" for key in ("induction", "value_norms")]
+        return "".join(f"{before}{note[0].upper()}{note[1:]}." for note in notes if note)
 
 
 def head_finder(
@@ -263,7 +282,14 @@ def head_finder(
     backend: str = "local",
 ) -> HeadFinder:
     """Every head of `model` measured on `corpus` in one pass over it, with its top examples
-    (module docstring). induction: Olsson et al.'s induction score (default: for decoders, whose
+    (module docstring). Among the metrics, Kobayashi et al. 2020's, from the value norms ‖f_h(x_j)‖
+    the same forward records: value_norm (the mean ‖f_h(x_j)‖ over a document's tokens: what the
+    head passes), alpha_first_weighed (alpha_first on the norm-based weights α_hij ‖f_h(x_j)‖: the
+    first token's share of each query's weighed total), sink_rate_weighed (the share of documents
+    where that passes ε = 0.3) and first_weighed_ratio (alpha_first_weighed ÷ alpha_first: below 1
+    where the weight overstates what the first token passes); NaN, with the reason in
+    `metrics.attrs["value_norms"]`, for a model whose runs keep no norm per key (gated attention).
+    induction: Olsson et al.'s induction score (default: for decoders, whose
     causal attention makes it mean what it says), measured on repeated random tokens, not on the
     corpus (`metrics.attrs["induction"]` says so). The metrics that need more than the attention
     come from their own analyses, each a pass of its own: importance=True adds Michel et al.'s
@@ -298,8 +324,9 @@ def head_finder(
             raise InputError(f"syntax= (the parsed sentences for the syntax metric): {error}") from None
         best = heads[heads.relation == "All"].groupby(["layer", "head"], as_index=False)["accuracy"].max()
         values["syntax"] = _grid(best, "accuracy", values["cls"].shape)
+    no_norms = _norm_metrics(values, partial.sums.count, partial.documents, model)
     order = ["cls", "sep", "punct", "prev_token", "self", "next_token", "entropy", "alpha_first", "sink_rate",
-             "confidence", "rare", *PATTERN_NAMES.values(), "induction", "importance", "syntax"]
+             *NORM_METRICS, "confidence", "rare", *PATTERN_NAMES.values(), "induction", "importance", "syntax"]
     n_layers, n_heads = values["cls"].shape
     rows = []
     for layer in range(n_layers):
@@ -312,8 +339,28 @@ def head_finder(
     running = {d: running_pieces(model.token_labels(*partial.texts[d], max_length=max_length), len(tokens))
                for d, tokens in partial.tokens.items()}
     metrics.attrs["induction"] = INDUCTION_NOTE if induction else ""
+    metrics.attrs["value_norms"] = no_norms
     return HeadFinder(metrics, top, partial.tokens, partial.texts, run.documents, model.name,
                       {d: pieces for d, pieces in running.items() if pieces is not None})
+
+
+def _norm_metrics(values: dict, counts: dict, documents: int, model: AttentionModel) -> str:
+    """Adds the ratio of the weighed to the plain first-token share (of the corpus means) to
+    `values`; where the runs of some document kept no ‖f_h(x_j)‖ (`counts`: HeadSums's, of the
+    corpus's `documents`), every norm metric as NaN instead, and → why (the
+    sentence `metrics.attrs["value_norms"]` keeps; empty where they were measured)."""
+    measured = int(counts["value_norm"].min()) if "value_norm" in counts else 0
+    if "value_norm" in counts and measured == documents:
+        values["first_weighed_ratio"] = values["alpha_first_weighed"] / values["alpha_first"]
+        return ""
+    for name in NORM_METRICS:
+        values[name] = torch.full_like(values["alpha_first"], float("nan"))
+    why = value_norms.missing(getattr(model, "model", None), getattr(model, "attention_modules", None) or [])
+    if not why and measured:  # never a mean over some of the corpus as if it were all of it
+        why = f"the runs of only {measured} of the {documents} documents kept them"
+    return (f"{', '.join(NORM_METRICS)} are NaN: they weigh each "
+            f"key by what it passes (Kobayashi et al.'s ‖f_h(x_j)‖), and for {model.name} "
+            f"{why or 'the value vectors were not recorded by the corpus run'}")
 
 
 def _corpus_tokens(model: AttentionModel, docs: Documents, max_length: int) -> tuple[dict[str, int], frozenset]:

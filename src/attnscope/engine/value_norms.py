@@ -200,3 +200,37 @@ def of_part(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_he
     tokens, the part's keys: Σ_h Σ_j α_hij f_h(x_j) + b_O is the cross-attention's own output."""
     values, layer_norms = captured(model, modules, projected, n_heads, device)
     return {"values": None if values is None else torch.stack(values), "value_norms": layer_norms}
+
+
+def missing(model: torch.nn.Module, modules) -> str:
+    """Why a model's runs keep no ‖f_h(x_j)‖ per key, as a clause ("a gate multiplies each head's
+    output ..."); empty when they keep one (every attention module has an output projection, none
+    gated: `captured`'s conditions)."""
+    if not modules:
+        return "its attention modules were not found, so neither were their value vectors"
+    if any(gated(module) for module in modules):
+        return ("a gate multiplies each head's output by the query's own factor (Qwen3-Next's gated attention), so what "
+                "a key passes depends on the query, and no norm per key says it")
+    for module in modules:
+        try:
+            output_projection(model, module)
+        except LookupError:
+            return f"no output projection was found after {type(module).__name__}, so what a key passes is unknown"
+    return ""
+
+
+def batch_norms(model: torch.nn.Module, modules, projected: list[torch.Tensor], n_heads: int) -> torch.Tensor | None:
+    """‖f_h(x_j)‖ of every document of a batch, B × layers × heads × T (padding positions too: the
+    caller cuts them off), from the value projections one forward of the batch recorded (B × T ×
+    key heads · d each, one per module, in order); None where `captured` keeps none (not all
+    recorded, a projection not found, gated heads)."""
+    if len(projected) != len(modules) or not projected or missing(model, modules):
+        return None
+    layers = []
+    for module, output in zip(modules, projected):
+        weight, _ = output_projection(model, module)
+        batch, n_tokens, width = output.shape
+        head_dim = weight.shape[1] // n_heads
+        values = output.reshape(batch * n_tokens, width // head_dim, head_dim).transpose(0, 1)  # key heads × B·T × d
+        layers.append(norms(values, weight.to(values.device)).view(n_heads, batch, n_tokens))
+    return torch.stack(layers).permute(2, 0, 1, 3)
