@@ -3,7 +3,8 @@
 // and the selected token's own weight left out, and said under the bars, on screen and in the picture.
 import { describe, expect, it, vi } from "vitest";
 import { formatWeight, shadeOf, textScale, textScaleNote } from "./text_scale.js";
-import { createTextView, SCROLL_REST_MS, textScene } from "../views/text_view.js";
+import { textScene } from "../views/text_scene.js";
+import { createTextView, SCROLL_REST_MS } from "../views/text_view.js";
 
 // The blue's opacity, as written ("rgba(33,113,181,0.50)") or as jsdom reads it back ("rgb(33, 113, 181)" at 1).
 const alphaOf = (color) => {

@@ -8,7 +8,8 @@ import { mapSubtitle, wholeMap } from "./map_view.js";
 import { sceneToSvg } from "../drawing/scene.js";
 import { savedAnswer } from "../standalone.js";
 import { shadeOf, textScale } from "../drawing/text_scale.js";
-import { chunkBoundaries, createTextView, shadingTitle, textScene } from "./text_view.js";
+import { createTextView } from "./text_view.js";
+import { chunkBoundaries, shadingTitle, textScene } from "./text_scene.js";
 
 describe("text view", () => {
   it("shades tokens on the scale of those not set aside", () => {
