@@ -33,7 +33,7 @@ SDPA, EAGER = "attnscope_knockout_sdpa", "attnscope_knockout_eager"
 _local = threading.local()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeBlock:
     """Edges blocked in one layer: every query → key of `queries` × `keys` (positions), in `heads`
     (None: every head). A run holds these, not a grid: a block from the last token to a span at
