@@ -62,7 +62,8 @@ def output_kind(model: AttentionModel) -> str:
     head = getattr(hf, "get_output_embeddings", lambda: None)()
     if getattr(hf.config, "is_encoder_decoder", False):
         raise InputError(f"{model.name} is an encoder-decoder model: knockout reads a causal LM's next token or an "
-                         "encoder's masked token, not yet a decoder's over an encoder's text.")
+                         "encoder's masked token, not yet a decoder's output token, which also reads the source "
+                         "through cross-attention (blocking decoder → source edges is not supported yet).")
     if head is not None:
         return "next token" if model.causal else "masked token"
     if model.causal:
