@@ -99,7 +99,7 @@ def _blocked_here(module: Any) -> tuple[int, tuple[EdgeBlock, ...], int] | None:
 def _with_blocks(layer: int, blocks: tuple[EdgeBlock, ...], first_query: int, query: torch.Tensor, key: torch.Tensor,
                  mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
     """The run's mask (or, without one, the causal mask the kernel would apply) with the blocked
-    edges at −inf: one additive float mask, heads × queries × keys. The queries are positions
+    edges at −inf: one additive float mask, heads (or 1, the same for all) × queries × keys. The queries are positions
     first_query … (the earlier ones in the cache), the keys every position from 0: only the rows
     of the queries this call computes are made."""
     n_heads, n_queries, n_keys = query.shape[1], query.shape[2], key.shape[2]
@@ -114,7 +114,9 @@ def _with_blocks(layer: int, blocks: tuple[EdgeBlock, ...], first_query: int, qu
     elif causal and n_queries > 1:
         future = torch.ones(n_queries, n_keys, dtype=torch.bool, device=query.device).triu(1 + first_query)
         additive = additive.masked_fill(future, float("-inf"))
-    rows = grid_rows(blocks, n_heads, torch.arange(first_query, first_query + n_queries), n_keys)
+    # Blocks of every head make one row set for all (broadcast): heads times less in a full pass.
+    every_head = all(block.heads is None for block in blocks)
+    rows = grid_rows(blocks, 1 if every_head else n_heads, torch.arange(first_query, first_query + n_queries), n_keys)
     additive = additive.masked_fill(rows.to(query.device)[None], float("-inf"))
     if torch.isinf(additive).all(-1).any():
         raise InputError(f"Knocking out these edges in layer {layer} leaves a query with no key to attend to: "
