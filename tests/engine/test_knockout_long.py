@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import attnscope
 from attnscope.analyses.knockout import blocked_edges
 from attnscope.engine import knockout as engine_knockout
+from attnscope.errors import InputError
 
 SPAN = list(range(40, 50))
 
@@ -88,3 +89,15 @@ def test_a_long_knockout_holds_edge_blocks_and_makes_no_t_by_t_tensor(long_decod
         assert abs(row.delta - float(reference[target] - plain[target])) <= 1e-5 and abs(row.delta) > 1e-4
     # What a run holds does not grow with the text: the same blocks at 512 and at 1,024 tokens.
     assert held[512] == held[1024] < model.n_heads * len(SPAN) * 100
+
+
+def test_a_query_left_no_key_is_refused_among_many_blocked_queries(long_decoder):
+    n = 1024
+    ids = torch.randint(1000, 20000, (n,), generator=torch.Generator().manual_seed(n)).tolist()
+    # Every query's edge to the first token blocked, and query 700's to every key it sees in head 2:
+    # the blocked queries are checked a block of rows at a time before any run, 700 in the third
+    # (read at 500, the knocked pass never computes its row: only that check sees it).
+    edges = [(1, None, list(range(1, n)), 0), (1, 2, 700, list(range(701)))]
+    with pytest.raises(InputError, match="in layer 1 leaves a query with no key to attend to"):
+        attnscope.knockout(long_decoder, ids, edges=edges, position=500)
+    assert attnscope.knockout(long_decoder, ids, edges=edges[:1], position=500).delta.iloc[0] != 0
