@@ -21,9 +21,9 @@ SHAPE = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key
              max_position_embeddings=64)
 
 
-def _llama(tokenizer, implementation="sdpa"):
+def _llama(tokenizer, implementation="sdpa", **shape):
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), attn_implementation=implementation, **SHAPE)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), attn_implementation=implementation, **{**SHAPE, **shape})
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():

@@ -18,6 +18,7 @@ import torch
 from .. import checks
 from ..engine import knockout as engine_knockout
 from ..engine.attention_model import AttentionModel, model_of
+from ..engine.knockout import EdgeBlock
 from ..errors import InputError
 from ..progress import progress as progress_bar
 from .tables import Grid, analysis_view, heads_frame, widget_action
@@ -61,7 +62,8 @@ def output_kind(model: AttentionModel) -> str:
     head = getattr(hf, "get_output_embeddings", lambda: None)()
     if getattr(hf.config, "is_encoder_decoder", False):
         raise InputError(f"{model.name} is an encoder-decoder model: knockout reads a causal LM's next token or an "
-                         "encoder's masked token, not yet a decoder's over an encoder's text.")
+                         "encoder's masked token, not yet a decoder's output token, which also reads the source "
+                         "through cross-attention (blocking decoder → source edges is not supported yet).")
     if head is not None:
         return "next token" if model.causal else "masked token"
     if model.causal:
@@ -107,10 +109,11 @@ def _positions(name: str, value: Any, n: int) -> list[int]:
     return sorted(checks.indices(name, values, n, "positions", allow_none=False, from_end=True))
 
 
-def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, torch.Tensor]:
+def edge_blocks(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, tuple[EdgeBlock, ...]]:
     """(layer, head or None, queries, keys) tuples (each of queries and keys one position or
-    several; head None: every head) as each layer's heads × n × n blocked edges."""
-    blocked: dict[int, torch.Tensor] = {}
+    several; head None: every head) as each layer's edge blocks, checked: what a run holds (no
+    T × T grid; engine/knockout.py)."""
+    blocked: dict[int, list[EdgeBlock]] = {}
     if not isinstance(edges, (list, tuple)):
         raise InputError(f"edges must be a list of (layer, head or None, queries, keys), not {checks.short_repr(edges)}.")
     for edge in edges:
@@ -118,13 +121,17 @@ def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> d
             raise InputError(f"edges: an edge is (layer, head or None, queries, keys), not {checks.short_repr(edge)}.")
         layer, head, queries, keys = edge
         layer = checks.integer("an edge's layer", layer, minimum=0, maximum=model.n_layers - 1)
-        heads = range(model.n_heads) if head is None else [checks.integer("an edge's head", head, minimum=0,
-                                                                           maximum=model.n_heads - 1)]
-        grid = blocked.setdefault(layer, torch.zeros(model.n_heads, n, n, dtype=torch.bool))
+        heads = None if head is None else (checks.integer("an edge's head", head, minimum=0, maximum=model.n_heads - 1),)
         rows, cols = _positions("an edge's queries", queries, n), _positions("an edge's keys", keys, n)
-        for h in heads:
-            grid[h][torch.tensor(rows)[:, None], torch.tensor(cols)[None, :]] = True
-    return blocked
+        blocked.setdefault(layer, []).append(EdgeBlock(heads, tuple(rows), tuple(cols)))
+    return {layer: tuple(blocks) for layer, blocks in blocked.items()}
+
+
+def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, torch.Tensor]:
+    """The edges as edge_blocks reads them, each layer's as one heads × n × n grid of booleans
+    (True: blocked): to look at or to check against; a knockout holds the blocks, not these."""
+    return {layer: engine_knockout.dense(blocks, model.n_heads, n)
+            for layer, blocks in edge_blocks(model, n, edges).items()}
 
 
 def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
@@ -216,7 +223,7 @@ def knockout(model: Any, text: str | Sequence[int], *, edges: Iterable[Sequence]
 
     read = reading(model, text, position, target, "knockout")
     head_mask, uniform = _head_grids(read.model, heads, mode)
-    knocked = read.knocked(blocked_edges(read.model, len(read.tokens), edges), head_mask, uniform)
+    knocked = read.knocked(edge_blocks(read.model, len(read.tokens), edges), head_mask, uniform)
     frame = pd.DataFrame([{"position": read.at, "target": read.model.tokenizer.convert_ids_to_tokens(read.wanted),
                            "log_p": read.log_p, "log_p_knocked": knocked, "delta": knocked - read.log_p}])
     return read.tag(frame, "knockout")
@@ -239,7 +246,7 @@ def knockout_sweep(model: Any, text: str | Sequence[int], keys: Any, *, window: 
     starts = range(read.model.n_layers - window + 1)
     for first in progress_bar(starts, len(starts), "knockout windows", progress, unit="window"):
         layers = range(first, first + window)
-        knocked = read.knocked(blocked_edges(read.model, n, [(layer, None, read.at, spans) for layer in layers]))
+        knocked = read.knocked(edge_blocks(read.model, n, [(layer, None, read.at, spans) for layer in layers]))
         rows.append({"first_layer": first, "last_layer": first + window - 1, "log_p": read.log_p,
                      "log_p_knocked": knocked, "delta": knocked - read.log_p})
     return read.tag(pd.DataFrame(rows), "knockout_sweep", keys=spans, window=window, n_layers=read.model.n_layers)

@@ -30,16 +30,50 @@ from .attention_registry import register_attention
 from .eager_blocks import own_eager
 
 SDPA, EAGER = "attnscope_knockout_sdpa", "attnscope_knockout_eager"
+CHECKED_ROWS = 256  # blocked queries checked at a time: heads × 256 × T booleans, 19 MB at 8,192 tokens on SmolLM2
 _local = threading.local()
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeBlock:
+    """Edges blocked in one layer: every query → key of `queries` × `keys` (positions), in `heads`
+    (None: every head). A run holds these, not a grid: a block from the last token to a span at
+    8,192 tokens is a few dozen numbers, where a heads × T × T grid was 0.6 GB a layer (SmolLM2)."""
+
+    heads: tuple[int, ...] | None
+    queries: tuple[int, ...]
+    keys: tuple[int, ...]
 
 
 @dataclass
 class Blocked:
-    """The edges a run blocks: per layer, heads × queries × keys booleans (True: blocked)."""
+    """The edges a run blocks: per layer, its edge blocks (the union of their edges is blocked)."""
 
-    layers: dict[int, torch.Tensor] = field(default_factory=dict)
+    layers: dict[int, tuple[EdgeBlock, ...]] = field(default_factory=dict)
     layer_of: dict[int, int] = field(default_factory=dict)  # id(attention module) → its layer
     first_query: int = 0  # the position of a call's first query: > 0 when earlier ones come from the cache
+
+
+def grid_rows(blocks: tuple[EdgeBlock, ...], n_heads: int, queries: torch.Tensor, n_keys: int) -> torch.Tensor:
+    """The blocked edges of `queries` (sorted positions) to keys 0 … n_keys - 1: heads × queries ×
+    keys booleans (True: blocked), made for these rows only. n_heads 1: the blocks' every-head edges."""
+    rows = torch.zeros(n_heads, len(queries), n_keys, dtype=torch.bool)
+    for block in blocks:
+        positions = torch.tensor(block.queries, dtype=torch.long)
+        at = torch.searchsorted(queries, positions)
+        inside = at < len(queries)
+        at, positions = at[inside], positions[inside]
+        at = at[queries[at] == positions]  # the rows of the block's queries among these
+        keys = torch.tensor([k for k in block.keys if k < n_keys], dtype=torch.long)
+        if len(at) and len(keys):
+            heads = torch.arange(n_heads) if block.heads is None else torch.tensor(block.heads, dtype=torch.long)
+            rows[heads[:, None, None], at[None, :, None], keys[None, None, :]] = True
+    return rows
+
+
+def dense(blocks: tuple[EdgeBlock, ...], n_heads: int, n: int) -> torch.Tensor:
+    """The blocks as one heads × n × n grid (True: blocked): for a look or a reference, not a run."""
+    return grid_rows(blocks, n_heads, torch.arange(n), n)
 
 
 def register() -> None:
@@ -54,21 +88,22 @@ def implementation_for(own: str | None) -> str:
     return EAGER if own == "eager" else SDPA
 
 
-def _blocked_here(module: Any) -> tuple[int, torch.Tensor, int] | None:
-    """This layer's blocked edges in the current thread's run (heads × positions × positions) and
-    the position of the call's first query, or None."""
+def _blocked_here(module: Any) -> tuple[int, tuple[EdgeBlock, ...], int] | None:
+    """This layer's edge blocks in the current thread's run and the position of the call's first
+    query, or None."""
     blocked_by: Blocked | None = getattr(_local, "blocked", None)
     layer = None if blocked_by is None else blocked_by.layer_of.get(id(module))
-    blocked = None if layer is None else blocked_by.layers.get(layer)
-    return None if blocked is None else (layer, blocked, blocked_by.first_query)
+    blocks = None if layer is None else blocked_by.layers.get(layer)
+    return None if not blocks else (layer, blocks, blocked_by.first_query)
 
 
-def _with_blocks(layer: int, blocked: torch.Tensor, first_query: int, query: torch.Tensor, key: torch.Tensor,
+def _with_blocks(layer: int, blocks: tuple[EdgeBlock, ...], first_query: int, query: torch.Tensor, key: torch.Tensor,
                  mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
     """The run's mask (or, without one, the causal mask the kernel would apply) with the blocked
-    edges at −inf: one additive float mask, heads × queries × keys. The queries are positions
-    first_query … (the earlier ones in the cache), the keys every position from 0."""
-    n_queries, n_keys = query.shape[2], key.shape[2]
+    edges at −inf: one additive float mask, heads (or 1, the same for all) × queries × keys. The queries are positions
+    first_query … (the earlier ones in the cache), the keys every position from 0: only the rows
+    of the queries this call computes are made."""
+    n_heads, n_queries, n_keys = query.shape[1], query.shape[2], key.shape[2]
     if n_keys != first_query + n_queries:  # never: the reuse is chosen only where the cache keeps every key
         raise NoAttentionError(f"Knockout in layer {layer}: {n_keys} keys for queries at {first_query}..."
                                f"{first_query + n_queries - 1}; the cache did not keep every earlier key.")
@@ -80,7 +115,9 @@ def _with_blocks(layer: int, blocked: torch.Tensor, first_query: int, query: tor
     elif causal and n_queries > 1:
         future = torch.ones(n_queries, n_keys, dtype=torch.bool, device=query.device).triu(1 + first_query)
         additive = additive.masked_fill(future, float("-inf"))
-    rows = blocked[:, first_query:first_query + n_queries, :n_keys]
+    # Blocks of every head make one row set for all (broadcast): heads times less in a full pass.
+    every_head = all(block.heads is None for block in blocks)
+    rows = grid_rows(blocks, 1 if every_head else n_heads, torch.arange(first_query, first_query + n_queries), n_keys)
     additive = additive.masked_fill(rows.to(query.device)[None], float("-inf"))
     if torch.isinf(additive).all(-1).any():
         raise InputError(f"Knocking out these edges in layer {layer} leaves a query with no key to attend to: "
@@ -132,7 +169,6 @@ class KnockoutRuns:
         self._implementation = implementation_for(attention_implementation(engine.model))
         self._layer_of = {id(m): k for k, m in enumerate(engine.attention_modules)}
         self._prefixes: dict[int, tuple[Any, torch.Tensor]] = {}  # first query → (its prefix's cache, unblocked log p)
-        self._unseen = ~torch.ones(self.n, self.n, dtype=torch.bool).tril() if engine.causal else None
         self._whole: Any = None  # the plain forward's cache, where a cached pass can stand for a full one
         if self._reusable():
             from transformers import DynamicCache
@@ -140,12 +176,13 @@ class KnockoutRuns:
             self._whole = DynamicCache(config=engine.model.config)
         self.plain = self._full({}, cache=self._whole)
 
-    def knocked(self, blocked: dict[int, torch.Tensor] | None = None, head_mask: torch.Tensor | None = None,
+    def knocked(self, blocked: dict[int, tuple[EdgeBlock, ...]] | None = None, head_mask: torch.Tensor | None = None,
                 uniform: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """log p with `blocked` edges (layer → heads × T × T booleans) and disabled heads
-        (head_mask: factors; uniform: heads that attend evenly), and log p with nothing blocked
-        along the same path (the plain forward, or the same cached pass): their difference is Δ."""
-        blocked = {layer: grid for layer, grid in (blocked or {}).items() if bool(grid.any())}
+        """log p with `blocked` edges (layer → its edge blocks) and disabled heads (head_mask:
+        factors; uniform: heads that attend evenly), and log p with nothing blocked along the same
+        path (the plain forward, or the same cached pass): their difference is Δ."""
+        blocked = {layer: kept for layer, blocks in (blocked or {}).items()
+                   if (kept := tuple(b for b in blocks if b.queries and b.keys and b.heads != ()))}
         self._check_every_query_keeps_a_key(blocked)
         first = self._first_changed(blocked, head_mask, uniform)
         if first is None:
@@ -169,7 +206,7 @@ class KnockoutRuns:
             return None
         if self._whole is None:
             return 0
-        first = min(int(grid.any(0).any(1).nonzero()[0]) for grid in blocked.values())
+        first = min(min(block.queries) for blocks in blocked.values() for block in blocks)
         return None if first > self.position else first
 
     def _reusable(self) -> bool:
@@ -183,13 +220,20 @@ class KnockoutRuns:
                 and bool({"cache", "past_key_values"} & parameters)
                 and all(not isinstance(span, int) or span <= 0 or span >= self.n for span in spans))
 
-    def _check_every_query_keeps_a_key(self, blocked: dict[int, torch.Tensor]) -> None:
-        """Refuse blocks that leave a query no key, before any run (whichever rows a run computes)."""
-        for layer, grid in blocked.items():
-            left = grid if self._unseen is None else grid | self._unseen
-            if bool(left.all(-1).any()):
+    def _check_every_query_keeps_a_key(self, blocked: dict[int, tuple[EdgeBlock, ...]]) -> None:
+        """Refuse blocks that leave a query no key, before any run (whichever rows a run computes):
+        the rows of the blocked queries only, heads × CHECKED_ROWS of them × keys at a time."""
+        for layer, blocks in blocked.items():
+            every = torch.tensor(sorted({q for block in blocks for q in block.queries}), dtype=torch.long)
+            if any(self._leaves_no_key(blocks, queries) for queries in every.split(CHECKED_ROWS)):
                 raise InputError(f"Knocking out these edges in layer {layer} leaves a query with no key to attend to: "
                                  "keep at least one key of every query (a decoder's first token sees only itself).")
+
+    def _leaves_no_key(self, blocks: tuple[EdgeBlock, ...], queries: torch.Tensor) -> bool:
+        left = grid_rows(blocks, self.engine.n_heads, queries, self.n)
+        if self.engine.causal:  # a causal query does not see the keys after it
+            left |= torch.arange(self.n)[None, :] > queries[:, None]
+        return bool(left.all(-1).any())
 
     def _full(self, blocked, head_mask=None, uniform=None, cache=None) -> torch.Tensor:
         """log p from a pass over the whole text (filling `cache` when given)."""
@@ -234,25 +278,6 @@ class KnockoutRuns:
         logits = self.engine.locked_forward(self.encoded, self._implementation, blocking(plan),
                                             **self._inputs(first, self.position + 1, _copy_of(prefix))).logits
         return torch.log_softmax(logits[0, -1].double(), dim=-1).cpu()
-
-
-def _copy_of(cache: Any) -> Any:
-    """A cache a pass may extend, the prefix's left as it was. transformers' dynamic cache layers
-    extend by concatenation (new tensors; the old ones are never written), so their tensors are
-    shared, not copied (a copy of every layer's keys and values was a third of a cached pass);
-    any other cache is copied whole."""
-    import copy
-
-    from transformers import cache_utils
-
-    layers = getattr(cache, "layers", None)
-    extends = tuple(getattr(cache_utils, name) for name in ("DynamicLayer", "DynamicSlidingWindowLayer")
-                    if hasattr(cache_utils, name))
-    if not layers or not extends or any(type(layer) not in extends for layer in layers):
-        return copy.deepcopy(cache)
-    shared = {id(t): t for layer in layers for t in vars(layer).values() if isinstance(t, torch.Tensor)}
-    return copy.deepcopy(cache, shared)
-
 
 
 def _dynamic_layers(cache: Any) -> list | None:
