@@ -71,3 +71,14 @@ def test_another_run_of_the_model_starts_again_and_a_short_run_is_read_whole():
     for result in (other, engine.run("A short text.")):
         table, whole = growing(result), attnscope.attention_sinks(result, progress=False)
         assert torch.allclose(torch.tensor(table[MEASURES].to_numpy()), torch.tensor(whole[MEASURES].to_numpy()), atol=1e-7)
+
+
+def test_an_encoder_decoders_steps_are_read_whole(bert_tokenizer):
+    """Its rows are its cross-attention over the source, then its own: not rows a step adds."""
+    from small_models import tiny_bart
+
+    engine = attnscope.load(tiny_bart(lm_head=True), bert_tokenizer, device="cpu")
+    growing = GrowingSinks()
+    for run in generation_steps(engine, PROMPT, 2, chat=False):
+        table, whole = growing(run.attention), attnscope.attention_sinks(run.attention, progress=False)
+        assert table.equals(whole)

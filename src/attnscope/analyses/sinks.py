@@ -127,7 +127,8 @@ class GrowingSinks:
         self._last_query: torch.Tensor | None = None  # the last layer's query of the last token read
 
     def __call__(self, result: Any):
-        if not (isinstance(result, LongAttentionResult) and result.causal):
+        # (An encoder-decoder's run is read whole: its rows are built of two parts.)
+        if not (type(result) is LongAttentionResult and result.causal):
             return attention_sinks(result, n_first=self.n_first, epsilon=self.epsilon, progress=False)
         n, n_first = result.n_tokens, min(self.n_first, result.n_tokens)
         run = (result.model_name, result.n_layers, result.n_heads, n_first)
