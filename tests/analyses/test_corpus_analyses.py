@@ -472,3 +472,29 @@ def test_a_dataset_is_gathered_on_the_driver_only_up_to_a_bound(monkeypatch):
     datasets = pytest.importorskip("datasets")
     with pytest.raises(InputError, match=r"^The dataset holds more than 4,000 characters.*dataset\.select\(range\(n\)\)"):
         corpus.documents(datasets.Dataset.from_dict({"text": ["x" * 40] * 200}))
+
+
+# Every analysis that runs a corpus in batches reads one stack of self-attention: an
+# encoder-decoder is refused before any document runs (it ended in a raw AttributeError on
+# Seq2SeqModelOutput.attentions), naming what reads its corpus instead.
+BATCHED_ANALYSES = {
+    "head_stats": lambda m, t: attnscope.head_stats(m, t, progress=False),
+    "head_roles": lambda m, t: attnscope.head_roles(m, t, progress=False),
+    "attention_patterns": lambda m, t: attnscope.attention_patterns(m, t, progress=False),
+    "head_finder": lambda m, t: attnscope.head_finder(m, t, progress=False),
+    "head_distances": lambda m, t: attnscope.head_distances(m, t, progress=False),
+    "head_importance": lambda m, t: attnscope.head_importance(m, t, progress=False),
+    "attention_gradients": lambda m, t: attnscope.attention_gradients(m, t, progress=False),
+    "pruning_curve": lambda m, t: attnscope.pruning_curve(m, t, progress=False),
+    "attention_similarity": lambda m, t: attnscope.attention_similarity(m, m, t, progress=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCHED_ANALYSES))
+def test_an_encoder_decoder_is_refused_before_any_batch_runs(name, bert_tokenizer, monkeypatch):
+    from small_models import tiny_bart
+
+    engine = attnscope.load(tiny_bart(lm_head=False), bert_tokenizer, device="cpu")
+    monkeypatch.setattr(engine, "forward", lambda *a, **k: pytest.fail("a batch ran"))
+    with pytest.raises(InputError, match=r"encoder-decoder.*attention_sinks\(model, texts\)"):
+        BATCHED_ANALYSES[name](engine, ["The cat sat on the mat.", "A dog ran after it."])

@@ -196,7 +196,20 @@ def in_batches(docs: Sequence[Document], size: int) -> Iterator[list[Document]]:
         yield list(docs[start : start + size])
 
 
+def refuse_encoder_decoder(engine: AttentionModel) -> None:
+    """The analyses that run documents in batches read one stack of self-attention (outputs.attentions):
+    an encoder-decoder's are two stacks and a cross-attention, not one set of heads. Said before
+    any document runs, naming the analyses that read one."""
+    if getattr(engine, "is_encoder_decoder", False):
+        raise InputError(
+            f"{getattr(engine, 'name', 'This model')} is an encoder-decoder: this analysis runs documents in batches and reads "
+            "one stack of self-attention heads, and an encoder-decoder has two (encoder and decoder) and a cross-attention. "
+            "Over its corpus, attention_sinks(model, texts) and value_flow(model, texts) read each part; one text's every "
+            "part shows in attnscope.show(text, model=...).")
+
+
 def encode_batch(engine: AttentionModel, batch: Sequence[Document], max_length: int) -> Any:
+    refuse_encoder_decoder(engine)
     texts = [a for a, _ in batch]
     pairs = [b for _, b in batch]
     if any(b is not None for b in pairs) and any(b is None for b in pairs):
@@ -227,6 +240,7 @@ def corpus_settings(model: AttentionModel, docs: Sequence[Document], max_length:
     is Clark et al.'s 128 tokens, or the model's limit when that is shorter. batch_size "auto":
     8 on a CPU; on a GPU as many documents as half its free memory holds (`batch_for_memory`).
     With backend="ray" "auto" stays "auto": each worker sizes batches to its own device."""
+    refuse_encoder_decoder(model)
     if max_length is None:
         limit = max_positions(model.model, model.tokenizer)
         max_length = min(CLARK_MAX_LENGTH, limit or CLARK_MAX_LENGTH)
