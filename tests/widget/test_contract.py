@@ -187,3 +187,30 @@ def test_each_view_draws_a_synced_payload_or_a_served_store_and_asks_by_a_declar
         assert ("long" in view.modes) == (view.asks != "" or view.name == "analysis"), view
         assert all(set(step) <= {"lineBudget", "maxTokens", "maxLines", "lines", "maxPoints"} for step in view.thinning), view
         assert set(view.controls) <= {"layer", "filter", "part", "words", "masks", "mask mode", "weigh"}, view
+
+
+def test_strings_traits_take_what_list_of_unicode_takes_and_refuse_what_it_refuses():
+    """widget_traits.Strings checks a list of str in one pass; anything else goes through
+    List(Unicode())'s own checks, with its errors."""
+    import traitlets
+
+    from attnscope.widget.widget_traits import Strings
+
+    class Fast(traitlets.HasTraits):
+        value = Strings()
+
+    class Plain(traitlets.HasTraits):
+        value = traitlets.List(traitlets.Unicode())
+
+    given = ["a", " café", "日本", "🙂"]
+    for values in (given, ("x", "y"), [], "abc", [b"x"]):  # (List(Unicode()) takes a str and bytes too)
+        fast, plain = Fast(value=values), Plain(value=values)
+        assert fast.value == plain.value and type(fast.value) is list
+    assert Fast(value=given).value is not given  # a copy: the caller's list stays theirs
+    for bad in (["a", 1], ["a", None], [["x"]], 5, None):
+        with pytest.raises(traitlets.TraitError) as fast_error:
+            Fast(value=bad)
+        with pytest.raises(traitlets.TraitError) as plain_error:
+            Plain(value=bad)
+        # The same words, the trait's own class named (Strings, not List).
+        assert str(fast_error.value).replace("Fast", "X").replace("Strings", "List") == str(plain_error.value).replace("Plain", "X")
