@@ -10,8 +10,9 @@ through the kernel.
   positions less the new tokens): after the generation ends, each of a few output tokens is
   clicked, a user's 300 ms apart, and timed until the flow's shading is done for it.
 
-Run alone: `python benchmarks/generation_page_bench.py [--prompt-tokens 8160] [--new-tokens 24]`
-prints the rows; `make bench` adds them to results.json and benchmarks/README.md.
+Run alone: `python benchmarks/generation_page_bench.py [--prompt-tokens 8160] [--new-tokens 24] [--write]`
+prints the rows (--write keeps them in results.json and benchmarks/README.md); `make bench` runs
+it (`run.py --only-generation-page` alone).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from chromium import CHROMIUM_ARGS  # noqa: E402
 from jupyterlab_bench import kernel_value, open_notebook, put_notebook  # noqa: E402
 from test_jupyterlab import jupyter_server  # noqa: E402
 
+BEGIN, END = "<!-- generation-page:begin -->", "<!-- generation-page:end -->"
 TARGET_MS = 100
 REACTION_MS = 300
 CLICKS = 6
@@ -154,6 +156,7 @@ def table(results: dict) -> list[str]:
         return "✅" if ok else "❌"
 
     return [
+        BEGIN,
         f"### Watching SmolLM2 write in real JupyterLab 4 (issue 48): a {results['prompt_tokens']:,}-token prompt, "
         f"{results['new_tokens']} new tokens",
         "",
@@ -167,7 +170,34 @@ def table(results: dict) -> list[str]:
         f"{met(drawn['max'] is not None and drawn['max'] <= TARGET_MS and not drawn['missed'])} |",
         f"| click an output token → shaded text | ≤ {TARGET_MS} ms | {clicks['median']} ms | {clicks['first']} ms (first) | "
         f"{met(all(c is not None and c <= TARGET_MS for c in clicks['each']))} |",
+        "",
+        "Each token's time, in order: " + ", ".join("–" if d is None else f"{d:.0f}" for d in drawn["each"]) + " ms. Where it "
+        "goes (medians): the kernel's message "
+        f"{_median(p['kernel_ms'] for p in drawn['phases'])} ms, its trip {_median(p['arrived_ms'] for p in drawn['phases'])} ms, "
+        f"the page's drawing {_median(p['drawn_after_arrival_ms'] for p in drawn['phases'])} ms.",
+        END,
     ]
+
+
+def _median(values) -> str:
+    kept = [v for v in values if v is not None]
+    return f"{statistics.median(kept):.0f}" if kept else "–"
+
+
+def write(result: dict) -> None:
+    """results.json's "generation_page" and its section of README.md."""
+    results_path = HERE / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    results["generation_page"] = result
+    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    block = "\n".join(table(result))
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    readme.write_text(text)
 
 
 def run(prompt_tokens: int = 8160, new_tokens: int = 24) -> dict:
@@ -187,9 +217,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompt-tokens", type=int, default=8160)
     parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--write", action="store_true", help="keep it in results.json and README.md")
     args = parser.parse_args()
     started = time.perf_counter()
     result = run(args.prompt_tokens, args.new_tokens)
     print(json.dumps(result, indent=1))
     print("\n".join(table(result)))
+    if args.write:
+        write(result)
     print(f"({time.perf_counter() - started:.0f} s)")

@@ -129,6 +129,8 @@ def main() -> None:
                         help="rerun the first clicks in real JupyterLab (first_clicks_bench.py), keep the rest")
     parser.add_argument("--only-generation", action="store_true",
                         help="rerun the generation bench (SmolLM2, with capture vs model.generate), keep the rest")
+    parser.add_argument("--only-generation-page", action="store_true",
+                        help="rerun a generation in real JupyterLab (generation_page_bench.py), keep the rest")
     args = parser.parse_args()
     from flow_bench import bench_flow
     from flow_bench import write as write_flow
@@ -140,6 +142,12 @@ def main() -> None:
         return
     if args.only_generation:
         write_generation(bench_generation())
+        return
+    from generation_page_bench import run as bench_generation_page
+    from generation_page_bench import write as write_generation_page
+
+    if args.only_generation_page:
+        write_generation_page(bench_generation_page())
         return
     from analysis_bench import bench_analyses, bench_reading_list
     from browser_bench import bench_front_end
@@ -216,6 +224,7 @@ def main() -> None:
     flow = bench_flow(FLOW_LONG_TOKENS)
     generation = bench_generation()
     jupyterlab = bench_jupyterlab()
+    generation_page = bench_generation_page()
     ray_rows = bench_ray()  # last: its cluster shares these CPUs
     if torch.cuda.is_available():  # the GPU's own tables (gpu_results.json, README's GPU section)
         subprocess.run([sys.executable, str(HERE / "gpu_bench.py")], check=False, cwd=HERE)
@@ -242,6 +251,7 @@ def main() -> None:
                  jupyterlab)
     write_flow(flow)  # its own section of README.md
     write_generation(generation)  # likewise
+    write_generation_page(generation_page)
 
 
 def _find(rows: list[dict], **match) -> dict:
