@@ -9,6 +9,7 @@ induction score (repeated random tokens: from the second copy, the attention on 
 current token's first occurrence). And Kobayashi et al. 2020's view of what a head passes ("Attention
 is Not Only a Weight": key j's contribution to query i is α_hij f_h(x_j), f_h(x_j) = (x_j W_V^h +
 b_V^h) W_O^h, engine/value_norms.py), from the norms the same forward records:
+
 - value_norm: the mean over a document's tokens of ‖f_h(x_j)‖, the size of what the head passes
   from a token (in the model's units: compare heads, not models), a mean over documents;
 - alpha_first_weighed: alpha_first measured on the norm-based weights ‖α_hij f_h(x_j)‖ = α_hij
@@ -19,6 +20,7 @@ b_V^h) W_O^h, engine/value_norms.py), from the norms the same forward records:
 - first_weighed_ratio: alpha_first_weighed ÷ alpha_first (of the corpus means): below 1 where the
   weight overstates what the first token passes (a sink that is seen but passes little), above 1
   where it understates it.
+
 A model whose runs keep no norm per key (gated attention: the gate makes what a key passes depend
 on the query; no output projection found) gets NaN in these columns, and `metrics.attrs
 ["value_norms"]` says why. And its top examples: the documents and query positions where
