@@ -144,7 +144,8 @@ class GrowingSinks:
             self._sums = new if self._sums is None else self._sums + new
             self._rows, self._tokens = n, list(result.tokens)
             self._last_query = self._query_of(result, n - 1)
-        measures = {"alpha_first": self._sums[..., 0] / n, "first_n_mass": self._sums.sum(-1) / n}
+        # The mean over queries as one row of columns: the measures' one definition (formulas.sink_measures).
+        measures = an.sink_measures((self._sums / n).unsqueeze(-2), self.n_first, self.epsilon)
         return _sinks_frame(measures, result.n_key_heads, self.epsilon, model_name=result.model_name, n_first=self.n_first)
 
     @staticmethod

@@ -83,7 +83,8 @@ class GenerationWidget(AttentionWidget):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the kernel's: the picture is redrawn there at the end
         # The Analysis tab's opening analysis (the sinks) read a step at a time: each step adds
-        # its token's rows, where reading the whole run again took ~0.5 s a step at 8,192 tokens.
+        # its token's rows, where reading the whole run again took 0.3-1.8 s a step at 2,048 tokens
+        # under load (O(layers x T) a step).
         self._growing_analysis = growing_run_analysis()
         super().__init__(result=first.attention, **kwargs)
 
