@@ -44,10 +44,10 @@ docs: install
 test-kinds: install
 	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/product/test_wrong_kinds.py -rA
 
-# Unit tests only (Python and JS, about a minute): no browser, Jupyter server, notebook or build.
+# Unit tests only (Python and JS, about 80 s: vitest 23 s, pytest on two workers 59 s): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json
 	npm test
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # ruff and import-linter (Python), no module over 500 lines (scripts/check_module_lines.py), biome and
 # dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and tsc --checkJs over the JSDoc types
@@ -59,8 +59,13 @@ lint: install node_modules/.package-lock.json
 	npm run lint
 	npm run typecheck
 
+# Two pytest-xdist workers, one a core: each takes whole files, the longest first (tests/conftest.py:
+# LONGEST_FIRST), and runs torch on one thread. A serial run took 24 to 27 minutes here, two workers
+# 19; three took 17 but loaded the machine to 12 and a save in Notebook 7 timed out.
+TEST_WORKERS ?= 2
+
 test-python:
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-js: node_modules/.package-lock.json
 	npm test

@@ -572,8 +572,10 @@ def saved_in_the_app_and_reopened(page, base: str, url: str, name: str) -> None:
     # later, hidden under the live widgets): saved after they came.
     page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output .attnscope-picture img').length === 3",
                            timeout=60_000)
-    page.locator(".jp-Notebook").first.click()
-    page.keyboard.press("Control+s")
+    def save() -> None:
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("Control+s")
+
     def saved_with_outputs() -> bool:
         try:
             content = json.load(urllib.request.urlopen(f"{base}/api/contents/{name}?token={TOKEN}", timeout=10))["content"]
@@ -583,8 +585,14 @@ def saved_in_the_app_and_reopened(page, base: str, url: str, name: str) -> None:
             return False  # read while the app was writing it (the contents API answers 400): not saved yet
         return all(c["outputs"] for c in content["cells"])
 
-    deadline = time.time() + 30
+    # Saved as a user saves: Ctrl+S again after 15 s without a save (on a loaded machine, Notebook 7
+    # once had not yet taken the click's focus and the key went nowhere).
+    save()
+    deadline, again = time.time() + 60, time.time() + 15
     while not saved_with_outputs() and time.time() < deadline:
+        if time.time() > again:
+            save()
+            again = time.time() + 15
         time.sleep(0.5)
     assert saved_with_outputs(), "the notebook was not saved with its outputs"
     for kernel in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=10)):
