@@ -235,7 +235,7 @@ def table(flow: dict) -> list[str]:
         lines += ["", f"Contributions (ALTI) of a {c['tokens']}-token text on {c['model']}: {c['contributions_s']} s against "
                   f"its run's {c['run_s']} s, {c['ratio']} × (target ≤ 2 ×: {met(c['ratio'], 2)}; medians of {c['repeats']}, "
                   f"alternating; load {c['load']}). ALTI's L1 distance does not factor: each layer makes T × T × W terms "
-                  "(512 × 512 × 384) and reads them twice more, a block of rows at a time, exactly; the run is one forward."]
+                  "(512 × 512 × 384) and reads them once more, a few keys of every row at a time (3 MiB), exactly; the run is one forward."]
     lines += ["", "The switch is the kernel's part (the state remade from the kept run); the page's redraw comes on top.", END]
     return lines
 
