@@ -156,16 +156,15 @@ def keys_per_block(n_rows: int, width: int, budget: int) -> int:
 
 
 def _block_proximity(scaled: _Scaled, key_major: torch.Tensor, rows: tuple[int, int], keys: tuple[int, int],
-                     target_norms: torch.Tensor) -> torch.Tensor:
+                     shifts: torch.Tensor, target_norms: torch.Tensor) -> torch.Tensor:
     """‖σy_i‖₁ − ‖σy_i − σL_i(T_i(x_j))‖₁ for rows i in [a, b) and keys j in [k0, k1): keys × rows.
-    key_major: the attention rows of the block starting at row `first` as K × rows × H (_key_major),
-    already cut to rows [a, b). One batched product a key, over every row of the block at once
-    (rows × H by H × W: the longest product the layout allows; a block of a few rows over every
-    key made products of 16 rows, and packing each key's H × W cost as much as the product)."""
+    key_major: attention rows [a, b) as K × (b − a) × H (_key_major); shifts: −σy_i for every row,
+    made once a layer. One batched product a key, over every row of the block at once (rows × H by
+    H × W: the longest product the layout allows; a block of a few rows over every key made
+    products of 16 rows, and packing each key's H × W cost as much as the product)."""
     (a, b), (k0, k1) = rows, keys
-    target = scaled.target[a:b]
-    # σy_i − terms, in the product itself: baddbmm adds the product to −σy_i broadcast over the keys.
-    terms = torch.baddbmm(target.neg().expand(k1 - k0, b - a, target.shape[-1]), key_major[k0:k1].to(scaled.vectors.dtype),
+    # The target subtracted in the product itself: baddbmm adds it to −σy_i broadcast over the keys.
+    terms = torch.baddbmm(shifts[a:b].expand(k1 - k0, b - a, shifts.shape[-1]), key_major[k0:k1].to(scaled.vectors.dtype),
                           scaled.vectors[k0:k1])  # keys × rows × W: σL_i(T_i(x_j)) − σy_i
     # The residual, x_i, is i's alone: added where key j is row i, a view along the (key, row) diagonal.
     lo, hi = max(a, k0), min(b, k1)
@@ -187,6 +186,7 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
     n_tokens, width = parts.summed.shape
     budget = terms_block_bytes(parts.summed.device) if budget is None else budget
     target_norms = torch.linalg.vector_norm(scaled.target, 1, -1)  # T: ‖σy_i‖₁
+    shifts = scaled.target.neg()
     out = torch.zeros(n_tokens, n_tokens, dtype=torch.float32, device=parts.summed.device)
     for start, end, block in attention_blocks:
         key_major = _key_major(block)  # T × rows × H
@@ -195,13 +195,12 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
         for k0 in range(0, n_keys, step):
             k1 = min(n_keys, k0 + step)
             a = max(start, k0) if causal else start  # causal: rows before key k0 take none of keys k0…
-            proximity = _block_proximity(scaled, key_major[:, a - start :], (a, end), (k0, k1), target_norms)
+            proximity = _block_proximity(scaled, key_major[:, a - start :], (a, end), (k0, k1), shifts, target_norms)
             out[a:end, k0:k1] = proximity.t()
+        rows = out[start:end, :n_keys]
         if causal:  # a later key's term is 0, and its proximity 0 but for rounding: made exact
-            rows = out[start:end, :n_keys]
             later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
             rows.masked_fill_(later, 0)
-        rows = out[start:end, :n_keys]
         rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
     return out
 
