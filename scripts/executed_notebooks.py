@@ -1,7 +1,7 @@
 """The shipped notebooks, executed, for the documentation site (issue 34: a reader of the docs sees
 every result and picture without running anything).
 
-A notebook is executed in a kernel (nbclient) in notebooks/, where it finds data/. Executed copies
+A notebook is executed in a kernel (nbclient) in a scratch folder where it finds data/. Executed copies
 are kept in build/executed_notebooks/, keyed by what their outputs depend on (the notebook, its data
 and the package's code and bundle): the notebook tests store the copies they run, and the docs
 build executes only what is missing or stale (with ATTNSCOPE_EXECUTE_NOTEBOOKS=1, as `make docs`
@@ -67,13 +67,19 @@ def cached(name: str):
 
 
 def execute(name: str, timeout: int = 600):
-    """Run notebook `name` in a kernel, in notebooks/, and keep the executed copy."""
+    """Run notebook `name` in a kernel and keep the executed copy. It runs in a scratch folder that
+    sees notebooks/data/ as data/: what a notebook writes (bertviz_tutorial.ipynb saves a page) is
+    not left in the tree."""
+    import tempfile
+
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    with tempfile.TemporaryDirectory(prefix="attnscope-docs-") as scratch:
+        (Path(scratch) / "data").symlink_to(NOTEBOOKS / "data", target_is_directory=True)
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": scratch}}).execute()
     store(name, notebook)
     return notebook
 

@@ -82,6 +82,28 @@ def test_an_executed_notebook_shows_its_results_and_pictures_and_fetches_nothing
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"https?:", html)  # nothing fetched from anywhere
 
 
+def test_executing_a_notebook_for_the_docs_leaves_the_tree_as_it_was(tmp_path, monkeypatch):
+    """Issue 45 §12: `make docs` ran the notebooks in notebooks/, and bertviz_tutorial.ipynb's saved
+    page was left there untracked. A notebook runs in a scratch folder that still finds data/."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import executed_notebooks as executed
+
+    folder = tmp_path / "notebooks"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "words.txt").write_text("read from data/", encoding="utf-8")
+    source = "open('written.html', 'w').write('a page'); print(open('data/words.txt').read())"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), folder / "writes.ipynb")
+    monkeypatch.setattr(executed, "NOTEBOOKS", folder)
+    monkeypatch.setattr(executed, "CACHE", tmp_path / "kept")
+    monkeypatch.setattr(executed, "source_key", lambda name: "this version")
+    notebook = executed.execute("writes.ipynb")
+    assert notebook.cells[0].outputs[0]["text"] == "read from data/\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["data", "writes.ipynb"]
+    assert executed.cached("writes.ipynb") is not None
+
+
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
