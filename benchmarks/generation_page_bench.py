@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "product"))  # test_jupyterlab
 
 from chromium import CHROMIUM_ARGS  # noqa: E402
-from jupyterlab_bench import kernel_value, open_notebook, put_notebook  # noqa: E402
+from jupyterlab_bench import TRACE_CATEGORIES, kernel_value, open_notebook, put_notebook  # noqa: E402
 from test_jupyterlab import jupyter_server  # noqa: E402
 
 BEGIN, END = "<!-- generation-page:begin -->", "<!-- generation-page:end -->"
@@ -70,6 +70,11 @@ PAGE_STEPS = """
     last = n;
     requestAnimationFrame(() => { if (!(n in window.__shown)) window.__shown[n] = stamp(); });
   }).observe(document.body, { childList: true, subtree: true });
+  // Tasks over 50 ms on the page's main thread: a token's message waits behind them.
+  window.__longTasks = [];
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__longTasks.push({ t: performance.timeOrigin + e.startTime, ms: e.duration });
+  }).observe({ type: "longtask", buffered: true });
 }
 """.replace("@FLOW@", FLOW)
 
@@ -86,11 +91,13 @@ def notebook_cells(prompt_tokens: int, new_tokens: int) -> list[str]:
     ]
 
 
-def bench(browser, base: str, prompt_tokens: int, new_tokens: int) -> dict:
+def bench(browser, base: str, prompt_tokens: int, new_tokens: int, trace: Path | None = None) -> dict:
     name = "generation_page.ipynb"
     put_notebook(base, name, notebook_cells(prompt_tokens, new_tokens))
     page = open_notebook(browser, base, name)
     page.evaluate(PAGE_STEPS)
+    if trace is not None:  # the whole run, the prompt's pass included (the page is idle then)
+        browser.start_tracing(page=page, path=str(trace), categories=TRACE_CATEGORIES)
     widget = page.locator(".jp-OutputArea-output .attnscope-root").first
     widget.wait_for(timeout=1_200_000)
     deadline = time.monotonic() + 1800
@@ -99,14 +106,19 @@ def bench(browser, base: str, prompt_tokens: int, new_tokens: int) -> dict:
     page.wait_for_timeout(500)
     kernel_steps = kernel_value(page, "_steps_in_kernel")
     shown = {int(n): t for n, t in page.evaluate("() => window.__shown").items()}
+    if trace is not None:
+        browser.stop_tracing()
     frames = [f for f in page.evaluate("() => window.__attnscopeFrames") if f["dir"] == "in"]
+    long_tasks = page.evaluate("() => window.__longTasks")
     delays, phases = [], []
     for n, at, sent in kernel_steps[1:]:  # the first is the prompt's display, drawn with the widget
         seen = min((t for count, t in shown.items() if count >= n), default=None)
         delays.append(None if seen is None else round(seen - at, 1))
         # Where the time went: the kernel's making of the message, its trip, the page's drawing.
         arrived = [f for f in frames if f["t"] >= sent and (seen is None or f["t"] <= seen)]
-        phases.append({"kernel_ms": round(sent - at, 1),
+        busy = sum(min(task["t"] + task["ms"], arrived[-1]["t"]) - max(task["t"], sent) for task in long_tasks
+                   if arrived and task["t"] < arrived[-1]["t"] and task["t"] + task["ms"] > sent)
+        phases.append({"kernel_ms": round(sent - at, 1), "page_busy_before_arrival_ms": round(busy, 1),
                        "arrived_ms": round(arrived[-1]["t"] - sent, 1) if arrived else None,
                        "bytes_in": sum(f["bytes"] for f in arrived),
                        "drawn_after_arrival_ms": round(seen - arrived[-1]["t"], 1) if arrived and seen else None})
@@ -200,7 +212,7 @@ def write(result: dict) -> None:
     readme.write_text(text)
 
 
-def run(prompt_tokens: int = 8160, new_tokens: int = 24) -> dict:
+def run(prompt_tokens: int = 8160, new_tokens: int = 24, trace: Path | None = None) -> dict:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp, jupyter_server("lab", Path(tmp), extra_env={"OMP_NUM_THREADS": "2"},
@@ -208,7 +220,7 @@ def run(prompt_tokens: int = 8160, new_tokens: int = 24) -> dict:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), headless=True, args=CHROMIUM_ARGS)
             try:
-                return bench(browser, base, prompt_tokens, new_tokens)
+                return bench(browser, base, prompt_tokens, new_tokens, trace)
             finally:
                 browser.close()
 
@@ -218,9 +230,10 @@ if __name__ == "__main__":
     parser.add_argument("--prompt-tokens", type=int, default=8160)
     parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--write", action="store_true", help="keep it in results.json and README.md")
+    parser.add_argument("--trace", type=Path, help="a Chromium trace of the run, into this file")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(args.prompt_tokens, args.new_tokens)
+    result = run(args.prompt_tokens, args.new_tokens, args.trace)
     print(json.dumps(result, indent=1))
     print("\n".join(table(result)))
     if args.write:

@@ -5,6 +5,7 @@ restarted and its batch rerun, and a text that fails is named by its corpus inde
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import threading
@@ -18,8 +19,9 @@ import transformers
 import attnscope
 from attnscope.errors import InputError
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("ray.data")
+# Ray is imported by the cluster's fixture, not here: importing it (and the schema validators it
+# brings) took 2 s of each pytest worker's collection, whatever tests it ran.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason='needs Ray Data: pip install "attnscope[ray]"')
 
 TEXTS = [f"The keeper fed lion number {i} before the storm." for i in range(14)] + [
     "Dogs bark at the mailman every morning.", "Paris is the capital of France.", "She read the book twice."]
@@ -28,6 +30,8 @@ PAIRS = [(f"The cat {i} sat on the mat.", "It was happy.") for i in range(10)]
 
 @pytest.fixture(scope="module")
 def cluster():
+    import ray
+
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield
     ray.shutdown()
@@ -236,6 +240,7 @@ def test_a_ray_dataset_read_from_parquet_or_jsonl_is_a_corpus(cluster, default_m
     import json
 
     import pandas as pd
+    import ray.data
 
     texts = [t for t in TEXTS]
     (tmp_path / "texts.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
