@@ -164,6 +164,70 @@ def test_the_notebooks_picture_shows_the_generated_text_and_the_selected_step(ge
         generated.view, generated.focus_token = "text", len(generated.tokens) - 1
 
 
+def test_in_a_notebook_page_the_picture_is_drawn_once_the_run_has_ended(monkeypatch):
+    """Issue 48's speed: a picture drawn while the model writes is stale at once, and its drawing
+    and publication delayed the first token's message (112 ms at 8,160 tokens). From a notebook
+    page's cell, the output says it is drawn at the end; nothing is drawn while the run goes on,
+    the cell's end included; the finished run is drawn once, all its tokens in it."""
+    import asyncio
+    import threading
+    import types
+
+    from attnscope.widget import picture as picture_module
+
+    displayed, published, drawn_while, made = [], [], [], {}
+    monkeypatch.setattr(picture_module.PictureOutputs, "QUIET_S", 0.05)
+
+    def display(obj, **kwargs):  # IPython's display: a widget displays itself and its picture
+        return obj._ipython_display_() if hasattr(obj, "_ipython_display_") else displayed.append(obj)
+
+    monkeypatch.setattr("IPython.display.display", display)
+    monkeypatch.setattr("IPython.display.update_display", lambda bundle, **kw: published.append(bundle))
+    real_drawn = picture_module._drawn
+    monkeypatch.setattr(picture_module, "_drawn", lambda page: (drawn_while.append(made["widget"].generation.finish), real_drawn(page))[1])
+    shell = types.SimpleNamespace(kernel=types.SimpleNamespace(get_parent=lambda channel: {"metadata": {"cellId": "c1"}}),
+                                  events=types.SimpleNamespace(register=lambda *a: None, unregister=lambda *a: None),
+                                  execution_count=1)
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    gate = threading.Event()  # the run's steps wait until the cell has ended
+    steps = attnscope.engine.generation.generation_steps
+    monkeypatch.setattr("attnscope.widget.generation_widget.generation_steps",
+                        lambda *a, **kw: (run for run in steps(*a, **kw) if run.steps < 2 or gate.wait(30)))
+
+    async def cell():
+        made["widget"] = widget = attnscope.generate(PROMPT, model=seeded_engine(), max_new_tokens=STEPS, chat=False)
+        widget._pictures._after_cell()  # the cell ends while the model writes
+        await asyncio.sleep(0.2)
+        assert widget.generation.finish is None and drawn_while == [] and published == []
+        gate.set()
+        while not published:
+            await asyncio.sleep(0.02)
+
+    outcome = {}
+
+    def kernel():  # the kernel's loop, in a thread of its own (pytest's may hold one in this one)
+        try:
+            asyncio.run(cell())
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            gate.set()
+
+    runner = threading.Thread(target=kernel)
+    runner.start()
+    runner.join(timeout=120)
+    try:
+        if "error" in outcome:
+            raise outcome["error"]
+        notes = [bundle.get("text/plain", "") for bundle in displayed if isinstance(bundle, dict)]
+        assert any(picture_module.DRAWN_AT_END in note for note in notes), notes
+        assert drawn_while == ["max_new_tokens"]  # one drawing, of the finished run
+        [bundle] = published
+        assert f"The model wrote {STEPS} tokens" in svg_text(bundle["image/svg+xml"])
+    finally:
+        made["widget"].close()
+
+
 # The model view of the selected token (issue 48 item 3): the "token_rows" answer is that token's
 # exact row in every included layer × head, the rows of one eager forward over the prompt and the
 # output (never a T × T map), weighed by value norm as the run is.

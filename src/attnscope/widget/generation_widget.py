@@ -87,6 +87,7 @@ class GenerationWidget(AttentionWidget):
         # under load (O(layers x T) a step).
         self._growing_analysis = growing_run_analysis()
         super().__init__(result=first.attention, **kwargs)
+        self._pictures.held = True  # drawn once the run ends (picture.PictureOutputs)
 
     @property
     def generation(self) -> Generation:
@@ -139,7 +140,9 @@ class GenerationWidget(AttentionWidget):
                     self._quietly(generating=False, knockout_control=self._knockout_control(False))
             self._done.set()
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._pictures.redraw_later)  # the picture of the whole run
+                self._loop.call_soon_threadsafe(self._pictures.release)  # the picture of the whole run
+            else:
+                self._pictures.held = False
 
     def _apply(self, computed: Any, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
         """A run shown as AttentionWidget shows it, with the generation's settings in the notice

@@ -207,6 +207,10 @@ class PictureOutputs:
       512-token head picture takes ~2 s on 2 cores: drawn there, it held the kernel busy, and
       ipywidgets sends a view's next change only once the kernel is idle (a layer switch in real
       JupyterLab waited 1–2 s for the last one's picture).
+    - While `held` (a generation that is still writing), never in a cell a page sent: the run is
+      new every step, and a drawing and its publication crossed the kernel's path to the page
+      when each token must be drawn within 100 ms (at 8,160 tokens the first token's message took
+      112 ms to reach the page). `release()` draws the finished run.
     Holds its widget weakly: the shell's hook must not keep a closed widget alive."""
 
     QUIET_S = 1.5
@@ -220,6 +224,12 @@ class PictureOutputs:
         self._drawing = False
         self._published = 0  # publications so far: a thread's picture older than the last is dropped
         self._shell: Any = None
+        self.held = False  # a run still being written: drawn once released
+
+    def release(self) -> None:
+        """The run is written: draw it once the widget is quiet (on the kernel's loop)."""
+        self.held = False
+        self.redraw_later()
 
     def display(self, shell: Any) -> None:
         from IPython.display import display
@@ -232,7 +242,8 @@ class PictureOutputs:
             self._published += 1
             display(picture_bundle(widget, widget.picture_id), raw=True, display_id=display_id)
         else:  # (not a publication: a drawing under way still updates every output, this one too)
-            display(_bundle(None, DRAWN_NEXT, f"{widget!r}", widget.picture_id), raw=True, display_id=display_id)
+            note = DRAWN_AT_END if self.held else DRAWN_NEXT
+            display(_bundle(None, note, f"{widget!r}", widget.picture_id), raw=True, display_id=display_id)
         if not self.display_ids and shell is not None:
             self._shell = shell
             shell.events.register("post_run_cell", self._after_cell)
@@ -292,6 +303,8 @@ class PictureOutputs:
         """Draws what the widget shows now in a thread, last in line for the CPU, and publishes it
         on the kernel's loop; when the widget has changed meanwhile, draws again once it is quiet."""
         widget = self._widget()
+        if self.held:
+            return
         key = picture_key(widget)
         if key == self._key or self._drawing:  # (a drawing under way draws again when it ends if the key moved on)
             return
@@ -329,6 +342,7 @@ class PictureOutputs:
 # What a picture output says until its drawing, started at display, is published (about a second
 # later). The live view hides it: only a notebook saved within that second shows it, reopened.
 DRAWN_NEXT = "no picture yet: the notebook was saved while it was being drawn; run the cell again to keep one"
+DRAWN_AT_END = "no picture yet: the notebook was saved while the model was writing; it is drawn when the run ends"
 
 
 def _page_loop() -> Any:
