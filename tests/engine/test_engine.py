@@ -253,18 +253,20 @@ def test_rotary_models_show_rotated_queries_and_shared_keys(bert_tokenizer):
     assert (result.attention_from_qk()[0] - result.attention[0]).abs().max() > 1e-3
 
 
-# Position ids start after the padding index (1): 64 − 2 usable positions. By name: the
-# parameters are listed at collection, where reading transformers' classes imported their modules
+# Position ids start after the padding index (1): 64 − 2 usable positions. Classes read inside
+# the lambdas: the parameters are listed at collection, where reading them imported their modules
 # (4.5 s of each pytest worker's collection).
-ROBERTA_LIKE = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta", "camembert": "Camembert"}
+ROBERTA_LIKE = {
+    "roberta": lambda: transformers.RobertaModel(transformers.RobertaConfig(vocab_size=VOCAB, **SMALL)),
+    "xlm-roberta": lambda: transformers.XLMRobertaModel(transformers.XLMRobertaConfig(vocab_size=VOCAB, **SMALL)),
+    "camembert": lambda: transformers.CamembertModel(transformers.CamembertConfig(vocab_size=VOCAB, **SMALL)),
+}
 
 
 def over_limit_families():
     """Every family, with the longest input it can really take (SMALL has 64 positions)."""
     families = {name: (make, 64) for name, make in small_models().items() if name not in ROBERTA_LIKE}
-    for name, prefix in ROBERTA_LIKE.items():
-        families[name] = (lambda prefix=prefix: getattr(transformers, f"{prefix}Model")(
-            getattr(transformers, f"{prefix}Config")(vocab_size=VOCAB, **SMALL)), 62)
+    families.update({name: (make, 62) for name, make in ROBERTA_LIKE.items()})
     return families
 
 

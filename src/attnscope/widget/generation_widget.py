@@ -139,10 +139,9 @@ class GenerationWidget(AttentionWidget):
                 if not self._closed:
                     self._quietly(generating=False, knockout_control=self._knockout_control(False))
             self._done.set()
+            self._pictures.held = False
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._pictures.release)  # the picture of the whole run
-            else:
-                self._pictures.held = False
+                self._loop.call_soon_threadsafe(self._pictures.redraw_later)  # the picture of the whole run
 
     def _apply(self, computed: Any, request_id: int, layer: int | None = None, heads: list[int] | None = None) -> None:
         """A run shown as AttentionWidget shows it, with the generation's settings in the notice

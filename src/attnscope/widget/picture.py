@@ -210,7 +210,7 @@ class PictureOutputs:
     - While `held` (a generation that is still writing), never in a cell a page sent: the run is
       new every step, and a drawing and its publication crossed the kernel's path to the page
       when each token must be drawn within 100 ms (at 8,160 tokens the first token's message took
-      112 ms to reach the page). `release()` draws the finished run.
+      112 ms to reach the page). The run's end unholds it and asks for redraw_later.
     Holds its widget weakly: the shell's hook must not keep a closed widget alive."""
 
     QUIET_S = 1.5
@@ -224,12 +224,7 @@ class PictureOutputs:
         self._drawing = False
         self._published = 0  # publications so far: a thread's picture older than the last is dropped
         self._shell: Any = None
-        self.held = False  # a run still being written: drawn once released
-
-    def release(self) -> None:
-        """The run is written: draw it once the widget is quiet (on the kernel's loop)."""
-        self.held = False
-        self.redraw_later()
+        self.held = False  # a run still being written: drawn once it is not (then redraw_later)
 
     def display(self, shell: Any) -> None:
         from IPython.display import display
@@ -302,9 +297,9 @@ class PictureOutputs:
     def _draw_in_background(self, loop: Any) -> None:
         """Draws what the widget shows now in a thread, last in line for the CPU, and publishes it
         on the kernel's loop; when the widget has changed meanwhile, draws again once it is quiet."""
-        widget = self._widget()
         if self.held:
             return
+        widget = self._widget()
         key = picture_key(widget)
         if key == self._key or self._drawing:  # (a drawing under way draws again when it ends if the key moved on)
             return
