@@ -1,6 +1,6 @@
 """Corpus analyses on a Ray cluster (issue 21): backend="ray" runs the same analysis as a Ray Data
 pipeline of model actors and merges their partial aggregates; on a local cluster
-(ray.init(num_cpus=2)) every number equals the single-process run's, a worker killed mid-run is
+(ray.init(num_cpus=1)) every number equals the single-process run's, a worker killed mid-run is
 restarted and its batch rerun, and a text that fails is named by its corpus index."""
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ PAIRS = [(f"The cat {i} sat on the mat.", "It was happy.") for i in range(10)]
 def cluster():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    # One CPU, so one model actor a run: each actor's start imports Ray, torch and transformers (about
+    # 8 s of CPU), and a second one took no chunk of these small corpora before the first had done
+    # them all. Parts merged in any order are tested without Ray, each in reverse: test_runner.py.
+    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield
     ray.shutdown()
 

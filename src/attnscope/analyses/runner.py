@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,19 +128,22 @@ class _PartialWorker:
         self.options = options
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        partials, errors, firsts = [], [], []
-        for chunk in batch["chunk"]:
-            positions, items = pickle.loads(chunk)
-            part = Documents(items)
-            part.positions = positions
-            firsts.append(positions[0])
-            try:
-                partials.append(pickle.dumps(self.run(self.engine, part, progress=False, **self.options)))
-                errors.append("")
-            except InputError as exc:  # a text that fails: data for the driver, not a task to retry
-                partials.append(b"")
-                errors.append(str(exc))
-        return {"partial": np.array(partials, dtype=object), "error": np.array(errors), "first": np.array(firsts)}
+        answers = [run_chunk(self.run, self.engine, chunk, self.options) for chunk in batch["chunk"]]
+        return {"partial": np.array([a["partial"] for a in answers], dtype=object),
+                "error": np.array([a["error"] for a in answers]), "first": np.array([a["first"] for a in answers])}
+
+
+def run_chunk(partial: Callable[..., Any], model: Any, chunk: bytes, options: dict) -> dict[str, Any]:
+    """One chunk of the corpus (pickled (positions, items), as chunk_rows makes them) turned into
+    its pickled partial aggregate, or the message of the text that fails in it: data for the
+    driver, not a task for Ray to retry."""
+    positions, items = pickle.loads(chunk)
+    part = Documents(items)
+    part.positions = positions
+    try:
+        return {"partial": pickle.dumps(partial(model, part, progress=False, **options)), "error": "", "first": positions[0]}
+    except InputError as exc:
+        return {"partial": b"", "error": str(exc), "first": positions[0]}
 
 
 def chunks_of(n_items: int, batch_size: int, workers: int) -> list[tuple[int, int]]:
@@ -162,11 +165,7 @@ def _ray_partial(partial: Callable[..., Any], model: Any, items: Any, *, progres
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     workers = gpus or max(1, int(resources.get("CPU", 1)))
-    positions = list(getattr(items, "positions", None) or range(len(items)))
-    # "auto": each worker sizes its batches to its device; chunks are then whole units of 64.
-    batch_size = options.get("batch_size", 1)
-    spans = chunks_of(len(items), AUTO_CHUNK_UNIT if batch_size == "auto" else int(batch_size), workers)
-    rows = [{"chunk": pickle.dumps((positions[a:b], list(items[a:b])))} for a, b in spans]
+    rows = chunk_rows(items, options.get("batch_size", 1), workers)
     dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
     model_box = [ray.put([_shippable(m) for m in (model if isinstance(model, tuple) else (model,))])]
     partials = dataset.map_batches(
@@ -180,21 +179,35 @@ def _ray_partial(partial: Callable[..., Any], model: Any, items: Any, *, progres
         # A worker process that dies mid-chunk (killed, out of memory) is restarted and its chunk
         # rerun: Ray Data's own default for actors (max_restarts=-1, max_task_retries=-1).
     )
-    out = progress_bar(partials.iter_rows(), len(rows), f"{_name_of(partial)} (ray)", progress, unit="chunk")
+    return merge_chunks(progress_bar(partials.iter_rows(), len(rows), f"{_name_of(partial)} (ray)", progress, unit="chunk"),
+                        len(items))
+
+
+def chunk_rows(items: Any, batch_size: int | str, workers: int) -> list[dict[str, bytes]]:
+    """The corpus as rows of pickled (positions, items) chunks (chunks_of's spans), for run_chunk.
+    batch_size "auto": each worker sizes its batches to its device; chunks are then whole units of 64."""
+    positions = list(getattr(items, "positions", None) or range(len(items)))
+    spans = chunks_of(len(items), AUTO_CHUNK_UNIT if batch_size == "auto" else int(batch_size), workers)
+    return [{"chunk": pickle.dumps((positions[a:b], list(items[a:b])))} for a, b in spans]
+
+
+def merge_chunks(answers: Iterable[dict[str, Any]], n_items: int) -> Any:
+    """run_chunk's answers, in whatever order the workers finish, merged into the whole corpus's
+    partial; the first text that fails, by corpus index, raised as a single-process run names it."""
     merged, failures = None, []  # failures: (first corpus index of the chunk, message)
-    for row in out:
-        if row["error"]:
-            failures.append((int(row["first"]), str(row["error"])))
+    for answer in answers:
+        if answer["error"]:
+            failures.append((int(answer["first"]), str(answer["error"])))
             continue
-        part = pickle.loads(row["partial"])
+        part = pickle.loads(answer["partial"])
         merged = part if merged is None else merged.merge(part)
-    if failures:  # the first text that fails, by corpus index, as a single-process run names it
+    if failures:
         _, message = min(failures)
         more = f" ({len(failures) - 1} more part(s) of the corpus failed too.)" if len(failures) > 1 else ""
         raise InputError(message + more)
-    if merged is None or merged.documents != len(items):  # nothing is silently dropped
+    if merged is None or merged.documents != n_items:  # nothing is silently dropped
         counted = 0 if merged is None else merged.documents
-        raise RuntimeError(f"The Ray run returned {counted} of {len(items)} documents.")
+        raise RuntimeError(f"The Ray run returned {counted} of {n_items} documents.")
     return merged
 
 

@@ -374,8 +374,10 @@ def syntax_heads(
 
     if not totals:
         raise InputError("No sentence could be scored (all were empty or longer than max_length).")
+    # Rows in one order ("All", then relations by name), whatever order parts were merged in.
+    in_order = lambda pair: (pair[0][0] != "All", pair[0][0], pair[0][1])
     rows = []
-    for (relation, direction), hits in correct.items():
+    for (relation, direction), hits in sorted(correct.items(), key=in_order):
         for layer in range(hits.shape[0]):
             for head in range(hits.shape[1]):
                 rows.append(
@@ -383,7 +385,7 @@ def syntax_heads(
                 )
     accuracy = pd.DataFrame(rows, columns=["relation", "direction", "layer", "head", "label", "accuracy", "count"])
     baseline = pd.DataFrame(
-        [(r, o, hits / totals[r], totals[r]) for (r, o), hits in base_correct.items()],
+        [(r, o, hits / totals[r], totals[r]) for (r, o), hits in sorted(base_correct.items(), key=in_order)],
         columns=["relation", "offset", "accuracy", "count"],
     )
     accuracy.attrs.update({"attnscope": "syntax_heads", "model": model.name, "source": source, "scoring": scoring})
