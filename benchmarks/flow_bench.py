@@ -15,7 +15,8 @@ Weigh by costs the kernel, a weighed row at a long input, and a knockout sweep o
 
 Run alone: python benchmarks/flow_bench.py [--long 8192,32768] (updates results.json's "flow"
 and its table in README.md); --only-knockout and --only-contributions rerun those and keep the
-other rows.
+other rows, --only-long the long rows. A long run's norms are also timed inside one run, where they
+are made: what weighing adds without the drift between runs (at 32,768 tokens a run is a minute).
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def without_value_norms():
         attention_model.value_norms.captured, fast_capture._value_norms = captured, per_layer
 
 
-def _alternating_medians(with_norms, without, repeats: int = REPEATS) -> tuple[float, float]:
+def _alternating_medians(with_norms, without, repeats: int = REPEATS, spread: list | None = None) -> tuple[float, float]:
+    """Medians of runs with and without the norms, taken in turns; `spread` (a list) gets each
+    side's (fastest, slowest)."""
     with_norms()
     with without_value_norms():
         without()
@@ -63,7 +66,31 @@ def _alternating_medians(with_norms, without, repeats: int = REPEATS) -> tuple[f
             start = time.perf_counter()
             without()
             b.append(time.perf_counter() - start)
+    if spread is not None:
+        spread += [(min(a), max(a)), (min(b), max(b))]
     return statistics.median(a), statistics.median(b)
+
+
+@contextmanager
+def timing_value_norms(spent: list):
+    """Each layer's value norms in a run timed where they are made (fast_capture._value_norms): what
+    weighing adds to the run, taken inside it, so that the machine's drift between runs is out."""
+    from attnscope.engine import fast_capture
+
+    made = fast_capture._value_norms
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return made(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    fast_capture._value_norms = timed
+    try:
+        yield
+    finally:
+        fast_capture._value_norms = made
 
 
 def bench_short(label: str, engine, n_tokens: int) -> dict:
@@ -103,8 +130,13 @@ def bench_long_case(n_tokens: int) -> dict:
     ids = torch.randint(5, len(tokenizer), (1, 3 * n_tokens))
     text = tokenizer.decode(ids[0])
     run = lambda: engine.run(text, max_length=n_tokens, attention="on_demand")
-    run_s, plain_s = _alternating_medians(run, run, repeats=1 if n_tokens > 8192 else 3)
-    result = run()
+    spread: list = []
+    run_s, plain_s = _alternating_medians(run, run, repeats=3 if n_tokens > 8192 else 5, spread=spread)
+    spent: list = []
+    with timing_value_norms(spent):
+        start = time.perf_counter()
+        result = run()
+        timed_run_s = time.perf_counter() - start
     drawn = weighed(result, "value_norm")
     last = result.n_tokens - 1
 
@@ -118,7 +150,8 @@ def bench_long_case(n_tokens: int) -> dict:
 
     (_, plain_row), (weighed_first, weighed_row) = row_ms(result), row_ms(drawn)
     return {"case": "qwen2-4layer", "tokens": n_tokens, "run_s": round(run_s, 2), "run_without_norms_s": round(plain_s, 2),
-            "norms_overhead": round(run_s / plain_s - 1, 3), "mean_row_ms": plain_row, "weighed_mean_row_ms": weighed_row,
+            "norms_overhead": round(run_s / plain_s - 1, 3), "runs_range_s": [[round(x, 2) for x in r] for r in spread],
+            "norms_in_run_s": round(sum(spent), 3), "norms_share": round(sum(spent) / timed_run_s, 4), "mean_row_ms": plain_row, "weighed_mean_row_ms": weighed_row,
             "weighed_mean_row_first_ms": weighed_first}
 
 
@@ -217,6 +250,14 @@ def table(flow: dict) -> list[str]:
         lines.append(f"| {r['model']} | {r['tokens']} | {r['run_s']} | {r['run_without_norms_s']} | {100 * r['norms_overhead']:.1f} % "
                      f"| {met(r['norms_overhead'], 0.10)} | {r['switch_first_ms']} ms / {r['switch_median_ms']} ms |")
     for r in flow.get("long", []):
+        if "norms_share" in r:  # the norms timed inside the run; the two runs' medians beside, with their ranges
+            (a_lo, a_hi), (b_lo, b_hi) = r["runs_range_s"]
+            added = (f"{100 * r['norms_share']:.2f} % ({r['norms_in_run_s']} s, timed in the run); medians "
+                     f"{100 * r['norms_overhead']:+.1f} % (ranges {a_lo}–{a_hi} s and {b_lo}–{b_hi} s)")
+            lines.append(f"| {r['case']} on demand | {r['tokens']:,} | {r['run_s']} | {r['run_without_norms_s']} | {added} "
+                         f"| {met(r['norms_share'], 0.10)} | mean row of a layer: {r['mean_row_ms']} ms, weighed {r['weighed_mean_row_ms']} ms "
+                         f"(first {r['weighed_mean_row_first_ms']} ms) |")
+            continue
         lines.append(f"| {r['case']} on demand | {r['tokens']:,} | {r['run_s']} | {r['run_without_norms_s']} | {100 * r['norms_overhead']:.1f} % "
                      f"| {met(r['norms_overhead'], 0.10)} | mean row of a layer: {r['mean_row_ms']} ms, weighed {r['weighed_mean_row_ms']} ms "
                      f"(first {r['weighed_mean_row_first_ms']} ms) |")
@@ -260,10 +301,13 @@ if __name__ == "__main__":
     parser.add_argument("--long", default="8192", help="long-input token counts, comma-separated")
     parser.add_argument("--only-knockout", action="store_true", help="rerun the knockout sweep, keep the other rows")
     parser.add_argument("--only-contributions", action="store_true", help="rerun the contributions row, keep the others")
+    parser.add_argument("--only-long", action="store_true", help="rerun the long rows (--long), keep the others")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    if args.only_knockout or args.only_contributions:
+    if args.only_knockout or args.only_contributions or args.only_long:
         kept = json.loads((HERE / "results.json").read_text()).get("flow", {})
+        if args.only_long:
+            kept["long"] = [bench_long_case(int(n)) for n in args.long.split(",") if n]
         if args.only_knockout:
             kept["knockout"] = bench_knockout()
         if args.only_contributions:

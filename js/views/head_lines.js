@@ -39,12 +39,7 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
     while (k + 1 < THRESHOLDS.length && w >= THRESHOLDS[k + 1]) k++;
     counts[k] += times;
   };
-  const levelFitting = () => {
-    let fitting = counts.reduce((a, b) => a + b, 0);
-    let level = 0;
-    while (level < THRESHOLDS.length - 1 && fitting > budget) fitting -= counts[level++];
-    return level;
-  };
+  const levelFitting = () => fittingLevel(counts, budget);
   const total = () => counts.reduce((a, b) => a + b, 0);
   const lines = [];
   const { bytes } = attention;
@@ -105,7 +100,7 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
         }
       }
     }
-    return { lines, minWeight, kept: lines.length, total: total() };
+    return { lines, minWeight, kept: lines.length, total: total(), counts };
   }
   const values = attention.values;
   for (const [, , first] of rows) {
@@ -120,26 +115,89 @@ export function strongestLines(attention, options = {}, budget = LINE_BUDGET) {
       if (values[i] >= minWeight) lines.push({ head, from, to: toLo + i - first, weight: values[i] });
     }
   }
-  return { lines, minWeight, kept: lines.length, total: total() };
+  return { lines, minWeight, kept: lines.length, total: total(), counts };
 }
 
-// Each layer's strongest lines, kept with its numbers for the heads and filter shown last: a
-// layer switch to a layer the page holds draws lines worked out while the page was idle
-// (warmStrongestLines), not the ~25 ms scan and its garbage in the click (issue 45 item 7).
-const strongestMemo = new WeakMap(); // attention → {key, found}
+/** The first threshold level whose lines (counts[k]: weights in [T_k, T_k+1)) fit the budget. */
+function fittingLevel(counts, budget) {
+  let fitting = counts.reduce((a, b) => a + b, 0);
+  let level = 0;
+  while (level < THRESHOLDS.length - 1 && fitting > budget) fitting -= counts[level++];
+  return level;
+}
 
-/** strongestLines(attention, options), once per layer and options (the lines are read, never changed). */
+// Each layer's strongest lines, kept with its numbers: a switch to a layer the page holds draws
+// lines worked out while the page was idle (warmStrongestLines), not the ~25 ms scan and its garbage
+// in the click (issue 45 item 7); and a head toggled adds up the heads' own lines, also worked out
+// while the page is idle, not a scan of the layer in the click. Head by head: the lines of a set of
+// heads are each head's lines at or above the set's threshold, since a set's threshold is never
+// below that of one head in it alone (its counts are never smaller), in the order of one scan of
+// them (head by head, row by row). A head's lines are kept packed (16 bytes a line, not an object):
+// a 512-token layer's heads alone hold ~100k lines, and the page holds several layers.
+const strongestMemo = new WeakMap(); // attention → {filter, heads: Map(head → packed lines of it alone), key, found}
+
+const filterOf = (options) => JSON.stringify([options.sentenceFilter ?? "all", options.sentenceBStart ?? null]);
+
+function memoOf(attention, options) {
+  const filter = filterOf(options);
+  let memo = strongestMemo.get(attention);
+  if (memo?.filter !== filter) {
+    memo = { filter, heads: new Map(), key: null, found: null };
+    strongestMemo.set(attention, memo);
+  }
+  return memo;
+}
+
+/** strongestLines(attention, options), once per layer, heads and filter (the lines are read, never
+ * changed); from each head's packed lines where warmHeads has made them, else one scan. */
 export function strongestLinesOf(attention, options = {}) {
-  const key = JSON.stringify([options.visibleHeads ?? null, options.sentenceFilter ?? "all", options.sentenceBStart ?? null]);
-  const hit = strongestMemo.get(attention);
-  if (hit?.key === key) return hit.found;
-  const found = strongestLines(attention, options);
-  strongestMemo.set(attention, { key, found });
+  const [nHeads] = attention.shape;
+  const visible = [...new Set(options.visibleHeads ?? [...Array(nHeads).keys()])].filter((h) => h >= 0 && h < nHeads).sort((a, b) => a - b);
+  const key = String(visible);
+  const memo = memoOf(attention, options);
+  if (memo.key === key) return memo.found;
+  const found = visible.every((head) => memo.heads.has(head))
+    ? fromHeads(visible.map((head) => [head, memo.heads.get(head)]))
+    : strongestLines(attention, { ...options, visibleHeads: visible });
+  Object.assign(memo, { key, found });
   return found;
 }
 
-/** Works out the lines of each of `layers` (attention objects) for `options`, one per idle moment
- * of the page, so a switch to any of them finds them ready. → a function that stops it. */
+/** Each head's lines of `attention` alone, packed, for strongestLinesOf (what a toggle reads). */
+export function warmHeads(attention, options = {}) {
+  const memo = memoOf(attention, options);
+  for (let head = 0; head < attention.shape[0]; head++) {
+    if (!memo.heads.has(head)) memo.heads.set(head, packedHead(attention, options, head));
+  }
+}
+
+/** strongestLines of one head alone, packed: {counts, from, to, weight} (typed arrays, scan order). */
+function packedHead(attention, options, head) {
+  const { lines, counts } = strongestLines(attention, { ...options, visibleHeads: [head] });
+  const from = new Int32Array(lines.length);
+  const to = new Int32Array(lines.length);
+  const weight = new Float64Array(lines.length); // each weight as the scan gave it, whatever its array
+  lines.forEach((line, i) => { from[i] = line.from; to[i] = line.to; weight[i] = line.weight; });
+  return { counts, from, to, weight };
+}
+
+/** The lines of a set of heads from their packed lines ([head, packed] in head order). */
+function fromHeads(parts) {
+  const counts = new Array(THRESHOLDS.length).fill(0);
+  for (const [, part] of parts) part.counts.forEach((n, k) => { counts[k] += n; });
+  const minWeight = THRESHOLDS[fittingLevel(counts, LINE_BUDGET)];
+  const lines = [];
+  for (const [head, { from, to, weight }] of parts) {
+    for (let i = 0; i < weight.length; i++) {
+      if (weight[i] >= minWeight) lines.push({ head, from: from[i], to: to[i], weight: weight[i] });
+    }
+  }
+  return { lines, minWeight, kept: lines.length, total: counts.reduce((a, b) => a + b, 0), counts };
+}
+
+/** Works out, one layer per idle moment of the page, each of `layers`' (attention objects; the
+ * open one first) heads' lines and the lines for `options`, so that a toggle or a switch to any
+ * of them finds them ready. → a function that stops it. */
 export function warmStrongestLines(layers, options) {
   const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
   const cancel = globalThis.cancelIdleCallback ?? clearTimeout;
@@ -147,7 +205,10 @@ export function warmStrongestLines(layers, options) {
   let handle = 0;
   const step = () => {
     const attention = due.shift();
-    if (attention) strongestLinesOf(attention, options);
+    if (attention) {
+      warmHeads(attention, options);
+      strongestLinesOf(attention, options);
+    }
     if (due.length) handle = idle(step, { timeout: 1000 });
   };
   if (due.length) handle = idle(step, { timeout: 1000 });

@@ -370,18 +370,18 @@ function headState({ get, decoded, layerData }) {
   };
 }
 
-// The layers the page holds besides the open one, their lines worked out while the page is idle
-// for the heads and filter shown (a view's warm-up restarts at each draw).
+// The open layer's heads, then the layers the page holds besides it, their lines worked out while
+// the page is idle for the heads and filter shown, and each head's alone (a toggle adds those up):
+// a view's warm-up restarts at each draw.
 const warmUps = new WeakMap(); // view → stop
 /** @param {object} view @param {import("./view_adapter.js").ViewContext} context @param {any} shownState */
 function warmHeldLayers(view, { get, layerData }, shownState) {
   warmUps.get(view)?.();
-  if (!layerData) return;
   const { visibleHeads, sentenceFilter, sentenceBStart } = shownState;
   const open = get("layer");
-  const held = [];
+  const held = [shownState.attention];
   for (let layer = 0; layer < get("n_layers"); layer++) {
-    const attention = layer === open ? null : layerData(layer);
+    const attention = layer === open || !layerData ? null : layerData(layer);
     if (attention) held.push(attention);
   }
   warmUps.set(view, warmStrongestLines(held, { visibleHeads, sentenceFilter, sentenceBStart }));

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { decodeArray } from "../transport/codec.js";
-import { computeLines, DEFAULT_MIN_WEIGHT, strongestLines, strongestLinesOf, tokenRanges, warmStrongestLines } from "./head_lines.js";
+import { computeLines, DEFAULT_MIN_WEIGHT, strongestLines, strongestLinesOf, tokenRanges, warmHeads, warmStrongestLines } from "./head_lines.js";
 import { createHeadView as createView } from "./head_view.js";
 
 // Every view made here is destroyed after its test: a view left alive draws its line tiles on
@@ -167,6 +167,37 @@ describe("strongestLinesOf and warmStrongestLines", () => {
     expect(one).not.toBe(found);
     expect(one).toEqual(strongestLines(layer, { visibleHeads: [0] }));
     expect(strongestLinesOf({ ...attention }, { visibleHeads: [0] })).not.toBe(one); // another layer's numbers
+  });
+
+  it("adds up each head's own lines (worked out while idle) for any heads shown: what one scan finds, thinned alike", () => {
+    // 3 heads × 120 × 120 weights, over the 20,000-line budget together and not alone: a set's
+    // threshold is above each head's own, and the heads' lines are cut to it.
+    const [H, T] = [3, 120];
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const bytes = Uint8Array.from({ length: H * T * T }, (_, i) => Math.floor(255 * random() ** (1 + Math.floor(i / (T * T)))));
+    const asBytes = { shape: [H, T, T], bytes, scale: 1 / 255 };
+    const asFloats = { shape: [H, T, T], values: Float32Array.from(bytes, (b) => b / 255) };
+    for (const layer of [asBytes, asFloats]) {
+      const subsets = [...Array(2 ** H).keys()].slice(1).map((m) => [...Array(H).keys()].filter((h) => m & (1 << h)));
+      const same = (a, b) => {
+        expect({ ...a, lines: null }).toEqual({ ...b, lines: null });
+        expect(a.lines.map(({ head, from, to, weight }) => `${head} ${from} ${to} ${weight}`).join()).toBe(
+          b.lines.map(({ head, from, to, weight }) => `${head} ${from} ${to} ${weight}`).join());
+      };
+      warmHeads(layer); // each head's lines alone, as the page works them out while idle
+      for (const visibleHeads of [...subsets, ...subsets.reverse()]) {
+        same(strongestLinesOf(layer, { visibleHeads }), strongestLines(layer, { visibleHeads }));
+      }
+      const all = strongestLinesOf(layer, { visibleHeads: [0, 1, 2] });
+      expect(all.minWeight).toBeGreaterThan(strongestLinesOf(layer, { visibleHeads: [2] }).minWeight);
+      expect(all.total).toBeGreaterThan(20000);
+      expect(all.kept).toBeLessThanOrEqual(20000);
+      same(strongestLinesOf(layer, { visibleHeads: [2, 0, 0] }), strongestLines(layer, { visibleHeads: [0, 2] }));
+    }
   });
 
   it("works the held layers out one idle moment each, and stops when told", async () => {
