@@ -109,6 +109,20 @@ describe("createHeadView", () => {
     expect(rows().map((r) => r.textContent)).toEqual(["a", "b"]);
   });
 
+  it("marks the selected token's rows, and moves the mark with the selection", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    const marked = () => [...container.querySelectorAll(".attnscope-token.attnscope-selected")].map((r) => `${r.parentElement.classList[1]}:${r.dataset.index}`);
+    view.update(state({ selected: 1 }));
+    expect(marked()).toEqual(["attnscope-left:1", "attnscope-right:1"]);
+    view.update(state({ selected: 1, visibleHeads: [0] })); // another update: the mark stays
+    expect(marked()).toEqual(["attnscope-left:1", "attnscope-right:1"]);
+    view.update(state({ selected: 2, visibleHeads: [0] }));
+    expect(marked()).toEqual(["attnscope-left:2", "attnscope-right:2"]);
+    view.update(state({ selected: -1, visibleHeads: [0] }));
+    expect(marked()).toEqual([]);
+  });
+
   it("toggles a head at once and solos it on a double-click", () => {
     const onToggleHead = vi.fn();
     const onSoloHead = vi.fn();
