@@ -12,16 +12,20 @@ Weigh by costs the kernel, a weighed row at a long input, and a knockout sweep o
 - Knockout: knockout_sweep over every layer window of SmolLM2-135M-Instruct for one 64-token prompt,
   3 times, each between plain forwards of the prompt (the sweep in forwards, as the load drifts).
 - Contributions: ALTI (attnscope.contributions) at 512 tokens on MiniLM against its run, alternating.
+- The head finder on MiniLM over the shipped sentences, with its norm metrics and without (the
+  norms left out, as for the short runs), alternating.
 
 Run alone: python benchmarks/flow_bench.py [--long 8192,32768] (updates results.json's "flow"
 and its table in README.md); --only-knockout and --only-contributions rerun those and keep the
-other rows, --only-long the long rows. A long run's norms are also timed inside one run, where they
-are made: what weighing adds without the drift between runs (at 32,768 tokens a run is a minute).
+other rows, --only-long the long rows, --only-finder the head finder's norm metrics. A long run's
+norms are also timed inside one run, where they are made: what weighing adds without the drift
+between runs (at 32,768 tokens a run is a minute).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -205,6 +209,47 @@ def bench_contributions(repeats: int = 5) -> dict:
             "load": round(os.getloadavg()[0], 1)}
 
 
+@contextmanager
+def finder_without_norms():
+    """The head finder's corpus forward without the value projections' capture and norms (its
+    iter_attention asked for none): the baseline of its norm metrics."""
+    from attnscope.analyses import finder_measures
+
+    iterate = finder_measures.iter_attention
+    finder_measures.iter_attention = lambda *args, **kwargs: iterate(*args, **{**kwargs, "value_norms": False})
+    try:
+        yield
+    finally:
+        finder_measures.iter_attention = iterate
+
+
+def bench_finder(repeats: int = 9) -> dict:
+    """head_finder on the embedded MiniLM over notebooks/data/sentences.txt, with Kobayashi et al.'s
+    norm metrics (what it gives) against the same run whose forward captures no values (their
+    columns NaN), in turns: what the norm metrics add to the finder."""
+    import math
+
+    import attnscope
+
+    engine = attnscope.load(device="cpu")
+    sentences = [s for s in (HERE.parent / "notebooks" / "data" / "sentences.txt").read_text(encoding="utf-8").splitlines() if s.strip()]
+    run = lambda: attnscope.head_finder(engine, sentences, progress=False)
+    with finder_without_norms():
+        assert all(math.isnan(v) for v in run().metrics["value_norm"]), "the baseline still measured the norms"
+    assert not any(math.isnan(v) for v in run().metrics["value_norm"])
+    a, b = [], []
+    for _ in range(repeats):
+        for into, baseline in ((a, False), (b, True)):
+            with finder_without_norms() if baseline else contextlib.nullcontext():
+                start = time.perf_counter()
+                run()
+                into.append(time.perf_counter() - start)
+    with_s, without_s = statistics.median(a), statistics.median(b)
+    return {"model": "all-MiniLM-L6-v2 (embedded)", "documents": len(sentences), "repeats": repeats,
+            "finder_s": round(with_s, 3), "finder_without_norms_s": round(without_s, 3),
+            "norms_overhead": round(with_s / without_s - 1, 3), "load": round(os.getloadavg()[0], 1)}
+
+
 def _alternating(first, second, repeats: int) -> tuple[float, float]:
     first(), second()
     a, b = [], []
@@ -236,7 +281,9 @@ def bench_flow(long_tokens=(8192,)) -> dict:
     print(json.dumps(knockout), flush=True)
     contributions = bench_contributions()
     print(json.dumps(contributions), flush=True)
-    return {"short": short, "long": long, "knockout": knockout, "contributions": contributions}
+    finder = bench_finder()
+    print(json.dumps(finder), flush=True)
+    return {"short": short, "long": long, "knockout": knockout, "contributions": contributions, "finder": finder}
 
 
 def table(flow: dict) -> list[str]:
@@ -271,6 +318,12 @@ def table(flow: dict) -> list[str]:
     elif k:
         lines += ["", f"Knockout sweep over every layer of {k['model']} ({k['windows']} one-layer windows), one {k['tokens']}-token "
                   f"prompt: {k['sweep_s']} s (target ≤ 60 s: {met(k['sweep_s'], 60)})."]
+    f = flow.get("finder")
+    if f:
+        lines += ["", f"The head finder's norm metrics (value_norm, alpha_first_weighed, sink_rate_weighed, first_weighed_ratio), "
+                  f"{f['model']} over the {f['documents']} shipped sentences: {f['finder_s']} s against {f['finder_without_norms_s']} s "
+                  f"with the norms left out, {100 * f['norms_overhead']:+.1f} % (≤ 10 %: {met(f['norms_overhead'], 0.10)}; medians of "
+                  f"{f['repeats']}, in turns; load {f['load']})."]
     c = flow.get("contributions")
     if c:
         lines += ["", f"Contributions (ALTI) of a {c['tokens']}-token text on {c['model']}: {c['contributions_s']} s against "
@@ -302,10 +355,13 @@ if __name__ == "__main__":
     parser.add_argument("--only-knockout", action="store_true", help="rerun the knockout sweep, keep the other rows")
     parser.add_argument("--only-contributions", action="store_true", help="rerun the contributions row, keep the others")
     parser.add_argument("--only-long", action="store_true", help="rerun the long rows (--long), keep the others")
+    parser.add_argument("--only-finder", action="store_true", help="rerun the head finder's norm metrics row, keep the others")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    if args.only_knockout or args.only_contributions or args.only_long:
+    if args.only_knockout or args.only_contributions or args.only_long or args.only_finder:
         kept = json.loads((HERE / "results.json").read_text()).get("flow", {})
+        if args.only_finder:
+            kept["finder"] = bench_finder()
         if args.only_long:
             kept["long"] = [bench_long_case(int(n)) for n in args.long.split(",") if n]
         if args.only_knockout:

@@ -221,3 +221,23 @@ def test_a_gated_heads_output_belongs_in_f_and_leaves_no_norm_per_key(bert_token
         torch.testing.assert_close(rebuilt, outputs[layer], rtol=0, atol=1e-5 * scale)
         ungated = torch.einsum("hid,hdw->iw", mixed, slices) + bias.detach().double()
         assert (ungated - outputs[layer]).abs().max().item() > 100 * 1e-5 * scale
+
+
+def test_the_output_projection_is_found_again_after_a_module_is_replaced(default_model):
+    """BERT's output projection is its attention's sibling (found through the parents, kept a model):
+    a module replaced since is looked up again, never answered from what was kept."""
+    import copy
+
+    model = copy.deepcopy(default_model.model)
+    attention = model.encoder.layer[0].attention
+    assert value_norms.output_layer(model, attention.self) is attention.output.dense
+    attention.output.dense = torch.nn.Linear(384, 384)
+    assert value_norms.output_layer(model, attention.self) is attention.output.dense
+    replaced = copy.deepcopy(attention.self)
+    attention.self = replaced
+    assert value_norms.parent_of(model, replaced) is attention
+    moved = model.encoder.layer[1].attention.self
+    model.encoder.layer[1].attention.self = torch.nn.Identity()
+    assert value_norms.parent_of(model, moved) is None
+    with pytest.raises(LookupError):
+        value_norms.output_layer(model, moved)

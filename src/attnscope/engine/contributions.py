@@ -206,7 +206,10 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
 
 
 def _parent(model: torch.nn.Module, child: torch.nn.Module) -> torch.nn.Module:
-    return next(m for m in model.modules() if any(c is child for c in m.children()))
+    parent = value_norms.parent_of(model, child)
+    if parent is None:
+        raise LookupError(f"{type(child).__name__} is not part of {type(model).__name__}")
+    return parent
 
 
 def family(model) -> str:
