@@ -165,10 +165,12 @@ export function strongestLinesOf(attention, options = {}) {
 
 /** Each head's lines of `attention` alone, packed, for strongestLinesOf (what a toggle reads). */
 export function warmHeads(attention, options = {}) {
+  for (let head = 0; head < attention.shape[0]; head++) warmHead(attention, options, head);
+}
+
+function warmHead(attention, options, head) {
   const memo = memoOf(attention, options);
-  for (let head = 0; head < attention.shape[0]; head++) {
-    if (!memo.heads.has(head)) memo.heads.set(head, packedHead(attention, options, head));
-  }
+  if (!memo.heads.has(head)) memo.heads.set(head, packedHead(attention, options, head));
 }
 
 /** strongestLines of one head alone, packed: {counts, from, to, weight} (typed arrays, scan order). */
@@ -195,20 +197,20 @@ function fromHeads(parts) {
   return { lines, minWeight, kept: lines.length, total: counts.reduce((a, b) => a + b, 0), counts };
 }
 
-/** Works out, one layer per idle moment of the page, each of `layers`' (attention objects; the
- * open one first) heads' lines and the lines for `options`, so that a toggle or a switch to any
- * of them finds them ready. → a function that stops it. */
+/** Works out, while the page is idle, each of `layers`' (attention objects; the open one first)
+ * heads' lines, one head an idle moment (a 512-token head is a few ms: a click never waits behind
+ * a whole layer's scan), then each layer's lines for `options`, so that a toggle or a switch to
+ * any of them finds them ready. → a function that stops it. */
 export function warmStrongestLines(layers, options) {
   const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
   const cancel = globalThis.cancelIdleCallback ?? clearTimeout;
-  const due = [...layers];
+  const due = layers.flatMap((attention) => [
+    ...Array.from({ length: attention.shape[0] }, (_, head) => () => warmHead(attention, options, head)),
+    () => strongestLinesOf(attention, options),
+  ]);
   let handle = 0;
   const step = () => {
-    const attention = due.shift();
-    if (attention) {
-      warmHeads(attention, options);
-      strongestLinesOf(attention, options);
-    }
+    due.shift()?.();
     if (due.length) handle = idle(step, { timeout: 1000 });
   };
   if (due.length) handle = idle(step, { timeout: 1000 });

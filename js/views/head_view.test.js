@@ -214,21 +214,24 @@ describe("strongestLinesOf and warmStrongestLines", () => {
     }
   });
 
-  it("works the held layers out one idle moment each, and stops when told", async () => {
+  it("works the held layers out a head an idle moment, then their lines, and stops when told", async () => {
     const layers = [{ ...attention }, { ...attention }, { ...attention }];
+    const nHeads = attention.shape[0];
     const spy = vi.fn();
     globalThis.requestIdleCallback = (fn) => setTimeout(() => { spy(); fn(); }, 0);
     globalThis.cancelIdleCallback = clearTimeout;
     try {
       warmStrongestLines(layers.slice(0, 2), { visibleHeads: [1] });
-      await new Promise((r) => setTimeout(r, 20));
-      expect(spy).toHaveBeenCalledTimes(2);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(spy).toHaveBeenCalledTimes(2 * (nHeads + 1)); // each head alone, then the heads shown
       const ready = strongestLinesOf(layers[0], { visibleHeads: [1] });
       expect(strongestLinesOf(layers[0], { visibleHeads: [1] })).toBe(ready);
+      // A toggle adds up the heads' packed lines: what one scan finds.
+      expect(strongestLinesOf(layers[1], { visibleHeads: [0, 1] })).toEqual(strongestLines(layers[1], { visibleHeads: [0, 1] }));
       const stop = warmStrongestLines([layers[2]], { visibleHeads: [1] });
       stop();
       await new Promise((r) => setTimeout(r, 20));
-      expect(spy).toHaveBeenCalledTimes(2); // stopped before its first idle moment
+      expect(spy).toHaveBeenCalledTimes(2 * (nHeads + 1)); // stopped before its first idle moment
     } finally {
       delete globalThis.requestIdleCallback;
       delete globalThis.cancelIdleCallback;
