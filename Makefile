@@ -49,7 +49,7 @@ test-kinds: install
 # Unit tests only (Python and JS, about 80 s: vitest 23 s, pytest on two workers 59 s): no browser, Jupyter server, notebook or build.
 test-fast: install node_modules/.package-lock.json
 	npm test
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" -n $(FAST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # ruff and import-linter (Python), no module over 500 lines (scripts/check_module_lines.py), biome and
 # dependency-cruiser (JS: js/'s layers, .dependency-cruiser.cjs) and tsc --checkJs over the JSDoc types
@@ -61,14 +61,12 @@ lint: install node_modules/.package-lock.json
 	npm run lint
 	npm run typecheck
 
-# Three pytest-xdist workers on two cores: each takes whole files, the longest first (tests/conftest.py:
-# LONGEST_FIRST), and runs torch on one thread. Two left the CPU idle a tenth of the time (browsers,
-# servers and kernels waited on): pytest took 1,030 s on two and 928 s on three, 97 % busy. An earlier
-# try of three loaded the machine to 12 and a save in Notebook 7 timed out; since then the Ray tests
-# run one model actor, not two, and the save is retried as a user would (test_jupyterlab.py).
-# The unit tests (test-fast) are CPU-bound throughout: two workers, one a core.
-TEST_WORKERS ?= 3
-FAST_WORKERS ?= 2
+# Two pytest-xdist workers, one a core: each takes whole files, the longest first (tests/conftest.py:
+# LONGEST_FIRST), and runs torch on one thread. A serial run took 24 to 27 minutes here, two workers
+# 19. Three are faster but not reliable on two cores: pytest took 1,030 s on two and 928 s and 883 s
+# on three (97 % busy), but the second of those runs failed, the Jupyter server answering 500 to a
+# kernel poll under the load (an earlier try of three had a Notebook 7 save time out at load 12).
+TEST_WORKERS ?= 2
 
 test-python:
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25

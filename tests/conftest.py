@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # Several heavy libraries import torch; keep the 2-core machine responsive. Under pytest-xdist
-# (`make test` runs three workers) each worker, and what it starts (notebook kernels, Ray actors, the
+# (`make test` runs two workers) each worker, and what it starts (notebook kernels, Ray actors, the
 # command line), gets one thread, whatever the controller set: an OpenMP region of two threads whose
 # second core is busy with the other worker waits at every barrier (a notebook took 5 times as long).
 if "PYTEST_XDIST_WORKER" in os.environ:
@@ -103,7 +103,7 @@ SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_note
 
 
 # The longest files (a Ray cluster's pipelines, the executed notebooks, the Jupyter servers: 2 to 6
-# minutes each), started first: `make test`'s three pytest-xdist workers take whole files in
+# minutes each), started first: `make test`'s two pytest-xdist workers take whole files in
 # collection order (--dist loadfile --no-loadscope-reorder), and a long file taken last ends alone.
 LONGEST_FIRST = ("test_corpus_ray.py", "test_notebooks.py", "test_jupyterlab.py", "test_rise.py", "test_packaging.py")
 
