@@ -21,9 +21,11 @@ from attnscope.analyses.corpus import documents
 from attnscope.analyses.head_stats import head_partial
 from attnscope.errors import InputError
 
-TEXTS = [f"The keeper fed lion number {i} before the storm." for i in range(14)] + [
+# Eight texts in batches of two: four chunks, none a batch of one (MiniLM's in-batch contrastive
+# loss cannot rank a batch of one), and small, as a unit test is.
+TEXTS = [f"The keeper fed lion number {i} before the storm." for i in range(5)] + [
     "Dogs bark at the mailman every morning.", "Paris is the capital of France.", "She read the book twice."]
-PAIRS = [(f"The cat {i} sat on the mat.", "It was happy.") for i in range(10)]
+PAIRS = [(f"The cat {i} sat on the mat.", "It was happy.") for i in range(8)]
 
 
 @pytest.fixture
@@ -76,26 +78,26 @@ def tuned_copy(model):
     return attnscope.load(tuned, model.tokenizer, device="cpu")
 
 
-SENTENCES = [line for line in open("notebooks/data/sentences.txt", encoding="utf-8").read().splitlines() if line.strip()][:24]
-PROBE_SENTENCES = [f"The keeper fed lion number {i} before the storm came." for i in range(12)]
+SENTENCES = [line for line in open("notebooks/data/sentences.txt", encoding="utf-8").read().splitlines() if line.strip()][:8]
+PROBE_SENTENCES = [f"The keeper fed lion number {i} before the storm came." for i in range(8)]
 
 ANALYSES = {
-    "head_stats texts": lambda m, **kw: attnscope.head_stats(m, TEXTS, batch_size=4, progress=False, **kw),
-    "head_stats pairs": lambda m, **kw: attnscope.head_stats(m, PAIRS, batch_size=4, progress=False, **kw),
-    "head_roles": lambda m, **kw: attnscope.head_roles(m, TEXTS, batch_size=4, progress=False, **kw),
-    "head_ablation": lambda m, **kw: attnscope.head_ablation(m, TEXTS, unit="layer", batch_size=4, progress=False, **kw),
-    "attention_patterns": lambda m, **kw: attnscope.attention_patterns(m, PAIRS, batch_size=4, progress=False, **kw),
+    "head_stats texts": lambda m, **kw: attnscope.head_stats(m, TEXTS, batch_size=2, progress=False, **kw),
+    "head_stats pairs": lambda m, **kw: attnscope.head_stats(m, PAIRS, batch_size=2, progress=False, **kw),
+    "head_roles": lambda m, **kw: attnscope.head_roles(m, TEXTS, batch_size=2, progress=False, **kw),
+    "head_ablation": lambda m, **kw: attnscope.head_ablation(m, TEXTS, unit="layer", batch_size=2, progress=False, **kw),
+    "attention_patterns": lambda m, **kw: attnscope.attention_patterns(m, PAIRS, batch_size=2, progress=False, **kw),
     "attention_probes": lambda m, **kw: attnscope.attention_probes(
         m, PROBE_SENTENCES, vectors=words_of(PROBE_SENTENCES), probes=["right-branching", "attn", "attn + vectors"],
-        epochs=2, batch_size=4, progress=False, **kw),
-    "coref_heads": lambda m, **kw: attnscope.coref_heads(m, "notebooks/data/coref_sample.conll", batch_size=4, progress=False, **kw),
-    "head_finder": lambda m, **kw: attnscope.head_finder(m, TEXTS, batch_size=4, progress=False, **kw),
-    "head_distances": lambda m, **kw: attnscope.head_distances(m, TEXTS, batch_size=4, progress=False, **kw),
-    "head_importance": lambda m, **kw: attnscope.head_importance(m, TEXTS, batch_size=4, progress=False, **kw),
-    "attention_gradients": lambda m, **kw: attnscope.attention_gradients(m, TEXTS, batch_size=4, progress=False, **kw),
+        epochs=2, batch_size=2, progress=False, **kw),
+    "coref_heads": lambda m, **kw: attnscope.coref_heads(m, "notebooks/data/coref_sample.conll", batch_size=2, progress=False, **kw),
+    "head_finder": lambda m, **kw: attnscope.head_finder(m, TEXTS, batch_size=2, progress=False, **kw),
+    "head_distances": lambda m, **kw: attnscope.head_distances(m, TEXTS, batch_size=2, progress=False, **kw),
+    "head_importance": lambda m, **kw: attnscope.head_importance(m, TEXTS, batch_size=2, progress=False, **kw),
+    "attention_gradients": lambda m, **kw: attnscope.attention_gradients(m, TEXTS, batch_size=2, progress=False, **kw),
     "value_flow": lambda m, **kw: attnscope.value_flow(m, TEXTS, progress=False, **kw),
-    "attention_similarity": lambda m, **kw: attnscope.attention_similarity(m, tuned_copy(m), PAIRS, batch_size=4, progress=False, **kw),
-    "syntax_heads": lambda m, **kw: attnscope.syntax_heads(m, SENTENCES, batch_size=4, progress=False, **kw),
+    "attention_similarity": lambda m, **kw: attnscope.attention_similarity(m, tuned_copy(m), PAIRS, batch_size=2, progress=False, **kw),
+    "syntax_heads": lambda m, **kw: attnscope.syntax_heads(m, SENTENCES, batch_size=2, progress=False, **kw),
 }
 
 
@@ -110,24 +112,24 @@ def test_each_analysis_merged_from_its_parts_in_reverse_gives_the_single_process
 
 
 def test_the_pruning_curve_merged_in_reverse_removes_heads_in_the_same_order(default_model, parts_in_reverse):
-    local = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=4, progress=False)
-    merged = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=4, progress=False, backend="ray")
+    local = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=2, progress=False)
+    merged = attnscope.pruning_curve(default_model, TEXTS, steps=4, batch_size=2, progress=False, backend="ray")
     assert parts_in_reverse and min(parts_in_reverse) >= 2
     assert merged.attrs["order"] == local.attrs["order"] and merged.removed.tolist() == local.removed.tolist()
     np.testing.assert_allclose(merged.loss, local.loss, rtol=1e-6, atol=1e-9)
 
 
 def test_the_first_failing_text_is_named_whichever_part_comes_back_first():
-    answers = [{"partial": b"", "error": "Text 13 of the corpus gives NaN.", "first": 12},
-               {"partial": b"", "error": "Text 5 of the corpus gives NaN.", "first": 4}]
-    with pytest.raises(InputError, match=r"^Text 5 of the corpus gives NaN\. \(1 more part"):
-        runner.merge_chunks(answers, 17)
+    answers = [{"partial": b"", "error": "Text 7 of the corpus gives NaN.", "first": 6},
+               {"partial": b"", "error": "Text 3 of the corpus gives NaN.", "first": 2}]
+    with pytest.raises(InputError, match=r"^Text 3 of the corpus gives NaN\. \(1 more part"):
+        runner.merge_chunks(answers, 8)
 
 
 def test_a_merge_that_lost_documents_is_refused(default_model):
-    rows = runner.chunk_rows(documents(TEXTS), 4, workers=2)
+    rows = runner.chunk_rows(documents(TEXTS), 2, workers=2)
 
     partial = functools.partial(head_partial, "head_stats")
-    answers = [runner.run_chunk(partial, default_model, row["chunk"], {"max_length": 64, "batch_size": 4}) for row in rows[1:]]
-    with pytest.raises(RuntimeError, match=r"returned 13 of 17 documents"):
+    answers = [runner.run_chunk(partial, default_model, row["chunk"], {"max_length": 64, "batch_size": 2}) for row in rows[1:]]
+    with pytest.raises(RuntimeError, match=r"returned 6 of 8 documents"):
         runner.merge_chunks(answers, len(TEXTS))
