@@ -198,16 +198,16 @@ function fromHeads(parts) {
 }
 
 /** Works out, while the page is idle, each of `layers`' (attention objects; the open one first)
- * heads' lines, one head an idle moment (a 512-token head is a few ms: a click never waits behind
- * a whole layer's scan), then each layer's lines for `options`, so that a toggle or a switch to
- * any of them finds them ready. → a function that stops it. */
+ * lines for `options`, one layer an idle moment (what a switch draws), then each layer's heads'
+ * own lines, one head an idle moment (what a toggle adds up: a 512-token head is a few ms, so a
+ * click never waits behind more than one layer's scan). → a function that stops it. */
 export function warmStrongestLines(layers, options) {
   const idle = globalThis.requestIdleCallback ?? ((fn) => setTimeout(fn, 0));
   const cancel = globalThis.cancelIdleCallback ?? clearTimeout;
-  const due = layers.flatMap((attention) => [
-    ...Array.from({ length: attention.shape[0] }, (_, head) => () => warmHead(attention, options, head)),
-    () => strongestLinesOf(attention, options),
-  ]);
+  const due = [
+    ...layers.map((attention) => () => strongestLinesOf(attention, options)),
+    ...layers.flatMap((attention) => Array.from({ length: attention.shape[0] }, (_, head) => () => warmHead(attention, options, head))),
+  ];
   let handle = 0;
   const step = () => {
     due.shift()?.();

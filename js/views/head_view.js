@@ -378,9 +378,9 @@ function headState({ get, decoded, layerData }) {
   };
 }
 
-// The open layer's heads, then the layers the page holds besides it, their lines worked out while
-// the page is idle for the heads and filter shown, and each head's alone (a toggle adds those up):
-// a view's warm-up restarts at each draw.
+// The layers the page holds, their lines worked out while the page is idle for the heads and filter
+// shown (what a switch draws), then each head's alone, the open layer's first (what a toggle adds
+// up): a view's warm-up restarts at each draw.
 const warmUps = new WeakMap(); // view → stop
 /** @param {object} view @param {import("./view_adapter.js").ViewContext} context @param {any} shownState */
 function warmHeldLayers(view, { get, layerData }, shownState) {

@@ -214,7 +214,7 @@ describe("strongestLinesOf and warmStrongestLines", () => {
     }
   });
 
-  it("works the held layers out a head an idle moment, then their lines, and stops when told", async () => {
+  it("works the held layers' lines out an idle moment each, then their heads', and stops when told", async () => {
     const layers = [{ ...attention }, { ...attention }, { ...attention }];
     const nHeads = attention.shape[0];
     const spy = vi.fn();
@@ -223,7 +223,7 @@ describe("strongestLinesOf and warmStrongestLines", () => {
     try {
       warmStrongestLines(layers.slice(0, 2), { visibleHeads: [1] });
       await new Promise((r) => setTimeout(r, 50));
-      expect(spy).toHaveBeenCalledTimes(2 * (nHeads + 1)); // each head alone, then the heads shown
+      expect(spy).toHaveBeenCalledTimes(2 * (nHeads + 1)); // each layer's lines, then each head's alone
       const ready = strongestLinesOf(layers[0], { visibleHeads: [1] });
       expect(strongestLinesOf(layers[0], { visibleHeads: [1] })).toBe(ready);
       // A toggle adds up the heads' packed lines: what one scan finds.
