@@ -195,23 +195,26 @@ export function createHeadView(container, callbacks = {}) {
     return scale === 1 ? w.toFixed(digits) : (w * scale).toPrecision(digits);
   };
 
-  let weightsShown = false; // clearing 1,000 rows' weights costs a relayout: only when some are shown
+  // The rows a hover wrote to (its token's, and those given weights): only they are cleared after,
+  // not all 1,000 rows of both columns (each write invalidates the page's layout).
+  let written = [];
   function showWeights() {
-    if (weightsShown) {
-      for (const column of [left, right]) {
-        for (const row of column.children) {
-          row.classList.toggle("attnscope-hovered", false);
-          row.lastChild.replaceChildren();
-          row.title = "";
-        }
-      }
+    for (const row of written) {
+      row.classList.remove("attnscope-hovered");
+      row.lastChild.replaceChildren();
+      row.title = "";
     }
-    weightsShown = Boolean(hover);
+    written = [];
     if (!hover) return;
     const own = hover.side === "left" ? left : right;
     const other = hover.side === "left" ? right : left;
     const colors = headColors(state.attention.shape[0]);
-    for (const row of own.children) if (Number(row.dataset.index) === hover.index) row.classList.add("attnscope-hovered");
+    for (const row of own.children) {
+      if (Number(row.dataset.index) === hover.index) {
+        row.classList.add("attnscope-hovered");
+        written.push(row);
+      }
+    }
     const byToken = new Map();
     for (const line of lines) {
       const j = hover.side === "left" ? line.to : line.from;
@@ -240,6 +243,7 @@ export function createHeadView(container, callbacks = {}) {
       const pair = `${state.measure ?? "Attention"} from ${tokenCaption(state.tokens[from])} to ${tokenCaption((state.keyTokens ?? state.tokens)[to])}`;
       const what = found.length > 1 ? "one bar a head, the number their largest" : "the bar and the number";
       row.title = [`${pair} (${what}):`, ...found.map((l) => `head ${l.head}: ${shownWeight(l.weight, 3)}`)].join("\n");
+      written.push(row);
       filled.push({ row, bars, found, label, largest });
     }
     fitBars(filled, other === left ? "left" : "right");

@@ -156,6 +156,23 @@ describe("createHeadView", () => {
     expect(container.querySelectorAll(".attnscope-weight-value")).toHaveLength(0);
   });
 
+  it("clears what a hover wrote when the next one comes and when it ends", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    view.update(state({ visibleHeads: [0, 1] }));
+    const row = (side, i) => container.querySelector(`.attnscope-${side} .attnscope-token[data-index="${i}"]`);
+    const written = () => [...container.querySelectorAll(".attnscope-token")].filter((r) =>
+      r.title || r.classList.contains("attnscope-hovered") || r.querySelector(".attnscope-weights").childElementCount);
+    row("left", 1).dispatchEvent(new MouseEvent("mouseenter"));
+    expect(written().length).toBeGreaterThan(1);
+    row("left", 1).dispatchEvent(new MouseEvent("mouseleave"));
+    row("right", 0).dispatchEvent(new MouseEvent("mouseenter"));
+    // Only the second hover's rows: the right token itself and the left rows it gave weights.
+    expect(written().every((r) => r === row("right", 0) || r.parentElement.classList.contains("attnscope-left"))).toBe(true);
+    row("right", 0).dispatchEvent(new MouseEvent("mouseleave"));
+    expect(written()).toEqual([]);
+  });
+
   it("says what the number beside the bars is: the largest of the heads' weights, each head's on hover", () => {
     const container = document.createElement("div");
     const view = createHeadView(container);
