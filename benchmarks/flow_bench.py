@@ -25,7 +25,6 @@ between runs (at 32,768 tokens a run is a minute).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -237,14 +236,11 @@ def bench_finder(repeats: int = 9) -> dict:
     with finder_without_norms():
         assert all(math.isnan(v) for v in run().metrics["value_norm"]), "the baseline still measured the norms"
     assert not any(math.isnan(v) for v in run().metrics["value_norm"])
-    a, b = [], []
-    for _ in range(repeats):
-        for into, baseline in ((a, False), (b, True)):
-            with finder_without_norms() if baseline else contextlib.nullcontext():
-                start = time.perf_counter()
-                run()
-                into.append(time.perf_counter() - start)
-    with_s, without_s = statistics.median(a), statistics.median(b)
+    def run_without_norms():
+        with finder_without_norms():
+            run()
+
+    with_s, without_s = _alternating(run, run_without_norms, repeats)
     return {"model": "all-MiniLM-L6-v2 (embedded)", "documents": len(sentences), "repeats": repeats,
             "finder_s": round(with_s, 3), "finder_without_norms_s": round(without_s, 3),
             "norms_overhead": round(with_s / without_s - 1, 3), "load": round(os.getloadavg()[0], 1)}
