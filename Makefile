@@ -47,8 +47,10 @@ test-kinds: install
 	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/product/test_wrong_kinds.py -rA
 
 # Unit tests only (Python and JS, about 80 s: vitest 23 s, pytest on two workers 59 s): no browser, Jupyter server, notebook or build.
+# Under a minute: vitest reuses one environment across files (--no-isolate: 6 s against 20; `make
+# test` keeps each file isolated, so a test that leans on another's leftovers still fails there).
 test-fast: install node_modules/.package-lock.json
-	npm test
+	npm run test:fast
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # ruff and import-linter (Python), no module over 500 lines (scripts/check_module_lines.py), biome and

@@ -8,12 +8,14 @@ which a hang still exceeds well inside CI's 90.
 
 from pathlib import Path
 
-from nbclient import NotebookClient
-
 CELL_TIMEOUT_S = 1200
 
 
 def execute(notebook, cwd: Path | str) -> None:
     """Run `notebook` (an nbformat node, changed in place) with `cwd` as its working folder."""
+    # Imported here: nbclient costs each pytest worker ~2 s at collection, and `make test-fast`
+    # runs no notebook.
+    from nbclient import NotebookClient
+
     NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                    resources={"metadata": {"path": str(cwd)}}).execute()

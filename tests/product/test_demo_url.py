@@ -57,7 +57,7 @@ def waiter(*args: str) -> subprocess.Popen:
 def test_prints_the_url_once_the_server_answers_and_not_before():
     port = free_port()
     process = waiter(url_for(port), "--timeout", "30")
-    time.sleep(1.5)
+    time.sleep(0.8)  # a start-up and at least one poll (every 0.5 s) with nothing listening
     assert process.poll() is None  # nothing listens yet: still waiting, nothing printed
     server = serve_status(port, TOKEN)
     try:
@@ -71,7 +71,7 @@ def test_a_server_that_refuses_the_token_is_not_taken_for_ours():
     port = free_port()
     server = serve_status(port, "another-token")
     try:
-        process = waiter(url_for(port), "--timeout", "2")
+        process = waiter(url_for(port), "--timeout", "1")
         out, _ = process.communicate(timeout=20)
     finally:
         server.shutdown()
@@ -79,7 +79,7 @@ def test_a_server_that_refuses_the_token_is_not_taken_for_ours():
 
 
 def test_stops_without_printing_when_the_server_process_ends():
-    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
     process = waiter(url_for(free_port()), "--watch", str(server.pid), "--timeout", "60")
     server.wait()
     started = time.monotonic()
