@@ -244,6 +244,11 @@ INTERACTIONS = {
         "box.querySelector(`.attnscope-left .attnscope-token[data-index='${arg}']`).dispatchEvent(new MouseEvent('mouseenter'))",
         "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
     ),
+    "weigh by switch": (
+        "box.querySelector('select.attnscope-weigh').value = arg;"
+        "box.querySelector('select.attnscope-weigh').dispatchEvent(new Event('change'))",
+        "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
+    ),
     "edited sentence": (
         "{ const input = box.querySelector('input.attnscope-text'); input.value = arg;"
         "  input.dispatchEvent(new Event('input')); input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); }",
@@ -413,6 +418,8 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
         rows["hover on a token"].append(lab.time("hover on a token", token))
         lab.undo("box.querySelector(`.attnscope-left .attnscope-token[data-index='${arg}']`).dispatchEvent(new MouseEvent('mouseleave'))", token)
     page.evaluate("b => b.scrollIntoView()", widget.locator(".attnscope-tabs").element_handle())
+    # Weigh by α → ‖αf‖ and back, each a switch (issue 47: within 100 ms at 512 tokens).
+    rows["weigh by switch"] = [lab.time("weigh by switch", "value_norm" if i % 2 == 0 else "attention") for i in range(repeats + 1)]
 
     # An edit: one word changed, the same length; the model's own forward for that text beside it.
     words = kernel_value(page, "text").split()
@@ -738,6 +745,10 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
          "kernel) and is not drawn again"),
         ("head toggle", 50, None, "drawn in the page at once; the kernel is told after"),
         ("hover on a token", 50, None, "drawn in the page; nothing crosses"),
+        ("weigh by switch", 100, None,
+         "α ↔ ‖αf‖: drawn from the open layer under the other weighing, asked for while the page is idle; the kernel "
+         f"weighs the run again after ({_ms(median('weigh by switch', 'kernel_ms'))} in the kernel) and its copy is not "
+         "drawn again"),
         ("neuron view, another token", 100, harness.get("neuron_switch_ms"),
          "computed and drawn in the page from the layer it holds (the kernel answers a layer's queries, keys and values "
          "once, as a saved page stores them); nothing crosses"),

@@ -47,6 +47,8 @@ export function createStaticModel(page) {
     {
       // The kernel's answer for a saved layer; the page's others are not here to hold.
       layer(request) {
+        // It keeps the weighing it was saved with (the other's numbers are not in it).
+        if (request.weigh_by !== undefined && request.weigh_by !== state.weigh_by) return { error: needsLiveWidget("Weighing otherwise") };
         const payload = served.attention?.[String(request.layer)];
         if (!payload) return { error: `Layer ${request.layer} is not in this saved page.` };
         const { data, ...content } = payload;

@@ -9,7 +9,7 @@ import { decodeArray } from "./transport/codec.js";
 import { TRAITS } from "./transport/contract.js";
 import { createControls } from "./controls/controls.js";
 import { el } from "./drawing/dom.js";
-import { createLayerRequests, createLongRequests, createNeuronRequests } from "./transport/requests.js";
+import { createLayerRequests, createLongRequests, createNeuronRequests, createWeighingRequests } from "./transport/requests.js";
 import { resolveTheme, watchJupyterTheme } from "./drawing/theme.js";
 import { imageCaption, VIEWS } from "./views/views.js";
 
@@ -96,9 +96,19 @@ function render({ model, el: host, page = false, fit = false }) {
   });
   const neuron = createNeuronRequests(channel, get, drawSoon);
   const long = createLongRequests(channel, drawSoon);
+  // A Weigh by switch the kernel has not answered yet: the views that draw the open layer draw the
+  // layer asked for ahead under that weighing, and its scale (createWeighingRequests).
+  const weighing = createWeighingRequests(channel, get, drawSoon);
+  function shownGet(name) {
+    if (name === "attention" || name === "one_scale") {
+      const ahead = weighing.pending();
+      if (ahead) return ahead[name];
+    }
+    return get(name);
+  }
   const decodedCache = new Map(); // trait name → {payload, value}: decode each payload once
   function decoded(name) {
-    const payload = get(name);
+    const payload = shownGet(name);
     const hit = decodedCache.get(name);
     if (hit?.payload === payload) return hit.value;
     const value = decodeArray(payload);
@@ -109,11 +119,15 @@ function render({ model, el: host, page = false, fit = false }) {
   // (views.py: draws="attention") is open and the page idle.
   const drawsAttention = (name) => views.get(name)?.adapter.draws === "attention";
   let closed = false;
-  const layers = createLayerRequests(channel, get, decoded, drawSoon, () => !closed && drawsAttention(get("view")));
+  const layers = createLayerRequests(channel, shownGet, decoded, drawSoon, () => !closed && drawsAttention(get("view")));
   let prefetchTimer = 0;
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
-    prefetchTimer = setTimeout(() => { if (drawsAttention(get("view"))) layers.prefetch(); }, PREFETCH_DELAY_MS);
+    prefetchTimer = setTimeout(() => {
+      if (!drawsAttention(get("view"))) return;
+      layers.prefetch();
+      if (!page) weighing.prefetch(); // a saved page keeps the weighing it was saved with
+    }, PREFETCH_DELAY_MS);
   }
   // The views fit the width they are given (and in a box of fixed size, its height) and follow
   // the output's resizing.
@@ -123,7 +137,7 @@ function render({ model, el: host, page = false, fit = false }) {
     if (root.clientWidth !== width || (fit && root.clientHeight !== height)) schedule();
   });
   resizes?.observe(root);
-  const context = (body) => ({ get, decoded, layerData: layers.data, neuronData: neuron.data, long, maskMode: controls.maskMode,
+  const context = (body, name = get("view")) => ({ get: drawsAttention(name) ? shownGet : get, decoded, layerData: layers.data, neuronData: neuron.data, long, maskMode: controls.maskMode,
     width: body?.clientWidth ?? 0, height: fit ? body?.clientHeight ?? 0 : 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
@@ -163,7 +177,7 @@ function render({ model, el: host, page = false, fit = false }) {
       return;
     }
     try {
-      controls.setStatus(open.adapter.draw(open.view, context(open.body)));
+      controls.setStatus(open.adapter.draw(open.view, context(open.body, open.adapter.name)));
       if (drawsAttention(open.adapter.name)) prefetchLayersSoon();
     } catch (err) {
       controls.setStatus("");

@@ -125,7 +125,7 @@ export const TRAITS = [
 export const MESSAGES = {
   /** {layer} → what js/drawing/neuron_maths.js computes any head's and query's numbers of that layer from, as a saved page stores it (export.neuron_store: queries, keys, values, ‖f(x_j)‖ and T5's bias as float16, scaling, causal): {store, paths} with the store's bytes as buffers at `paths`, and layer, result_id, part, shown and n_queries so the view files the answer under the run it belongs to. */
   neuron: { kind: "request", sender: "view" },
-  /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. */
+  /** {layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks for the layers around the open one while the page is idle, so a layer switch draws at once. {layer, weigh_by} with the other weighing: the layer as that Weigh by switch will draw it, with weigh_by, one_scale (the trait's value after the switch) and `of`, the source of the run shown when it was asked (layer_answers.py), so a switch draws at once too. */
   layer: { kind: "request", sender: "view" },
   /** {layer, head (-1: the mean of the layer's heads), token, direction: "from" | "to"} → the exact attention from that token to every token (its row) or to it from every token (its column), one float32 buffer of T values (payloads.long_rows_payload), with result_id. */
   attention_rows: { kind: "request", sender: "view" },

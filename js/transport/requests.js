@@ -296,3 +296,42 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}, 
   }
   return requests;
 }
+
+/**
+ * The open layer under the other weighing (Weigh by: α | ‖αf‖), asked for while the page is idle,
+ * so a switch draws at once instead of after the kernel weighs the run again (layer_answers.py).
+ * The answer names the source of the run shown when it was asked (`of`): it stands in for the
+ * `attention` and `one_scale` traits only while that run is still the one shown, at that layer, and
+ * the page's weigh_by is the answer's (the kernel has not answered the switch yet). The kernel's
+ * own layer then comes under the same source: the layer requests keep the held one.
+ * pending() → {attention: a payload as the trait holds it, one_scale} or null; prefetch() asks once
+ * for the shown run and layer and calls onAnswer when it comes.
+ * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
+ * @param {(name: string) => any} get  a synced trait
+ */
+export function createWeighingRequests(channel, get, onAnswer = () => {}) {
+  let held = null; // {of, layer, weigh_by, attention, one_scale}
+  let asked = ""; // the shown source and layer last asked for (answered or refused: not asked again)
+  const other = () => (get("weigh_by") === "attention" ? "value_norm" : "attention");
+  return {
+    pending() {
+      const payload = get("attention");
+      if (!held || !payload || held.of !== payload.source || held.layer !== get("layer") || held.weigh_by !== get("weigh_by")) return null;
+      return held;
+    },
+    prefetch() {
+      const payload = get("attention");
+      if (!payload?.source || get("long_context") || get("weigh_unavailable") || payload.layer !== get("layer")) return;
+      const key = `${payload.source}:${payload.layer}`;
+      if (asked === key) return;
+      asked = key;
+      channel.request("layer", { layer: payload.layer, weigh_by: other() }).then(({ content, buffers }) => {
+        const { one_scale: scale, of, weigh_by: weighBy, ...attention } = content;
+        held = { of, layer: content.layer, weigh_by: weighBy, attention: { ...attention, data: buffers[0] }, one_scale: scale ?? {} };
+        onAnswer();
+      }).catch(() => {
+        // Not held: the switch draws after the kernel's round trip, as before.
+      });
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeArray } from "./codec.js";
-import { createLayerRequests, createLongRequests, createNeuronRequests, LAYER_BYTES } from "./requests.js";
+import { createLayerRequests, createLongRequests, createNeuronRequests, createWeighingRequests, LAYER_BYTES } from "./requests.js";
 
 // One layer of `heads` × n × n, every byte `fill`, as the kernel sends it (payloads.layer_payload).
 const payload = (layer, source, { n = 2, heads = 1, fill = layer } = {}) => ({
@@ -276,4 +276,61 @@ it("keeps a few tokens' rows, apart from the other answers", async () => {
   expect(long.tokenRows(params(1))).not.toBeNull(); // 8 kept
   expect(long.tokenRows(params(0))).toBeNull(); // the oldest went: asked again
   expect(asked).toHaveLength(10);
+});
+
+describe("createWeighingRequests", () => {
+  // The page's traits, its layer requests and its Weigh by requests, seen through the overlay as the
+  // head view sees them (widget.js: shownGet).
+  function weighingPage(traits) {
+    const p = page(traits);
+    let answered = 0;
+    const weighing = createWeighingRequests({ request: (type, params) => new Promise((resolve, reject) => p.asked.push({ type, params, resolve, reject })) },
+      (name) => p.state[name], () => { answered += 1; });
+    const shown = (name) => ((name === "attention" || name === "one_scale") && weighing.pending() ? weighing.pending()[name] : p.state[name]);
+    return { ...p, weighing, shown, answered: () => answered };
+  }
+  const scale = { of: "‖αf‖", measure: "‖αf‖", largest: 4.2, layer: 1, head: 0 };
+  const weighedAnswer = (layer, of) => ({ ...payload(layer, `${of}:vn`, { fill: 200 }), weigh_by: "value_norm", one_scale: scale, of });
+
+  it("asks once for the open layer under the other weighing, and stands in for the traits only once the page switched", async () => {
+    const p = weighingPage({ attention: payload(2, "a"), layer: 2, n_layers: 4, weigh_by: "attention", one_scale: {}, long_context: false });
+    p.weighing.prefetch();
+    p.weighing.prefetch(); // asked already for this run and layer
+    expect(p.asked.map((r) => r.params)).toEqual([{ layer: 2, weigh_by: "value_norm" }]);
+    await p.answer(p.asked[0], weighedAnswer(2, "a"));
+    expect(p.answered()).toBe(1);
+    expect(p.weighing.pending()).toBeNull(); // the page still shows α: the traits as they are
+    p.state.weigh_by = "value_norm"; // the reader's switch, before the kernel answers it
+    expect(p.shown("attention").source).toBe("a:vn");
+    expect(new Uint8Array(p.shown("attention").data.buffer)[0]).toBe(200);
+    expect(p.shown("one_scale")).toEqual(scale);
+    p.state.layer = 1; // another layer: the held one is not it
+    expect(p.weighing.pending()).toBeNull();
+    p.state.layer = 2;
+    p.state.attention = payload(2, "a:vn", { fill: 200 }); // the kernel's answer to the switch
+    p.state.one_scale = scale;
+    expect(p.weighing.pending()).toBeNull();
+    p.weighing.prefetch(); // the other weighing (α) of the run now shown
+    expect(p.asked.at(-1).params).toEqual({ layer: 2, weigh_by: "attention" });
+  });
+
+  it("never stands in for another run, and a refusal or a long run asks nothing more", async () => {
+    const p = weighingPage({ attention: payload(0, "a"), layer: 0, n_layers: 2, weigh_by: "attention", long_context: false });
+    p.weighing.prefetch();
+    await p.answer(p.asked[0], weighedAnswer(0, "a"));
+    p.state.attention = payload(0, "b"); // an edit came: another run
+    p.state.weigh_by = "value_norm";
+    expect(p.weighing.pending()).toBeNull();
+    p.state.weigh_by = "attention";
+    p.weighing.prefetch();
+    p.asked[1].reject(new Error("this model keeps no value norms"));
+    await new Promise((r) => setTimeout(r, 0));
+    p.weighing.prefetch();
+    expect(p.asked).toHaveLength(2);
+    for (const traits of [{ long_context: true }, { weigh_unavailable: "gated" }]) {
+      const q = weighingPage({ attention: payload(0, "c"), layer: 0, n_layers: 2, weigh_by: "attention", ...traits });
+      q.weighing.prefetch();
+      expect(q.asked).toHaveLength(0);
+    }
+  });
 });

@@ -324,7 +324,7 @@ def answer_layer_requests(page, widget, count: int) -> list[int]:
 
     replies, asked = [], []
     widget.send = lambda content, buffers=None: replies.append((content, buffers))
-    layer_requests = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer')"
+    layer_requests = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer' && m.weigh_by === undefined)"
     for _ in range(count):
         page.wait_for_function(f"{layer_requests}.length > {len(asked)}")
         out = page.evaluate(f"{layer_requests}.length") - len(asked)
@@ -351,7 +351,7 @@ def test_the_layers_around_the_open_one_are_held_and_a_switch_draws_at_once(open
     page = open_widget(widget)
     assert answer_layer_requests(page, widget, widget.n_layers - 1) == [3, 1, 4, 0, 5]
     page.wait_for_timeout(400)
-    assert page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer').length") == 5
+    assert page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer' && !m.weigh_by).length") == 5
 
     before = page.evaluate(LINE_PIXELS)
     page.select_option("select.attnscope-layer", "4")  # no attention trait comes: drawn from the held layer
@@ -368,4 +368,55 @@ def test_the_layers_around_the_open_one_are_held_and_a_switch_draws_at_once(open
     fresh.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
     fresh.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert fresh.evaluate(LINE_PIXELS) == held
+    assert not page.problems and not fresh.problems, page.problems + fresh.problems
+
+
+def test_a_weigh_by_switch_draws_at_once_from_the_layer_asked_for_ahead(open_widget, default_model):
+    """Issue 47 (a Weigh by switch within 100 ms): while idle the page asks for the open layer
+    under the other weighing; the switch then draws it, with its one scale's caption, before the
+    kernel answers, the same pixels as a page opened weighed; the kernel's answer draws nothing new.
+    Switching back draws α again at once."""
+    from real_widget import wire
+
+    import attnscope
+
+    text = "The cat sat on the mat because it was tired. It fell asleep at once."
+    widget = attnscope.AttentionWidget(text, model=default_model, layer=2)
+    page = open_widget(widget)
+    replies = []
+    widget.send = lambda content, buffers=None: replies.append((content, buffers))
+    weighing = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer' && m.weigh_by)"
+
+    def answer_weighing(count):
+        page.wait_for_function(f"{weighing}.length >= {count}")
+        request = page.evaluate(f"{weighing}[{count - 1}]")
+        widget._handle_custom_msg(request, [])
+        content, buffers = replies[-1]
+        page.evaluate("""([content, buffers]) => window.attnscopeHarness.model.emitCustom(
+            content, buffers.map((b) => window.attnscopeHarness.fromWire(b)))""", [content, [wire(b) for b in buffers]])
+        return request
+
+    assert answer_weighing(1)["weigh_by"] == "value_norm"
+    page.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
+    alpha = page.evaluate(LINE_PIXELS)
+    page.select_option("select.attnscope-weigh", "value_norm")  # no trait comes from the kernel
+    page.wait_for_function(f"before => ({LINE_PIXELS})() !== before", arg=alpha)
+    page.wait_for_function("document.querySelector('.attnscope-head-view').textContent.includes('one scale for every layer and head')")
+    weighed = page.evaluate(LINE_PIXELS)
+    assert page.evaluate("window.attnscopeHarness.model.saved.at(-1).weigh_by") == "value_norm"
+    widget.weigh_by = "value_norm"  # the kernel's answer to the page's write
+    page.evaluate("""s => window.attnscopeHarness.model.emit({attention: window.attnscopeHarness.fromWire(s.attention),
+        one_scale: s.one_scale, weigh_by: s.weigh_by})""",
+                  {"attention": wire(widget.attention), "one_scale": widget.one_scale, "weigh_by": widget.weigh_by})
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert page.evaluate(LINE_PIXELS) == weighed
+
+    fresh = open_widget(attnscope.AttentionWidget(text, model=default_model, layer=2, weigh_by="value_norm"))
+    fresh.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
+    fresh.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert fresh.evaluate(LINE_PIXELS) == weighed
+
+    assert answer_weighing(2)["weigh_by"] == "attention"  # the way back, asked of the run now shown
+    page.select_option("select.attnscope-weigh", "attention")
+    page.wait_for_function(f"before => ({LINE_PIXELS})() === before", arg=alpha)
     assert not page.problems and not fresh.problems, page.problems + fresh.problems

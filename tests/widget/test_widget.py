@@ -250,6 +250,44 @@ def test_a_layer_request_answers_that_layer_of_the_shown_run_under_its_source(wi
     assert content["source"] == widget.attention["source"] and content["shape"] == [12, 5, 5] and len(data) == 12 * 25
 
 
+@pytest.mark.parametrize("settings", [{}, {"word_level": True}, {"show_change": True, "masked_heads": [[1, 3]]}],
+                         ids=["tokens", "words", "a masking's change"])
+def test_a_layer_asked_under_the_other_weighing_is_what_the_switch_then_draws(widget, monkeypatch, settings):
+    """The page asks for the open layer under the other weighing while idle ({layer, weigh_by}), so
+    a Weigh by switch draws at once: the answer is the very bytes, scale, source and one_scale the
+    widget's traits hold once the switch comes, and says which shown run it was asked against."""
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    for name, value in settings.items():
+        setattr(widget, name, value)
+
+    def ask(**request):
+        widget._handle_custom_msg({"kind": "request", "type": "layer", "id": 1, **request}, [])
+        return sent[-1]
+
+    for weigh_by in ("value_norm", "attention"):
+        shown = widget.attention["source"]
+        content, [data] = ask(layer=widget.layer, weigh_by=weigh_by)
+        assert content["of"] == shown and content["weigh_by"] == weigh_by and content["source"] != shown
+        assert widget.weigh_by != weigh_by  # asking switched nothing
+        widget.weigh_by = weigh_by
+        assert content["source"] == widget.attention["source"] and data == widget.attention["data"]
+        assert (content["shape"], content["scale"], content["layer"]) == (widget.attention["shape"], widget.attention["scale"], widget.layer)
+        assert content["one_scale"] == widget.one_scale
+    assert widget.one_scale == {} if not settings.get("show_change") else widget.one_scale["measure"] == "change"
+    for wrong in ("norm", 3, None):
+        assert "weigh_by" in ask(layer=0, weigh_by=wrong)[0]["error"]
+
+
+def test_a_model_without_value_norms_refuses_the_other_weighing_by_its_reason(default_model, monkeypatch):
+    widget = AttentionWidget("The cat sat.", model=default_model)
+    widget._per_token_run.value_norms = None
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    widget._handle_custom_msg({"kind": "request", "type": "layer", "id": 1, "layer": 0, "weigh_by": "value_norm"}, [])
+    assert "norm" in sent[-1][0]["error"] and not sent[-1][1]
+
+
 def test_thumbnails_follow_a_selection_made_while_hidden(default_model):
     widget = AttentionWidget("a few words here", model=default_model, view="model")
     widget.view = "head"

@@ -28,6 +28,7 @@ from . import payloads as pl
 from .contract import contract_traits
 from .export import neuron_store, split_buffers
 from .knockout_answers import answer_knockout
+from .layer_answers import answer_layer
 from .long_answers import LongAnswers
 from .messages import Channel
 from .page_input import take_page_write
@@ -413,15 +414,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
     _answer_knockout = answer_knockout  # the head view's "knockout" request (a generation's: its own)
 
     def _answer_layer(self, request: dict, _buffers: list) -> tuple[dict, list]:
-        """A "layer" request: another layer of the shown run, for the page to hold."""
-        result = self.result
-        if isinstance(result, LongAttentionResult):
-            raise InputError(f"This text of {result.n_tokens:,} tokens keeps its attention on demand: its layers "
-                             "come as rows, tiles and windows, not whole.")
-        layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
-        payload = pl.layer_payload(result, layer, source(self.result_id, self))
-        data = payload.pop("data")
-        return payload, [data]
+        return answer_layer(self, request)  # another layer, or the open one weighed otherwise
 
     @traitlets.observe("request")
     def _on_request(self, change: dict) -> None:

@@ -48,7 +48,10 @@ MESSAGES = {
         Message("layer", "request", "view",
                 "{layer} → that layer of the shown run, as the `attention` trait would hold it: {layer, dtype, "
                 "shape, scale[, encoding], source} and its bytes as one buffer (payloads.layer_payload). The head view asks "
-                "for the layers around the open one while the page is idle, so a layer switch draws at once."),
+                "for the layers around the open one while the page is idle, so a layer switch draws at once. {layer, "
+                "weigh_by} with the other weighing: the layer as that Weigh by switch will draw it, with weigh_by, "
+                "one_scale (the trait's value after the switch) and `of`, the source of the run shown when it was asked "
+                "(layer_answers.py), so a switch draws at once too."),
         Message("attention_rows", "request", "view",
                 '{layer, head (-1: the mean of the layer\'s heads), token, direction: "from" | "to"} → the '
                 "exact attention from that token to every token (its row) or to it from every token (its "

@@ -117,14 +117,8 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     if isinstance(computed, LongAttentionResult):
         return _long_run_state(computed, settings, request_id, layer, long_analysis)
     parts = parts_of(computed)
-    if parts and settings.attention_part not in parts:
-        raise InputError(f"attention_part must be one of {list(parts)}.")
-    first = parts.get(settings.attention_part, computed)
-    second = compared_part(computed, settings)
-    per_token = second if settings.compare_shown == "second" else first
-    drawn, one_scale = pl.displayed(per_token, settings.word_level, settings.show_change,
-                                    against=second if settings.compare_shown == "difference" else None,
-                                    weigh_by=settings.weigh_by)
+    first, second = parts.get(settings.attention_part, computed), compared_part(computed, settings)
+    per_token, drawn, one_scale = drawn_run(computed, settings)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
     # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
     layer = _layer_in(settings, n_layers, layer)
@@ -159,6 +153,21 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
         focus_token=-1,  # a new short run marks no token (indices of another text would mark a wrong one)
     )
     return RunState(traits, drawn, per_token, computed, thumbnails_of, rollout_of, opened_query)
+
+
+def drawn_run(computed: AttentionResult, settings: Settings) -> tuple[AttentionResult, AttentionResult, dict]:
+    """A short run as its views draw it under `settings`: (per token: the part and model shown;
+    drawn: weighed, words merged, a masking's change or two models' difference; its one_scale)."""
+    parts = parts_of(computed)
+    if parts and settings.attention_part not in parts:
+        raise InputError(f"attention_part must be one of {list(parts)}.")
+    first = parts.get(settings.attention_part, computed)
+    second = compared_part(computed, settings)
+    per_token = second if settings.compare_shown == "second" else first
+    drawn, one_scale = pl.displayed(per_token, settings.word_level, settings.show_change,
+                                    against=second if settings.compare_shown == "difference" else None,
+                                    weigh_by=settings.weigh_by)
+    return per_token, drawn, one_scale
 
 
 def compared_part(computed: AttentionResult, settings: Settings) -> AttentionResult | None:
