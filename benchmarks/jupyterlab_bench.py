@@ -249,6 +249,11 @@ INTERACTIONS = {
         "box.querySelector('select.attnscope-weigh').dispatchEvent(new Event('change'))",
         "window.__pixels(box.querySelector('.attnscope-lines')) !== before",
     ),
+    "weigh by switch, model view": (
+        "box.querySelector('select.attnscope-weigh').value = arg;"
+        "box.querySelector('select.attnscope-weigh').dispatchEvent(new Event('change'))",
+        "window.__pixels(box.querySelector('.attnscope-model-view')) !== before",
+    ),
     "edited sentence": (
         "{ const input = box.querySelector('input.attnscope-text'); input.value = arg;"
         "  input.dispatchEvent(new Event('input')); input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); }",
@@ -303,6 +308,7 @@ LONG_BEFORE = {
 BEFORE = {
     "model view opened": "window.__pixels(box.querySelector('.attnscope-model-view'))",
     "neuron view, another token": "window.__pixels(box.querySelector('.attnscope-neuron-view'))",
+    "weigh by switch, model view": "window.__pixels(box.querySelector('.attnscope-model-view'))",
 }
 
 
@@ -436,6 +442,10 @@ def bench_head_view(browser, base: str, n_tokens: int, repeats: int) -> dict:
     for _ in range(repeats):
         reopened.append(lab.time("model view reopened", None))
         lab.undo("box.querySelector(\".attnscope-tab[data-view='head']\").click()")
+    lab.undo("box.querySelector(\".attnscope-tab[data-view='model']\").click()")
+    rows["weigh by switch, model view"] = [lab.time("weigh by switch, model view", "value_norm" if i % 2 == 0 else "attention")
+                                           for i in range(repeats + 1)]
+    lab.undo("box.querySelector(\".attnscope-tab[data-view='head']\").click()")
 
     lab.undo("box.querySelector(\".attnscope-tab[data-view='neuron']\").click()")
     page.wait_for_function("b => b.querySelector('.attnscope-neuron-view')?.dataset.query !== undefined",
@@ -749,6 +759,8 @@ def table(results: dict, harness_rows: list[dict]) -> list[str]:
          "α ↔ ‖αf‖: drawn from the open layer under the other weighing, asked for while the page is idle; the kernel "
          f"weighs the run again after ({_ms(median('weigh by switch', 'kernel_ms'))} in the kernel) and its copy is not "
          "drawn again"),
+        ("weigh by switch, model view", 100, None,
+         "the same, with the model view's cells: asked for with the layer while that view is open"),
         ("neuron view, another token", 100, harness.get("neuron_switch_ms"),
          "computed and drawn in the page from the layer it holds (the kernel answers a layer's queries, keys and values "
          "once, as a saved page stores them); nothing crosses"),

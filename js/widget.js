@@ -99,16 +99,23 @@ function render({ model, el: host, page = false, fit = false }) {
   // A Weigh by switch the kernel has not answered yet: the views that draw the open layer draw the
   // layer asked for ahead under that weighing, and its scale (createWeighingRequests).
   const weighing = createWeighingRequests(channel, get, drawSoon);
-  function shownGet(name) {
-    if (name === "attention" || name === "one_scale") {
-      const ahead = weighing.pending();
+  const OVERLAID = { attention: ["attention", "one_scale"], thumbnails: ["attention", "one_scale", "thumbnails"] };
+  // The traits as a view that draws `draws` sees them: the weighing asked for ahead where it waits.
+  const shownAs = (draws) => (name) => {
+    if (OVERLAID[draws]?.includes(name)) {
+      const ahead = weighing.pending(draws);
       if (ahead) return ahead[name];
     }
     return get(name);
-  }
+  };
+  const shownGet = shownAs("attention");
+  const drawsOf = (name) => views.get(name)?.adapter.draws ?? "";
   const decodedCache = new Map(); // trait name → {payload, value}: decode each payload once
   function decoded(name) {
-    const payload = shownGet(name);
+    // Each payload as the views that draw it see it (the layer requests file the open layer too).
+    const payload = shownAs(name === "thumbnails" ? "thumbnails" : "attention")(name);
+    const ahead = weighing.decoded(payload);
+    if (ahead !== undefined) return ahead;
     const hit = decodedCache.get(name);
     if (hit?.payload === payload) return hit.value;
     const value = decodeArray(payload);
@@ -124,9 +131,12 @@ function render({ model, el: host, page = false, fit = false }) {
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
     prefetchTimer = setTimeout(() => {
-      if (!drawsAttention(get("view"))) return;
-      layers.prefetch();
-      if (!page) weighing.prefetch(); // a saved page keeps the weighing it was saved with
+      const draws = drawsOf(get("view"));
+      // The other weighing first: the kernel answers in turn, and after a switch the five layers
+      // around the open one came before it (a switch back 400 ms later found it not there yet).
+      // A saved page keeps the weighing it was saved with.
+      if (!page && (draws === "attention" || draws === "thumbnails")) weighing.prefetch(draws);
+      if (draws === "attention") layers.prefetch();
     }, PREFETCH_DELAY_MS);
   }
   // The views fit the width they are given (and in a box of fixed size, its height) and follow
@@ -137,7 +147,12 @@ function render({ model, el: host, page = false, fit = false }) {
     if (root.clientWidth !== width || (fit && root.clientHeight !== height)) schedule();
   });
   resizes?.observe(root);
-  const context = (body, name = get("view")) => ({ get: drawsAttention(name) ? shownGet : get, decoded, layerData: layers.data, neuronData: neuron.data, long, maskMode: controls.maskMode,
+  // The open layer under the other weighing, decoded (the head view works out its lines ahead).
+  const aheadLayer = () => {
+    const ahead = weighing.ahead();
+    return ahead ? weighing.decoded(ahead.attention) : null;
+  };
+  const context = (body, name = get("view")) => ({ get: shownAs(drawsOf(name)), decoded, layerData: layers.data, aheadLayer, neuronData: neuron.data, long, maskMode: controls.maskMode,
     width: body?.clientWidth ?? 0, height: fit ? body?.clientHeight ?? 0 : 0 });
 
   // Image export: the open view's scene, drawn as SVG or (on a canvas, as on screen) as PNG.
@@ -178,7 +193,7 @@ function render({ model, el: host, page = false, fit = false }) {
     }
     try {
       controls.setStatus(open.adapter.draw(open.view, context(open.body, open.adapter.name)));
-      if (drawsAttention(open.adapter.name)) prefetchLayersSoon();
+      if (drawsAttention(open.adapter.name) || open.adapter.draws === "thumbnails") prefetchLayersSoon();
     } catch (err) {
       controls.setStatus("");
       controls.showError(err.message);

@@ -299,35 +299,57 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}, 
 
 /**
  * The open layer under the other weighing (Weigh by: α | ‖αf‖), asked for while the page is idle,
- * so a switch draws at once instead of after the kernel weighs the run again (layer_answers.py).
- * The answer names the source of the run shown when it was asked (`of`): it stands in for the
- * `attention` and `one_scale` traits only while that run is still the one shown, at that layer, and
- * the page's weigh_by is the answer's (the kernel has not answered the switch yet). The kernel's
- * own layer then comes under the same source: the layer requests keep the held one.
- * pending() → {attention: a payload as the trait holds it, one_scale} or null; prefetch() asks once
- * for the shown run and layer and calls onAnswer when it comes.
+ * so a switch draws at once instead of after the kernel weighs the run again (layer_answers.py);
+ * with the model view's cells too while that view is open (`thumbnails`). The answer names the
+ * source of the run shown when it was asked (`of`): it stands in for the `attention`, `one_scale`
+ * and `thumbnails` traits only while that run is still the one shown, at that layer and (for the
+ * cells) with those layers and heads included, and the page's weigh_by is the answer's (the kernel
+ * has not answered the switch yet). The kernel's own layer then comes under the same source: the
+ * layer requests keep the held one.
+ * pending(draws) → what a view that draws `draws` ("attention" or "thumbnails") reads instead of
+ * the traits, {attention, one_scale[, thumbnails]}, or null; prefetch(draws) asks once for the
+ * shown run, layer and selection, and calls onAnswer when it comes.
  * @param {{request: (type: string, params?: object) => Promise<{content: any, buffers: DataView[]}>}} channel
  * @param {(name: string) => any} get  a synced trait
  */
 export function createWeighingRequests(channel, get, onAnswer = () => {}) {
-  let held = null; // {of, layer, weigh_by, attention, one_scale}
-  let asked = ""; // the shown source and layer last asked for (answered or refused: not asked again)
+  let held = null; // {of, layer, weigh_by, selection, attention, one_scale, thumbnails?, decoded: Map(payload → value)}
+  let asked = ""; // what was last asked for (answered or refused: not asked again)
   const other = () => (get("weigh_by") === "attention" ? "value_norm" : "attention");
+  const selection = () => JSON.stringify([get("include_layers") ?? null, get("include_heads") ?? null]);
   return {
-    pending() {
+    pending(draws = "attention") {
       const payload = get("attention");
       if (!held || !payload || held.of !== payload.source || held.layer !== get("layer") || held.weigh_by !== get("weigh_by")) return null;
-      return held;
+      if (draws === "thumbnails" && (!held.thumbnails || held.selection !== selection())) return null;
+      return draws === "attention" || draws === "thumbnails" ? held : null;
     },
-    prefetch() {
+    /** The answer for the run and layer shown now, whichever weighing the page shows (its layer's
+     * lines are worked out ahead, as the held layers' are), or null. */
+    ahead() {
+      const payload = get("attention");
+      return held && payload && held.of === payload.source && held.layer === get("layer") ? held : null;
+    },
+    /** A payload of the answer held, decoded once (the same object each time: its lines are kept
+     * by it), or undefined for any other payload. */
+    decoded(payload) {
+      if (!held || (payload !== held.attention && payload !== held.thumbnails)) return undefined;
+      if (!held.decoded.has(payload)) held.decoded.set(payload, decodeArray(payload));
+      return held.decoded.get(payload);
+    },
+    prefetch(draws = "attention") {
       const payload = get("attention");
       if (!payload?.source || get("long_context") || get("weigh_unavailable") || payload.layer !== get("layer")) return;
-      const key = `${payload.source}:${payload.layer}`;
-      if (asked === key) return;
+      const thumbnails = draws === "thumbnails";
+      const key = `${payload.source}:${payload.layer}:${thumbnails ? selection() : ""}`;
+      // Held with the cells already: the head view needs nothing more.
+      if (asked === key || (!thumbnails && asked.startsWith(`${payload.source}:${payload.layer}:`))) return;
       asked = key;
-      channel.request("layer", { layer: payload.layer, weigh_by: other() }).then(({ content, buffers }) => {
-        const { one_scale: scale, of, weigh_by: weighBy, ...attention } = content;
-        held = { of, layer: content.layer, weigh_by: weighBy, attention: { ...attention, data: buffers[0] }, one_scale: scale ?? {} };
+      const askedSelection = selection();
+      channel.request("layer", { layer: payload.layer, weigh_by: other(), ...(thumbnails ? { thumbnails: true } : {}) }).then(({ content, buffers }) => {
+        const { one_scale: scale, of, weigh_by: weighBy, thumbnails: cells, ...attention } = content;
+        held = { of, layer: content.layer, weigh_by: weighBy, selection: askedSelection, attention: { ...attention, data: buffers[0] },
+          one_scale: scale ?? {}, ...(cells ? { thumbnails: { ...cells, data: buffers[1] } } : {}), decoded: new Map() };
         onAnswer();
       }).catch(() => {
         // Not held: the switch draws after the kernel's round trip, as before.

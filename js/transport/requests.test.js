@@ -314,6 +314,32 @@ describe("createWeighingRequests", () => {
     expect(p.asked.at(-1).params).toEqual({ layer: 2, weigh_by: "attention" });
   });
 
+  it("asks for the model view's cells too while it is open, and stands in for them only for that selection", async () => {
+    const p = weighingPage({ attention: payload(1, "a"), layer: 1, n_layers: 3, weigh_by: "attention", include_layers: null, include_heads: null });
+    p.weighing.prefetch("attention");
+    await p.answer(p.asked[0], weighedAnswer(1, "a"));
+    p.state.weigh_by = "value_norm";
+    expect(p.weighing.pending("attention")).not.toBeNull();
+    expect(p.weighing.pending("thumbnails")).toBeNull(); // asked without the cells: the model view waits for the kernel
+    p.state.weigh_by = "attention";
+    p.weighing.prefetch("thumbnails"); // the model view opened: asked again, with its cells
+    expect(p.asked.at(-1).params).toEqual({ layer: 1, weigh_by: "value_norm", thumbnails: true });
+    const cells = { layers: [0, 1, 2], heads: [0], n_tokens: 2, dtype: "uint8", shape: [3, 1, 2, 2], scale: 1 / 255 };
+    const { data, ...content } = weighedAnswer(1, "a");
+    p.asked.at(-1).resolve({ content: { ...content, thumbnails: cells }, buffers: [data, new DataView(new Uint8Array(12).fill(7).buffer)] });
+    await new Promise((r) => setTimeout(r, 0));
+    p.weighing.prefetch("attention"); // held with the cells: the head view asks nothing more
+    expect(p.asked).toHaveLength(2);
+    p.state.weigh_by = "value_norm";
+    const held = p.weighing.pending("thumbnails");
+    expect(held.thumbnails.shape).toEqual([3, 1, 2, 2]);
+    expect(new Uint8Array(held.thumbnails.data.buffer)[0]).toBe(7);
+    expect(held.one_scale).toEqual(scale);
+    p.state.include_heads = [0]; // another selection: its cells are not these
+    expect(p.weighing.pending("thumbnails")).toBeNull();
+    expect(p.weighing.pending("attention")).not.toBeNull();
+  });
+
   it("never stands in for another run, and a refusal or a long run asks nothing more", async () => {
     const p = weighingPage({ attention: payload(0, "a"), layer: 0, n_layers: 2, weigh_by: "attention", long_context: false });
     p.weighing.prefetch();

@@ -387,11 +387,14 @@ function headState({ get, decoded, layerData }) {
 // up): a view's warm-up restarts at each draw.
 const warmUps = new WeakMap(); // view → stop
 /** @param {object} view @param {import("./view_adapter.js").ViewContext} context @param {any} shownState */
-function warmHeldLayers(view, { get, layerData }, shownState) {
+function warmHeldLayers(view, { get, layerData, aheadLayer }, shownState) {
   warmUps.get(view)?.();
   const { visibleHeads, sentenceFilter, sentenceBStart } = shownState;
   const open = get("layer");
   const held = [shownState.attention];
+  // The open layer under the other weighing (a Weigh by switch draws it), when the page holds it.
+  const ahead = aheadLayer?.();
+  if (ahead && ahead !== shownState.attention) held.push(ahead);
   for (let layer = 0; layer < get("n_layers"); layer++) {
     const attention = layer === open || !layerData ? null : layerData(layer);
     if (attention) held.push(attention);

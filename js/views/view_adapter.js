@@ -9,6 +9,7 @@ import { VIEWS as DECLARED_VIEWS } from "../transport/contract.js";
  * @property {(name: string) => any} get  a synced trait
  * @property {(name: string) => {values: Float32Array, shape: number[]}} decoded  a binary trait, decoded once per payload
  * @property {(layer: number) => any} [layerData]  a layer of the shown run the page holds (decoded), or null
+ * @property {() => any} [aheadLayer]  the open layer under the other weighing, decoded, where the page holds it (its lines are worked out ahead), or null
  * @property {() => any} neuronData  the open query's numbers, {error}, or null while they are asked for
  * @property {{row: (p: object) => any, tile: (p: object) => any, window?: (p: object) => any, refined?: (p: object) => any}} long  exact rows and tiles of a long run (requests.js); refined: a large tile in passes
  * @property {boolean} maskMode  clicks in the model view mask heads

@@ -74,3 +74,44 @@ def test_a_long_runs_saved_model_view_draws_its_weighed_heads_on_one_scale(offli
                            f"strongest line = {scale['largest']:.3f}, the largest ‖αf(x)‖ (layer {scale['layer']}, head {scale['head']})")
     assert "its head's largest" not in note
     widget.close()
+
+
+MODEL_PIXELS = "() => document.querySelector('canvas.attnscope-thumbnails').toDataURL()"
+
+
+def test_a_weigh_by_switch_in_the_model_view_draws_its_cells_at_once(open_widget, default_model):
+    """Issue 47 (a Weigh by switch within 100 ms), the model view: while it is open and idle the page
+    asks for the other weighing with its cells; the switch draws them before the kernel answers,
+    the same pixels as a page opened weighed, and the kernel's answer draws nothing new."""
+    from real_widget import wire
+
+    text = "The cat sat on the mat because it was tired."
+    widget = attnscope.AttentionWidget(text, model=default_model, view="model")
+    page = open_widget(widget)
+    replies = []
+    widget.send = lambda content, buffers=None: replies.append((content, buffers))
+    page.wait_for_function("window.attnscopeHarness.model.sentMessages.some((m) => m.type === 'layer' && m.thumbnails)")
+    request = page.evaluate("window.attnscopeHarness.model.sentMessages.find((m) => m.type === 'layer' && m.thumbnails)")
+    widget._handle_custom_msg(request, [])
+    content, buffers = replies[-1]
+    page.evaluate("""([content, buffers]) => window.attnscopeHarness.model.emitCustom(
+        content, buffers.map((b) => window.attnscopeHarness.fromWire(b)))""", [content, [wire(b) for b in buffers]])
+    page.wait_for_function("Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0")
+    alpha = page.evaluate(MODEL_PIXELS)
+    page.select_option("select.attnscope-weigh", "value_norm")  # no trait comes from the kernel
+    page.wait_for_function(f"before => ({MODEL_PIXELS})() !== before", arg=alpha)
+    page.wait_for_function("document.querySelector('.attnscope-model-view').textContent.includes('one scale for every layer and head')")
+    weighed = page.evaluate(MODEL_PIXELS)
+    widget.weigh_by = "value_norm"  # the kernel's answer to the page's write
+    page.evaluate("""s => window.attnscopeHarness.model.emit({attention: window.attnscopeHarness.fromWire(s.attention),
+        thumbnails: window.attnscopeHarness.fromWire(s.thumbnails), one_scale: s.one_scale, weigh_by: s.weigh_by})""",
+                  {"attention": wire(widget.attention), "thumbnails": wire(widget.thumbnails), "one_scale": widget.one_scale,
+                   "weigh_by": widget.weigh_by})
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert page.evaluate(MODEL_PIXELS) == weighed
+
+    fresh = open_widget(attnscope.AttentionWidget(text, model=default_model, view="model", weigh_by="value_norm"))
+    fresh.wait_for_function("Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0")
+    fresh.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert fresh.evaluate(MODEL_PIXELS) == weighed
+    assert not page.problems and not fresh.problems, page.problems + fresh.problems

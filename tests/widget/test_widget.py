@@ -279,6 +279,22 @@ def test_a_layer_asked_under_the_other_weighing_is_what_the_switch_then_draws(wi
         assert "weigh_by" in ask(layer=0, weigh_by=wrong)[0]["error"]
 
 
+def test_the_model_views_cells_asked_under_the_other_weighing_are_what_the_switch_then_shows(default_model, monkeypatch):
+    widget = AttentionWidget("The cat sat on the mat.", model=default_model, view="model", include_heads=[1, 4, 7])
+    sent = []
+    monkeypatch.setattr(widget, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    widget._handle_custom_msg({"kind": "request", "type": "layer", "id": 1, "layer": 0, "weigh_by": "value_norm",
+                               "thumbnails": True}, [])
+    content, [layer_bytes, cells] = sent[-1]
+    widget.weigh_by = "value_norm"
+    assert layer_bytes == widget.attention["data"] and cells == widget.thumbnails["data"]
+    assert content["thumbnails"] == {name: value for name, value in widget.thumbnails.items() if name != "data"}
+    assert content["thumbnails"]["heads"] == [1, 4, 7] and content["one_scale"] == widget.one_scale
+    widget._handle_custom_msg({"kind": "request", "type": "layer", "id": 2, "layer": 0, "weigh_by": "attention",
+                               "thumbnails": "yes"}, [])
+    assert "thumbnails" in sent[-1][0]["error"]
+
+
 def test_a_model_without_value_norms_refuses_the_other_weighing_by_its_reason(default_model, monkeypatch):
     widget = AttentionWidget("The cat sat.", model=default_model)
     widget._per_token_run.value_norms = None

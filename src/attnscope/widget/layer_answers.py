@@ -22,10 +22,12 @@ from .widget_state import drawn_run, source
 
 
 def answer_layer(widget: Any, request: dict) -> tuple[dict, list]:
-    """{layer[, weigh_by]} → that layer, as the `attention` trait would hold it: {layer, dtype,
-    shape, scale[, encoding], source} and its bytes. With a weigh_by other than the widget's: the
-    layer as that switch would draw it, with `one_scale` (the trait's value after it) and `of`, the
-    source of the run shown now (the page takes it only while that run is the one shown)."""
+    """{layer[, weigh_by[, thumbnails]]} → that layer, as the `attention` trait would hold it:
+    {layer, dtype, shape, scale[, encoding], source} and its bytes. With a weigh_by other than the
+    widget's: the layer as that switch would draw it, with `one_scale` (the trait's value after it)
+    and `of`, the source of the run shown now (the page takes it only while that run is the one
+    shown); with thumbnails true (the model view is open), the model view's cells of the included
+    layers and heads as well, as the `thumbnails` trait will hold them, their bytes the second buffer."""
     result = widget.result
     if isinstance(result, LongAttentionResult):
         raise InputError(f"This text of {result.n_tokens:,} tokens keeps its attention on demand: its layers "
@@ -45,6 +47,11 @@ def answer_layer(widget: Any, request: dict) -> tuple[dict, list]:
         _, drawn, one_scale = drawn_run(widget._computed_run, settings)
         payload = {**pl.layer_payload(drawn, layer, source(widget.result_id, settings)),
                    "weigh_by": weigh_by, "one_scale": one_scale, "of": shown}
+        if checks.flag("thumbnails", request.get("thumbnails", False)):
+            thumbnails = pl.thumbnails_payload(drawn, widget.include_layers, widget.include_heads, widget._thumbnail_size)
+            data = payload.pop("data")
+            payload["thumbnails"] = {name: value for name, value in thumbnails.items() if name != "data"}
+            return payload, [data, thumbnails["data"]]
     data = payload.pop("data")
     return payload, [data]
 

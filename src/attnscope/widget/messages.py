@@ -51,7 +51,8 @@ MESSAGES = {
                 "for the layers around the open one while the page is idle, so a layer switch draws at once. {layer, "
                 "weigh_by} with the other weighing: the layer as that Weigh by switch will draw it, with weigh_by, "
                 "one_scale (the trait's value after the switch) and `of`, the source of the run shown when it was asked "
-                "(layer_answers.py), so a switch draws at once too."),
+                "(layer_answers.py), so a switch draws at once too; with thumbnails true (the model view is open), its "
+                "cells as the `thumbnails` trait will hold them as well, their bytes the second buffer."),
         Message("attention_rows", "request", "view",
                 '{layer, head (-1: the mean of the layer\'s heads), token, direction: "from" | "to"} → the '
                 "exact attention from that token to every token (its row) or to it from every token (its "
