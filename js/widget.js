@@ -132,11 +132,11 @@ function render({ model, el: host, page = false, fit = false }) {
     clearTimeout(prefetchTimer);
     prefetchTimer = setTimeout(() => {
       const draws = drawsOf(get("view"));
-      // The other weighing first: the kernel answers in turn, and after a switch the five layers
-      // around the open one came before it (a switch back 400 ms later found it not there yet).
-      // A saved page keeps the weighing it was saved with.
-      if (!page && (draws === "attention" || draws === "thumbnails")) weighing.prefetch(draws);
+      // The kernel answers in turn: the two layers nearest the open one (the likeliest switch),
+      // then the other weighing, then the further layers as those come. A saved page keeps the
+      // weighing it was saved with.
       if (draws === "attention") layers.prefetch();
+      if (!page && (draws === "attention" || draws === "thumbnails")) weighing.prefetch(draws);
     }, PREFETCH_DELAY_MS);
   }
   // The views fit the width they are given (and in a box of fixed size, its height) and follow
