@@ -100,6 +100,8 @@ def bench_first_clicks(browser, base: str, repeats: int = REPEATS) -> dict:
         page.evaluate("([b, t]) => b.querySelector(`.attnscope-left .attnscope-token[data-index='${t}']`)"
                       ".dispatchEvent(new MouseEvent('mouseleave'))", [widget.element_handle(), token])
     page.evaluate("b => b.scrollIntoView()", widget.locator(".attnscope-tabs").element_handle())
+    for i in range(repeats):  # α → ‖αf‖ and back, at a reader's pace: comparing the two
+        act("weigh by switch", "value_norm" if i % 2 == 0 else "attention")
     user_pace(page)
     page.evaluate("b => b.querySelector(\".attnscope-tab[data-view='neuron']\").click()", widget.element_handle())
     page.wait_for_function("b => b.querySelector('.attnscope-neuron-view')?.dataset.query !== undefined",

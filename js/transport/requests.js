@@ -313,20 +313,39 @@ export function createLayerRequests(channel, get, decoded, onAnswer = () => {}, 
  * @param {(name: string) => any} get  a synced trait
  */
 export function createWeighingRequests(channel, get, onAnswer = () => {}) {
-  let held = null; // {of, layer, weigh_by, selection, attention, one_scale, thumbnails?, decoded: Map(payload → value)}
+  let held = null; // {of, layer, weigh_by, selection, attention, one_scale, thumbnails?, decoded: Map(payload → value), before?}
   let asked = ""; // what was last asked for (answered or refused: not asked again)
   const other = () => (get("weigh_by") === "attention" ? "value_norm" : "attention");
   const selection = () => JSON.stringify([get("include_layers") ?? null, get("include_heads") ?? null]);
+  // Once the kernel shows the weighing the page switched to, the way back is what the page showed
+  // before: the same run and layer weighed the other way. Nothing is asked (a reader going back
+  // and forth at once found the answer not there yet).
+  function turned() {
+    const payload = get("attention");
+    if (!held?.before || !payload || held.attention.source !== payload.source || held.layer !== payload.layer) return;
+    const { before } = held;
+    held = { of: payload.source, layer: held.layer, weigh_by: held.before.weigh_by, selection: held.selection, attention: before.attention,
+      one_scale: before.one_scale, ...(before.thumbnails ? { thumbnails: before.thumbnails } : {}), decoded: new Map() };
+    asked = `${payload.source}:${payload.layer}:${before.thumbnails ? held.selection : ""}`;
+  }
   return {
     pending(draws = "attention") {
+      turned();
       const payload = get("attention");
       if (!held || !payload || held.of !== payload.source || held.layer !== get("layer") || held.weigh_by !== get("weigh_by")) return null;
+      // What the page showed before the switch is the way back, once the kernel has answered it.
+      if (!held.before && payload.layer === held.layer) {
+        const cells = get("thumbnails");
+        const sameCells = cells?.data && held.selection === selection();
+        held.before = { attention: payload, weigh_by: other(), one_scale: get("one_scale") ?? {}, ...(sameCells ? { thumbnails: cells } : {}) };
+      }
       if (draws === "thumbnails" && (!held.thumbnails || held.selection !== selection())) return null;
       return draws === "attention" || draws === "thumbnails" ? held : null;
     },
     /** The answer for the run and layer shown now, whichever weighing the page shows (its layer's
      * lines are worked out ahead, as the held layers' are), or null. */
     ahead() {
+      turned();
       const payload = get("attention");
       return held && payload && held.of === payload.source && held.layer === get("layer") ? held : null;
     },
@@ -340,6 +359,7 @@ export function createWeighingRequests(channel, get, onAnswer = () => {}) {
     prefetch(draws = "attention") {
       const payload = get("attention");
       if (!payload?.source || get("long_context") || get("weigh_unavailable") || payload.layer !== get("layer")) return;
+      turned();
       const thumbnails = draws === "thumbnails";
       const key = `${payload.source}:${payload.layer}:${thumbnails ? selection() : ""}`;
       // Held with the cells already: the head view needs nothing more.

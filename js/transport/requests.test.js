@@ -307,11 +307,22 @@ describe("createWeighingRequests", () => {
     p.state.layer = 1; // another layer: the held one is not it
     expect(p.weighing.pending()).toBeNull();
     p.state.layer = 2;
+    const alphaPayload = p.state.attention;
+    p.weighing.pending(); // drawn weighed: what the page showed before is kept as the way back
     p.state.attention = payload(2, "a:vn", { fill: 200 }); // the kernel's answer to the switch
     p.state.one_scale = scale;
     expect(p.weighing.pending()).toBeNull();
-    p.weighing.prefetch(); // the other weighing (α) of the run now shown
-    expect(p.asked.at(-1).params).toEqual({ layer: 2, weigh_by: "attention" });
+    p.weighing.prefetch(); // the way back is what the page showed before: nothing asked
+    expect(p.asked).toHaveLength(1);
+    p.state.weigh_by = "attention"; // back at once, before any answer
+    expect(p.shown("attention")).toBe(alphaPayload);
+    expect(p.shown("one_scale")).toEqual({});
+    p.state.attention = payload(2, "a"); // the kernel's answer: the first run's source again
+    p.state.one_scale = {};
+    p.state.weigh_by = "value_norm"; // and over again, still nothing asked
+    expect(p.shown("attention").source).toBe("a:vn");
+    expect(p.shown("one_scale")).toEqual(scale);
+    expect(p.asked).toHaveLength(1);
   });
 
   it("asks for the model view's cells too while it is open, and stands in for them only for that selection", async () => {
