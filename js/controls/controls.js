@@ -237,6 +237,28 @@ export function createControls(root, views, actions, { page = false } = {}) {
   };
 }
 
+/** A text as a one-line field shows it: each line break a space (the field would drop it and glue
+ * the lines' words), position for position. */
+export const asOneLine = (text) => (text ?? "").replace(/[\r\n]/g, " ");
+
+/**
+ * The text an edit of the one-line field means: the user's change, between what is unchanged
+ * before and after it, and the original text (its line breaks) around it. A text sent back
+ * unedited is the original, so an edit elsewhere never turns its line breaks into spaces.
+ * @param {string} original  the text as run
+ * @param {string} edited  the field's value (asOneLine(original), edited)
+ */
+export function editedText(original, edited) {
+  const shown = asOneLine(original);
+  if (shown === edited) return original;
+  let start = 0;
+  const most = Math.min(shown.length, edited.length);
+  while (start < most && shown[start] === edited[start]) start++;
+  let end = 0;
+  while (end < most - start && shown[shown.length - 1 - end] === edited[edited.length - 1 - end]) end++;
+  return original.slice(0, start) + edited.slice(start, edited.length - end) + original.slice(original.length - end);
+}
+
 /**
  * The sentence editor: edits are sent as a `request` after a pause in typing (or on Enter), each
  * with a new id, so the view knows which answer is current and never overwrites what is typed.
@@ -279,7 +301,7 @@ function createEditor(root, actions, page) {
     lastSentId = Math.max(lastSentId, state("result_id")) + 1;
     const encoderDecoder = (state("parts") ?? []).length > 1;
     const hasB = state("text_b") !== null || (encoderDecoder && inputB.value.trim() !== "");
-    actions.sendRequest({ id: lastSentId, text: inputA.value, text_b: hasB ? inputB.value : null });
+    actions.sendRequest({ id: lastSentId, text: editedText(shownA, inputA.value), text_b: hasB ? editedText(shownB, inputB.value) : null });
   }
   for (const input of [inputA, inputB]) {
     input.addEventListener("input", () => {
@@ -289,12 +311,18 @@ function createEditor(root, actions, page) {
     });
     input.addEventListener("keydown", (event) => { if (event.key === "Enter") send(); });
   }
+  // The texts the fields were last filled with, as run (line breaks kept: editedText).
+  let shownA = "";
+  let shownB = "";
   function sync(input, value) {
     // Never overwrite what the user is typing. The focus is asked of the input's own root: inside
     // a shadow root (marimo draws widgets in one) the document's active element is the host.
     const focused = (input.getRootNode?.() ?? document).activeElement === input;
     const typing = focused && (timer !== null || lastSentId > state("result_id"));
-    if (!typing && input.value !== (value ?? "")) input.value = value ?? "";
+    if (typing) return;
+    if (input === inputA) shownA = value ?? "";
+    else shownB = value ?? "";
+    if (input.value !== asOneLine(value)) input.value = asOneLine(value);
   }
 
   return {
@@ -308,8 +336,10 @@ function createEditor(root, actions, page) {
       clearTimeout(timer);
       timer = null;
       waiting = false;
-      inputA.value = text;
-      inputB.value = textB ?? "";
+      shownA = text;
+      shownB = textB ?? "";
+      inputA.value = asOneLine(text);
+      inputB.value = asOneLine(textB);
       lastSentId = Math.max(lastSentId, state("result_id")) + 1;
       actions.sendRequest({ id: lastSentId, text, text_b: textB ?? null, ...(opening ? { open: opening } : {}) });
       return true;

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterEach, expect, it, vi } from "vitest";
 import { VIEWS as DECLARED } from "../transport/contract.js";
-import { createControls } from "./controls.js";
+import { asOneLine, createControls, editedText } from "./controls.js";
 
 const VIEWS = DECLARED.filter((view) => ["head", "model", "analysis"].includes(view.name));
 const BASE = { view: "head", parts: [], masked_heads: [], model_name: "m", n_layers: 3, layer: 1, sentence_filter: "all",
@@ -216,4 +216,25 @@ it("shows Stop while the kernel generates: a click sends stop once, and it goes 
   values.generating = true;
   saved.update(get);
   expect(document.body.lastChild.querySelector(".attnscope-stop").hidden).toBe(true);
+});
+
+it("shows a text's line breaks as spaces in the one-line field, and an edit keeps them where it did not reach", () => {
+  const text = "It was cold even in winter.\nHer brother, who\nlived far away, came.";
+  const { input, actions } = mount({ text });
+  expect(input.value).toBe("It was cold even in winter. Her brother, who lived far away, came."); // not "winter.Her"
+  input.value = input.value.replace("far away", "nearby");
+  input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+  expect(actions.sendRequest).toHaveBeenLastCalledWith({ id: 1, text: "It was cold even in winter.\nHer brother, who\nlived nearby, came.", text_b: null });
+});
+
+it("reads an edit of the one-line field back into the text with its line breaks", () => {
+  const original = "a\nb c\r\nd";
+  expect(asOneLine(original)).toBe("a b c  d");
+  expect(editedText(original, asOneLine(original))).toBe(original); // unedited: the text as run
+  expect(editedText(original, "a b X c  d")).toBe("a\nb X c\r\nd");
+  expect(editedText(original, "Za b c  d")).toBe("Za\nb c\r\nd");
+  expect(editedText(original, "a b c  dZ")).toBe("a\nb c\r\ndZ");
+  expect(editedText(original, "")).toBe("");
+  expect(editedText(original, "a d")).toBe("a\nd"); // the kept space was a line break; the ones cut go with the cut
+  expect(editedText("", "new")).toBe("new");
 });

@@ -39,7 +39,7 @@ export function knockoutLine(answer, tokens, notes = []) {
 export function chosenTokenControl(control, focus, outputStart) {
   if (control.output !== CHOSEN) return control;
   if (!(focus >= outputStart && outputStart >= 0)) {
-    return { unavailable: `Select an output token (from token ${outputStart} on): knockout scores the token the model chose there.` };
+    return { unavailable: `Select an output token (from token ${outputStart} on): knockout scores the token the model chose there.`, actionable: true };
   }
   return { ...control, position: focus - 1, token: focus, step: focus - outputStart };
 }
@@ -63,7 +63,12 @@ const unanswered = () => Promise.reject(new Error(SAVED_PAGE));
  */
 export function createKnockoutControl(parent, { ask = unanswered } = {}) {
   const row = el("div", "attnscope-knockout", parent);
-  const why = el("span", "attnscope-hint attnscope-knockout-why", row);
+  // Why the control is not offered: folded under one line where it is about the model or the page
+  // (a paragraph under every view of a model without a head to score was read as a warning), open
+  // where it says what to do (select an output token).
+  const unavailable = el("details", "attnscope-knockout-unavailable", row);
+  const summary = el("summary", "attnscope-hint", unavailable);
+  const why = el("span", "attnscope-hint attnscope-knockout-why", unavailable);
   const head = el("select", "attnscope-knockout-head");
   const headLabel = labelled(row, "Knock out", head);
   const key = el("select", "attnscope-knockout-key");
@@ -106,6 +111,11 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
       const off = reason !== null;
       why.textContent = reason ?? "";
       why.hidden = !off || !reason;
+      unavailable.hidden = why.hidden;
+      const actionable = Boolean(next.control?.actionable) && !next.page;
+      summary.textContent = actionable ? "Knockout" : "Knockout: not available here";
+      if (!unavailable.hidden && unavailable.dataset.actionable !== String(actionable)) unavailable.open = actionable;
+      unavailable.dataset.actionable = String(actionable);
       for (const node of [headLabel, key, go, result]) node.hidden = off;
       if (off) return;
       if (heads !== next.nHeads) {

@@ -70,6 +70,10 @@ it("says why where the run cannot be scored, and on a saved page, instead of off
   control.update(stateOf({ knockout_control: { unavailable: "all-MiniLM-L6-v2 (embedded) is an encoder with no masked-LM head" } }));
   expect(why.hidden).toBe(false);
   expect(why.textContent).toContain("no masked-LM head");
+  // Folded under one line: said where asked, not a paragraph under every view.
+  const folded = parent.querySelector(".attnscope-knockout-unavailable");
+  expect(folded.open).toBe(false);
+  expect(folded.querySelector("summary").textContent).toBe("Knockout: not available here");
   expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(true);
   expect(parent.querySelector(".attnscope-knockout-head").closest("label").hidden).toBe(true);
   control.update(stateOf({}, true));
@@ -100,6 +104,7 @@ it("on a generation scores the selected output token, as the model chose it, and
   control.update(stateOf({ ...generation, focus_token: 2 }));
   const why = parent.querySelector(".attnscope-knockout-why");
   expect(why.textContent).toBe("Select an output token (from token 3 on): knockout scores the token the model chose there.");
+  expect(parent.querySelector(".attnscope-knockout-unavailable").open).toBe(true); // what to do: shown open
   expect(parent.querySelector(".attnscope-knockout-run").hidden).toBe(true);
   control.update(stateOf({ ...generation, focus_token: 4 }));
   expect(why.hidden).toBe(true);

@@ -7,7 +7,7 @@ import { el, tokenCaption, tokenText } from "../drawing/dom.js";
 import { headText } from "../drawing/labels.js";
 import { headSwatches, headSwatchesScene } from "../drawing/legend.js";
 import { createLineTiles } from "../drawing/line_tiles.js";
-import { oneScaleNote, oneScale } from "../drawing/one_scale.js";
+import { measureOf, oneScaleNote, oneScale } from "../drawing/one_scale.js";
 import { createScene, imageMethods } from "../drawing/scene.js";
 import { textWidth, wrapText } from "../drawing/svg.js";
 import { drawWindow, followSelected, windowMemos, windowState } from "./head_window.js";
@@ -33,9 +33,10 @@ function firstTokens(state, max) {
 
 /** What a view thinned to its strongest lines says it left out (weights as the user reads them).
  * An image says no more: it is read where nothing can be hovered. */
-function thinnedNote(budget, weightScale = 1) {
+function thinnedNote(budget, weightScale = 1, name = "weight") {
   const weight = weightScale === 1 ? budget.minWeight : (budget.minWeight * weightScale).toPrecision(2);
-  return `Showing the ${budget.kept.toLocaleString("en")} strongest lines (weight ≥ ${weight}) of `
+  // The threshold in what the lines draw (‖αf(x)‖, a change), as the caption above names it.
+  return `Showing the ${budget.kept.toLocaleString("en")} strongest lines (${name} ≥ ${weight}) of `
     + `${budget.total.toLocaleString("en")}.`;
 }
 const THINNED_HINT = "Hover a token to see all of its lines.";
@@ -60,7 +61,7 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
   const width = leftWidth + LINES_WIDTH + rightWidth;
   const cut = state.tokens.length < fullState.tokens.length
     ? `The first ${state.tokens.length} of ${fullState.tokens.length.toLocaleString("en")} tokens.` : "";
-  const notes = [state.caption, cut, budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale) : ""].filter(Boolean);
+  const notes = [state.caption, cut, budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale, state.lineMeasure) : ""].filter(Boolean);
   const captionLines = notes.flatMap((note) => wrapText(note, width - 12, 11));
   const swatchTop = 24 + captionLines.length * 15;
   const swatches = headSwatches([...visibleHeads].sort((a, b) => a - b), width - 8);
@@ -91,14 +92,15 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
 /**
  * createHeadView(container, {onToggleHead, onSoloHead, onSelectToken}) → {update(state), lastLines(), scrollToToken(i), scene, toSvg, toPng, destroy()}
  * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter,
- *   caption?, hint?, selected?, weightScale?, measure?}
+ *   caption?, hint?, selected?, weightScale?, measure?, lineMeasure?}
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  * caption: a line above the plot (a long text's window says which tokens it shows), which images
  * show too; hint: what the screen adds to it (how to interact; images leave it out); selected: the
  * index of a token marked in both columns; onSelectToken(i) is called when a token is clicked;
  * weightScale: the attention's values are weights ÷ weightScale (a long text's window is drawn
  * relative to its largest weight, a difference to the run's largest), and the numbers shown are
- * multiplied back; measure: what the numbers are, "Attention" unless given (a difference's name).
+ * multiplied back; measure: what the numbers are, "Attention" unless given (a difference's name);
+ * lineMeasure: what one value is called in the thinned lines' threshold ("weight" unless given: ‖αf(x)‖, change).
  */
 export function createHeadView(container, callbacks = {}) {
   const root = el("div", "attnscope-head-view", container);
@@ -285,7 +287,7 @@ export function createHeadView(container, callbacks = {}) {
     lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
     note.hidden = !thinned;
-    if (thinned) note.textContent = `${thinnedNote(budget, state.weightScale)} ${THINNED_HINT}`;
+    if (thinned) note.textContent = `${thinnedNote(budget, state.weightScale, state.lineMeasure)} ${THINNED_HINT}`;
     const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
     const rows = Math.max(ranges.from[1] - ranges.from[0], ranges.to[1] - ranges.to[0]);
     linesBox.dataset.lineCount = String(lines.length);
@@ -368,7 +370,8 @@ function headState({ get, decoded, layerData }) {
   const sentenceBStart = get("sentence_b_start");
   const runScale = oneScale(get); // weights ÷ the run's largest value: numbers shown unscaled
   return {
-    ...(runScale ? { weightScale: runScale.largest || 1, caption: oneScaleNote(runScale), measure: runScale.of } : {}),
+    ...(runScale ? { weightScale: runScale.largest || 1, caption: oneScaleNote(runScale), measure: runScale.of,
+      lineMeasure: measureOf(runScale) } : {}),
     tokens,
     tokenNotes: get("token_notes"),
     keyTokens: keys,

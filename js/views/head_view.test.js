@@ -326,6 +326,10 @@ describe("strongestLines", () => {
     const note = container.querySelector(".attnscope-lines-note");
     expect(note.hidden).toBe(false);
     expect(note.textContent).toContain("200 strongest lines (weight ≥ 0.01) of 40,000");
+    // Weighed on one scale: the threshold in what the lines draw, unscaled.
+    view.update({ tokens: Array.from({ length: 200 }, (_, i) => `t${i}`), sentenceBStart: null, weightScale: 4,
+      lineMeasure: "‖αf(x)‖", attention: { shape: [1, 200, 200], values }, visibleHeads: [0], sentenceFilter: "all" });
+    expect(note.textContent).toContain("200 strongest lines (‖αf(x)‖ ≥ 0.040) of 40,000");
   });
 });
 

@@ -39,7 +39,10 @@ def test_a_line_knocked_out_in_the_head_view_says_what_knockout_says(open_widget
 
 def test_a_model_without_a_head_to_score_says_why_under_the_head_view(open_widget, default_model):
     page = open_widget(attnscope.AttentionWidget(TEXT, model=default_model))
+    # One folded line under the view; the reason inside it.
+    page.locator(".attnscope-knockout-unavailable summary").wait_for()
     why = page.locator(".attnscope-knockout-why")
+    assert why.is_hidden() and "no masked-LM head" in why.text_content()
+    page.locator(".attnscope-knockout-unavailable summary").click()
     why.wait_for()
-    assert "no masked-LM head" in why.text_content()
     assert page.locator(".attnscope-knockout-run").is_hidden()
