@@ -109,6 +109,7 @@ function render({ model, el: host, page = false, fit = false }) {
     return get(name);
   };
   const shownGet = shownAs("attention");
+  // What a view draws of a short run (views.py: draws): "attention" (the open layer), "thumbnails", ...
   const drawsOf = (name) => views.get(name)?.adapter.draws ?? "";
   const decodedCache = new Map(); // trait name → {payload, value}: decode each payload once
   function decoded(name) {
@@ -123,10 +124,9 @@ function render({ model, el: host, page = false, fit = false }) {
     return value;
   }
   // The layers around the open one, asked for while a view that draws the open layer's attention
-  // (views.py: draws="attention") is open and the page idle.
-  const drawsAttention = (name) => views.get(name)?.adapter.draws === "attention";
+  // (draws "attention") is open and the page idle.
   let closed = false;
-  const layers = createLayerRequests(channel, shownGet, decoded, drawSoon, () => !closed && drawsAttention(get("view")));
+  const layers = createLayerRequests(channel, shownGet, decoded, drawSoon, () => !closed && drawsOf(get("view")) === "attention");
   let prefetchTimer = 0;
   function prefetchLayersSoon() {
     clearTimeout(prefetchTimer);
@@ -193,7 +193,7 @@ function render({ model, el: host, page = false, fit = false }) {
     }
     try {
       controls.setStatus(open.adapter.draw(open.view, context(open.body, open.adapter.name)));
-      if (drawsAttention(open.adapter.name) || open.adapter.draws === "thumbnails") prefetchLayersSoon();
+      if (open.adapter.draws === "attention" || open.adapter.draws === "thumbnails") prefetchLayersSoon();
     } catch (err) {
       controls.setStatus("");
       controls.showError(err.message);

@@ -17,13 +17,19 @@ def wire(value):
     return value
 
 
-def answer_request(page, widget, type_: str) -> dict:
+def answer_request(page, widget, type_: str, where: str | None = None) -> dict:
     """The view's last request, of `type_`, answered by the widget's own handler as the kernel
-    would; returns the request."""
+    would; returns the request. where: a JS condition on the message `m`, to answer the newest
+    request of that type that meets it, whatever the page sent after it."""
     replies = []
     widget.send = lambda content, buffers=None: replies.append((content, buffers))
-    page.wait_for_function(f"window.attnscopeHarness.model.sentMessages.at(-1)?.type === {type_!r}")
-    request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    if where is None:
+        page.wait_for_function(f"window.attnscopeHarness.model.sentMessages.at(-1)?.type === {type_!r}")
+        request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    else:
+        found = f"window.attnscopeHarness.model.sentMessages.findLast((m) => m.type === {type_!r} && ({where}))"
+        page.wait_for_function(f"{found} !== undefined")
+        request = page.evaluate(found)
     widget._handle_custom_msg(request, [])
     content, buffers = replies[-1]
     page.evaluate(

@@ -376,27 +376,15 @@ def test_a_weigh_by_switch_draws_at_once_from_the_layer_asked_for_ahead(open_wid
     under the other weighing; the switch then draws it, with its one scale's caption, before the
     kernel answers, the same pixels as a page opened weighed; the kernel's answer draws nothing new.
     Switching back draws α again at once, from what the page showed before, asking nothing."""
-    from real_widget import wire
+    from real_widget import answer_request, wire
 
     import attnscope
 
     text = "The cat sat on the mat because it was tired. It fell asleep at once."
     widget = attnscope.AttentionWidget(text, model=default_model, layer=2)
     page = open_widget(widget)
-    replies = []
-    widget.send = lambda content, buffers=None: replies.append((content, buffers))
     weighing = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'layer' && m.weigh_by)"
-
-    def answer_weighing(count):
-        page.wait_for_function(f"{weighing}.length >= {count}")
-        request = page.evaluate(f"{weighing}[{count - 1}]")
-        widget._handle_custom_msg(request, [])
-        content, buffers = replies[-1]
-        page.evaluate("""([content, buffers]) => window.attnscopeHarness.model.emitCustom(
-            content, buffers.map((b) => window.attnscopeHarness.fromWire(b)))""", [content, [wire(b) for b in buffers]])
-        return request
-
-    assert answer_weighing(1)["weigh_by"] == "value_norm"
+    assert answer_request(page, widget, "layer", "m.weigh_by")["weigh_by"] == "value_norm"
     page.wait_for_function("document.querySelector('.attnscope-lines')?.dataset.lineCount > 0")
     alpha = page.evaluate(LINE_PIXELS)
     page.select_option("select.attnscope-weigh", "value_norm")  # no trait comes from the kernel

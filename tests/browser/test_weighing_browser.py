@@ -83,19 +83,12 @@ def test_a_weigh_by_switch_in_the_model_view_draws_its_cells_at_once(open_widget
     """Issue 47 (a Weigh by switch within 100 ms), the model view: while it is open and idle the page
     asks for the other weighing with its cells; the switch draws them before the kernel answers,
     the same pixels as a page opened weighed, and the kernel's answer draws nothing new."""
-    from real_widget import wire
+    from real_widget import answer_request, wire
 
     text = "The cat sat on the mat because it was tired."
     widget = attnscope.AttentionWidget(text, model=default_model, view="model")
     page = open_widget(widget)
-    replies = []
-    widget.send = lambda content, buffers=None: replies.append((content, buffers))
-    page.wait_for_function("window.attnscopeHarness.model.sentMessages.some((m) => m.type === 'layer' && m.thumbnails)")
-    request = page.evaluate("window.attnscopeHarness.model.sentMessages.find((m) => m.type === 'layer' && m.thumbnails)")
-    widget._handle_custom_msg(request, [])
-    content, buffers = replies[-1]
-    page.evaluate("""([content, buffers]) => window.attnscopeHarness.model.emitCustom(
-        content, buffers.map((b) => window.attnscopeHarness.fromWire(b)))""", [content, [wire(b) for b in buffers]])
+    answer_request(page, widget, "layer", "m.thumbnails")  # the other weighing, with the cells
     page.wait_for_function("Number(document.querySelector('canvas.attnscope-thumbnails')?.dataset.cells) > 0")
     alpha = page.evaluate(MODEL_PIXELS)
     page.select_option("select.attnscope-weigh", "value_norm")  # no trait comes from the kernel

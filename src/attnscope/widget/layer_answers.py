@@ -15,7 +15,6 @@ from typing import Any
 
 from .. import checks
 from ..engine.results import LongAttentionResult
-from ..engine.weighing import WEIGHINGS, no_value_norms
 from ..errors import InputError
 from . import payloads as pl
 from .widget_state import drawn_run, source
@@ -34,15 +33,11 @@ def answer_layer(widget: Any, request: dict) -> tuple[dict, list]:
                          "come as rows, tiles and windows, not whole.")
     layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=result.n_layers - 1)
     weigh_by = request.get("weigh_by", widget.weigh_by)
-    if not checks.one_of(weigh_by, WEIGHINGS):
-        raise InputError(f"weigh_by must be one of {list(WEIGHINGS)}, not {checks.short_repr(weigh_by)}.")
     shown = source(widget.result_id, widget)
     if weigh_by == widget.weigh_by:
         payload = pl.layer_payload(result, layer, shown)
     else:
-        unavailable = no_value_norms(widget._per_token_run)
-        if unavailable:
-            raise InputError(unavailable)
+        # The weighing checks weigh_by and refuses a run without value norms by its reason.
         settings = dataclasses.replace(widget._settings(), weigh_by=weigh_by)
         _, drawn, one_scale = drawn_run(widget._computed_run, settings)
         payload = {**pl.layer_payload(drawn, layer, source(widget.result_id, settings)),

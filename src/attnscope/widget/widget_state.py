@@ -116,9 +116,9 @@ def run_state(computed: AttentionResult | LongAttentionResult, settings: Setting
     tables.growing_run_analysis()'s)."""
     if isinstance(computed, LongAttentionResult):
         return _long_run_state(computed, settings, request_id, layer, long_analysis)
+    per_token, drawn, one_scale = drawn_run(computed, settings)
     parts = parts_of(computed)
     first, second = parts.get(settings.attention_part, computed), compared_part(computed, settings)
-    per_token, drawn, one_scale = drawn_run(computed, settings)
     n_layers, n_heads = drawn.n_layers, drawn.n_heads
     # Encoder and decoder may differ in depth: a part switch keeps the layer where it can.
     layer = _layer_in(settings, n_layers, layer)
