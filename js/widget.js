@@ -6,6 +6,7 @@ import "./widget.css";
 import "./views/analysis_view.css";
 import { createChannel } from "./transport/channel.js";
 import { decodeArray } from "./transport/codec.js";
+import { createGrowing } from "./transport/growing.js";
 import { TRAITS } from "./transport/contract.js";
 import { createControls } from "./controls/controls.js";
 import { el } from "./drawing/dom.js";
@@ -52,7 +53,9 @@ function hidePictures(host, pictureId) {
  * @returns {() => void} cleanup
  */
 function render({ model, el: host, page = false, fit = false }) {
-  const get = (name) => model.get(name);
+  // A generation's lists as this view has grown them (growing.js); its channel is made below.
+  const growing = createGrowing(model, () => channel.request("growing_lists"), () => drawSoon());
+  const get = growing.get;
   const root = el("div", "attnscope-root", host);
   root.classList.toggle("attnscope-fit", fit);
   let frame = null;
@@ -94,6 +97,7 @@ function render({ model, el: host, page = false, fit = false }) {
   const channel = createChannel(model, {
     image: async ({ format }) => ({ content: { format }, buffers: [(await imageBytes(format)).buffer] }),
   });
+  growing.apply();
   const neuron = createNeuronRequests(channel, get, drawSoon);
   const long = createLongRequests(channel, drawSoon);
   // A Weigh by switch the kernel has not answered yet: the views that draw the open layer draw the
@@ -226,6 +230,7 @@ function render({ model, el: host, page = false, fit = false }) {
     closed = true;
     for (const event of events) model.off(event, drawSoon);
     channel.destroy();
+    growing.destroy();
     clearTimeout(prefetchTimer);
     stopHidingPictures();
     resizes?.disconnect();

@@ -17,8 +17,11 @@ export const DEFAULT_TIMEOUT_MS = 120000;
  * reply's error, or after timeoutMs); incoming requests (the kernel's, e.g. "image") are answered
  * by handlers[type](content, buffers) → {content, buffers} (or a Promise of it).
  */
+// Request ids are the page's, not a view's: every view of a model hears every reply (a second view
+// of one widget, a generation's view opened mid-way), and one's id 1 is not another's.
+let nextId = 1;
+
 export function createChannel(model, handlers = {}, { timeoutMs = DEFAULT_TIMEOUT_MS } = {}) {
-  let nextId = 1;
   const pending = new Map();
 
   async function answer(request, buffers) {

@@ -18,6 +18,7 @@
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The selected token: the text view's on a long run, which opens on its last token when causal (token 0 attends only to itself) until a token is chosen; on a short run the one the head view marks (a head finder's example opens on its query), -1 for none, as a new run has.
  * @property {boolean} generating [kernel] attnscope.generate: the kernel is writing new tokens into this run (the page shows Stop, which sends a "stop" event); False once it ended, stopped or not.
+ * @property {Object<string, any>} grown [kernel] attnscope.generate, while it writes: what the step changed of the lists it grows (GROWING: tokens, token_reading, token_notes, text), {name: [start, tail, before]}: the list the page holds at length `before` is, from `start` on, `tail` (text: lengths in UTF-16 code units, as the page's strings are). Those traits are not sent again until the run ends, so a step's message stays small at 8k tokens; a page holding another length asks for them ("growing_lists"). {} otherwise.
  * @property {Array<number>} heads [both] The visible heads, 0-based.
  * @property {(Array<number> | null)} include_heads [kernel] The model view's heads, or None for all.
  * @property {(Array<number> | null)} include_layers [kernel] The model view's layers, or None for all.
@@ -77,6 +78,7 @@ export const TRAITS = [
   "focus_head",
   "focus_token",
   "generating",
+  "grown",
   "heads",
   "include_heads",
   "include_layers",
@@ -139,6 +141,8 @@ export const MESSAGES = {
   token_rows: { kind: "request", sender: "view" },
   /** {layer, head, key (-1: the whole head), result_id} → Δ log p of the token the model predicts (knockout_control's position) with that head's output zeroed, or the lines from that position to token `key` in that head blocked: attnscope.knockout's row {position, target, log_p, log_p_knocked, delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). On a generation with `token` (an output token): the token the model chose there, read from token − 1 on the ids before it; the answer adds token and step. */
   knockout: { kind: "request", sender: "view" },
+  /** {} → the lists a generation grows (contract.GROWING: tokens, token_reading, token_notes, text) as the kernel holds them, with result_id: for a view that cannot apply a step's `grown` (one opened while the model writes, whose lists are the prompt's), js/transport/growing.js. */
+  growing_lists: { kind: "request", sender: "view" },
   /** {format: "svg" | "png"} → the view's image as one buffer (save_image). */
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */
@@ -149,6 +153,9 @@ export const MESSAGES = {
 
 // Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).
 export const OVERVIEW_BINS = 256;
+
+// The lists a generation grows a step at a time (the `grown` trait; contract.GROWING).
+export const GROWING = ["tokens", "token_reading", "token_notes", "text"];
 
 // The views, declared once in src/attnscope/widget/views.py: name, tab label, the runs each shows,
 // what each draws or asks for, and how its picture thins.

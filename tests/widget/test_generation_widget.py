@@ -19,6 +19,8 @@ import attnscope
 from attnscope import InputError
 from attnscope.engine.generation import generate as engine_generate
 from attnscope.widget import payloads as pl
+from attnscope.widget.contract import GROWING
+from attnscope.widget.generation_widget import growth
 
 PROMPT = "The café is naïve, and the lake near Zürich is cold."
 STEPS = 6
@@ -173,3 +175,65 @@ def test_a_token_or_view_the_reader_chose_mid_way_is_kept_while_it_writes(engine
         assert (widget.focus_token, widget.view) == (2, "map") and len(widget.tokens) == len(run.ids)
     finally:
         widget.close()
+
+
+def grown_by(lists: dict, grown: dict) -> dict:
+    """The page's side of a step (js/transport/growing.js), on its own: each list held at the
+    step's `before` length is, from `start` on, its tail; text counted in UTF-16 code units."""
+    lists = dict(lists)
+    for name, (start, tail, before) in grown.items():
+        value = lists[name]
+        if isinstance(value, str):
+            units = value.encode("utf-16-le", "surrogatepass")
+            assert len(units) // 2 == before, name
+            lists[name] = (units[:2 * start] + tail.encode("utf-16-le", "surrogatepass")).decode("utf-16-le", "surrogatepass")
+        else:
+            assert len(value) == before, name
+            lists[name] = value[:start] + tail
+    return lists
+
+
+def test_each_step_sends_what_it_changed_of_the_lists_and_the_end_sends_them_whole(engine, monkeypatch):
+    sent = []  # (the message's state, the kernel's lists when it was sent)
+    held = {}  # the lists as the page had them when the generation started
+    original_start, original_send = attnscope.GenerationWidget.start, attnscope.GenerationWidget._send
+
+    def start(widget):
+        held.update({name: getattr(widget, name) for name in GROWING})
+        return original_start(widget)
+
+    def send(widget, msg, buffers=None):
+        if msg.get("method") == "update":
+            sent.append((msg["state"], {name: getattr(widget, name) for name in GROWING}))
+        return original_send(widget, msg, buffers)
+
+    monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
+    monkeypatch.setattr(attnscope.GenerationWidget, "_send", send)
+    widget = attnscope.generate(PROMPT + " 東京 🙂", model=engine, max_new_tokens=STEPS, chat=False)
+    try:
+        widget.wait(timeout=120)
+        steps = [(state, lists) for state, lists in sent if state.get("grown")]
+        assert len(steps) == STEPS
+        lists = dict(held)
+        for state, kernel_lists in steps:
+            # A step's message carries none of the lists: at 8k tokens they were ~190 kB of it.
+            assert not set(GROWING) & set(state)
+            lists = grown_by(lists, state["grown"])
+            assert lists == kernel_lists
+        assert lists == {name: getattr(widget, name) for name in GROWING}
+        # The run's end: `grown` emptied, then the lists whole (what a page opened now reads).
+        assert sent[-2][0].get("grown") == {} and not widget.generating
+        assert sent[-1][0] == {name: getattr(widget, name) for name in GROWING}
+        # A view that missed steps asks for the lists: the kernel's, with their run's id.
+        content, _ = ask(widget, "growing_lists")
+        assert content == {**lists, "result_id": widget.result_id, "kind": "reply", "type": "growing_lists", "id": 7}
+    finally:
+        widget.close()
+
+
+def test_a_steps_growth_counts_text_in_utf16_code_units_and_finds_a_changed_entry():
+    assert growth("a🙂", "a🙂b") == [3, "b", 3]  # the emoji is two units on the page
+    assert growth("naï", "naïve") == [3, "ve", 3]
+    assert growth(["a", ""], ["a", "🙂", ""]) == [1, ["🙂", ""], 2]  # a split character completed
+    assert growth(["a", "b"], ["a", "b", "c"]) == [2, ["c"], 2]
+    assert grown_by({"text": "x🙂y"}, {"text": growth("x🙂y", "x🙂yz")}) == {"text": "x🙂yz"}

@@ -25,7 +25,7 @@ from ..engine.nonfinite import NonFiniteAttentionWarning
 from ..engine.results import AttentionResult, LongAttentionResult, run_of
 from ..errors import AttnscopeError, InputError
 from . import payloads as pl
-from .contract import contract_traits
+from .contract import GROWING, contract_traits
 from .export import neuron_store, split_buffers
 from .knockout_answers import answer_knockout
 from .layer_answers import answer_layer
@@ -143,6 +143,7 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         self._channel = Channel(
             self,
             {"neuron": self._answer_neuron, "layer": self._answer_layer, "knockout": lambda r, _: self._answer_knockout(r),
+             "growing_lists": lambda _r, _b: self._answer_growing_lists(),
              **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
             {"rendered": self._on_rendered, "stop": self._on_stop},
         )
@@ -412,6 +413,9 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
             self._quietly(attention=pl.layer_payload(self.result, change["new"], source(self.result_id, self)))
 
     _answer_knockout = answer_knockout  # the head view's "knockout" request (a generation's: its own)
+
+    def _answer_growing_lists(self) -> dict:
+        return {**{name: getattr(self, name) for name in GROWING}, "result_id": self.result_id}
 
     def _answer_layer(self, request: dict, _buffers: list) -> tuple[dict, list]:
         return answer_layer(self, request)  # another layer, or the open one weighed otherwise

@@ -31,6 +31,10 @@ from .messages import MESSAGES, OVERVIEW_BINS
 from .views import VIEWS
 
 WRITERS = ("kernel", "view", "both")
+# The run's lists that a generation grows a step at a time: while it writes, a step sends what it
+# changed of them (the `grown` trait), not the lists (generation_widget.py); the page grows its own
+# (js/transport/growing.js).
+GROWING = ("tokens", "token_reading", "token_notes", "text")
 PAGE_BEHAVIOURS = ("view", "layer", "edit", "fixed")
 
 
@@ -153,6 +157,8 @@ def contract_js(widget_class: type) -> str:
         lines.append(f'  {message.type}: {{ kind: "{message.kind}", sender: "{message.sender}" }},')
     lines += ["};", "", "// Blocks a side of the whole map's attention_tile request (messages.OVERVIEW_BINS).",
               f"export const OVERVIEW_BINS = {OVERVIEW_BINS};", "",
+              "// The lists a generation grows a step at a time (the `grown` trait; contract.GROWING).",
+              f"export const GROWING = {json.dumps(list(GROWING))};", "",
               "// The views, declared once in src/attnscope/widget/views.py: name, tab label, the runs each shows,",
               "// what each draws or asks for, and how its picture thins.",
               "export const VIEWS = [",

@@ -143,6 +143,7 @@ def page_state(widget: Any, layers: list[int] | None = None, only_open_view: boo
     result, token_result = widget.result, widget.token_result  # raise for a closed widget
     layers = checks.indices("layers", layers, result.n_layers, "layers") or list(range(result.n_layers))
     state = widget.get_state(key=list(contract_traits(type(widget))))
+    state["grown"] = {}  # the lists are saved whole: no step of a generation to apply
     if isinstance(result, LongAttentionResult):
         return _long_page_state(widget, result, layers, state, only_open_view)
     # The model view shows the included layers the page holds (all of them when none is).

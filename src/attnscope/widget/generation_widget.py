@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +31,7 @@ from ..engine.engines import resolve_engine
 from ..engine.generation import Generation, generation_steps
 from ..errors import AttnscopeError, InputError
 from .attention_widget import AttentionWidget
+from .contract import GROWING
 from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
 from .picture import behind_the_page, shown
@@ -63,6 +65,22 @@ def parts_notice(result: Any) -> str:
             f"(each sums to 1); {source}.")
 
 
+def growth(old: list[str] | str, new: list[str] | str) -> list:
+    """[start, tail, before]: `new` is `old` up to `start`, then `tail`, and `before` is old's
+    length (the `grown` trait's entry: a page applies it to the lists it holds at that length).
+    For a str, lengths count UTF-16 code units, as the page's strings do (an emoji is two)."""
+    if isinstance(new, str):
+        start = len(os.path.commonprefix([old, new]))
+        return [_utf16(new[:start]), new[start:], _utf16(old)]
+    n = min(len(old), len(new))
+    start = n if old[:n] == new[:n] else next(i for i in range(n) if old[i] != new[i])
+    return [start, new[start:], len(old)]
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 class GenerationWidget(AttentionWidget):
     """The long-run views of a generation that grows: made by attnscope.generate, which starts it.
 
@@ -86,6 +104,10 @@ class GenerationWidget(AttentionWidget):
         # its token's rows, where reading the whole run again took 0.3-1.8 s a step at 2,048 tokens
         # under load (O(layers x T) a step).
         self._growing_analysis = growing_run_analysis()
+        # While a step is shown: the growing lists are set but not sent (the step's `grown` says
+        # what changed); a whole list of 8,192 tokens sent at every step was most of a step's
+        # message (~190 kB) and of its cost in the kernel (ipywidgets walking it for buffers).
+        self._unsent: frozenset[str] = frozenset()
         super().__init__(result=first.attention, **kwargs)
         self._pictures.held = True  # drawn once the run ends (picture.PictureOutputs)
 
@@ -126,7 +148,11 @@ class GenerationWidget(AttentionWidget):
                     if self._closed:
                         break
                     self._generation = run
-                    self._apply(run.attention, self.result_id + 1)
+                    self._unsent = frozenset(GROWING)
+                    try:
+                        self._apply(run.attention, self.result_id + 1)
+                    finally:
+                        self._unsent = frozenset()
         except BaseException as exc:  # said in the widget, raised again by wait()
             self._failure = exc
             with self._state_lock:
@@ -137,7 +163,8 @@ class GenerationWidget(AttentionWidget):
             self._steps.close()  # the engine holds nothing between steps: this ends it
             with self._state_lock:
                 if not self._closed:
-                    self._quietly(generating=False, knockout_control=self._knockout_control(False))
+                    self._quietly(generating=False, knockout_control=self._knockout_control(False), grown={})
+                    self.send_state(list(GROWING))  # the lists, whole again: a page saved or opened now needs no steps
             self._done.set()
             self._pictures.held = False
             if self._loop is not None and not self._loop.is_closed():
@@ -157,6 +184,24 @@ class GenerationWidget(AttentionWidget):
                   "output_start": len(run.prompt_ids) + len(run.start_ids),
                   "notice": "\n".join(line for line in lines if line)}
         self._show(dataclasses.replace(state, traits=traits))
+
+    def _show(self, state: Any, atomic: bool = True) -> None:
+        """AttentionWidget._show; a step's growing lists as what changed of them (`grown`), the
+        lists set but not sent (_should_send_property). Any other show sends them whole, with
+        `grown` emptied: an older step's growth is never applied over them."""
+        if self._unsent:
+            grown = {name: growth(getattr(self, name), state.traits[name]) for name in GROWING if name in state.traits}
+            state = dataclasses.replace(state, traits={**state.traits, "grown": grown})
+        else:
+            state = dataclasses.replace(state, traits={**state.traits, "grown": {}})
+        super()._show(state, atomic)
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        return key not in self._unsent and super()._should_send_property(key, value)
+
+    def _answer_growing_lists(self) -> dict:
+        with self._state_lock:  # the lists of one step
+            return super()._answer_growing_lists()
 
     def wait(self, timeout: float | None = None) -> Generation:
         """Wait for the generation's end (its last token, the end-of-text token or a stop) and

@@ -86,6 +86,10 @@ MESSAGES = {
                 "delta} with layer, head, key, masked and result_id (widget/knockout_answers.py). On a generation "
                 "with `token` (an output token): the token the model chose there, read from token − 1 on the ids "
                 "before it; the answer adds token and step."),
+        Message("growing_lists", "request", "view",
+                "{} → the lists a generation grows (contract.GROWING: tokens, token_reading, token_notes, text) "
+                "as the kernel holds them, with result_id: for a view that cannot apply a step's `grown` (one opened "
+                "while the model writes, whose lists are the prompt's), js/transport/growing.js."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
         Message("stop", "event", "view", "The Stop button while `generating`: the kernel ends the generation between "

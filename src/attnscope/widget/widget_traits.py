@@ -69,6 +69,11 @@ class WidgetTraits(anywidget.AnyWidget):
                         "shows Stop, which sends a \"stop\" event); False once it ended, stopped or not.")
     output_start = synced(Int(-1), "attnscope.generate: the first token the model wrote (those before it are the prompt "
                           "as the model read it); each output token is a step the text view names. -1: not a generation.")
+    grown = synced(Dict(), "attnscope.generate, while it writes: what the step changed of the lists it grows (GROWING: "
+                   "tokens, token_reading, token_notes, text), {name: [start, tail, before]}: the list the page holds at "
+                   "length `before` is, from `start` on, `tail` (text: lengths in UTF-16 code units, as the page's "
+                   "strings are). Those traits are not sent again until the run ends, so a step's message stays small at "
+                   "8k tokens; a page holding another length asks for them (\"growing_lists\"). {} otherwise.")
     editable = synced(Bool(True), "False for precomputed attention: no model to rerun, no sentence editor.")
 
     # The run
