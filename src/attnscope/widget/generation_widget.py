@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -69,11 +68,11 @@ def growth(old: list[str] | str, new: list[str] | str) -> list:
     """[start, tail, before]: `new` is `old` up to `start`, then `tail`, and `before` is old's
     length (the `grown` trait's entry: a page applies it to the lists it holds at that length).
     For a str, lengths count UTF-16 code units, as the page's strings do (an emoji is two)."""
-    if isinstance(new, str):
-        start = len(os.path.commonprefix([old, new]))
-        return [_utf16(new[:start]), new[start:], _utf16(old)]
     n = min(len(old), len(new))
-    start = n if old[:n] == new[:n] else next(i for i in range(n) if old[i] != new[i])
+    # A step appends (compared in C); else the first entry that differs is looked for.
+    start = n if new[:n] == old[:n] else next(i for i in range(n) if old[i] != new[i])
+    if isinstance(new, str):
+        return [_utf16(new[:start]), new[start:], _utf16(old)]
     return [start, new[start:], len(old)]
 
 
