@@ -228,11 +228,12 @@ def test_the_induction_column_says_it_is_not_measured_on_the_corpus(bert_tokeniz
     bars = []
     real_bar = progress_module._bar
     monkeypatch.setattr(progress_module, "_bar", lambda iterable, **kwargs: bars.append(kwargs["desc"]) or real_bar(iterable, **kwargs))
-    finder = attnscope.head_finder(_sharp_decoder(bert_tokenizer), TEXTS[:3])
+    decoder = _sharp_decoder(bert_tokenizer)
+    finder = attnscope.head_finder(decoder, TEXTS[:3])
     assert bars == ["head finder", "induction (repeated random tokens)"]  # no silent wait after the corpus
     assert "not on the corpus" in finder.metrics.attrs["induction"]
     assert "not on the corpus" in finder._repr_html_()
-    widget = attnscope.AttentionWidget(TEXTS[0])
+    widget = attnscope.AttentionWidget(TEXTS[0], model=decoder)  # the finder's own model (another's is refused)
     widget.show_analysis(finder)
     assert "random tokens, each repeated once, not on the corpus" in widget.analysis["note"]
     encoder = attnscope.head_finder(attnscope.load(device="cpu"), TEXTS[:2], progress=False)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,7 @@ VALID_FOR = {
     ("save_html", "path"): lambda kit: kit.tmp / "page.html",
     ("save_image", "path"): lambda kit: kit.tmp / "picture.png",
     ("show_analysis", "data"): lambda kit: kit.stats,
+    ("find", "expression"): lambda kit: "layer >= 1 and entropy > 0",
     ("result_from_attention", "attention"): lambda kit: ATTENTION,
     ("result_from_attention", "tokens"): lambda kit: list(TOKENS),
     # Knockout reads a token's log p, and generate writes: a causal LM (the embedded MiniLM has no head).
@@ -200,6 +202,9 @@ INSTANCES = {
     "AttentionModel": lambda kit: kit.model,
     "AttentionResult": lambda kit: kit.result,
     "LongAttentionResult": lambda kit: kit.long_result,
+    "HeadFinder": lambda kit: attnscope.head_finder(kit.model, CORPUS, progress=False),
+    "CorefHeads": lambda kit: attnscope.coref_heads(kit.model, CONLL, progress=False),
+    "SyntaxHeads": lambda kit: attnscope.syntax_heads(kit.model, CONLLU, progress=False),
 }
 
 
@@ -313,6 +318,29 @@ def documented_methods() -> set[str]:
     return set(re.findall(r"\w\.([a-z_]\w*)\(", _documentation()))
 
 
+def returned_classes() -> list[type]:
+    """attnscope's classes that public functions return (their annotations) and do not export, as
+    head_finder's HeadFinder: their methods are entry points too (finder.find(...))."""
+    found = {}
+    for _, thing in _public_things():
+        if not callable(thing) or isinstance(thing, type):
+            continue
+        try:
+            returned = typing.get_type_hints(thing).get("return")
+        except (NameError, TypeError):
+            continue
+        for cls in (returned, *typing.get_args(returned)):
+            if isinstance(cls, type) and cls.__module__.startswith("attnscope.") and cls.__name__ not in attnscope.__all__:
+                found[cls.__name__] = cls
+    return list(found.values())
+
+
+def _classes() -> dict[str, type]:
+    """The classes whose methods are entry points, by name: the exported and the returned."""
+    return {**{cls.__name__: cls for cls in returned_classes()},
+            **{name: thing for name, thing in _public_things() if isinstance(thing, type)}}
+
+
 def widget_classes() -> list[type]:
     return [thing for _, thing in _public_things() if isinstance(thing, type) and issubclass(thing, attnscope.AttentionWidget)]
 
@@ -331,7 +359,7 @@ def entry_points() -> dict[str, object]:
         if not any(function is known for known in found.values()):
             found[dotted] = function
     called, widgets = documented_methods(), widget_classes()
-    classes = sorted((thing for _, thing in _public_things() if isinstance(thing, type)), key=lambda c: len(c.__mro__))
+    classes = sorted(_classes().values(), key=lambda c: len(c.__mro__))
     for cls in classes:  # a base before its subclasses: an inherited method is tried on the base
         methods = {}  # name → function, a subclass's override last (vars: no property is read)
         for klass in reversed(cls.__mro__):
@@ -362,7 +390,7 @@ def short(entry: str) -> str:
 def instance_for(entry: str, kit):
     """The object `entry`'s method is called on, or None for a function."""
     owner = entry.split("[", 1)[0].split(".")[0]
-    cls = getattr(attnscope, owner, None)
+    cls = _classes().get(owner)
     if "." not in entry.split("[", 1)[0] or not isinstance(cls, type):
         return None
     if owner not in INSTANCES:

@@ -106,6 +106,15 @@ def test_show_analysis_refuses_another_models_table(widget, bert_tokenizer):
     stats = attnscope.head_stats(widget.engine, CORPUS, progress=False)  # 6 × 12
     with pytest.raises(InputError, match="analyse the same model"):
         other.show_analysis(stats)
+    # The other way, a smaller model's heads fit the grid: refused all the same, naming both shapes.
+    small_stats = attnscope.head_stats(small, CORPUS, progress=False)
+    shown = widget.analysis
+    with pytest.raises(InputError, match=r"model with 3 layers × 4 heads, and the widget's model has 6 × 12: analyse the same model"):
+        widget.show_analysis(small_stats)
+    finder = attnscope.head_finder(small, CORPUS[:2], progress=False)
+    with pytest.raises(InputError, match=r"3 layers × 4 heads.*6 × 12"):
+        widget.show_analysis(finder)
+    assert widget.analysis == shown  # what was shown stays
 
 
 def test_show_analysis_distances_brings_thumbnails_for_hover(widget):

@@ -28,7 +28,7 @@ from ..labels import head_label
 from .corpus import Documents, corpus_settings
 from .runner import run_partial
 from .syntax import iter_sentence_attention
-from .tables import Grid, analysis_view
+from .tables import Grid, analysis_view, model_shape
 
 KINDS = ("all", "pronoun", "proper", "nominal")
 # Clark et al. 2019, Table 2 (CoNLL-2012, BERT-base; their best head 5-4 is 4-3 here, counted from 0).
@@ -295,7 +295,7 @@ def coref_heads(
             for head in range(grid.shape[1]):
                 rows.append((layer, head, head_label(layer, head), kind, float(grid[layer, head]), partial.totals[kind]))
     accuracy = pd.DataFrame(rows, columns=["layer", "head", "label", "measure", "value", "count"])
-    accuracy.attrs.update({"attnscope": "coref_heads", "model": model.name, "documents": len(cut)})
+    accuracy.attrs.update({"attnscope": "coref_heads", "model": model.name, "documents": len(cut), **model_shape(model)})
     baselines = pd.DataFrame(
         [(name, kind, hits / partial.totals[kind], partial.totals[kind]) for (name, kind), hits in partial.baseline_hits.items()],
         columns=["baseline", "measure", "value", "count"])

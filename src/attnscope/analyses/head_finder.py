@@ -213,18 +213,26 @@ class HeadFinder:
     running: dict = field(default_factory=dict)  # doc → per token, what it adds to the text as it reads (running_pieces)
 
     @property
+    def model_shape(self) -> list[int]:
+        """[layers, heads] of the model measured (its metrics hold every head)."""
+        return [int(self.metrics["layer"].max()) + 1, int(self.metrics["head"].max()) + 1]
+
+    @property
     def metric_names(self) -> list[str]:
         return [c for c in self.metrics.columns if c not in ("layer", "head", "label")]
 
     def find(self, expression: str):
         """The heads a filter keeps, as rows of `metrics` ("layer >= 6 and sink_rate > 0.5")."""
         if not isinstance(expression, str):
-            raise InputError(f"A filter is a condition as text, e.g. \"layer >= 6 and sink_rate > 0.5\", not "
+            raise InputError(f"expression must be a filter, a condition as text, e.g. \"layer >= 6 and sink_rate > 0.5\", not "
                              f"{checks.kind_of(expression)}.")
         if len(expression) > FILTER_CHARACTERS:
-            raise InputError(f"A filter is at most {FILTER_CHARACTERS:,} characters of text, e.g. \"layer >= 6 and "
+            raise InputError(f"expression must be at most {FILTER_CHARACTERS:,} characters of text, e.g. \"layer >= 6 and "
                              f"sink_rate > 0.5\"; this one has {len(expression):,}.")
-        keep = safe_filter(expression, ["layer", "head", *self.metric_names])
+        try:
+            keep = safe_filter(expression, ["layer", "head", *self.metric_names])
+        except InputError as exc:  # what is wrong in it, said of the parameter
+            raise InputError(f"expression={checks.short_repr(expression)}: {exc}") from None
         rows = self.metrics.to_dict("records")
         return self.metrics[[bool(keep(row)) for row in rows]]
 

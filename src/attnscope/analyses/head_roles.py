@@ -179,6 +179,7 @@ def roles(frame, syntax: Any = None, *, positional: float = POSITIONAL, rare: fl
     wide["role"] = [found[0] if found else "none" for found in named]
     result = pd.DataFrame(wide[["layer", "head", "label", "confidence", "roles", "role"]])
     result.attrs.update({"attnscope": "roles", "model": frame.attrs.get("model", ""), "documents": frame.attrs.get("documents"),
+                         **({"shape": frame.attrs["shape"]} if "shape" in frame.attrs else {}),
                          "syntax": syntax is not None, "positional": positional, "rare": rare})
     return result
 

@@ -21,7 +21,7 @@ from ..engine.attention_model import AttentionModel, model_of
 from ..engine.knockout import EdgeBlock
 from ..errors import InputError
 from ..progress import progress as progress_bar
-from .tables import Grid, analysis_view, heads_frame, widget_action
+from .tables import Grid, analysis_view, heads_frame, model_shape, widget_action
 
 MODES = ("zero", "uniform")
 
@@ -180,7 +180,7 @@ class _Reading:
         return float(self.plain[self.wanted])
 
     def tag(self, frame, kind: str, **extra):
-        frame.attrs.update({"attnscope": kind, "model": self.model.name, "text": self.text, "output": self.kind,
+        frame.attrs.update({"attnscope": kind, "model": self.model.name, **model_shape(self.model), "text": self.text, "output": self.kind,
                             "position": self.at, "target": self.model.tokenizer.convert_ids_to_tokens(self.wanted),
                             "log_p": self.log_p, **extra})
         return frame

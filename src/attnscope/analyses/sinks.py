@@ -76,7 +76,8 @@ def _sinks_frame(measures: dict[str, torch.Tensor], n_key_heads: int, epsilon: f
         for layer in range(n_layers) for head in range(n_heads)
     ]
     frame = pd.DataFrame(rows, columns=["layer", "head", "label", "key_head", "alpha_first", "first_n_mass", "sink"])
-    frame.attrs.update(attnscope="attention_sinks", sink_rate=float(frame["sink"].mean()), epsilon=epsilon, **attrs)
+    frame.attrs.update(attnscope="attention_sinks", sink_rate=float(frame["sink"].mean()), epsilon=epsilon,
+                       shape=[n_layers, n_heads], **attrs)
     return frame
 
 

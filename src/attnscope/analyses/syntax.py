@@ -24,7 +24,7 @@ from ..labels import head_label
 from ..progress import progress as progress_bar
 from .corpus import Documents, auto_batch_size, corpus_settings, device_batch_size, documents, in_batches, refuse_nonfinite, unpadded
 from .runner import run_partial
-from .tables import Grid, analysis_view
+from .tables import Grid, analysis_view, model_shape
 
 
 @dataclass
@@ -158,6 +158,7 @@ class SyntaxHeads:
         """
         import pandas as pd
 
+        min_count = checks.integer("min_count", min_count, minimum=0)
         clark = self.scoring == "clark"
         rows = []
         for relation, group in self.accuracy.groupby("relation"):
@@ -388,7 +389,8 @@ def syntax_heads(
         [(r, o, hits / totals[r], totals[r]) for (r, o), hits in sorted(base_correct.items(), key=in_order)],
         columns=["relation", "offset", "accuracy", "count"],
     )
-    accuracy.attrs.update({"attnscope": "syntax_heads", "model": model.name, "source": source, "scoring": scoring})
+    accuracy.attrs.update({"attnscope": "syntax_heads", "model": model.name, "source": source, "scoring": scoring,
+                           **model_shape(model)})
     return SyntaxHeads(accuracy, baseline, source, len(sentences) - skipped, skipped, scoring)
 
 

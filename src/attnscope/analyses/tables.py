@@ -32,8 +32,26 @@ def heads_frame(values: dict[str, torch.Tensor]):
 
 
 def tagged(frame, kind: str, engine: AttentionModel, n_documents: int, **extra):
-    frame.attrs.update({"attnscope": kind, "model": engine.name, "documents": n_documents, **extra})
+    frame.attrs.update({"attnscope": kind, "model": engine.name, "documents": n_documents, **model_shape(engine), **extra})
     return frame
+
+
+def model_shape(engine: Any) -> dict:
+    """{"shape": [layers, heads]} of the model an analysis read, kept in its result's attrs so that a
+    widget of another model refuses it (analysis_shape); {} for an encoder-decoder, whose parts'
+    shapes may differ from one another."""
+    shape = [getattr(engine, "n_layers", None), getattr(engine, "n_heads", None)]
+    if getattr(engine, "is_encoder_decoder", False) or None in shape:  # (or a stand-in that does not say)
+        return {}
+    return {"shape": [int(n) for n in shape]}
+
+
+def analysis_shape(data: Any) -> list[int] | None:
+    """[layers, heads] of the model an analysis's result was made on, where it says."""
+    shape = getattr(data, "model_shape", None)
+    if shape is None and hasattr(data, "attrs"):
+        shape = data.attrs.get("shape")
+    return None if shape is None else [int(n) for n in shape]
 
 
 class HeadSums:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .. import checks
-from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind, needs
+from ..analyses.tables import ANALYSIS_VIEWS, analysis_kind, analysis_shape, needs
 from ..engine import formulas as an
 from ..engine.exact_attention import describe_bytes, full_attention_bytes
 from ..engine.nonfinite import nonfinite_message
@@ -281,6 +281,10 @@ def analysis_payload(data: Any, n_layers: int, n_heads: int, measure: str | None
             values[int(layer) * n_heads + int(head)] = json_number(value)
         return values
 
+    shape = analysis_shape(data)
+    if shape is not None and shape != [n_layers, n_heads]:  # a smaller model's heads would fit in silence
+        raise InputError(f"This analysis is of a model with {shape[0]} layers × {shape[1]} heads, and the widget's "
+                         f"model has {n_layers} × {n_heads}: analyse the same model.")
     shown = ANALYSIS_VIEWS[kind].convert(data, grid)
     measures = shown.pop("measures")
     if "columns" in shown:
