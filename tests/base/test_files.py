@@ -189,8 +189,11 @@ def test_save_image_answer_is_written_atomically(precomputed, tmp_path, monkeypa
 
 def test_render_html_writes_atomically(default_model, tmp_path, monkeypatch):
     path = tmp_path / "page.html"
-    page = attnscope.render_html("Dogs bark.", model=default_model, layers=[0], path=path)
-    assert path.read_text(encoding="utf-8") == page
+    written = attnscope.render_html("Dogs bark.", model=default_model, layers=[0], path=path)
+    # The path, not the page: a notebook cell would show (and save) the page's whole source.
+    assert written == path
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html") and "Dogs" in page
     fail_in_mid_write(monkeypatch)
     with pytest.raises(OSError, match="No space left"):
         attnscope.render_html("Cats purr.", model=default_model, layers=[0], path=path)

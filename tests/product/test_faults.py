@@ -393,6 +393,20 @@ def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
     assert capsys.readouterr().err == ""
 
 
+def test_cli_refuses_an_empty_text_before_the_model_loads(monkeypatch, capsys, tmp_path):
+    from attnscope.edges import cli
+
+    def load(*_args, **_kwargs):
+        raise AssertionError("the model was loaded for a text that is refused")
+
+    monkeypatch.setattr(cli, "load", load)
+    for args in (["render", "  ", "-o", str(tmp_path / "x.html")], ["render", "Hi.", "--text-b", "", "-o", str(tmp_path / "x.html")]):
+        assert cli.main(args) == 2
+        assert capsys.readouterr().err.endswith("is empty: " + ("type a sentence to see its attention.\n" if args[1] == "  "
+                                                              else "give a second sentence, or leave text_b out.\n"))
+    assert not (tmp_path / "x.html").exists()
+
+
 # --- sizes: what a page or a user sends is checked in time linear in it, and bounded by what it indexes
 # Measured as the elements read (CountedReads), not as wall-clock time: a loaded 2-core machine, or a
 # garbage collection set off by the big list, once made a linear check look quadratic. Where the

@@ -8,7 +8,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..checks import first_surrogate
+from ..checks import first_surrogate, texts_given
 from ..engine.attention_model import load
 from ..errors import AttnscopeError, InputError
 from ..files import describe_size, output_path, write_atomic
@@ -94,6 +94,7 @@ def _render(args: argparse.Namespace) -> int:
     # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
     for name, text in (("the text", args.text), ("--text-b", args.text_b)):
         _check_utf8(name, text)
+    texts_given(args.text, args.text_b)
     output = args.output.expanduser()
     if output.is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")

@@ -20,15 +20,17 @@ def render_html(
     path: str | Path | None = None,
     view: str = "head",
     **kwargs: Any,
-) -> str:
+) -> str | Path:
     """A self-contained HTML page of the views for `text` (and `text_b`); written to `path` if given
-    (a .html or .htm file: another suffix is refused before the model runs, none gets .html)."""
+    (a .html or .htm file: another suffix is refused before the model runs, none gets .html), and
+    then the path written is returned, not the page: in a notebook the page's ~300 kB of source
+    would fill the cell and the saved .ipynb."""
 
     if path is not None:
         writable_path("path", path, "html")
     widget = AttentionWidget(text, text_b, model, view=view, **kwargs)
     page = widget_html(widget, layers)
     if path is not None:
-        write_atomic(path, page, file_format="html")
+        return write_atomic(path, page, file_format="html")
     return page
 

@@ -245,10 +245,7 @@ class AttentionModel:
         text = single_text(text, "text")
         text_b = single_text(text_b, "text_b")
         masked_heads = checks.head_pairs("masked_heads", masked_heads)  # pairs of whole numbers (ranges: head_mask)
-        if text is None or not text.strip():
-            raise InputError("The text is empty: type a sentence to see its attention.")
-        if text_b is not None and not text_b.strip():
-            raise InputError("text_b is empty: give a second sentence, or leave text_b out.")
+        checks.texts_given(text, text_b)
         max_length, reason = self.resolve_max_length(max_length, pair=text_b is not None and not self.is_encoder_decoder)
         for name, value in (("text", text), ("text_b", text_b)):
             if value is not None and len(value) > MAX_TEXT_CHARACTERS:
