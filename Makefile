@@ -15,7 +15,10 @@ BUNDLE := src/attnscope/static/widget.js
 
 DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)
 
-# No news feed: offline it has nothing to fetch, and its pop-up covered the first outputs.
+# No news feed: offline it has nothing to fetch, and its pop-up ("Would you like to get notified
+# about official Jupyter news?") covered the first outputs. An empty news_url alone does not stop
+# the question: JupyterLab asks while its fetchNews setting is unset, so the demo's settings
+# (scripts/demo_settings/overrides.json) say "false".
 # The URL once now and once more when JupyterLab answers (its start-up log scrolls the first away):
 # the waiter watches the shell's PID, which `exec` hands to JupyterLab, and ends with it.
 demo: install
@@ -25,7 +28,8 @@ demo: install
 	@echo
 	$(PY) scripts/print_when_serving.py "$(DEMO_URL)" --watch $$$$ & \
 	exec $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
-		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly --LabApp.news_url=
+		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly --LabApp.news_url= \
+		--LabApp.app_settings_dir=scripts/demo_settings
 
 # The JS tests need node_modules only: they run while pip installs (about 2 minutes on a fresh
 # machine), each job's output kept whole.

@@ -130,3 +130,33 @@ def test_make_demo_prints_the_url_again_after_the_servers_log(tmp_path):
     shown = [i for i, line in enumerate(lines) if url_for(port) in line]
     assert shown and shown[0] < last_log < shown[-1], done.stdout  # before the log, and again after it
     assert f"JupyterLab is ready at {url_for(port)}" in lines[shown[-1]]
+
+
+@pytest.mark.slow  # a real JupyterLab: make test, not test-fast
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_demos_jupyterlab_asks_nothing_about_news(tmp_path, chromium_browser):
+    """The recipe's own JupyterLab (issue 45 §12): no "Would you like to get notified about official
+    Jupyter news?" over the first outputs. The user's Jupyter settings are left out (a folder of
+    the test's), so the recipe's flags alone decide."""
+    port = free_port()
+    env = {**os.environ, "MAKEFLAGS": "", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
+    demo = subprocess.Popen(["make", "--no-print-directory", "-o", "install", "demo", f"PORT={port}", f"TOKEN={TOKEN}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the server's start-up
+            try:
+                page.goto(f"http://127.0.0.1:{port}/lab?token={TOKEN}")
+                break
+            except Exception:
+                assert time.monotonic() < deadline and demo.poll() is None, "make demo's JupyterLab did not start"
+                time.sleep(1)
+        page.wait_for_selector(".jp-LauncherCard", timeout=90_000)
+        page.wait_for_timeout(5000)  # the question comes a few seconds after the launcher
+        assert "official Jupyter news" not in page.inner_text("body")
+    finally:
+        page.close()
+        os.killpg(demo.pid, 15)
+        demo.wait(timeout=30)
