@@ -4,6 +4,7 @@ notebook is a page of its own, executed, with its results and pictures (executed
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -15,12 +16,16 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from executed_notebooks import as_html, executed  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
-# What a reader downloads: the notebooks, the marimo one and the text they read (data/).
-PATTERNS = ("*.ipynb", "*.py", "data/*")
+LISTING = ROOT / "docs" / "notebooks.md"
 
 
-def notebook_files() -> list[Path]:
-    return sorted({path for pattern in PATTERNS for path in NOTEBOOKS.glob(pattern) if path.is_file()})
+def notebook_files(folder: Path = NOTEBOOKS, listing: Path = LISTING) -> list[Path]:
+    """What a reader downloads and what the site executes: the notebooks (and the marimo one) that
+    docs/notebooks.md links, and the text they read (data/). Not every notebook in the folder: the
+    demo's launcher makes a user's own there, which the docs must neither run nor publish."""
+    linked = set(re.findall(r"\(notebooks/([\w.-]+\.(?:ipynb|py))\)", listing.read_text(encoding="utf-8")))
+    shipped = [folder / name for name in linked] + list(folder.glob("data/*"))
+    return sorted(path for path in shipped if path.is_file())
 
 
 def notebook_page(path: Path) -> str:

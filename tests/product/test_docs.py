@@ -43,7 +43,10 @@ def test_markdown_lists_render_as_lists_not_as_a_paragraph_with_dashes(site):
 
 
 def notebook_files() -> list[Path]:
-    return sorted(p for p in [*NOTEBOOKS.glob("*.ipynb"), *NOTEBOOKS.glob("*.py"), *NOTEBOOKS.glob("data/*")] if p.is_file())
+    """The notebooks and data the project ships (tracked): a user's own beside them are not the site's."""
+    tracked = subprocess.run(["git", "ls-files", "notebooks/*.ipynb", "notebooks/*.py", "notebooks/data/*"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    return sorted(ROOT / name for name in tracked)
 
 
 def test_every_notebook_is_linked_from_the_site_and_downloadable_offline(site):
@@ -57,10 +60,28 @@ def test_every_notebook_is_linked_from_the_site_and_downloadable_offline(site):
     assert 'href="notebooks/"' in home  # in the navigation
 
 
+def test_the_docs_publish_and_run_the_listed_notebooks_not_a_users_own(tmp_path):
+    """Issue 45 §12: the demo's launcher makes a user's notebooks in notebooks/; make docs neither
+    executes nor publishes them (one had failed the build after 727 s)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import mkdocs_notebooks
+
+    folder = tmp_path / "notebooks"
+    (folder / "data").mkdir(parents=True)
+    for name in ("quickstart.ipynb", "Untitled.ipynb", "mine.py", "data/sentences.txt"):
+        (folder / name).write_text("{}", encoding="utf-8")
+    listing = tmp_path / "notebooks.md"
+    listing.write_text("- [Quickstart](notebooks/quickstart.ipynb) ([download](notebooks/quickstart.ipynb))\n", encoding="utf-8")
+    shipped = mkdocs_notebooks.notebook_files(folder, listing)
+    assert [p.relative_to(folder).as_posix() for p in shipped] == ["data/sentences.txt", "quickstart.ipynb"]
+    # The real listing ships every tracked notebook.
+    assert mkdocs_notebooks.notebook_files() == notebook_files()
+
+
 def test_every_notebook_is_a_page_of_its_own(site):
     """Issue 34: each notebook reads on the site; executed when a current run was kept (make test's
     notebook tests keep theirs, make docs runs the rest), else its cells with a note saying so."""
-    for path in NOTEBOOKS.glob("*.ipynb"):
+    for path in (p for p in notebook_files() if p.suffix == ".ipynb"):
         page = (site / "notebooks" / path.stem / "index.html").read_text(encoding="utf-8")
         assert f'href="../{path.name}"' in page and "attnscope-notebook" in page, path.name
         assert ("Executed when this site was built" in page) != ("did not execute the notebook" in page), path.name
