@@ -393,18 +393,45 @@ def test_cli_unexpected_failure_and_ctrl_c(monkeypatch, capsys, tmp_path):
     assert capsys.readouterr().err == ""
 
 
-def test_cli_refuses_an_empty_text_before_the_model_loads(monkeypatch, capsys, tmp_path):
-    from attnscope.edges import cli
+NO_TORCH = """
+import sys
+from attnscope.edges import cli
+try:
+    code = cli.main(sys.argv[1:])
+except SystemExit as exc:  # argparse's own exits (--help, a malformed option)
+    code = exc.code
+print(code, "torch" in sys.modules, "transformers" in sys.modules)
+"""
 
-    def load(*_args, **_kwargs):
-        raise AssertionError("the model was loaded for a text that is refused")
 
-    monkeypatch.setattr(cli, "load", load)
-    for args in (["render", "  ", "-o", str(tmp_path / "x.html")], ["render", "Hi.", "--text-b", "", "-o", str(tmp_path / "x.html")]):
-        assert cli.main(args) == 2
-        assert capsys.readouterr().err.endswith("is empty: " + ("type a sentence to see its attention.\n" if args[1] == "  "
-                                                              else "give a second sentence, or leave text_b out.\n"))
+@pytest.mark.parametrize("args, code, said", [
+    (["--help"], 0, "render"),
+    (["render", "  ", "-o", "{tmp}/x.html"], 2, "The text is empty: type a sentence to see its attention."),
+    (["render", "Hi.", "--text-b", "", "-o", "{tmp}/x.html"], 2, "text_b is empty"),
+    (["render", "Hi.", "-o", "{tmp}/no/such/x.html"], 2, "does not exist"),
+    (["render", "Hi.", "--layers", "0,x", "-o", "{tmp}/x.html"], 2, "--layers"),
+], ids=["help", "empty text", "empty text-b", "missing folder", "bad layers"])
+def test_cli_help_and_refused_arguments_import_no_torch(args, code, said, tmp_path):
+    """Issue 45 §10: help and the argument checks come before the model's side is imported (torch
+    and transformers took 2-16 s), and nothing is written."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[-1] == f"{code} False False", out.stderr
+    assert said in out.stdout + out.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_importing_attnscope_imports_its_names_on_first_use():
+    """The package's names load on first use (PEP 562), each the same object its module holds."""
+    out = subprocess.run([sys.executable, "-c", "import sys, attnscope; print('torch' in sys.modules); "
+                          "from attnscope.engine.attention_model import load; print(attnscope.load is load); "
+                          "print(sorted(set(attnscope.__all__) - set(dir(attnscope))))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:3] == ["False", "True", "[]"], out.stderr
+    import attnscope
+
+    with pytest.raises(AttributeError, match="has no attribute 'nonesuch'"):
+        attnscope.nonesuch  # noqa: B018
 
 
 # --- sizes: what a page or a user sends is checked in time linear in it, and bounded by what it indexes

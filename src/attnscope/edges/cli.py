@@ -9,11 +9,8 @@ import warnings
 from pathlib import Path
 
 from ..checks import first_surrogate, texts_given
-from ..engine.attention_model import load
 from ..errors import AttnscopeError, InputError
 from ..files import describe_size, output_path, write_atomic
-from ..widget.attention_widget import AttentionWidget
-from ..widget.export import widget_html
 from ..widget.views import VIEW_NAMES
 
 
@@ -88,7 +85,6 @@ def _check_utf8(name: str, text: str | None) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
 
 
     # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
@@ -101,6 +97,14 @@ def _render(args: argparse.Namespace) -> int:
     output = output_path(output, "html")  # -o analysis.ipynb is refused; -o page writes page.html
     if not output.parent.is_dir():
         raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
+    # The model's side (torch, transformers: seconds to import) only once the arguments are taken:
+    # --help and a refused argument need none of it.
+    from tqdm.auto import tqdm
+
+    from ..engine.attention_model import load
+    from ..widget.attention_widget import AttentionWidget
+    from ..widget.export import widget_html
+
     told: list[str] = []
     start = time.perf_counter()
     with tqdm(total=4, desc="attnscope", unit="step", file=sys.stderr) as steps:
