@@ -1,6 +1,6 @@
 // The lists a generation grows (tokens, token_reading, token_notes, text: GROWING in the generated
 // contract), as this view holds them. While the model writes, a step's message carries what it
-// changed of them (the `grown` trait, {name: [start, tail]}), not the lists: at 8k tokens they were
+// changed of them (the `grown` trait, {name: [start, tail, before]}), not the lists: at 8k tokens they were
 // ~190 kB a step. The kernel sends them whole again when the run ends (generation_widget.py).
 import { GROWING } from "./contract.js";
 

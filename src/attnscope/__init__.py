@@ -4,7 +4,6 @@
 import ast
 import importlib
 import importlib.metadata
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # The public names, declared once as the imports below, which only type checkers and the API
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 
 def _declared() -> dict[str, str]:
     """name → the module that holds it, read from the TYPE_CHECKING imports above."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(__spec__.loader.get_source(__name__))  # this file, from a folder or a zip
     guarded = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
     return {alias.name: "." + (node.module or alias.name) for node in guarded.body if isinstance(node, ast.ImportFrom) for alias in node.names}
 

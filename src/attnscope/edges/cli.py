@@ -85,8 +85,6 @@ def _check_utf8(name: str, text: str | None) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-
-
     # Before the model loads (seconds): a text that cannot be read or a page that cannot be written is known now.
     for name, text in (("the text", args.text), ("--text-b", args.text_b)):
         _check_utf8(name, text)
