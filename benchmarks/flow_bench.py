@@ -325,7 +325,9 @@ def table(flow: dict) -> list[str]:
         lines += ["", f"Contributions (ALTI) of a {c['tokens']}-token text on {c['model']}: {c['contributions_s']} s against "
                   f"its run's {c['run_s']} s, {c['ratio']} × (target ≤ 2 ×: {met(c['ratio'], 2)}; medians of {c['repeats']}, "
                   f"alternating; load {c['load']}). ALTI's L1 distance does not factor: each layer makes T × T × W terms "
-                  "(512 × 512 × 384) and reads them once more, a few keys of every row at a time (3 MiB), exactly; the run is one forward."]
+                  "(512 × 512 × 384), each a sum over the H heads (1.2 G multiply-adds a layer, a batched product that "
+                  "runs near this CPU's peak), and reads them once more for the L1 norm, a few keys of every row at a "
+                  "time (3 MiB), exactly; the run is one forward, which contributions make too."]
     lines += ["", "The switch is the kernel's part (the state remade from the kept run); the page's redraw comes on top.", END]
     return lines
 

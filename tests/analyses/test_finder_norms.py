@@ -2,8 +2,9 @@
 sink_rate_weighed and first_weighed_ratio, each checked against a computation of its own, in float64,
 from a run's full attention and what each key passes, f_h(x_j) = (x_j W_V^h + b_V^h) W_O^h, made here
 from the value projection's recorded output and the output projection's weight (never the engine's
-norms): on the embedded MiniLM (a post-LN encoder, [CLS] first) and on a tiny random Llama whose 4
-query heads read 2 key-value heads (a decoder, its batches padded). A gated model (Qwen3-Next) keeps
+norms): on the embedded MiniLM (a post-LN encoder, [CLS] first), on a tiny random Llama whose 4
+query heads read 2 key-value heads (a decoder, its batches padded) and on a tiny GPT-2 (q|k|v from
+one fused projection, a Conv1D output projection). A gated model (Qwen3-Next) keeps
 no norm per key: NaN columns, and the finder says why."""
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ def _head_outputs_norms(engine, text: str) -> tuple[torch.Tensor, torch.Tensor]:
     each head's slice of the output projection; a key-value head serves query heads h·G … h·G+G−1."""
     values = []
     modules = engine.attention_modules
-    value_of = [getattr(m, "value", None) or m.v_proj for m in modules]
-    handles = [v.register_forward_hook(lambda _m, _i, out: values.append(out[0].detach().double())) for v in value_of]
+    fused = all(hasattr(m, "c_attn") for m in modules)  # GPT-2: [q | k | v] from one projection
+    value_of = [m.c_attn if fused else getattr(m, "value", None) or m.v_proj for m in modules]
+    pick = (lambda out: out[0].chunk(3, -1)[2]) if fused else (lambda out: out[0])
+    handles = [v.register_forward_hook(lambda _m, _i, out: values.append(pick(out).detach().double())) for v in value_of]
     try:
         result = engine.run(text)  # shorter than the finder's 128 tokens: no cut either way
     finally:
@@ -40,6 +43,7 @@ def _head_outputs_norms(engine, text: str) -> tuple[torch.Tensor, torch.Tensor]:
     norms = torch.empty(n_layers, n_heads, n, dtype=torch.float64)
     for layer, module in enumerate(modules):
         weight = value_norms.output_layer(engine.model, module).weight.detach().double()  # width × H·d
+        weight = weight.T if fused else weight  # Conv1D keeps in × out
         head_dim = weight.shape[1] // n_heads
         v = values[layer].view(n, -1, head_dim)  # n × key heads × d
         group = n_heads // v.shape[1]
@@ -77,9 +81,15 @@ def gqa_llama(bert_tokenizer):
     return attnscope.load(sharpened(FAMILIES["llama (grouped-query)"]()), bert_tokenizer, device="cpu")
 
 
-@pytest.mark.parametrize("which", ["MiniLM", "llama (GQA)"])
-def test_each_norm_metric_is_its_formula_on_full_attention_and_norms(which, default_model, gqa_llama):
-    engine = default_model if which == "MiniLM" else gqa_llama
+@pytest.fixture(scope="module")
+def fused_gpt2(bert_tokenizer):
+    torch.manual_seed(0)
+    return attnscope.load(sharpened(FAMILIES["gpt2 (fused q|k|v, Conv1D)"]()), bert_tokenizer, device="cpu")
+
+
+@pytest.mark.parametrize("which", ["MiniLM", "llama (GQA)", "gpt2 (fused)"])
+def test_each_norm_metric_is_its_formula_on_full_attention_and_norms(which, default_model, gqa_llama, fused_gpt2):
+    engine = {"MiniLM": default_model, "llama (GQA)": gqa_llama, "gpt2 (fused)": fused_gpt2}[which]
     finder = attnscope.head_finder(engine, TEXTS, batch_size=3, induction=False, progress=False)  # batches padded
     expected = _expected(engine, TEXTS)
     assert finder.metrics.attrs["value_norms"] == ""

@@ -16,7 +16,7 @@ import torch
 from .. import checks
 from ..engine import formulas as an
 from ..engine.attention_model import MAX_TEXT_CHARACTERS, PIECE_CHARACTERS, AttentionModel
-from ..engine.hooks import capture_queries_keys, no_capture
+from ..engine.hooks import capture_values, no_capture
 from ..engine.models import max_positions
 from ..engine.nonfinite import describe_heads, has_nonfinite, nonfinite_heads
 from ..engine.value_norms import batch_norms as norms_of_batch
@@ -353,7 +353,7 @@ def iter_attention(
     done = 0
     for batch in progress_bar(in_batches(docs, size), math.ceil(len(docs) / size), desc, progress):
         encoded = encode_batch(engine, batch, max_length)
-        with capture_queries_keys(modules, engine.layout) if capturing else no_capture() as capture:
+        with capture_values(modules, engine.layout) if capturing else no_capture() as capture:
             outputs = engine.forward(encoded)
         refuse_nonfinite(outputs.attentions, docs, done)
         attentions = torch.stack(list(outputs.attentions), dim=1).float()  # B × L × H × T × T

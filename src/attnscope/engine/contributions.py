@@ -54,7 +54,7 @@ PRE_NORM_TYPES = ("llama", "mistral", "qwen2")
 _VALUE_NAMES = ("value", "v_proj")
 # One block of terms (keys × rows × W float32) on the CPU: it is made (the target subtracted in the
 # product) and reduced in a second pass while it is still in the cache. Measured on MiniLM at 512
-# tokens (4 keys a block), quiet 2-core CPU, its six layers: 0.68 s at 3 MiB, 0.87 at 6, 0.82 at 12, 1.29 at 24.
+# tokens (4 keys a block), 2-core CPU, its six layers: 3, 6 and 12 MiB alike (0.26-0.35 s), 24 MiB 0.53 s.
 TERMS_BLOCK_BYTES = 3 * 2**20
 
 
@@ -70,9 +70,11 @@ class LinearNorm:
         """σ(z_i) as LayerNorm takes it (biased variance, ε inside the root): T × 1."""
         return (summed.var(-1, unbiased=False, keepdim=True) + self.eps).sqrt()
 
-    def centred(self, vectors: torch.Tensor) -> torch.Tensor:
-        """γ ⊙ (v − μ(v)) over the last axis: σ_i · L_i(v)."""
-        return (vectors - vectors.mean(-1, keepdim=True)) * self.weight
+    def centred(self, vectors: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """γ ⊙ (v − μ(v)) over the last axis: σ_i · L_i(v); written into `out` (any layout of the
+        same shape) when given."""
+        out = torch.sub(vectors, vectors.mean(-1, keepdim=True), out=out)
+        return out.mul_(self.weight)
 
 
 @dataclass
@@ -114,16 +116,21 @@ def _scaled(parts: BlockParts) -> _Scaled:
         return _Scaled(parts.head_vectors.transpose(0, 1).contiguous(), parts.inputs, parts.summed, ones)
     norm = parts.norm
     sigma = norm.sigma(parts.summed)
-    return _Scaled(norm.centred(parts.head_vectors).transpose(0, 1).contiguous(), norm.centred(parts.inputs),
+    # Centred straight into the key-major layout: three fresh H × T × W tensors (centred, scaled,
+    # then transposed) were 10 ms of each MiniLM layer's 48 at 512 tokens.
+    n_heads, n_tokens, width = parts.head_vectors.shape
+    key_major = torch.empty(n_tokens, n_heads, width, dtype=parts.head_vectors.dtype, device=parts.head_vectors.device)
+    norm.centred(parts.head_vectors, out=key_major.transpose(0, 1))
+    return _Scaled(key_major, norm.centred(parts.inputs),
                    norm.centred(parts.summed) + sigma * norm.bias, sigma)
 
 
 def _scaled_terms(scaled: _Scaled, key_major: torch.Tensor, start: int) -> torch.Tensor:
     """σ_i · L_i(T_i(x_j)) for rows i = start…start + r − 1 and keys j < K: K × r × W (key-major:
-    one batched product per key over the heads). key_major: the attention rows as K × r × H, rows
-    of H contiguous (_key_major)."""
-    n_keys, n_rows = key_major.shape[0], key_major.shape[1]
-    terms = torch.bmm(key_major.to(scaled.vectors.dtype), scaled.vectors[:n_keys])
+    one batched product per key over the heads). key_major: the attention rows as K × H × r
+    (_key_major)."""
+    n_keys, n_rows = key_major.shape[0], key_major.shape[2]
+    terms = torch.bmm(key_major.transpose(1, 2).to(scaled.vectors.dtype), scaled.vectors[:n_keys])
     # The residual, x_i, is i's alone: added along the diagonal j = start + i, a view (indexing
     # the pairs gathered and scattered them: a fifth of the time on MiniLM at 512 tokens).
     terms.diagonal(-start, 0, 1).add_(scaled.residual[start : start + n_rows].t())
@@ -131,9 +138,12 @@ def _scaled_terms(scaled: _Scaled, key_major: torch.Tensor, start: int) -> torch
 
 
 def _key_major(attention_rows: torch.Tensor) -> torch.Tensor:
-    """H × r × K attention rows as K × r × H, contiguous: bmm on the permuted view was 3 to 4 times
-    slower on the CPU. Made once for a block of rows as given (a run's whole layer), and sliced."""
-    return attention_rows.permute(2, 1, 0).contiguous()
+    """H × r × K attention rows as K × H × r, contiguous, whose transpose (1, 2) is each key's
+    r × H operand (BLAS reads it transposed): bmm on the unpermuted view was 3 to 4 times slower on
+    the CPU, and this layout is one 2-D transpose, half the time of a K × r × H copy. Made once for
+    a block of rows as given (a run's whole layer), and sliced."""
+    heads, n_rows, n_keys = attention_rows.shape
+    return attention_rows.reshape(heads * n_rows, n_keys).t().contiguous().view(n_keys, heads, n_rows)
 
 
 def normalised_terms(parts: BlockParts, attention_rows: torch.Tensor, start: int) -> torch.Tensor:
@@ -156,21 +166,27 @@ def keys_per_block(n_rows: int, width: int, budget: int) -> int:
 
 
 def _block_proximity(scaled: _Scaled, key_major: torch.Tensor, rows: tuple[int, int], keys: tuple[int, int],
-                     shifts: torch.Tensor, target_norms: torch.Tensor) -> torch.Tensor:
+                     shifts: torch.Tensor, target_norms: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
     """‖σy_i‖₁ − ‖σy_i − σL_i(T_i(x_j))‖₁ for rows i in [a, b) and keys j in [k0, k1): keys × rows.
-    key_major: attention rows [a, b) as K × (b − a) × H (_key_major); shifts: −σy_i for every row,
+    key_major: attention rows [a, b) as K × H × (b − a) (_key_major); shifts: −σy_i for every row,
     made once a layer. One batched product a key, over every row of the block at once (rows × H by
     H × W: the longest product the layout allows; a block of a few rows over every key made
-    products of 16 rows, and packing each key's H × W cost as much as the product)."""
+    products of 16 rows, and packing each key's H × W cost as much as the product). buffer: flat,
+    at least keys × rows × W, written over: the same memory for every block of a layer (a new one
+    each block was a fresh mapping of pages, and made the product take 2 to 4 times as long)."""
     (a, b), (k0, k1) = rows, keys
+    shape = (k1 - k0, b - a, shifts.shape[-1])
+    terms = buffer[: shape[0] * shape[1] * shape[2]].view(shape)
     # The target subtracted in the product itself: baddbmm adds it to −σy_i broadcast over the keys.
-    terms = torch.baddbmm(shifts[a:b].expand(k1 - k0, b - a, shifts.shape[-1]), key_major[k0:k1].to(scaled.vectors.dtype),
-                          scaled.vectors[k0:k1])  # keys × rows × W: σL_i(T_i(x_j)) − σy_i
+    torch.baddbmm(shifts[a:b].expand(shape), key_major[k0:k1].transpose(1, 2).to(scaled.vectors.dtype), scaled.vectors[k0:k1],
+                  out=terms)  # keys × rows × W: σL_i(T_i(x_j)) − σy_i
     # The residual, x_i, is i's alone: added where key j is row i, a view along the (key, row) diagonal.
     lo, hi = max(a, k0), min(b, k1)
     if lo < hi:
         terms.diagonal(k0 - a, 0, 1).add_(scaled.residual[lo:hi].t())
-    distance = torch.linalg.vector_norm(terms, 1, -1)  # keys × rows
+    # ‖·‖₁ as |·| in place, then a sum: linalg.vector_norm(·, 1) took 10 times as long on the CPU
+    # (MiniLM at 512 tokens: 404 of the 890 ms).
+    distance = terms.abs_().sum(-1)  # keys × rows
     return (target_norms[a:b] - distance).clamp_min_(0)
 
 
@@ -188,14 +204,18 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
     target_norms = torch.linalg.vector_norm(scaled.target, 1, -1)  # T: ‖σy_i‖₁
     shifts = scaled.target.neg()
     out = torch.zeros(n_tokens, n_tokens, dtype=torch.float32, device=parts.summed.device)
+    buffer = None
     for start, end, block in attention_blocks:
-        key_major = _key_major(block)  # T × rows × H
+        key_major = _key_major(block)  # T × H × rows
         n_keys = end if causal else n_tokens
-        step = keys_per_block(end - start, width, budget)
+        step = min(n_keys, keys_per_block(end - start, width, budget))
+        if buffer is None or buffer.numel() < step * (end - start) * width:
+            buffer = torch.empty(step * (end - start) * width, dtype=scaled.vectors.dtype, device=out.device)
         for k0 in range(0, n_keys, step):
             k1 = min(n_keys, k0 + step)
             a = max(start, k0) if causal else start  # causal: rows before key k0 take none of keys k0…
-            proximity = _block_proximity(scaled, key_major[:, a - start :], (a, end), (k0, k1), shifts, target_norms)
+            proximity = _block_proximity(scaled, key_major[:, :, a - start :], (a, end), (k0, k1), shifts, target_norms,
+                                         buffer)
             out[a:end, k0:k1] = proximity.t()
         rows = out[start:end, :n_keys]
         if causal:  # a later key's term is 0, and its proximity 0 but for rounding: made exact

@@ -135,6 +135,12 @@ def _module_scaling(module: torch.nn.Module) -> float | None:
     return float(scaling) if isinstance(scaling, (int, float)) else None
 
 
+def _fused_parts(output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A fused projection's [q | k | v] output (GPT-2's c_attn) as its three views."""
+    width = output.shape[-1] // 3
+    return output[..., :width], output[..., width : 2 * width], output[..., 2 * width :]
+
+
 @contextmanager
 def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[Capture]:
     """Hook the q/k projections of `modules` for the duration of the block.
@@ -153,10 +159,10 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
             if not mine():
                 return
             if layout.fused_qkv:
-                width = output.shape[-1] // 3
-                capture.queries.append(output[..., :width].detach())
-                capture.keys.append(output[..., width : 2 * width].detach())
-                capture.values.append(output[..., 2 * width :].detach())
+                query, key, value = _fused_parts(output.detach())
+                capture.queries.append(query)
+                capture.keys.append(key)
+                capture.values.append(value)
             else:
                 capture.queries.append(output.detach())
             capture.scaling.append(_module_scaling(attention_module))
@@ -199,6 +205,29 @@ def capture_queries_keys(modules: Sequence[torch.nn.Module], layout: ProjectionL
                 handles.append(getattr(module, layout.key).register_forward_hook(on_key))
                 if isinstance(getattr(module, layout.value or "", None), torch.nn.Module):
                     handles.append(getattr(module, layout.value).register_forward_hook(on_value))
+        yield capture
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def capture_values(modules: Sequence[torch.nn.Module], layout: ProjectionLayout) -> Iterator[Capture]:
+    """Only the value projections' outputs of `modules` (capture.values, in order), from this
+    thread, for the block: what value norms read (a corpus's norm metrics). capture_queries_keys'
+    other hooks (q, k, rotary, each output's sum) were half of what the norms added to a head
+    finder's forward on MiniLM."""
+    capture, handles, owner = Capture(), [], threading.get_ident()
+
+    def on_value(_module, _inputs, output):
+        if threading.get_ident() == owner:
+            capture.values.append(_fused_parts(output.detach())[2] if layout.fused_qkv else output.detach())
+
+    try:
+        for module in modules:
+            projection = getattr(module, layout.fused_qkv or layout.value or "", None)
+            if isinstance(projection, torch.nn.Module):
+                handles.append(projection.register_forward_hook(on_value))
         yield capture
     finally:
         for handle in handles:
