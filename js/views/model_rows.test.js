@@ -23,7 +23,7 @@ describe("the model view's scene of one token's row", () => {
     const [left, top] = [64, 48];
     const segments = scene.items.filter((i) => i.type === "lines").flatMap((i) => i.groups.flatMap((g) => g.segments));
     expect(segments).toHaveLength(4); // head 0: 0.9 and 0.1 (≥ 10% of its largest); head 1: 0.5 and 0.5
-    for (const [x0, y0] of segments) expect(y0).toBeCloseTo(top + PAD + 4.5 * pitch); // every cell: from token 4
+    for (const [, y0] of segments) expect(y0).toBeCloseTo(top + PAD + 4.5 * pitch); // every cell: from token 4
     const ends = segments.map(([x0, , x1, y1]) => [Math.round(x0 - left), Math.round(x1 - left), Math.round((y1 - top - PAD) / pitch - 0.5) + 0]);
     expect(ends).toEqual([[PAD, CELL - PAD, 1], [PAD, CELL - PAD, 4], [CELL + PAD, 2 * CELL - PAD, 0], [CELL + PAD, 2 * CELL - PAD, 4]]);
     expect(sceneToSvg(scene)).toContain("M72 107L140 73"); // the SVG draws the same lines

@@ -1,5 +1,6 @@
 """The engine's invariant and its handling of bad input, for every supported family."""
 
+import json
 import socket
 import time
 import warnings
@@ -188,6 +189,32 @@ def test_the_probe_does_not_decide_when_the_hub_answers_or_a_proxy_stands_betwee
     monkeypatch.setattr(hub_down, "_last_probe", None)
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
     assert hub_down.hub_unreachable() is None
+
+
+def test_a_models_layer_count_is_read_from_its_config_without_loading_it(tmp_path, monkeypatch):
+    """hub.config_layers (what the CLI checks --layers with, before torch): the embedded default's,
+    a folder's by each family's key, a hub-cache snapshot's; None where it is not known so."""
+    from attnscope.engine import hub
+
+    assert hub.config_layers(None) == 6  # the embedded MiniLM
+    assert hub.config_layers("smollm2") is None  # one GGUF file, read only on load
+    for name, config, expected in [("bert", {"num_hidden_layers": 4}, 4), ("gpt2", {"n_layer": 3}, 3),
+                                   ("t5", {"num_layers": 2, "is_encoder_decoder": True}, None),
+                                   ("odd", {"num_hidden_layers": True}, None), ("none", {}, None)]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        assert hub.config_layers(str(tmp_path / name)) == expected, name
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    assert hub.config_layers(str(tmp_path / "broken")) is None
+    assert hub.config_layers(str(tmp_path / "missing")) is None  # neither a folder nor a cached name
+    snapshot = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / ("0f" * 20)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text('{"num_hidden_layers": 5}')
+    (tmp_path / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny" / "refs" / "main").write_text("0f" * 20)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert hub.config_layers("acme/tiny") == 5
 
 
 def test_model_without_attention_is_a_clear_error(bert_tokenizer):

