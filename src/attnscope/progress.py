@@ -10,6 +10,7 @@ bar, as tqdm.auto picks it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -82,10 +83,12 @@ def _notebook_bar_class(tqdm_notebook: type, text_bar: type) -> type:
 
 
 @contextmanager
-def status(text: str) -> Iterator[None]:
+def status(doing: str, done: str) -> Iterator[None]:
     """A line saying what the kernel is doing while the block runs (loading a model by name takes
-    tens of seconds, and an empty output reads as a hang), removed when it ends; in a notebook's
-    kernel only (a script's user sees their own prints)."""
+    tens of seconds, and an empty output reads as a hang), in a notebook's kernel only (a script's
+    user sees their own prints). It ends as `done` and the time taken ("attnscope: loaded smollm2
+    in 12.3 s"), as a bar ends as its text: emptied, it left a blank output in the cell. A block
+    that fails says so, above the error."""
     handle = None
     try:
         from IPython import get_ipython
@@ -93,11 +96,14 @@ def status(text: str) -> Iterator[None]:
 
         shell = get_ipython()
         if shell is not None and getattr(shell, "kernel", None) is not None:
-            handle = display({"text/plain": text}, raw=True, display_id=True)
+            handle = display({"text/plain": doing}, raw=True, display_id=True)
     except ImportError:  # no IPython: not in a notebook
         handle = None
+    start, finished = time.perf_counter(), False
     try:
         yield
+        finished = True
     finally:
         if handle is not None:
-            handle.update({"text/plain": ""}, raw=True)
+            line = f"{done} in {time.perf_counter() - start:.1f} s" if finished else f"{doing.rstrip('…')} did not finish"
+            handle.update({"text/plain": line}, raw=True)

@@ -4,6 +4,7 @@ without its kernel shows a widget output as "Error displaying widget: model not 
 from __future__ import annotations
 
 import gc
+import re
 
 import pytest
 import torch
@@ -172,3 +173,30 @@ def test_inside_an_analysis_the_runs_do_not_add_bars_of_their_own(bert_tokenizer
         model.run("one two three four five six seven eight nine ten", attention="on_demand")
     model.run("one two three four five six seven eight nine ten", attention="on_demand")
     assert made == ["document", "layer"]
+
+
+@pytest.fixture
+def kernel_outputs(monkeypatch):
+    """A notebook kernel's shell (progress.status shows its line only there); what is displayed."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    outputs = []
+    monkeypatch.setattr(shell.display_pub, "publish",
+                        lambda data, metadata=None, transient=None, update=False, **kw: outputs.append((data, transient, update)))
+    return outputs
+
+
+def test_a_loading_line_ends_as_what_was_done_and_its_time_never_blank(kernel_outputs):
+    """Issue 45 §9: emptied at the end, the line left a blank output in the cell."""
+    from attnscope.progress import status
+
+    with status("attnscope: loading smollm2…", "attnscope: loaded smollm2"):
+        assert [d["text/plain"] for d, _, _ in kernel_outputs] == ["attnscope: loading smollm2…"]
+    (first, transient, _), (last, again, update) = kernel_outputs
+    assert update and again["display_id"] == transient["display_id"]
+    assert re.fullmatch(r"attnscope: loaded smollm2 in \d+\.\d s", last["text/plain"]), last
+    with pytest.raises(OSError), status("attnscope: loading x…", "attnscope: loaded x"):
+        raise OSError("no such model")
+    assert kernel_outputs[-1][0]["text/plain"] == "attnscope: loading x did not finish"
