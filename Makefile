@@ -14,6 +14,9 @@ BUNDLE := src/attnscope/static/widget.js
 .PHONY: demo test test-fast test-kinds test-python test-js lint install js chromium bench clean contract docs
 
 DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(TOKEN)
+# The demo's JupyterLab serves copies of notebooks/ (scripts/demo_notebooks.py): running a notebook
+# autosaves its outputs, and the launcher's new notebooks land beside it, never in tracked files.
+DEMO_DIR ?= demo
 
 # No news feed: offline it has nothing to fetch, and its pop-up ("Would you like to get notified
 # about official Jupyter news?") covered the first outputs. An empty news_url alone does not stop
@@ -22,14 +25,15 @@ DEMO_URL = http://127.0.0.1:$(PORT)/lab/tree/notebooks/quickstart.ipynb?token=$(
 # The URL once now and once more when JupyterLab answers (its start-up log scrolls the first away):
 # the waiter watches the shell's PID, which `exec` hands to JupyterLab, and ends with it.
 demo: install
+	@$(PY) scripts/demo_notebooks.py notebooks $(DEMO_DIR)/notebooks
 	@echo
 	@echo "attnscope demo: open $(DEMO_URL)"
 	@echo "(printed again when JupyterLab is ready)"
 	@echo
 	$(PY) scripts/print_when_serving.py "$(DEMO_URL)" --watch $$$$ & \
-	exec $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --no-browser --ip=127.0.0.1 --port=$(PORT) \
+	exec $(VENV)/bin/jupyter lab --ServerApp.root_dir=$(DEMO_DIR) --no-browser --ip=127.0.0.1 --port=$(PORT) \
 		--IdentityProvider.token=$(TOKEN) --allow-root --LabApp.extension_manager=readonly --LabApp.news_url= \
-		--LabApp.app_settings_dir=scripts/demo_settings
+		--LabApp.app_settings_dir=$(CURDIR)/scripts/demo_settings
 
 # The JS tests need node_modules only: they run while pip installs (about 2 minutes on a fresh
 # machine), each job's output kept whole.

@@ -92,6 +92,7 @@ FAKE_JUPYTER = """\
 # A stand-in for `jupyter lab`: 40 lines of start-up log, then /api/status, then it stops.
 import sys, time, http.server, threading
 args = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
+open({args_file!r}, "w").write("\\n".join(sys.argv[1:]))
 port, token = int(args["--port"]), args["--IdentityProvider.token"]
 for i in range(40):
     print(f"[I ServerApp] start-up log line {{i}}", file=sys.stderr, flush=True)
@@ -117,11 +118,13 @@ def test_make_demo_prints_the_url_again_after_the_servers_log(tmp_path):
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(sys.executable)
     jupyter = venv / "bin" / "jupyter"
-    jupyter.write_text(textwrap.dedent(FAKE_JUPYTER.format(python=sys.executable)))
+    jupyter.write_text(textwrap.dedent(FAKE_JUPYTER.format(python=sys.executable, args_file=str(tmp_path / "jupyter_args"))))
     jupyter.chmod(0o755)
     port = free_port()
     # -o install: the recipe alone, with the fake JupyterLab (the real venv is not touched).
-    done = subprocess.run(["make", "--no-print-directory", "-o", "install", "demo", f"VENV={venv}", f"PORT={port}", f"TOKEN={TOKEN}"],
+    demo_dir = tmp_path / "demo"
+    done = subprocess.run(["make", "--no-print-directory", "-o", "install", "demo", f"VENV={venv}", f"PORT={port}", f"TOKEN={TOKEN}",
+                           f"DEMO_DIR={demo_dir}"],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
                           env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stdout
@@ -130,6 +133,9 @@ def test_make_demo_prints_the_url_again_after_the_servers_log(tmp_path):
     shown = [i for i, line in enumerate(lines) if url_for(port) in line]
     assert shown and shown[0] < last_log < shown[-1], done.stdout  # before the log, and again after it
     assert f"JupyterLab is ready at {url_for(port)}" in lines[shown[-1]]
+    # JupyterLab serves the copies (issue 45 §12): the URL's notebooks/quickstart.ipynb is demo_dir's.
+    assert f"--ServerApp.root_dir={demo_dir}" in (tmp_path / "jupyter_args").read_text().split("\n")
+    assert (demo_dir / "notebooks" / "quickstart.ipynb").read_bytes() == (ROOT / "notebooks" / "quickstart.ipynb").read_bytes()
 
 
 @pytest.mark.slow  # a real JupyterLab: make test, not test-fast
@@ -141,7 +147,8 @@ def test_make_demos_jupyterlab_asks_nothing_about_news(tmp_path, chromium_browse
     port = free_port()
     env = {**os.environ, "MAKEFLAGS": "", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
            "JUPYTER_DATA_DIR": str(tmp_path / "data"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
-    demo = subprocess.Popen(["make", "--no-print-directory", "-o", "install", "demo", f"PORT={port}", f"TOKEN={TOKEN}"],
+    demo = subprocess.Popen(["make", "--no-print-directory", "-o", "install", "demo", f"PORT={port}", f"TOKEN={TOKEN}",
+                             f"DEMO_DIR={tmp_path / 'demo'}"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
