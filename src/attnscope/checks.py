@@ -334,7 +334,9 @@ def check_comparable(base: Any, tuned: Any, what: str = "attention_similarity") 
 def texts_given(text: str | None, text_b: str | None = None) -> None:
     """InputError for an empty text (or an empty text_b given): said by a run, and by the CLI
     before its model loads."""
-    if text is None or not text.strip():
+    if text is None:
+        raise InputError("The text is None: type a sentence to see its attention.")
+    if not text.strip():
         raise InputError("The text is empty: type a sentence to see its attention.")
     if text_b is not None and not text_b.strip():
         raise InputError("text_b is empty: give a second sentence, or leave text_b out.")

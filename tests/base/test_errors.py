@@ -35,7 +35,7 @@ def shown_error(default_model, capsys):
     ("w = attnscope.show('The cat sat.', model=model)\nw.layer = 9", "SettingError", "layer=9 is out of range"),
     ("w = attnscope.show('The cat sat.', model=model)\nw.heads = [0, 99]", "SettingError", "heads has [99] out of range"),
     ("attnscope.show('The cat sat.', model=model, view='graph')", "InputError", "Unknown view 'graph'"),
-    ("attnscope.head_stats(model, [])", "InputError", "The corpus has no non-empty text."),
+    ("attnscope.head_stats(model, [])", "InputError", "The corpus has no non-empty text (it holds nothing)"),
     ("def mine(texts):\n    return attnscope.head_stats(model, texts, batch_size=0)\nmine(['A cat.'])", "InputError", "batch_size"),
 ])
 def test_a_mistake_is_shown_from_the_users_own_call(shown_error, cell, error, message):

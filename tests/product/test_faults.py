@@ -96,7 +96,7 @@ CASES = [
     ("corpus of empty texts", lambda f: attnscope.head_stats(f.engine, ["", "  "], progress=False),
      InputError, r"The corpus has no non-empty text"),
     ("contrastive loss, one text", lambda f: attnscope.head_importance(f.engine, TEXTS[:1], progress=False),
-     InputError, r"compares texts in a batch: give at least 2 texts"),
+     InputError, r"compares texts in a batch, and the corpus holds 1: give at least 2 texts"),
     ("head_distances n_init=0", lambda f: attnscope.head_distances(f.engine, TEXTS, n_init=0, progress=False),
      InputError, r"n_init"),
     # --- one run and one widget

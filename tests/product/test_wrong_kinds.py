@@ -8,9 +8,12 @@ settings from Python, and the command line. A new entry point joins by being exp
 documented; a parameter whose name is new needs a valid value in VALID (the test says so).
 
 Each call must end in a result, or in an error of attnscope's (errors.py) whose message names
-the parameter. It never ends in a raw AttributeError, IndexError, KeyError or TypeError, a
-third-party error, an attnscope error that does not say which argument was wrong, or a change
+the parameter and says what it got (its kind, its value, or what is wrong with it: said_of in the
+catalogue), but where any value is refused (REFUSED_WHATEVER_GIVEN: two arguments that exclude each
+other). It never ends in a raw AttributeError, IndexError, KeyError or TypeError, a third-party
+error, an attnscope error that does not say which argument was wrong or what it was, or a change
 to what it was given (the wrong value, the valid arguments, the model's mode, hooks and config).
+WRONG_KINDS_LOG=file keeps every leak, WRONG_KINDS_MESSAGES=file every refusal's message.
 
 Every pair (parameter, wrong kind) is over 10,000 calls: more than `make test` has time for. So
 `make test` tries a fixed quarter of the catalogue on each parameter, a different quarter for each
@@ -51,6 +54,7 @@ from wrong_kinds_catalogue import (
     entry_points,
     instance_for,
     keyword_settings,
+    says_what_it_got,
     settable_traits,
     short,
     widget_classes,
@@ -66,6 +70,12 @@ pytestmark = pytest.mark.slow
 
 # Known leaks, (entry point, parameter, wrong kind) → why it is left. Strict: a leak fixed must leave the list.
 XFAIL: dict[tuple[str, str, str], str] = {}
+# Refusals that owe no word on the value given, as any value is refused there (each phrase is the
+# message's own): a generation's text is the model's, set by no one; two arguments that exclude each
+# other, or one that needs another; a corpus setting given with a run made already; an
+# encoder-decoder's source given with a decoder's output; Words on a text kept on demand.
+REFUSED_WHATEVER_GIVEN = ("not set by hand", "not both", "needs decoder_tokens", "needs the texts", "reads a run made already",
+                          "for a corpus pass the model", "is an encoder-decoder's source", "switch Words off")
 
 
 @pytest.fixture(scope="module")
@@ -186,11 +196,15 @@ def _finish(out) -> None:
         out.close()
 
 
+_NOT_GIVEN = object()
+
+
 def verdict(call, parameter: str, subject: str | None = None, arguments=(), models=(), label: str = "",
-            refused: str | None = None) -> str | None:
-    """None when the call returned or refused naming `parameter` (or `subject`), leaving its
-    `arguments` ((name, value, snapshot)) and `models` as they came; else what leaked. `refused`:
-    why this value cannot be taken (a result is then a leak: the wrong value taken silently)."""
+            refused: str | None = None, wrong=_NOT_GIVEN) -> str | None:
+    """None when the call returned or refused naming `parameter` (or `subject`) and saying what
+    it got (`wrong`: says_what_it_got), leaving its `arguments` ((name, value, snapshot)) and
+    `models` as they came; else what leaked. `refused`: why this value cannot be taken (a result
+    is then a leak: the wrong value taken silently)."""
     states = [(model, model_state(model)) for model in models]
     start = time.perf_counter()
     signal.signal(signal.SIGALRM, _too_slow)
@@ -201,6 +215,12 @@ def verdict(call, parameter: str, subject: str | None = None, arguments=(), mode
     except AttnscopeError as error:
         message = str(error)
         why = None if names(message, parameter, subject) else f"{type(error).__name__} not naming {parameter}: {message[:200]}"
+        if os.environ.get("WRONG_KINDS_MESSAGES"):  # every refusal, for whoever reads them all
+            with open(os.environ["WRONG_KINDS_MESSAGES"], "a") as log:
+                log.write(f"{label}\t{' '.join(message.split())}\n")
+        if why is None and wrong is not _NOT_GIVEN and not says_what_it_got(message, wrong) \
+                and not any(reason in message for reason in REFUSED_WHATEVER_GIVEN):
+            why = f"{type(error).__name__} not saying what it got: {message[:200]}"
     except TooSlow:
         why = f"still running after {CALL_SECONDS} s (a wrong value taken as work to do?)"
     except Exception as error:
@@ -294,7 +314,7 @@ def test_every_parameter_refuses_the_wrong_kinds_by_name(entry, kit):
             subject = short(entry) if parameter == varied[0] else None
             why = verdict(lambda call_kwargs=call_kwargs: function(*args, **call_kwargs), parameter, subject,
                           given(args, call_kwargs), kit.models(), f"{entry}({parameter}={wrong_name})",
-                          must_refuse(parameters.get(parameter), wrong))
+                          must_refuse(parameters.get(parameter), wrong), wrong)
             if why is not None:
                 leaks[(entry, parameter, wrong_name)] = why
     _finish(instance)
@@ -317,7 +337,7 @@ def test_every_setting_refuses_the_wrong_kinds_by_name(widget_class, trait, kit)
         def assign(wrong=wrong):
             setattr(widget, trait, wrong)
 
-        why = verdict(assign, trait, None, given([wrong], {}), kit.models(), f"{entry} = {wrong_name}")
+        why = verdict(assign, trait, None, given([wrong], {}), kit.models(), f"{entry} = {wrong_name}", wrong=wrong)
         if why is not None:
             leaks[(entry, trait, wrong_name)] = why
     _finish(widget)

@@ -98,6 +98,56 @@ CATALOGUE = [
     ("a folder without a model", lambda kit: kit.empty_folder),
 ]
 
+# What a message may say of a wrong value to have said what it got, besides its kind ("a float"),
+# its type's name and its short repr (checks.kind_of, checks.short_repr): words for what is wrong
+# with it, by what it is.
+def said_of(wrong) -> set[str]:
+    """Words, any of which in a refusal (any case) says what it was given: `wrong`'s kind, type
+    name and short repr, those of what a container holds (or "empty"), and what is wrong with a
+    number ("nan", "inf", "finite", "negative", "large"), a path ("folder", "file", its name), a
+    callable ("returned") or attention ("negative", "sum", "nan")."""
+    from attnscope.checks import kind_of, short_repr
+
+    words = {kind_of(wrong), type(wrong).__name__, short_repr(wrong, 200)[:12], str(getattr(wrong, "name", ""))}
+    if wrong is None:  # None is "not given": asking for the value says it
+        words |= {"none", "give", "is required", "needs", "pass "}
+    if isinstance(wrong, bool):
+        words |= {"bool", "true", "false"}
+    elif isinstance(wrong, (int, float)):
+        words |= {repr(wrong), "finite", "whole number"}
+        words |= {"nan", "not a number"} if wrong != wrong else set()
+        words |= {"inf"} if wrong in (math.inf, -math.inf) else set()
+        words |= {"negative", "below", "at least", "from 0"} if wrong < 0 else set()
+        words |= {"large", "too many", "at most", "past", "out of range", "beyond"} if abs(wrong) > 10**9 else set()
+    if isinstance(wrong, (list, tuple, set, dict, str, bytes, np.ndarray)) and len(wrong) == 0:
+        words |= {"empty", "nothing", "[]", "''"}
+    if isinstance(wrong, (list, tuple, set, dict)):
+        items = sorted(wrong) if isinstance(wrong, (set, dict)) else list(wrong)
+        words |= {kind_of(item) for item in items[:3]} | {type(item).__name__ for item in items[:3]}
+        words |= {repr(item) for item in items[:3] if isinstance(item, str)} | {repr(items), repr(items[-1:])}
+        words |= {"0 tokens", "0 items", "no tokens"} if not items else set()
+        words |= {"batch", "texts"} if items and all(isinstance(item, str) for item in items) else set()
+        words |= {f"{len(items)} {what}" for what in ("sentences", "tokens", "texts")}
+        words |= {short_repr(items, 200)[:12]} | {f" {item!r}:" for item in items[:3]}  # "Cannot mask head 1:"
+        if any(isinstance(item, torch.Tensor) for item in wrong):
+            words |= {"negative", "sum", "nan", "finite", "probabilit", "attention"}
+    if isinstance(wrong, (np.ndarray, torch.Tensor)):
+        words |= {"array", "tensor", "numpy", "shape", repr(float(wrong.flatten()[0]))}
+    if isinstance(wrong, (str, Path)) and not isinstance(wrong, bool):
+        words |= {str(wrong), Path(wrong).name, "folder", "directory", "file", "path"} - {""}
+        words |= {"token", "1 sentence", "holds 1", "one text"} if isinstance(wrong, str) else set()
+    if isinstance(wrong, bytes):  # read as text: its text shown
+        words.add(wrong.decode("utf-8", "replace")[:12])
+    if callable(wrong) and not isinstance(wrong, type) and not hasattr(wrong, "__self__"):
+        words |= {"returned", "returns", "function", "callable", getattr(wrong, "__name__", "")} - {""}
+    return {word.lower() for word in words if word}
+
+
+def says_what_it_got(message: str, wrong) -> bool:
+    said = message.lower()
+    return any(word in said for word in said_of(wrong))
+
+
 # Valid values by parameter name, for the parameters that have no default (the others keep theirs).
 VALID = {
     "model": lambda kit: kit.model,

@@ -75,7 +75,7 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
                          f"is {checks.kind_of(corpus_given)} of texts: leave column out.")
     docs = Documents()
     docs.positions = []
-    characters = 0
+    characters, index = 0, -1
     for index, item in enumerate(corpus):
         if isinstance(item, str):
             doc = (item, None)
@@ -111,7 +111,8 @@ def documents(corpus: Any, column: str | Sequence[str] | None = None) -> Documen
         docs.append(doc)
         docs.positions.append(index)
     if not docs:
-        raise InputError("The corpus has no non-empty text.")
+        held = "nothing" if index < 0 else f"{index + 1:,} text{'s' if index else ''}, all empty"
+        raise InputError(f"The corpus has no non-empty text (it holds {held}): give at least one sentence.")
     return docs
 
 

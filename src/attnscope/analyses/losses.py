@@ -154,8 +154,8 @@ def loss_batches(model, docs, loss, batch_size, max_length, desc, progress):
     if isinstance(loss, InBatchContrastiveLoss):
         # Each text is ranked against the others in its batch: every batch needs two or more.
         if len(docs) < 2:
-            raise InputError(f"The default loss of {model.name} ({loss.name}) compares texts in a batch: "
-                             "give at least 2 texts in the corpus, or pass loss=.")
+            raise InputError(f"The default loss of {model.name} ({loss.name}) compares texts in a batch, and the corpus "
+                             f"holds {len(docs)}: give at least 2 texts, or pass loss=.")
         if getattr(model.tokenizer, "pad_token", None) is None:
             raise InputError(f"The default loss of {model.name} ({loss.name}) batches texts, but its tokenizer has no pad token: pass loss=.")
         batches = _pairwise_batches(docs, max(batch_size, 2))

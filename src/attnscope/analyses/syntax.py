@@ -80,7 +80,8 @@ def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
         heads.append(head - 1)
         relations.append(fields[7])
     if not sentences:
-        raise InputError("No sentences found in the CoNLL-U input.")
+        said = f"{'a file' if path is not None else 'text'} of {len(text)} characters" if text.strip() else "empty"
+        raise InputError(f"No sentences found in the CoNLL-U input ({said}).")
     return sentences
 
 

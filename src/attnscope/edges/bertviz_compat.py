@@ -34,8 +34,9 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "<s>", "</s>", "<pad>", "
 def stack_attention(attention: Any, what: str = "attention") -> torch.Tensor:
     """BertViz's input (a tuple/list of per-layer tensors, batch × heads × T × T) → layers × heads × T × T."""
     if isinstance(attention, (list, tuple)) and (not attention or all(a is None for a in attention)):
+        held = "is empty" if not attention else f"holds only None ({len(attention)} of them)"
         raise InputError(
-            f"{what} is empty. With transformers 5, outputs[-1] can be the (empty) cross_attentions of an "
+            f"{what} {held}. With transformers 5, outputs[-1] can be the (empty) cross_attentions of an "
             "encoder-only model: pass outputs.attentions, from a model loaded with attn_implementation=\"eager\"."
         )
     if _is_array(attention):  # NumPy for torch: the same numbers

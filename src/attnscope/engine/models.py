@@ -178,7 +178,8 @@ def _load(loader: Any, name: str, **kwargs: Any) -> Any:
             "or 'org/model'). Was the text passed as the model? attnscope.show(text, text_b, model=...)."
         )
     if checks.looks_like_path(name) and checks.existing_file(name) is None:
-        raise ModelNotFoundError(f"No such model directory: '{name}'.")
+        raise ModelNotFoundError(f"No such model directory: '{name}'. Give a folder that holds a model (its config.json "
+                                 "and weights), or a Hugging Face name.")
     if "Tokenizer" not in getattr(loader, "__name__", ""):  # a tokenizer's folder has no config.json of its own
         _check_model_folder(name)
     try:

@@ -58,10 +58,18 @@ def single_text(value: Any, what: str) -> str | None:
     if isinstance(value, (list, tuple)):
         if len(value) == 1 and isinstance(value[0], str):
             return checks.text_of_characters(f"{what}[0]", value[0])
-        raise InputError(
-            f"attnscope shows one input at a time, but {what} is a batch of {len(value)}. "
-            "Run the texts one by one (e.g. in a loop)."
-        )
+        if value and all(isinstance(item, str) for item in value):
+            raise InputError(
+                f"attnscope shows one input at a time, but {what} is a batch of {len(value)} texts. "
+                "Run the texts one by one (e.g. in a loop)."
+            )
+        # Not texts: say what it holds (a tuple of tensors was once "a batch of 2").
+        container = type(value).__name__
+        if not value:
+            raise InputError(f"{what} must be one str, not an empty {container}.")
+        held = ", ".join(sorted({checks.kind_of(item) for item in value[:20]}))
+        items = "item" if len(value) == 1 else "items"
+        raise InputError(f"{what} must be one str, not {checks.kind_of(value)} of {len(value)} {items} ({held}).")
     raise InputError(f"{what} must be a string, got {type(value).__name__}.")
 
 

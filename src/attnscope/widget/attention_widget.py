@@ -89,12 +89,12 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
         # With `result` (precomputed attention, e.g. from the BertViz-style functions) there is no
         # model: the views work, editing and masking say they need one.
         constructor_settings(type(self), {"theme": theme, **kwargs})  # before the model runs: a typo is never taken silently
+        if result is not None:  # its kind first: what is wrong with it says more than "not both"
+            result = run_of(result, "result=")  # a widget stands for its run; anything else is named
         if result is not None and (text is not None or model is not None):
             raise InputError("Give either precomputed attention (result=) or a text to run, not both.")
         if result is None and text is None:
-            raise InputError("Give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
-        if result is not None:
-            result = run_of(result, "result=")  # a widget stands for its run; anything else is named
+            raise InputError("text is None: give the text to show, e.g. AttentionWidget(\"The cat sat on the mat.\").")
         self._thumbnail_size = checks.integer("thumbnail_size", thumbnail_size, minimum=1, maximum=4096)
         checks.integer("layer", layer, minimum=0)
         if heads is not None:
