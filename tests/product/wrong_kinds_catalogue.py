@@ -208,6 +208,10 @@ BASES = {
         "a decoder": {},
         "an encoder-decoder": {"model": lambda kit: kit.writer},
     },
+    "knockout": {  # a decoder's next token, and an encoder-decoder's output token after its decoder's ids
+        "a decoder": {},
+        "an encoder-decoder": {"model": lambda kit: kit.writer},
+    },
     "from_generate": {
         "a decoder's output": {},
         "an encoder-decoder's output": {"model": lambda kit: kit.writer, "output": lambda kit: kit.writer_output,

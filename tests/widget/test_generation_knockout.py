@@ -95,7 +95,8 @@ def test_an_encoder_decoders_generation_says_knockout_does_not_read_it(bert_toke
     widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=2, chat=False)
     try:
         widget.wait(timeout=60)
-        assert "encoder-decoder's output token also reads the source" in widget.knockout_control["unavailable"]
+        assert "encoder-decoder's output token reads three parts" in widget.knockout_control["unavailable"]
+        assert "attnscope.knockout(model, source, decoder=" in widget.knockout_control["unavailable"]
         asked = _ask(widget, monkeypatch, layer=0, head=0, token=len(widget.tokens) - 1, result_id=widget.result_id)
         assert "encoder-decoder" in asked["error"]
     finally:

@@ -9,6 +9,7 @@ the widget's analysis view (their conversions at the end).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,14 +57,16 @@ def _token_ids(model: AttentionModel, text: Any) -> list[int]:
 
 @widget_action("knockout.output_kind")
 def output_kind(model: AttentionModel) -> str:
-    """What token the model's LM head reads: "next token" (a causal LM) or "masked token" (an
-    encoder with a masked-LM head); InputError saying why there is none."""
+    """What token the model's LM head reads: "next token" (a causal LM), "masked token" (an
+    encoder with a masked-LM head) or "output token" (an encoder-decoder's next output token);
+    InputError saying why there is none."""
     hf = model.model
     head = getattr(hf, "get_output_embeddings", lambda: None)()
     if getattr(hf.config, "is_encoder_decoder", False):
-        raise InputError(f"{model.name} is an encoder-decoder model: knockout reads a causal LM's next token or an "
-                         "encoder's masked token, not yet a decoder's output token, which also reads the source "
-                         "through cross-attention (blocking decoder → source edges is not supported yet).")
+        if head is None:
+            raise InputError(f"{model.name} is an encoder-decoder with no LM head to read an output token's log p from: "
+                             "load it with its head (AutoModelForSeq2SeqLM).")
+        return "output token"
     if head is not None:
         return "next token" if model.causal else "masked token"
     if model.causal:
@@ -75,11 +78,11 @@ def output_kind(model: AttentionModel) -> str:
 
 
 def _position(model: AttentionModel, kind: str, position: Any, tokens: list[str]) -> int:
-    """The position whose distribution is read: a causal LM's (default the last token), or a
-    masked LM's mask token (default the text's only one)."""
+    """The position whose distribution is read: a causal LM's or an encoder-decoder's decoder's
+    (default the last token), or a masked LM's mask token (default the text's only one)."""
     n = len(tokens)
     mask = getattr(model.tokenizer, "mask_token", None)
-    if kind == "next token" or position is not None:
+    if kind in ("next token", "output token") or position is not None:
         at = checks.integer("position", -1 if position is None else position, minimum=-n, maximum=n - 1) % n
         if kind == "masked token" and tokens[at] != mask:
             raise InputError(f"position={position} holds {tokens[at]!r}, not the mask token {mask!r}: a masked LM "
@@ -92,21 +95,59 @@ def _position(model: AttentionModel, kind: str, position: Any, tokens: list[str]
     return masks[0]
 
 
-def _target(model: AttentionModel, target: Any, plain: torch.Tensor) -> int:
-    """The token whose log p is read: the model's own prediction (None), a token id, or a text of one token."""
+def _target(model: AttentionModel, target: Any) -> int | None:
+    """The token whose log p is read: a token id, or a text of one token; None for the model's own
+    prediction (known once the plain forward ran). Checked before any run."""
     if target is None:
-        return int(plain.argmax())
+        return None
     if isinstance(target, str):
         ids = model.tokenizer(target, add_special_tokens=False)["input_ids"]
         if len(ids) != 1:
             raise InputError(f"target={target!r} is {len(ids)} tokens for this tokenizer: give one token (or its id).")
         return ids[0]
-    return checks.integer("target", target, minimum=0, maximum=plain.shape[0] - 1)
+    head = model.model.get_output_embeddings()
+    size = getattr(head, "out_features", None) or getattr(model.model.config, "vocab_size", None) or len(model.tokenizer)
+    return checks.integer("target", target, minimum=0, maximum=size - 1)
 
 
 def _positions(name: str, value: Any, n: int) -> list[int]:
     values = [value] if isinstance(value, int) or hasattr(value, "__index__") else value
     return sorted(checks.indices(name, values, n, "positions", allow_none=False, from_end=True))
+
+
+def _decoder_ids(model: AttentionModel, decoder: Any) -> list[int]:
+    """What an encoder-decoder's decoder has read before the output token knockout reads: its
+    start token alone (None), its start token then a text's tokens (a str, no end token), or
+    token ids as given (a generation's `start_ids + output ids`)."""
+    from ..engine.encoder_decoder_run import decoder_start_id
+
+    if decoder is None or isinstance(decoder, str):
+        text = [] if decoder is None else model.tokenizer(text_target=decoder, add_special_tokens=False)["input_ids"]
+        return [decoder_start_id(model), *text]
+    try:
+        return _token_ids(model, decoder)
+    except InputError as error:  # said of decoder=, not of the text
+        raise InputError(str(error).replace("text", "decoder", 1)) from None
+
+
+def part_edge_blocks(model: AttentionModel, lengths: dict[str, int], edges: Iterable[Sequence]) -> dict[tuple[str, int], tuple[EdgeBlock, ...]]:
+    """An encoder-decoder's edges, (part, layer, head or None, queries, keys) with part "encoder",
+    "decoder" (its self-attention) or "cross" (decoder queries → source keys), as each part's
+    layers' edge blocks, checked; lengths: each part's query and key counts, part → (queries, keys)."""
+    blocked: dict[tuple[str, int], list[EdgeBlock]] = {}
+    if not isinstance(edges, (list, tuple)):
+        raise InputError(f"edges must be a list of (part, layer, head or None, queries, keys), not {checks.short_repr(edges)}.")
+    for edge in edges:
+        if not isinstance(edge, (tuple, list)) or len(edge) != 5 or edge[0] not in engine_knockout.PARTS:
+            raise InputError(f"edges: an encoder-decoder's edge is (part, layer, head or None, queries, keys), part one of "
+                             f"{engine_knockout.PARTS}, not {checks.short_repr(edge)}.")
+        part, layer, head, queries, keys = edge
+        layer = checks.integer("an edge's layer", layer, minimum=0, maximum=len(model.groups[part]) - 1)
+        heads = None if head is None else (checks.integer("an edge's head", head, minimum=0, maximum=model.n_heads - 1),)
+        n_queries, n_keys = lengths[part]
+        rows, cols = _positions("an edge's queries", queries, n_queries), _positions("an edge's keys", keys, n_keys)
+        blocked.setdefault((part, layer), []).append(EdgeBlock(heads, tuple(rows), tuple(cols)))
+    return {key: tuple(blocks) for key, blocks in blocked.items()}
 
 
 def edge_blocks(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, tuple[EdgeBlock, ...]]:
@@ -137,6 +178,8 @@ def blocked_edges(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> d
 def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
     if not checks.one_of(mode, MODES):
         raise InputError(f"mode must be one of {MODES}, not {checks.short_repr(mode)}.")
+    if model.is_encoder_decoder:
+        return _part_head_grids(model, heads, mode)
     chosen = checks.head_pairs("heads", heads)
     if not chosen:
         return None, None
@@ -148,20 +191,49 @@ def _head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
     return ((~grid).float(), None) if mode == "zero" else (None, grid)
 
 
+def _part_head_grids(model: AttentionModel, heads: Iterable[Sequence], mode: str):
+    """An encoder-decoder's heads, (part, layer, head), as each part's grid (engine/knockout.py)."""
+    if not isinstance(heads, (list, tuple)):
+        raise InputError(f"heads must be a list of (part, layer, head), not {checks.short_repr(heads)}.")
+    grids: dict[str, torch.Tensor] = {}
+    for chosen in heads:
+        if not isinstance(chosen, (tuple, list)) or len(chosen) != 3 or chosen[0] not in engine_knockout.PARTS:
+            raise InputError(f"heads: an encoder-decoder's head is (part, layer, head), part one of {engine_knockout.PARTS}, "
+                             f"not {checks.short_repr(chosen)}.")
+        part, layer, head = chosen
+        n_layers = len(model.groups[part])
+        layer = checks.integer("a head's layer", layer, minimum=0, maximum=n_layers - 1)
+        head = checks.integer("a head's head", head, minimum=0, maximum=model.n_heads - 1)
+        grids.setdefault(part, torch.zeros(n_layers, model.n_heads, dtype=torch.bool))[layer, head] = True
+    if not grids:
+        return None, None
+    if mode == "zero":
+        return {part: (~grid).float() for part, grid in grids.items()}, None
+    return None, grids
+
+
 @dataclass
 class _Reading:
-    """What every knockout reads before it blocks anything: the text, where and which token."""
+    """What every knockout reads before it blocks anything: the text, where and which token. The
+    model runs on first need (`runs`), so that a knockout's own arguments are checked before."""
 
     model: AttentionModel
     text: str | list[int]  # or the token ids read as given
-    runs: engine_knockout.KnockoutRuns  # the plain forward, and the knocked runs over this text
-    tokens: list[str]
-    kind: str  # "next token" or "masked token"
-    wanted: int
+    encoded: Any  # what the model reads (an encoder-decoder's: its decoder's ids too)
+    at: int  # the position read
+    tokens: list[str]  # the positions read (an encoder-decoder's decoder's)
+    kind: str  # "next token", "masked token" or "output token"
+    target: int | None  # the token whose log p is read; None: the model's own prediction
+    decoder: list[int] | None = None  # an encoder-decoder's decoder ids, read before the output token
+    source_length: int = 0
 
-    @property
-    def at(self) -> int:
-        return self.runs.position
+    @functools.cached_property
+    def runs(self) -> engine_knockout.KnockoutRuns:  # the plain forward, and the knocked runs over this text
+        return engine_knockout.KnockoutRuns(self.model, self.encoded, self.at)
+
+    @functools.cached_property
+    def wanted(self) -> int:
+        return int(self.plain.argmax()) if self.target is None else self.target
 
     @property
     def plain(self) -> torch.Tensor:  # log p over the vocabulary, nothing blocked
@@ -180,6 +252,8 @@ class _Reading:
         return float(self.plain[self.wanted])
 
     def tag(self, frame, kind: str, **extra):
+        if self.decoder is not None:
+            extra = {"decoder": self.decoder, **extra}
         frame.attrs.update({"attnscope": kind, "model": self.model.name, **model_shape(self.model), "text": self.text, "output": self.kind,
                             "position": self.at, "target": self.model.tokenizer.convert_ids_to_tokens(self.wanted),
                             "log_p": self.log_p, **extra})
@@ -195,20 +269,46 @@ def predicted_position(model: Any, text: str | Sequence[int], position: Any = No
     return _position(model, output_kind(model), position, tokens), len(tokens)
 
 
-def reading(model: Any, text: str | Sequence[int], position: Any, target: Any, what: str) -> _Reading:
-    """The model's log p at `position` (a causal LM's next token, a masked LM's [MASK]) of
-    `target` (its own prediction by default), nothing blocked."""
+def reading(model: Any, text: str | Sequence[int], position: Any, target: Any, what: str, decoder: Any = None) -> _Reading:
+    """The model's log p at `position` (a causal LM's next token, a masked LM's [MASK], an
+    encoder-decoder's next output token after `decoder`) of `target` (its own prediction by
+    default), nothing blocked. `tokens`: the positions read (an encoder-decoder's decoder's)."""
     model = model_of(model, what)
+    if decoder is not None and not model.is_encoder_decoder:
+        raise InputError(f"decoder={checks.short_repr(decoder)}: decoder= is what an encoder-decoder's decoder has read, "
+                         f"and {model.name} is no encoder-decoder: leave it out.")
     kind = output_kind(model)
     encoded, tokens = _encoded(model, text)
-    runs = engine_knockout.KnockoutRuns(model, encoded, _position(model, kind, position, tokens))
     read = text if isinstance(text, str) else encoded["input_ids"][0].tolist()
-    return _Reading(model, read, runs, tokens, kind, _target(model, target, runs.plain))
+    source_length, decoder_ids = len(tokens), None
+    if kind == "output token":
+        decoder_ids = _decoder_ids(model, decoder)
+        encoded = {**encoded, "decoder_input_ids": torch.tensor([decoder_ids])}
+        tokens = model.tokenizer.convert_ids_to_tokens(decoder_ids)
+    return _Reading(model, read, encoded, _position(model, kind, position, tokens), tokens, kind, _target(model, target),
+                    decoder_ids, source_length)
+
+
+def _one_part(model: Any, what: str) -> None:
+    """InputError for an encoder-decoder, before anything runs: `what` sweeps one part's layers."""
+    engine = model_of(model, what)
+    if engine.is_encoder_decoder:
+        raise InputError(f"{what} sweeps a decoder's or an encoder's layers, and {engine.name} is an encoder-decoder, whose "
+                         "output token reads three parts: knock out its edges or heads part by part with "
+                         "knockout(model, source, decoder=..., edges=[('cross', layer, None, query, keys)]).")
+
+
+def _edges(read: _Reading, edges: Any) -> dict:
+    """`edges` as the run's edge blocks: by layer, or by (part, layer) in an encoder-decoder."""
+    if read.decoder is None:
+        return edge_blocks(read.model, len(read.tokens), edges)
+    n, source = len(read.tokens), read.source_length
+    return part_edge_blocks(read.model, {"encoder": (source, source), "decoder": (n, n), "cross": (n, source)}, edges)
 
 
 @widget_action("knockout")
 def knockout(model: Any, text: str | Sequence[int], *, edges: Iterable[Sequence] = (), heads: Iterable[Sequence] = (),
-             mode: str = "zero", position: Any = None, target: Any = None):
+             mode: str = "zero", position: Any = None, target: Any = None, decoder: Any = None):
     """Δ log p of the token the model predicts at `position` (a causal LM: the next token after
     it, by default after the last; an encoder with a masked-LM head: the mask token's, by default
     the text's one [MASK]) when `edges` are blocked ((layer, head or None, queries, keys): their
@@ -217,13 +317,18 @@ def knockout(model: Any, text: str | Sequence[int], *, edges: Iterable[Sequence]
     own prediction (None), a token id or a one-token text. text: a str (through the tokenizer), or
     the token ids the model reads, as given (no special tokens added): e.g. a generation's ids
     before a step with target= the token it chose, `run.ids[:t]`, `target=run.ids[t]`; knockout_sweep
-    and knockout_heads take them alike. A one-row DataFrame: position, target, log_p,
-    log_p_knocked, delta."""
+    and knockout_heads take them alike. An encoder-decoder (BART, T5) reads its next output token:
+    `text` is the source, `decoder` what its decoder has read (None: its start token alone; a str:
+    the start token, then the text's tokens; token ids as given, e.g. a generation's
+    `start_ids + output ids[:t]`), `position` a decoder position (default the last); each edge names
+    its part first, (part, layer, head or None, queries, keys) with part "encoder", "decoder" or
+    "cross" (decoder queries → source keys), and each head (part, layer, head). A one-row
+    DataFrame: position, target, log_p, log_p_knocked, delta."""
     import pandas as pd
 
-    read = reading(model, text, position, target, "knockout")
+    read = reading(model, text, position, target, "knockout", decoder)
     head_mask, uniform = _head_grids(read.model, heads, mode)
-    knocked = read.knocked(edge_blocks(read.model, len(read.tokens), edges), head_mask, uniform)
+    knocked = read.knocked(_edges(read, edges), head_mask, uniform)
     frame = pd.DataFrame([{"position": read.at, "target": read.model.tokenizer.convert_ids_to_tokens(read.wanted),
                            "log_p": read.log_p, "log_p_knocked": knocked, "delta": knocked - read.log_p}])
     return read.tag(frame, "knockout")
@@ -238,6 +343,7 @@ def knockout_sweep(model: Any, text: str | Sequence[int], keys: Any, *, window: 
     checks.flag("progress", progress)  # before the model runs
     import pandas as pd
 
+    _one_part(model, "knockout_sweep")
     read = reading(model, text, position, target, "knockout_sweep")
     window = checks.integer("window", window, minimum=1, maximum=read.model.n_layers)
     n = len(read.tokens)
@@ -259,6 +365,7 @@ def knockout_heads(model: Any, text: str | Sequence[int], *, mode: str = "zero",
     one forward per head. A tidy DataFrame: layer, head, label, measure ("delta"), value;
     widget.show_analysis shows it as a layer × head heatmap."""
     checks.flag("progress", progress)  # before the model runs
+    _one_part(model, "knockout_heads")
     read = reading(model, text, position, target, "knockout_heads")
     _head_grids(read.model, [], mode)  # the mode checked before the runs
     n_layers, n_heads = read.model.n_layers, read.model.n_heads

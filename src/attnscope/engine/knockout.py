@@ -45,12 +45,33 @@ class EdgeBlock:
     keys: tuple[int, ...]
 
 
+# A layer's key: its number, or (part, number) in an encoder-decoder ("encoder", "decoder" for the
+# decoder's self-attention, "cross" for its attention to the source).
+LayerKey = int | tuple[str, int]
+PARTS = ("encoder", "decoder", "cross")
+
+
+def layer_name(key: LayerKey) -> str:
+    """"layer 3", or "cross-attention layer 3" in an encoder-decoder: what messages call it."""
+    if isinstance(key, tuple):
+        part, layer = key
+        return f"{'cross-attention' if part == 'cross' else part} layer {layer}"
+    return f"layer {key}"
+
+
+def layer_keys(engine: Any) -> dict[int, LayerKey]:
+    """id(attention module) → its layer key: its layer, or (part, layer) in an encoder-decoder."""
+    if getattr(engine, "is_encoder_decoder", False):
+        return {id(m): (part, k) for part, modules in engine.groups.items() for k, m in enumerate(modules)}
+    return {id(m): k for k, m in enumerate(engine.attention_modules)}
+
+
 @dataclass
 class Blocked:
-    """The edges a run blocks: per layer, its edge blocks (the union of their edges is blocked)."""
+    """The edges a run blocks: per layer (its LayerKey), its edge blocks (the union of their edges is blocked)."""
 
-    layers: dict[int, tuple[EdgeBlock, ...]] = field(default_factory=dict)
-    layer_of: dict[int, int] = field(default_factory=dict)  # id(attention module) → its layer
+    layers: dict[LayerKey, tuple[EdgeBlock, ...]] = field(default_factory=dict)
+    layer_of: dict[int, LayerKey] = field(default_factory=dict)  # id(attention module) → its layer key
     first_query: int = 0  # the position of a call's first query: > 0 when earlier ones come from the cache
 
 
@@ -88,7 +109,7 @@ def implementation_for(own: str | None) -> str:
     return EAGER if own == "eager" else SDPA
 
 
-def _blocked_here(module: Any) -> tuple[int, tuple[EdgeBlock, ...], int] | None:
+def _blocked_here(module: Any) -> tuple[LayerKey, tuple[EdgeBlock, ...], int] | None:
     """This layer's edge blocks in the current thread's run and the position of the call's first
     query, or None."""
     blocked_by: Blocked | None = getattr(_local, "blocked", None)
@@ -97,15 +118,15 @@ def _blocked_here(module: Any) -> tuple[int, tuple[EdgeBlock, ...], int] | None:
     return None if not blocks else (layer, blocks, blocked_by.first_query)
 
 
-def _with_blocks(layer: int, blocks: tuple[EdgeBlock, ...], first_query: int, query: torch.Tensor, key: torch.Tensor,
+def _with_blocks(layer: LayerKey, blocks: tuple[EdgeBlock, ...], first_query: int, query: torch.Tensor, key: torch.Tensor,
                  mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
     """The run's mask (or, without one, the causal mask the kernel would apply) with the blocked
     edges at −inf: one additive float mask, heads (or 1, the same for all) × queries × keys. The queries are positions
     first_query … (the earlier ones in the cache), the keys every position from 0: only the rows
-    of the queries this call computes are made."""
+    of the queries this call computes are made. Cross-attention's keys are the source's."""
     n_heads, n_queries, n_keys = query.shape[1], query.shape[2], key.shape[2]
-    if n_keys != first_query + n_queries:  # never: the reuse is chosen only where the cache keeps every key
-        raise NoAttentionError(f"Knockout in layer {layer}: {n_keys} keys for queries at {first_query}..."
+    if first_query and n_keys != first_query + n_queries:  # never: the reuse is chosen only where the cache keeps every key
+        raise NoAttentionError(f"Knockout in {layer_name(layer)}: {n_keys} keys for queries at {first_query}..."
                                f"{first_query + n_queries - 1}; the cache did not keep every earlier key.")
     additive = torch.zeros(1, 1, n_queries, n_keys, dtype=query.dtype, device=query.device)
     if mask is not None:
@@ -120,7 +141,7 @@ def _with_blocks(layer: int, blocks: tuple[EdgeBlock, ...], first_query: int, qu
     rows = grid_rows(blocks, 1 if every_head else n_heads, torch.arange(first_query, first_query + n_queries), n_keys)
     additive = additive.masked_fill(rows.to(query.device)[None], float("-inf"))
     if torch.isinf(additive).all(-1).any():
-        raise InputError(f"Knocking out these edges in layer {layer} leaves a query with no key to attend to: "
+        raise InputError(f"Knocking out these edges in {layer_name(layer)} leaves a query with no key to attend to: "
                          "keep at least one key of every query (a decoder's first token sees only itself).")
     return additive
 
@@ -157,17 +178,22 @@ def blocking(blocked: Blocked) -> Iterator[None]:
 class KnockoutRuns:
     """Knocked runs over one tokenized text, each read at `position`: log p over the vocabulary
     that the model's LM head gives there (a causal LM's next token, a masked LM's token at a
-    [MASK]; float64, on the CPU). `plain` is the model's plain forward. Prefix caches are kept
-    for the runs that follow (see the module's note on reuse)."""
+    [MASK], an encoder-decoder's next output token after its decoder's ids; float64, on the CPU).
+    `plain` is the model's plain forward. Prefix caches are kept for the runs that follow (see the
+    module's note on reuse); an encoder-decoder's runs are whole passes (its source is read again)."""
 
     def __init__(self, engine: Any, encoded: Any, position: int):
         from .borrowing import attention_implementation
 
         register()
         self.engine, self.encoded, self.position = engine, encoded, position
-        self.n = int(encoded["input_ids"].shape[1])
+        decoded = "decoder_input_ids" in encoded
+        self.n = int(encoded["decoder_input_ids" if decoded else "input_ids"].shape[1])  # the positions read
+        source = int(encoded["input_ids"].shape[1])
+        # Each part's keys: the source's for the encoder and cross-attention, the decoder's own.
+        self._keys = {"encoder": source, "cross": source, "decoder": self.n}
         self._implementation = implementation_for(attention_implementation(engine.model))
-        self._layer_of = {id(m): k for k, m in enumerate(engine.attention_modules)}
+        self._layer_of = layer_keys(engine)
         self._prefixes: dict[int, tuple[Any, torch.Tensor]] = {}  # first query → (its prefix's cache, unblocked log p)
         self._whole: Any = None  # the plain forward's cache, where a cached pass can stand for a full one
         if self._reusable():
@@ -176,11 +202,12 @@ class KnockoutRuns:
             self._whole = DynamicCache(config=engine.model.config)
         self.plain = self._full({}, cache=self._whole)
 
-    def knocked(self, blocked: dict[int, tuple[EdgeBlock, ...]] | None = None, head_mask: torch.Tensor | None = None,
-                uniform: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """log p with `blocked` edges (layer → its edge blocks) and disabled heads (head_mask:
-        factors; uniform: heads that attend evenly), and log p with nothing blocked along the same
-        path (the plain forward, or the same cached pass): their difference is Δ."""
+    def knocked(self, blocked: dict[LayerKey, tuple[EdgeBlock, ...]] | None = None, head_mask: Any = None,
+                uniform: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """log p with `blocked` edges (layer key → its edge blocks) and disabled heads (head_mask:
+        factors, layers × heads; uniform: heads that attend evenly; in an encoder-decoder each a
+        dict part → its grid), and log p with nothing blocked along the same path (the plain
+        forward, or the same cached pass): their difference is Δ."""
         blocked = {layer: kept for layer, blocks in (blocked or {}).items()
                    if (kept := tuple(b for b in blocks if b.queries and b.keys and b.heads != ()))}
         self._check_every_query_keeps_a_key(blocked)
@@ -199,7 +226,7 @@ class KnockoutRuns:
         """The first position whose states the knockout changes, where a cache of the ones before
         it may be reused (a causal decoder's first blocked query; else 0); None where nothing that
         the read position sees changes."""
-        disabled = head_mask is not None or (uniform is not None and bool(uniform.any()))
+        disabled = bool(_grids(head_mask)) or any(bool(grid.any()) for grid in _grids(uniform).values())
         if disabled:
             return 0
         if not blocked:
@@ -220,19 +247,22 @@ class KnockoutRuns:
                 and bool({"cache", "past_key_values"} & parameters)
                 and all(not isinstance(span, int) or span <= 0 or span >= self.n for span in spans))
 
-    def _check_every_query_keeps_a_key(self, blocked: dict[int, tuple[EdgeBlock, ...]]) -> None:
+    def _check_every_query_keeps_a_key(self, blocked: dict[LayerKey, tuple[EdgeBlock, ...]]) -> None:
         """Refuse blocks that leave a query no key, before any run (whichever rows a run computes):
         the rows of the blocked queries only, heads × CHECKED_ROWS of them × keys at a time."""
         for layer, blocks in blocked.items():
+            part = layer[0] if isinstance(layer, tuple) else None
+            n_keys = self.n if part is None else self._keys[part]
+            causal = self.engine.causal if part is None else part == "decoder"
             every = torch.tensor(sorted({q for block in blocks for q in block.queries}), dtype=torch.long)
-            if any(self._leaves_no_key(blocks, queries) for queries in every.split(CHECKED_ROWS)):
-                raise InputError(f"Knocking out these edges in layer {layer} leaves a query with no key to attend to: "
-                                 "keep at least one key of every query (a decoder's first token sees only itself).")
+            if any(self._leaves_no_key(blocks, queries, n_keys, causal) for queries in every.split(CHECKED_ROWS)):
+                raise InputError(f"Knocking out these edges in {layer_name(layer)} leaves a query with no key to attend "
+                                 "to: keep at least one key of every query (a decoder's first token sees only itself).")
 
-    def _leaves_no_key(self, blocks: tuple[EdgeBlock, ...], queries: torch.Tensor) -> bool:
-        left = grid_rows(blocks, self.engine.n_heads, queries, self.n)
-        if self.engine.causal:  # a causal query does not see the keys after it
-            left |= torch.arange(self.n)[None, :] > queries[:, None]
+    def _leaves_no_key(self, blocks: tuple[EdgeBlock, ...], queries: torch.Tensor, n_keys: int, causal: bool) -> bool:
+        left = grid_rows(blocks, self.engine.n_heads, queries, n_keys)
+        if causal:  # a causal query does not see the keys after it
+            left |= torch.arange(n_keys)[None, :] > queries[:, None]
         return bool(left.all(-1).any())
 
     def _full(self, blocked, head_mask=None, uniform=None, cache=None) -> torch.Tensor:
@@ -242,10 +272,13 @@ class KnockoutRuns:
         engine = self.engine
         plan = Blocked(layers=blocked, layer_of=self._layer_of)
         inputs = {} if cache is None else self._inputs(0, self.n, cache)
-        logits = engine.locked_forward(self.encoded, self._implementation, blocking(plan),
-                                       head_mask_hooks(engine.attention_modules, engine.layout, head_mask),
-                                       uniform_heads_hooks(engine.attention_modules, engine.layout, uniform),
-                                       **inputs).logits
+        # Each part's heads by its own modules (their calls counted in layer order): an
+        # encoder-decoder's decoder calls its self- and cross-attention in turn.
+        modules = engine.groups if getattr(engine, "is_encoder_decoder", False) else {None: engine.attention_modules}
+        disabling = [hooks(modules[part], engine.layout, grid)
+                     for hooks, grids in ((head_mask_hooks, _grids(head_mask)), (uniform_heads_hooks, _grids(uniform)))
+                     for part, grid in grids.items()]
+        logits = engine.locked_forward(self.encoded, self._implementation, blocking(plan), *disabling, **inputs).logits
         return torch.log_softmax(logits[0, self.position].double(), dim=-1).cpu()
 
     def _inputs(self, start: int, end: int, cache: Any) -> dict:
@@ -278,6 +311,13 @@ class KnockoutRuns:
         logits = self.engine.locked_forward(self.encoded, self._implementation, blocking(plan),
                                             **self._inputs(first, self.position + 1, _copy_of(prefix))).logits
         return torch.log_softmax(logits[0, -1].double(), dim=-1).cpu()
+
+
+def _grids(disabled: Any) -> dict:
+    """Disabled heads as part → grid (None: a decoder's or an encoder's only part); {} for none."""
+    if disabled is None:
+        return {}
+    return {part: grid for part, grid in disabled.items() if grid is not None} if isinstance(disabled, dict) else {None: disabled}
 
 
 def _dynamic_layers(cache: Any) -> list | None:

@@ -72,8 +72,9 @@ def generation_knockout_control(engine: Any, run: Any, generating: bool) -> dict
     if engine is None:
         return {"unavailable": "Knockout reruns the model, and this view was made from precomputed attention."}
     if getattr(engine, "is_encoder_decoder", False):
-        return {"unavailable": "Knockout reads a causal LM's next token: an encoder-decoder's output token also reads "
-                               "the source through cross-attention, which knockout does not block yet."}
+        return {"unavailable": "The head view's knockout scores a decoder-only model's token: an encoder-decoder's output "
+                               "token reads three parts (encoder, decoder, cross-attention), so score it from Python with "
+                               "attnscope.knockout(model, source, decoder=..., edges=[('cross', layer, head, query, keys)])."}
     if generating:
         return {"unavailable": "Knockout reruns the model, which is still writing: wait for the end, or Stop."}
     try:
