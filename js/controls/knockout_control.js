@@ -22,8 +22,10 @@ export function knockoutKeys(control, nTokens, causal) {
 /** One line on an answer: what was knocked out and Δ log p of the predicted token. */
 export function knockoutLine(answer, tokens, notes = []) {
   const token = (i) => tokenCaption(tokens[i] ?? "", notes[i]);
-  const what = answer.key === WHOLE ? `${headName(answer.layer, answer.head)} zeroed`
-    : `line ${token(answer.position)} → ${token(answer.key)} blocked in ${headName(answer.layer, answer.head)}`;
+  // An encoder-decoder's head is its cross- and self-attention; a line, one of the two.
+  const part = answer.part ? ` (${answer.part})` : "";
+  const what = answer.key === WHOLE ? `${headName(answer.layer, answer.head)}${part} zeroed`
+    : `line ${token(answer.position)} → ${token(answer.key)} blocked in ${headName(answer.layer, answer.head)}${part}`;
   const size = (v) => (v !== 0 && v < 1e-3 ? v.toExponential(1) : v.toFixed(3)); // a tiny change is not "0.000"
   const number = (v) => `${v < 0 ? "−" : ""}${size(Math.abs(v))}`;
   const delta = `${answer.delta > 0 ? "+" : answer.delta < 0 ? "" : "±"}${number(answer.delta)}`;

@@ -95,6 +95,15 @@ it("says a whole head's knockout, a rise, and masks left out", () => {
   expect(tiny.endsWith("Δ −4.0e-5")).toBe(true);
 });
 
+it("names an encoder-decoder's part: the whole head is its cross- and self-attention, a line one of them", () => {
+  const base = { layer: 1, head: 3, position: 5, target: "x", log_p: -3, log_p_knocked: -3.5, delta: -0.5 };
+  const tokens = ["s0", "s1", "s2", "<s>", "d1", "d2"];
+  expect(knockoutLine({ ...base, key: -1, part: "its cross- and self-attention" }, tokens))
+    .toBe("layer 1, head 3 (its cross- and self-attention) zeroed: log p of “x” −3.000 → −3.500, Δ −0.500");
+  expect(knockoutLine({ ...base, key: 1, part: "cross-attention" }, tokens).startsWith("line “d2” → “s1” blocked in layer 1, head 3 (cross-attention):"))
+    .toBe(true);
+});
+
 it("on a generation scores the selected output token, as the model chose it, and says why not on a prompt token", async () => {
   const answer = { layer: 2, head: 0, key: 1, position: 3, token: 4, step: 1, target: "[SEP]", log_p: -0.5,
     log_p_knocked: -1.5, delta: -1, masked: false, result_id: 5 };

@@ -2,7 +2,8 @@
 head view's control scores the token the model chose there, Δ log p with a head zeroed or its
 lines blocked, on the exact ids the model read (the prompt through the chat template, the outputs
 before it); exact against the independent eager forward test_knockout checks with; the control
-says why not while the model writes, on a prompt token, and on an encoder-decoder's run."""
+says why not while the model writes and on a prompt token; an encoder-decoder's lines are scored by
+the part they belong to."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import copy
 
 import pytest
 import torch
-from small_models import model_state, tiny_bart
+from small_models import model_state, tiny_bart, tiny_t5
 from test_knockout import _independent, _llama
 from test_knockout_widget import _ask
 
@@ -90,14 +91,35 @@ def test_the_control_says_why_not_while_writing_on_a_prompt_token_and_for_an_ear
         widget.close()
 
 
-def test_an_encoder_decoders_generation_says_knockout_does_not_read_it(bert_tokenizer, monkeypatch):
-    engine = attnscope.load(tiny_bart(lm_head=True), bert_tokenizer, device="cpu")
-    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=2, chat=False)
+@pytest.mark.parametrize("make", [tiny_bart, tiny_t5], ids=["bart", "t5"])
+def test_an_encoder_decoders_chosen_token_is_scored_by_part(make, bert_tokenizer, monkeypatch):
+    """The page reads the source's tokens, then the decoder's: a selected output token's row is its
+    cross-attention over the source, then its self-attention. A key in the source is a
+    cross-attention line, a later one the decoder's; the whole head is that head in both. Each
+    answer is attnscope.knockout's on the run's own ids (which test_knockout_encoder_decoder
+    checks against an independent eager forward)."""
+    engine = attnscope.load(make(vocab_size=len(bert_tokenizer), lm_head=True), bert_tokenizer, device="cpu")
+    before = model_state(engine.model)
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=4, chat=False)
     try:
-        widget.wait(timeout=60)
-        assert "encoder-decoder's output token reads three parts" in widget.knockout_control["unavailable"]
-        assert "attnscope.knockout(model, source, decoder=" in widget.knockout_control["unavailable"]
-        asked = _ask(widget, monkeypatch, layer=0, head=0, token=len(widget.tokens) - 1, result_id=widget.result_id)
-        assert "encoder-decoder" in asked["error"]
+        run = widget.wait(timeout=120)
+        assert widget.knockout_control == {"output": "chosen token"}
+        n_source, token = len(run.prompt_ids), len(run.ids) - 1
+        assert widget.output_start == n_source + len(run.start_ids) and len(widget.tokens) == len(run.ids)
+        source, read, chosen, query = run.prompt_ids, run.ids[n_source:token], run.ids[token], token - 1 - n_source
+        for key, edges, heads, part in [
+            (2, [("cross", 1, 3, query, 2)], [], "cross-attention"),
+            (n_source + 1, [("decoder", 1, 3, query, 1)], [], "self-attention"),
+            (-1, [], [("cross", 1, 3), ("decoder", 1, 3)], "its cross- and self-attention"),
+        ]:
+            answer = _ask(widget, monkeypatch, layer=1, head=3, key=key, token=token, result_id=widget.result_id)
+            expected = attnscope.knockout(engine, source, decoder=read, edges=edges, heads=heads, target=chosen).iloc[0]
+            assert answer["part"] == part and answer["position"] == token - 1 and answer["key"] == key
+            assert answer["target"] == engine.tokenizer.convert_ids_to_tokens(chosen)
+            assert answer["delta"] == expected.delta and answer["log_p"] == expected.log_p, part
+            assert answer["delta"] != 0, part
+        prompt = _ask(widget, monkeypatch, layer=0, head=0, token=n_source, result_id=widget.result_id)
+        assert "is in the prompt" in prompt["error"]  # the decoder's start token was not chosen by the model
     finally:
         widget.close()
+    assert model_state(engine.model) == before

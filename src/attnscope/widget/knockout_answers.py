@@ -71,10 +71,6 @@ def generation_knockout_control(engine: Any, run: Any, generating: bool) -> dict
     page scores its selected output token), or {unavailable: why not}."""
     if engine is None:
         return {"unavailable": "Knockout reruns the model, and this view was made from precomputed attention."}
-    if getattr(engine, "is_encoder_decoder", False):
-        return {"unavailable": "The head view's knockout scores a decoder-only model's token: an encoder-decoder's output "
-                               "token reads three parts (encoder, decoder, cross-attention), so score it from Python with "
-                               "attnscope.knockout(model, source, decoder=..., edges=[('cross', layer, head, query, keys)])."}
     if generating:
         return {"unavailable": "Knockout reruns the model, which is still writing: wait for the end, or Stop."}
     try:
@@ -105,9 +101,29 @@ def answer_generation_knockout(widget: Any, request: dict) -> dict:
     layer = checks.integer("layer", request.get("layer"), minimum=0, maximum=engine.n_layers - 1)
     head = checks.integer("head", request.get("head"), minimum=0, maximum=engine.n_heads - 1)
     key = checks.integer("key", request.get("key", -1), minimum=-1, maximum=at)
-    edges = [] if key == -1 else [(layer, head, at, key)]
-    row = action("knockout")(engine, run.ids[:token], edges=edges, heads=[(layer, head)] if key == -1 else [],
-                             target=run.ids[token]).iloc[0]
-    return {"result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": int(row.position),
+    said = {}
+    if getattr(engine, "is_encoder_decoder", False):
+        text, decoder, edges, heads = _encoder_decoder_knockout(run, token, layer, head, key)
+        said = {"part": "cross-attention" if edges and edges[0][0] == "cross" else "self-attention" if edges
+                else "its cross- and self-attention"}
+    else:
+        text, decoder = run.ids[:token], None
+        edges, heads = ([], [(layer, head)]) if key == -1 else ([(layer, head, at, key)], [])
+    row = action("knockout")(engine, text, edges=edges, heads=heads, target=run.ids[token], decoder=decoder).iloc[0]
+    return {**said, "result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": at,
             "token": token, "step": token - first, "target": str(row.target), "log_p": float(row.log_p),
             "log_p_knocked": float(row.log_p_knocked), "delta": float(row.delta), "masked": bool(widget.masked_heads)}
+
+
+def _encoder_decoder_knockout(run: Any, token: int, layer: int, head: int, key: int) -> tuple:
+    """An encoder-decoder's generation, whose page reads the source's tokens then the decoder's:
+    (source ids, decoder ids before `token`, edges, heads) for attnscope.knockout. The row of the
+    token that predicted `token` is its cross-attention over the source, then its self-attention
+    over the decoder: a key before the source's end is a cross-attention line, a later one the
+    decoder's; the whole head is that layer's head in both (what the view draws as the head)."""
+    n_source = len(run.prompt_ids)
+    query = token - 1 - n_source  # the decoder position that predicted it
+    if key == -1:
+        return run.prompt_ids, run.ids[n_source:token], [], [("cross", layer, head), ("decoder", layer, head)]
+    part, at = ("cross", key) if key < n_source else ("decoder", key - n_source)
+    return run.prompt_ids, run.ids[n_source:token], [(part, layer, head, query, at)], []
