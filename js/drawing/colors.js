@@ -21,3 +21,27 @@ export const asideShade = (t) => `rgba(128,128,128,${unit(t)})`;
 /** The same blue as [r, g, b, a] bytes over a canvas pixel (the map's raster). */
 export const ATTENTION_RGB = [33, 113, 181];
 export const ASIDE_RGB = [128, 128, 128];
+
+// Signed values (a neuron view's q, k, products; a heatmap's loss change or Δ log p): blue below 0,
+// orange above, transparent at 0 (no white block on the dark theme), full at the largest magnitude.
+const NEGATIVE = [31, 119, 180];
+const POSITIVE = [255, 127, 14];
+
+/** rgba() for a signed value, relative to the largest magnitude `scale`. */
+export function divergingColor(value, scale) {
+  if (!Number.isFinite(value) || scale <= 0) return "rgba(0,0,0,0)";
+  const [r, g, b] = value < 0 ? NEGATIVE : POSITIVE;
+  return `rgba(${r},${g},${b},${Math.min(1, Math.abs(value) / scale).toFixed(3)})`;
+}
+
+/** [r, g, b, alpha 0..255] of a signed value relative to `scale`, or null for none (0, masked). */
+export function signedPixel(value, scale) {
+  if (!Number.isFinite(value) || value === 0 || scale <= 0) return null;
+  return [...(value < 0 ? NEGATIVE : POSITIVE), Math.round(255 * Math.min(1, Math.abs(value) / scale))];
+}
+
+export function maxAbs(values) {
+  let m = 0;
+  for (const v of values) if (Number.isFinite(v) && Math.abs(v) > m) m = Math.abs(v);
+  return m;
+}

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
-import { categoryColor, cellAt, createHeadMapView, HEATMAP_CELL, heatmapScene } from "./head_map_view.js";
+import { categoryColor, cellAt, createHeadMapView, HEATMAP_CELL, heatmapBar, heatmapScene, isSigned } from "./head_map_view.js";
 import { axisExtent, BEHAVIOUR_COLORS, createHeadScatterView, nearestPoint, scatterLayout } from "./head_scatter_view.js";
 import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { BEHAVIOURS } from "../transport/contract.js";
@@ -317,4 +317,20 @@ it("the analysis tab draws the layout its payload names, from the generated tabl
   expect(scatter.items.filter((item) => item.type === "circle").length).toBeGreaterThanOrEqual(6);
   // A layout this page was not built with is said, not thrown.
   expect(adapter.picture(context({ ...payload, layout: "bars" }), {})).toMatch(/no bars layout/);
+});
+
+it("draws a signed measure's heatmap about 0, blue below and orange above, its bar and title from −max to max", () => {
+  const measure = { key: "delta", label: "Loss change when disabled", values: Float32Array.from([0.75, -0.014, -0.005, 0.002]) };
+  expect(isSigned(measure)).toBe(true);
+  expect(isSigned({ ...measure, values: Float32Array.from([0, 0.3]) })).toBe(false);
+  const bar = heatmapBar(measure, 0.75);
+  expect(bar.ticks.map((t) => t.text)).toEqual(["-0.75", "0", "0.75"]);
+  const scene = heatmapScene({ nLayers: 2, nHeads: 2 }, measure, 0.75, { title: "" });
+  const cells = scene.items.filter((i) => i.type === "rect" && !i.role).map((i) => i.fill);
+  // -0.014 and 0.002 were one dark purple apiece on viridis from 0: now they part by sign.
+  expect(cells[1].startsWith("rgba(31,119,180,")).toBe(true);
+  expect(cells[3].startsWith("rgba(255,127,14,")).toBe(true);
+  expect(cells[0]).toBe("rgba(255,127,14,1.000)");
+  const title = scene.items.find((i) => i.type === "text" && i.role === "title").text;
+  expect(title).toContain("(−0.75 to 0.75)");
 });

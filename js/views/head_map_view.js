@@ -2,6 +2,7 @@
 // a cell per head, coloured by the chosen measure; a click opens the head. Plain data in;
 // heads are labelled "layer-head", counted from 0 (labels.js).
 import { interpolateViridis, schemeTableau10 } from "d3-scale-chromatic";
+import { divergingColor, maxAbs } from "../drawing/colors.js";
 import { el, placeTooltip, pointerIn, sizeCanvas } from "../drawing/dom.js";
 import { createGrid, gridCellAt, gridSceneLabels } from "../drawing/grid.js";
 import { headLabel, layerText } from "../drawing/labels.js";
@@ -11,6 +12,10 @@ import {
 import { createScene, drawScene, imageMethods } from "../drawing/scene.js";
 
 export const HEATMAP_CELL = 28;
+// A tall map (a 30-layer decoder) on screen: its cells shrink to this, no less, so that the map and
+// its colour key fit the widget's one screen (28 px rows made 30 layers 984 px, past the view's
+// height: the last layers and the key were out of sight below).
+export const LEAST_CELL = 14;
 /** A column's label: the head's number, or the analysis's own column (a layout of layers × kinds
  * of token: state.columns = [{label, name}]). */
 const columnTexts = (state) => (state.columns ? state.columns.map((c) => c.label)
@@ -23,8 +28,11 @@ export function cellAt(x, y, cellSize, nLayers, nHeads) {
   return cell && { layer: cell.row, head: cell.col };
 }
 
-/** A measure's top of scale: its declared max, or its largest finite value. */
-const maxOf = (m) => m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite));
+/** Whether a measure holds a value below 0 (a loss change, a Δ log p): drawn on a scale about 0,
+ * blue below and orange above (colors.js), where viridis from 0 drew every negative as 0. */
+export const isSigned = (m) => !m.categories && Array.from(m.values).some((v) => Number.isFinite(v) && v < 0);
+/** A measure's top of scale: its declared max, or its largest finite value (a signed one's largest magnitude). */
+const maxOf = (m) => m.max ?? (isSigned(m) ? Math.max(1e-9, maxAbs(m.values)) : Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite)));
 
 /** The heatmap as an image from its state alone, on the measure the state names. */
 export function heatmapImage(state, options) {
@@ -47,29 +55,41 @@ export function categoryLegend(measure) {
 const digitsOf = (measure, digits) => (measure.integer ? 0 : digits);
 const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, digitsOf(measure, 3)));
 
-/** The heatmap's colour bar: viridis from 0 to the measure's largest value. */
+/** The heatmap's colour bar: viridis from 0 to the measure's largest value; a signed measure's
+ * from −max to max about 0. */
 export function heatmapBar(measure, max) {
+  if (isSigned(measure)) {
+    return colorBar(measure.label, -max, max, (t) => divergingColor((2 * t - 1) * max, max), { digits: digitsOf(measure, 2) });
+  }
   return colorBar(measure.label, 0, max, interpolateViridis, { digits: digitsOf(measure, 2) });
+}
+
+/** A cell's colour: its category's, viridis from 0 to `max`, or about 0 for a signed measure. */
+function cellColor(measure, value, max, signed) {
+  if (measure.categories) return categoryColor(value);
+  return signed ? divergingColor(value, max) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
 }
 
 /**
  * The heatmap's cells (viridis from 0 to `max`, grey where a value is missing), one geometry for
  * the screen's canvas (labels: false) and for images (labels: the title and the grid's labels).
  */
-export function heatmapScene(state, measure, max, { title = "", labels = true } = {}) {
+export function heatmapScene(state, measure, max, { title = "", labels = true, cell = HEATMAP_CELL } = {}) {
   const { nLayers, nHeads } = state;
   const [left, top] = labels ? [64, 48] : [0, 0];
   const key = labels && measure.categories ? categoryLegend(measure) : null;
   // A key wraps to the map's width (or its widest entry's); a colour bar keeps its own.
-  const width = !labels ? nHeads * HEATMAP_CELL
-    : Math.max(left + nHeads * HEATMAP_CELL + 8, 6 + BAR_WIDTH + 8, key ? 12 + keyMinWidth(key) : 0);
+  const width = !labels ? nHeads * cell
+    : Math.max(left + nHeads * cell + 8, 6 + BAR_WIDTH + 8, key ? 12 + keyMinWidth(key) : 0);
   const legendHeight = !labels ? 0 : key ? 14 + keyLayout(key, width - 12).rows * KEY_PITCH : 16 + BAR_HEIGHT;
-  const s = createScene(width, top + nLayers * HEATMAP_CELL + legendHeight, { background: labels });
+  const s = createScene(width, top + nLayers * cell + legendHeight, { background: labels });
+  const signed = isSigned(measure);
   if (labels) {
-    const range = measure.categories ? "" : ` (0 to ${formatValue(max, digitsOf(measure, 2))})`;
+    const highest = formatValue(max, digitsOf(measure, 2));
+    const range = measure.categories ? "" : signed ? ` (−${highest} to ${highest})` : ` (0 to ${highest})`;
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
-      left, top, cell: HEATMAP_CELL, columnY: 36,
+      left, top, cell: cell, columnY: 36,
       columnTexts: columnTexts(state),
       rowTexts: Array.from({ length: nLayers }, (_, l) => layerText(l)),
     });
@@ -78,13 +98,12 @@ export function heatmapScene(state, measure, max, { title = "", labels = true } 
     for (let h = 0; h < nHeads; h++) {
       const value = measure.values[l * nHeads + h];
       // Missing (NaN) is grey; ±∞ is the scale's end it lies beyond.
-      const fill = Number.isNaN(value) ? "#bbb"
-        : measure.categories ? categoryColor(value) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
-      s.rect(left + h * HEATMAP_CELL, top + l * HEATMAP_CELL, HEATMAP_CELL - 1, HEATMAP_CELL - 1, fill);
+      const fill = Number.isNaN(value) ? "#bbb" : cellColor(measure, value, max, signed);
+      s.rect(left + h * cell, top + l * cell, cell - 1, cell - 1, fill);
     }
   }
-  if (key) keyScene(s, 6, top + nLayers * HEATMAP_CELL + 8, key, width - 12);
-  else if (labels) colorBarScene(s, 6, top + nLayers * HEATMAP_CELL + 10, heatmapBar(measure, max));
+  if (key) keyScene(s, 6, top + nLayers * cell + 8, key, width - 12);
+  else if (labels) colorBarScene(s, 6, top + nLayers * cell + 10, heatmapBar(measure, max));
   return s.scene;
 }
 
@@ -108,16 +127,35 @@ export function createHeadMapView(container, callbacks = {}) {
   tooltip.hidden = true;
   let state = null;
   let chosen = null;
+  let cell = HEATMAP_CELL;
 
   const current = () => state.measures.find((m) => m.key === chosen) ?? state.measures[0];
+
+  /** The row pitch that lets the whole map and its key fit the scrolling body's height, between
+   * LEAST_CELL and HEATMAP_CELL (28 where nothing is laid out yet: hidden, or no body). */
+  function fittingCell() {
+    const body = root.closest(".attnscope-body");
+    if (!state || !body?.clientHeight) return cell;
+    const rest = body.scrollHeight - state.nLayers * cell; // what the body holds beside the map's rows
+    return Math.max(LEAST_CELL, Math.min(HEATMAP_CELL, Math.floor((body.clientHeight - rest) / state.nLayers)));
+  }
+
+  function refit() {
+    const next = fittingCell();
+    if (next === cell) return;
+    cell = next;
+    grid.label(columnTexts(state), Array.from({ length: state.nLayers }, (_, l) => layerText(l)), cell);
+    draw();
+  }
+  const resizing = typeof ResizeObserver === "function" ? new ResizeObserver(() => { if (state) refit(); }) : null;
 
   function draw() {
     const measure = current();
     if (!measure) return;
     const { nLayers, nHeads } = state;
     const max = Math.max(maxOf(measure), 1e-9);
-    const ctx = sizeCanvas(canvas, nHeads * HEATMAP_CELL, nLayers * HEATMAP_CELL);
-    if (ctx) drawScene(ctx, heatmapScene(state, measure, max, { labels: false }));
+    const ctx = sizeCanvas(canvas, nHeads * cell, nLayers * cell);
+    if (ctx) drawScene(ctx, heatmapScene(state, measure, max, { labels: false, cell }));
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
@@ -129,19 +167,19 @@ export function createHeadMapView(container, callbacks = {}) {
   canvas.addEventListener("mousemove", (event) => {
     if (!state) return;
     const [x, y] = pointerIn(canvas, event);
-    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
-    if (!cell) { tooltip.hidden = true; return; }
+    const at = cellAt(x, y, cell, state.nLayers, state.nHeads);
+    if (!at) { tooltip.hidden = true; return; }
     const measure = current();
-    const value = measure.values[cell.layer * state.nHeads + cell.head];
-    tooltip.textContent = `${cellName(state, cell.layer, cell.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
+    const value = measure.values[at.layer * state.nHeads + at.head];
+    tooltip.textContent = `${cellName(state, at.layer, at.head)} · ${measure.label}: ${cellValueText(measure, value)}`;
     placeTooltip(tooltip, canvas, x, y);
   });
   canvas.addEventListener("mouseleave", () => { tooltip.hidden = true; });
   canvas.addEventListener("click", (event) => {
     if (!state) return;
     const [x, y] = pointerIn(canvas, event);
-    const cell = cellAt(x, y, HEATMAP_CELL, state.nLayers, state.nHeads);
-    if (cell && !state.columns) callbacks.onOpenHead?.(cell.layer, cell.head); // a kind of token is no head to open
+    const at = cellAt(x, y, cell, state.nLayers, state.nHeads);
+    if (at && !state.columns) callbacks.onOpenHead?.(at.layer, at.head); // a kind of token is no head to open
   });
 
   return {
@@ -158,14 +196,17 @@ export function createHeadMapView(container, callbacks = {}) {
         option.value = m.key;
         option.textContent = m.label;
       }
-      grid.label(columnTexts(next), Array.from({ length: next.nLayers }, (_, l) => layerText(l)));
+      grid.label(columnTexts(next), Array.from({ length: next.nLayers }, (_, l) => layerText(l)), cell);
       draw();
+      refit();
+      const body = root.closest(".attnscope-body");
+      if (resizing && body) resizing.observe(body);
     },
     ...imageMethods(({ title = "" } = {}) => {
       if (!state) throw new Error("nothing drawn yet");
       const measure = current();
       return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), { title });
     }),
-    destroy() { root.remove(); },
+    destroy() { resizing?.disconnect(); root.remove(); },
   };
 }

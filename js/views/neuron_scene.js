@@ -3,15 +3,16 @@
 // tokens j; row 0, the query's, holds q in the key column and, past the softmax, the head's
 // output o = Σ_j α_j v_j in the α·v column (at the top: in view with any number of keys). Blue is negative, orange positive,
 // intensity the magnitude relative to the column's largest (as BertViz's neuron view).
+import { divergingColor, maxAbs, signedPixel } from "../drawing/colors.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene } from "../drawing/legend.js";
 import { createScene } from "../drawing/scene.js";
 import { textWidth } from "../drawing/svg.js";
 
 export const ROW_HEIGHT = 20;
-const NEGATIVE = [31, 119, 180];
-const POSITIVE = [255, 127, 14];
 const NUMBER_WIDTH = 70; // a column of numbers (scores)
 const BAR_COLUMN = 60; // the longest bar of the softmax, ‖f‖ and α‖f‖ columns
+// Signed values (q, k, q × k, scores, v, α·v) on colors.js's diverging scale.
+export { divergingColor, maxAbs, signedPixel };
 const GAP = 16;
 // What key j passes (Kobayashi et al. 2020): value, then the head's slice of the output projection.
 const NORM_TITLE = "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖";
@@ -21,24 +22,6 @@ export function cellWidth(d, budget = 320, least = 2) {
   return Math.max(least, Math.min(8, Math.floor(budget / Math.max(d, 1))));
 }
 
-/** rgba() for a signed value, relative to the largest magnitude `scale`. */
-export function divergingColor(value, scale) {
-  if (!Number.isFinite(value) || scale <= 0) return "rgba(0,0,0,0)";
-  const [r, g, b] = value < 0 ? NEGATIVE : POSITIVE;
-  return `rgba(${r},${g},${b},${Math.min(1, Math.abs(value) / scale).toFixed(3)})`;
-}
-
-/** [r, g, b, alpha 0..255] of a signed value relative to `scale`, or null for none (0, masked). */
-export function signedPixel(value, scale) {
-  if (!Number.isFinite(value) || value === 0 || scale <= 0) return null;
-  return [...(value < 0 ? NEGATIVE : POSITIVE), Math.round(255 * Math.min(1, Math.abs(value) / scale))];
-}
-
-export function maxAbs(values) {
-  let m = 0;
-  for (const v of values) if (Number.isFinite(v) && Math.abs(v) > m) m = Math.abs(v);
-  return m;
-}
 
 /** Whether the numbers go past the softmax: the run captured the head's values (not cross-attention's). */
 export const hasValues = (data) => Boolean(data.values && data.weighted && data.output);

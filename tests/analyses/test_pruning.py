@@ -55,10 +55,15 @@ def test_by_default_heads_go_least_important_first(default_model):
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model).show_analysis(frame)
     step, loss = widget.analysis["measures"]
     assert step["key"] == "step" and loss["key"] == "loss"
-    removed = {(layer, head): k for k, layer, head in zip(frame.removed, frame.layer, frame["head"], strict=True) if k}
-    for (layer, head), k in removed.items():
-        assert step["values"][int(layer) * 12 + int(head)] == k
-    assert sum(value is not None for value in step["values"]) == 3  # only the heads measured at a step
+    # Every head at its own step (measured every 24, the rows name only the last of each 24: those
+    # alone left 69 of the 72 heads blank), and the loss measured once it had gone.
+    measured = dict(zip(frame.removed, frame.loss, strict=True))
+    for rank, (layer, head) in enumerate(frame.attrs["order"], start=1):
+        cell = layer * 12 + head
+        assert step["values"][cell] == rank
+        assert loss["values"][cell] == pytest.approx(measured[next(k for k in (24, 48, 72) if k >= rank)])
+    assert "measured after 24, 48, 72 heads removed" in widget.analysis["note"] and "blank" not in widget.analysis["note"]
+    assert sum(value is not None for value in step["values"]) == 72  # every head has a step, not only the 3 measured last
 
 
 @pytest.mark.parametrize("kwargs, message", [

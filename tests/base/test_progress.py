@@ -200,3 +200,13 @@ def test_a_loading_line_ends_as_what_was_done_and_its_time_never_blank(kernel_ou
     with pytest.raises(OSError), status("attnscope: loading x…", "attnscope: loaded x"):
         raise OSError("no such model")
     assert kernel_outputs[-1][0]["text/plain"] == "attnscope: loading x did not finish"
+
+
+def test_loading_a_model_by_folder_says_so_while_it_loads(kernel_outputs, tmp_path, default_model):
+    """attnscope.load of a name or a folder (SmolLM2: about 15 s) shows its line, then how long it took."""
+    default_model.model.save_pretrained(tmp_path / "mini")
+    default_model.tokenizer.save_pretrained(tmp_path / "mini")
+    engine = attnscope.load(str(tmp_path / "mini"), device="cpu")
+    said = [d["text/plain"] for d, _, _ in kernel_outputs]
+    assert said[0] == f"attnscope: loading {tmp_path / 'mini'}…" and engine.n_layers == 6
+    assert re.fullmatch(rf"attnscope: loaded {re.escape(str(tmp_path / 'mini'))} in \d+\.\d s", said[-1]), said

@@ -108,15 +108,44 @@ def _steps(steps: Any, n: int) -> list[int]:
     return sorted(set(values))
 
 
+def removal_frame(data: Any) -> Any:
+    """Every head of the curve's order (its attrs' "order"; else the heads its rows name) at its
+    step, 1 for the first removed, and the loss measured once it had gone: at the first measured
+    count that includes it (NaN past the last). With steps=12 over 72 heads, each measure came
+    after 6 removals: the rows name only the last of each 6, and coloured alone they left 60 of
+    the 72 heads blank, read as "not removed"."""
+    import bisect
+
+    import pandas as pd
+
+    measured = data[data.removed > 0].sort_values("removed")
+    order = [tuple(pair) for pair in data.attrs.get("order") or []]
+    if not order:  # a frame without its attrs (read back from a file): the heads its rows name
+        order = [(int(layer), int(head)) for layer, head in zip(measured.layer, measured["head"], strict=True)]
+        counts = list(range(1, len(order) + 1))
+    else:
+        counts = [int(count) for count in measured.removed]
+    losses = [float(loss) for loss in measured.loss]
+    rows = []
+    for step, (layer, head) in enumerate(order, start=1):
+        at = bisect.bisect_left(counts, step)
+        rows.append({"layer": layer, "head": head, "step": float(step), "loss": losses[at] if at < len(losses) else float("nan")})
+    return pd.DataFrame(rows, columns=["layer", "head", "step", "loss"])
+
+
 @analysis_view("pruning_curve")
 def pruning_curve_view(data: Any, grid: Grid) -> dict:
-    """Each removed head at the step it went, and the loss once it had gone."""
-    removed = data[data.removed > 0]
+    """Each head of the order at the step it went, and the loss once it had gone."""
+    heads = removal_frame(data)
+    measured = data[data.removed > 0]
+    every = "after each head" if len(measured) >= len(heads) else \
+        f"after {', '.join(str(int(k)) for k in measured.removed[:6])}{'…' if len(measured) > 6 else ''} heads removed"
     return {"measures": [
         # integer: a count of steps, labelled 0–72, not 0.00–72.00
-        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(removed.assign(step=removed.removed.astype(float)), "step"),
-         "integer": True},
-        {"key": "loss", "label": "Loss once removed", "values": grid(removed, "loss")},
-    ], "note": (f"Heads removed least important first (Michel et al. 2019; Voita et al. 2019 §6), loss: "
-                f"{data.attrs.get('loss', '?')}; with every head {float(data.loss.iloc[0]):.4g}, after the last step "
-                f"{float(data.loss.iloc[-1]):.4g}. Heads not removed are blank.")}
+        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(heads, "step"), "integer": True},
+        {"key": "loss", "label": "Loss once removed (the next measure)", "values": grid(heads, "loss")},
+    ], "note": (f"Heads removed least important first (Michel et al. 2019; Voita et al. 2019 §6), one a step, loss: "
+                f"{data.attrs.get('loss', '?')}, measured {every}; with every head {float(data.loss.iloc[0]):.4g}, after "
+                f"the last step {float(data.loss.iloc[-1]):.4g}. A head's loss is the first measured once it had gone."
+                + ("" if len(heads) == int(data.attrs.get("n_layers", 0)) * int(data.attrs.get("n_heads", 0))
+                   else " Heads outside the order are blank."))}

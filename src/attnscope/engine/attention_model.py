@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ import torch
 from .. import checks
 from ..checks import head_pair
 from ..errors import InputError, NoAttentionError
+from ..progress import status
 from . import eager_blocks, fast_capture, texts, value_norms
 from .borrowing import attention_implementation, borrowed
 from .encoder_decoder_run import run_encoder_decoder
@@ -479,4 +481,9 @@ def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | 
             raise InputError("This model is loaded already (an AttentionModel): load(model) keeps its tokenizer and "
                              "device; to change them, load its Hugging Face model: attnscope.load(model.model, tokenizer, device=...).")
         return model
-    return AttentionModel(load_model(model, tokenizer, device))
+    if not isinstance(model, (str, os.PathLike)):  # the embedded default or a ready model: seconds at most
+        return AttentionModel(load_model(model, tokenizer, device))
+    # A name or a folder: tens of seconds for a decoder, said in a notebook while it loads (progress.status).
+    named = os.fspath(model)
+    with status(f"attnscope: loading {named}…", f"attnscope: loaded {named}"):
+        return AttentionModel(load_model(model, tokenizer, device))

@@ -1,7 +1,7 @@
 """The model a call names, as a loaded AttentionModel: the embedded MiniLM when none is named (loaded
 once), a hub name loaded once per process (the last two kept), a local folder or a model object
-loaded each time. A line says what loads while it does (tens of seconds for a decoder), then how
-long it took."""
+loaded each time. Loading by name or folder says what loads while it does (attention_model.load).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import checks
-from ..progress import status
 from .attention_model import AttentionModel, load
 
 
@@ -24,8 +23,7 @@ def _default_engine(device: str | None) -> AttentionModel:
 def _named_engine(name: str, device: str | None) -> AttentionModel:
     # A second widget of the same hub name ("smollm2", "bert-base-uncased") reuses the first's model:
     # loading one took 36-48 s in a newcomer's trial, each call.
-    with status(f"attnscope: loading {name}…", f"attnscope: loaded {name}"):
-        return load(name, None, device)
+    return load(name, None, device)  # which says what loads while it does (progress.status)
 
 
 def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
@@ -36,6 +34,4 @@ def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None 
         return _default_engine(device)
     if isinstance(model, str) and tokenizer is None and not Path(model).expanduser().exists():
         return _named_engine(model, device)  # a local folder is read again: its files may have changed
-    named = model if isinstance(model, str) else type(model).__name__
-    with status(f"attnscope: loading {named}…", f"attnscope: loaded {named}"):
-        return load(model, tokenizer, device)
+    return load(model, tokenizer, device)
