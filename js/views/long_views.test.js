@@ -179,12 +179,17 @@ describe("text view: a character split over tokens", () => {
 });
 
 describe("text view blocks", () => {
-  it("end at a line's end, else before a word after twice the size, never inside a split character", () => {
+  it("end at a line's end, else at a sentence's end, else before a word past twice the size, never inside a split character", () => {
     const words = (n, from = 0) => Array.from({ length: n }, (_, i) => ` w${from + i}`);
     expect(chunkBoundaries(words(100))).toEqual([0, 100]);
     expect(chunkBoundaries(words(1100))).toEqual([0, 512, 1024, 1100]);
     const lines = [...words(300), "end\n", ...words(700)];
     expect(chunkBoundaries(lines)).toEqual([0, 301, 813, 1001]);
+    // Sentences: a block ends after the first full stop past the size (followed by a word), not mid-sentence.
+    const prose = Array.from({ length: 700 }, (_, i) => (i % 10 === 9 ? " end." : ` w${i}`));
+    expect(chunkBoundaries(prose)).toEqual([0, 260, 520, 700]);
+    expect(chunkBoundaries([...words(300), " said.”", ...words(10)])).toEqual([0, 301, 311]);
+    expect(chunkBoundaries([...words(300), " 3.14", ...words(10)])).toEqual([0, 311]); // a number is no sentence's end
     // No word starts and no line ends: a block at four times the size, but not before a "" (a split character's byte).
     const bytes = Array.from({ length: 1100 }, (_, i) => (i === 1024 ? "" : "x"));
     expect(chunkBoundaries(bytes)).toEqual([0, 1025, 1100]);

@@ -53,10 +53,15 @@ export function partsEnd(reading, i) {
 // Tokens per block of the flow (text_view's content-visibility blocks), about.
 export const CHUNK_TOKENS = 256;
 
+// A sentence's end: its last mark (and a closing quote or bracket), as a token ends it.
+const SENTENCE_END = /[.!?…。！？]["'”’)\]]*\s*$/u;
+
 /**
- * Where the flow's blocks start: [0, ..., n]. A block ends after about CHUNK_TOKENS tokens, at a
- * line's end where one comes within twice that, else before a token that starts a word (the break
- * then reads as a line wrapped early), never inside a split character.
+ * Where the flow's blocks start: [0, ..., n]. Each block starts a line (a block of its own for
+ * content-visibility), so a block ends after about CHUNK_TOKENS tokens where a break is in the text
+ * or does least harm: at a line's end, else at a sentence's end (a break mid-sentence read as one
+ * in the text: "had chewed / half of them"), else, past twice the size (text without sentences),
+ * before a token that starts a word, and past four times anywhere; never inside a split character.
  */
 export function chunkBoundaries(reading) {
   const starts = [0];
@@ -67,7 +72,8 @@ export function chunkBoundaries(reading) {
     const previous = String(reading[i - 1]);
     const lineEnd = previous.endsWith("\n");
     const wordStart = /^\s/.test(String(reading[i]));
-    if (lineEnd || (size >= 2 * CHUNK_TOKENS && wordStart) || size >= 4 * CHUNK_TOKENS) starts.push(i);
+    const sentenceEnd = wordStart && SENTENCE_END.test(previous);
+    if (lineEnd || sentenceEnd || (size >= 2 * CHUNK_TOKENS && wordStart) || size >= 4 * CHUNK_TOKENS) starts.push(i);
   }
   starts.push(n);
   return starts;
