@@ -118,7 +118,7 @@ it("draws v, α·v with the head's output in the query's row, ‖f(x)‖ and α�
   const view = createNeuronView(container);
   view.update({ tokens: ["a", "b"], nHeads: 1, head: 0, query: 0, message: "", data });
   const titles = [...container.querySelectorAll(".attnscope-neuron-title")].map((t) => t.textContent);
-  expect(titles).toEqual(expect.arrayContaining(["v (the head's values)", "α·v", "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖", "o = Σ α·v →"]));
+  expect(titles).toEqual(expect.arrayContaining(["v (values)", "α·v", "‖f(x)‖", "α‖f(x)‖", "o = Σ α·v →"]));
   const column = (name) => [...container.querySelectorAll(`.attnscope-neuron-${name} .attnscope-neuron-number`)].map((n) => n.textContent);
   const [a0, a1] = data.softmax;
   expect(column("norms")).toEqual(["3.00", "0.50"]);
@@ -130,8 +130,8 @@ it("draws v, α·v with the head's output in the query's row, ‖f(x)‖ and α�
   // The image has the same columns and the row of o under α·v.
   const scene = neuronScene({ tokens: ["a", "b"], head: 0, query: 0, data });
   const texts = (role) => scene.items.filter((i) => i.role === role).map((i) => i.text);
-  expect(texts("column-title")).toEqual(["q, k (d = 2)", "q × k", "q·k / √d", "softmax α", "v (the head's values)", "α·v",
-    "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖"]);
+  expect(texts("column-title")).toEqual(["q, k (d = 2)", "q × k", "q·k / √d", "softmax α", "v (values)", "α·v",
+    "‖f(x)‖", "α‖f(x)‖"]);
   expect(texts("norms")).toEqual(["3.00", "0.50"]);
   expect(texts("output-label")).toEqual(["o = Σ α·v →"]);
   const rasters = scene.items.filter((i) => i.type === "raster");

@@ -15,7 +15,11 @@ const BAR_COLUMN = 60; // the longest bar of the softmax, ‖f‖ and α‖f‖ 
 export { divergingColor, maxAbs, signedPixel };
 const GAP = 16;
 // What key j passes (Kobayashi et al. 2020): value, then the head's slice of the output projection.
-const NORM_TITLE = "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖";
+// Its formula is said in the view's hint under the table: in the title it took 180 px, and the
+// table ran past JupyterLab's 948 px output, its key tokens cut ("becau").
+const NORM_TITLE = "‖f(x)‖";
+// A bars column: its longest bar, the number after it and their gap.
+const BARS_WIDTH = 108;
 
 /** Cell width in px so that a vector of d values is about `budget` px wide (`least`..8 px). */
 export function cellWidth(d, budget = 320, least = 2) {
@@ -31,28 +35,11 @@ export const softmaxTitle = (data) => (data.sinkShare > 0 ? `softmax α (sink ${
 
 /** @typedef {{key: string, title: string, kind: string, width: number, digits?: number, fixedScale?: number}} NeuronColumn */
 
-// The columns that are not vectors, and the room they take with their gaps (neuronColumns' order).
-const fixedWidth = (data, past) => 2 * NUMBER_WIDTH + (past && data.norms
-  ? Math.max(NUMBER_WIDTH, textWidth(NORM_TITLE, 11) + 8) + NUMBER_WIDTH : 0);
+/** A column's width: what it draws, or its title where that is wider (a title is never cut). */
+const titled = (column) => ({ ...column, width: Math.max(column.width, textWidth(column.title, 11) + 8) });
 
-/** The widest cell (1..8 px) at which every column fits `available` px (a slide is ~1,230 px
- * wide: the columns past the softmax took 1,460 at 150 px a vector); Infinity when unbounded. */
-function fittedCell(data, past, available) {
-  if (!Number.isFinite(available) || available <= 0) return Infinity;
-  const nColumns = past ? (data.norms ? 8 : 6) : 4;
-  const vectors = past ? 4 : 2;
-  return Math.max(1, Math.floor((available - fixedWidth(data, past) - nColumns * GAP) / (vectors * Math.max(1, data.d))));
-}
-
-/**
- * The columns after the query tokens, in order: {key, title, kind, width}. kind "matrix": a row
- * of d cells a key (values: data[key], n × d); "scores": numbers on their colour; "bars": a bar
- * a key, as long as its share of the column's largest (fixedScale: of that), and its number.
- * @returns {NeuronColumn[]}
- */
-export function neuronColumns(data, available = Infinity) {
-  const past = hasValues(data);
-  const w = Math.min(past ? cellWidth(data.d, 150, 1) : cellWidth(data.d), fittedCell(data, past, available));
+/** The columns with vector cells `w` px wide: {key, title, kind, width}, in order. */
+function columnsAt(data, past, w) {
   /** @type {(key: string, title: string) => NeuronColumn} */
   const matrix = (key, title) => ({ key, title, kind: "matrix", width: data.d * w });
   /** @type {NeuronColumn[]} */
@@ -60,20 +47,35 @@ export function neuronColumns(data, available = Infinity) {
     matrix("keys", `q, k (d = ${data.d})`),
     matrix("products", "q × k"),
     { key: "scores", title: data.scoreLabel ?? "q·k / √d", kind: "scores", width: NUMBER_WIDTH },
-    { key: "softmax", title: softmaxTitle(data), kind: "bars", width: NUMBER_WIDTH, digits: 3, fixedScale: 1 },
+    { key: "softmax", title: softmaxTitle(data), kind: "bars", width: BARS_WIDTH, digits: 3, fixedScale: 1 },
   ];
-  if (!past) return columns;
-  columns.push(
-    matrix("values", "v (the head's values)"),
-    matrix("weighted", "α·v"),
-  );
-  if (data.norms) {
+  if (past) columns.push(matrix("values", "v (values)"), matrix("weighted", "α·v"));
+  if (past && data.norms) {
     columns.push(
-      { key: "norms", title: NORM_TITLE, kind: "bars", width: Math.max(NUMBER_WIDTH, textWidth(NORM_TITLE, 11) + 8), digits: 2 },
-      { key: "weightedNorms", title: "α‖f(x)‖", kind: "bars", width: NUMBER_WIDTH, digits: 3 },
+      { key: "norms", title: NORM_TITLE, kind: "bars", width: BARS_WIDTH, digits: 2 },
+      { key: "weightedNorms", title: "α‖f(x)‖", kind: "bars", width: BARS_WIDTH, digits: 3 },
     );
   }
-  return columns;
+  return columns.map(titled);
+}
+
+/**
+ * The columns after the query tokens, in order: {key, title, kind, width}. kind "matrix": a row
+ * of d cells a key (values: data[key], n × d); "scores": numbers on their colour; "bars": a bar
+ * a key, as long as its share of the column's largest (fixedScale: of that), and its number.
+ * Their vector cells are the widest (1..8 px) at which every column, title and gap fits
+ * `available` px (a slide is ~1,230 px wide; JupyterLab's output at 1400 × 1000 is 948).
+ * @returns {NeuronColumn[]}
+ */
+export function neuronColumns(data, available = Infinity) {
+  const past = hasValues(data);
+  const widest = past ? cellWidth(data.d, 150, 1) : cellWidth(data.d);
+  const room = (columns) => columns.reduce((sum, c) => sum + c.width + GAP, 0);
+  for (let w = widest; w > 1 && Number.isFinite(available) && available > 0; w--) {
+    const columns = columnsAt(data, past, w);
+    if (room(columns) <= available) return columns;
+  }
+  return columnsAt(data, past, Number.isFinite(available) && available > 0 ? 1 : widest);
 }
 
 /** Each colour scale of the view: blue below 0, orange above, full at the column's largest |value|. */

@@ -32,8 +32,8 @@ function paintMatrix(canvas, values, rows, d, width) {
 }
 
 const PAST_SOFTMAX_HINT = "v: the head's value vectors (with grouped-query attention, those of the key-value head it reads); "
-  + "o: the head's output for the query, before the output projection; ‖f(x)‖: what each key passes through the head "
-  + "(Kobayashi et al. 2020), α‖f(x)‖ its weighted share.";
+  + "o: the head's output for the query, before the output projection; ‖f(x)‖ = ‖(xW_V + b_V)W_O^h‖: what each key "
+  + "passes through the head (Kobayashi et al. 2020), α‖f(x)‖ its weighted share.";
 
 /**
  * createNeuronView(container, {onQuery(i), onHead(h)}) → {update(state), destroy()}

@@ -390,3 +390,23 @@ def test_the_models_name_keeps_the_controls_on_one_line(open_saved, default_mode
     bottoms = {part: page.evaluate(BOX, part)[3] for part in tops}
     assert max(tops.values()) < min(bottoms.values()), (tops, bottoms)  # all on one line
     assert page.get_attribute(".attnscope-title", "title") == name
+
+
+@pytest.mark.parametrize("width", [964, 1400])
+def test_the_neuron_views_columns_and_key_tokens_fit_the_output_past_the_softmax(open_saved, default_model, width):
+    """The newcomer's walk: in JupyterLab's 948 px output the neuron view ran past its right edge,
+    the key tokens cut ("becau", "eleph"): the ‖f(x)‖ column's formula title took 180 px and the
+    bar columns' numbers were not counted. Every column, title and key token fits, at 948 px too."""
+    widget = attnscope.AttentionWidget("The cat sat on the mat because the elephant was warm", model=default_model, view="neuron")
+    page = open_saved(widget, width=width, height=1000)
+    page.wait_for_selector(".attnscope-neuron-table:not([hidden]) .attnscope-neuron-weightedNorms")
+    frame(page)
+    m = page.evaluate("""() => { const t = document.querySelector('.attnscope-neuron-table'); const body = t.closest('.attnscope-body');
+      const keys = [...t.querySelectorAll('.attnscope-right .attnscope-token')];
+      return {overflow: body.scrollWidth - body.clientWidth, right: Math.max(...keys.map((k) => k.getBoundingClientRect().right)),
+              bodyRight: body.getBoundingClientRect().right, cut: keys.filter((k) => k.scrollWidth > k.clientWidth + 1).length,
+              titles: [...t.querySelectorAll('.attnscope-neuron-title')].map((n) => n.textContent),
+              hint: document.querySelector('.attnscope-neuron-past').textContent}; }""")
+    assert m["overflow"] <= 0 and m["right"] <= m["bodyRight"] and m["cut"] == 0, m
+    assert "‖f(x)‖" in m["titles"] and "‖f(x)‖ = ‖(xW_V + b_V)W_O^h‖" in m["hint"]  # the formula, said under the table
+    assert not page.problems, page.problems

@@ -281,7 +281,7 @@ def test_neuron_view_past_the_softmax_saved_as_live(live_and_saved, default_mode
     same_view(live, saved)
     shown = saved.evaluate(NEURON_COLUMNS)
     assert live.evaluate(NEURON_COLUMNS) == shown
-    assert {"v (the head's values)", "α·v", "o = Σ α·v →", "‖f(x)‖ = ‖(xW_V+b_V)W_O^h‖", "α‖f(x)‖"} <= set(shown["titles"])
+    assert {"v (values)", "α·v", "o = Σ α·v →", "‖f(x)‖", "α‖f(x)‖"} <= set(shown["titles"])
     assert shown["rows"] == [str(n), str(n), "1"]
     assert shown["right"] <= 1400, "the table fits a 1,400-pixel window"
     result = widget.token_result
