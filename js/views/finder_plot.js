@@ -168,6 +168,14 @@ function extent(rows, key) {
   return [lo, hi > lo ? hi : lo + 1];
 }
 
+/** An axis's [lo, hi]: extent's, from 0 where every value is ≥ 0 and the smallest is under a
+ * quarter of the largest: a share's axis starting at its smallest value (4.5e-9 in the corner)
+ * read as if that were 0, and drew 70 heads in a heap there. */
+function axisRange(rows, key) {
+  const [lo, hi] = extent(rows, key);
+  return lo >= 0 && lo < hi / 4 ? [0, hi] : [lo, hi];
+}
+
 // Viridis from its second fifth: its darkest purples vanish on a dark theme's background.
 const pointColor = (t) => interpolateViridis(0.2 + 0.8 * t);
 
@@ -286,7 +294,7 @@ function listScene(s, x, y, rows, listed, layout, selected) {
 export function finderPlot(state, choice, { title = "", labels = true, maxPoints = Infinity, rows = headRows(state) } = {}) {
   const keys = state.measures.map((m) => m.key);
   const { kept, problem } = keptHeads(rows, keys, choice.filter);
-  const [[x0, x1], [y0, y1], [c0, c1]] = [extent(rows, choice.x), extent(rows, choice.y), extent(rows, choice.color)];
+  const [[x0, x1], [y0, y1], [c0, c1]] = [axisRange(rows, choice.x), axisRange(rows, choice.y), extent(rows, choice.color)];
   const selected = rows.findIndex((row) => row.label === choice.head);
   const placed = [...rows.keys()].filter((i) => Number.isFinite(rows[i][choice.x]) && Number.isFinite(rows[i][choice.y]));
   let faded = placed.filter((i) => !kept.has(i));

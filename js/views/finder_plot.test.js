@@ -232,3 +232,18 @@ describe("finderPlot's image names its points and lists them (issue 45: the pict
     expect(texts(scene).join(" ")).toContain(`${12 - names.length} of the names had no room: the list's numbers place those heads.`);
   });
 });
+
+describe("finderPlot's axes", () => {
+  it("start at 0 for a share whose smallest value is near 0, at its smallest otherwise", () => {
+    const shares = {
+      nLayers: 1, nHeads: 3,
+      measures: [
+        { key: "prev_token", values: Float32Array.from([4.5e-9, 0.02, 0.97]) },
+        { key: "entropy", values: Float32Array.from([2, 2.5, 3]) },
+      ],
+    };
+    const { scene } = finderPlot(shares, finderChoice(["prev_token", "entropy"], { x: "prev_token", y: "entropy" }), { labels: false });
+    const ticks = scene.items.filter((item) => item.role === "tick").map((item) => item.text);
+    expect(ticks).toEqual(["0.00", "0.97", "2.00", "3.00"]); // not "4.5e-9" at the corner
+  });
+});
