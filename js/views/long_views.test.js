@@ -208,6 +208,17 @@ describe("text view picture", () => {
   const state = (selected) => ({ tokens: words, reading: words, notes: [], selected, values, message: "", head: 0, nHeads: 1,
     nKeyHeads: 1, direction: "from", aside: 0, layer: 0, model: "m" });
 
+  it("breaks its lines between words, never between two tokens of one word", () => {
+    // Words of two tokens ("spoon" + "ful"), on lines too short for many: no row starts inside a word.
+    const pieces = Array.from({ length: 120 }, (_, i) => (i % 2 ? "ful" : ` spoon${i}`));
+    const scene = textScene({ ...state(0), tokens: pieces, reading: pieces, values: new Float32Array(pieces.length).fill(0.5) },
+      { lines: 1000, width: 300 });
+    const rows = rowsOf(scene);
+    expect(rows.length).toBeGreaterThan(3);
+    expect(rows.join("")).toBe(pieces.join(""));
+    for (const row of rows) expect(row.startsWith(" spoon")).toBe(true);
+  });
+
   it("shows the lines around the selection as the live view breaks them, a block starting a line", () => {
     // Every line of the whole text as the flow shows it: each block (chunkBoundaries) from a new line.
     const starts = chunkBoundaries(words);

@@ -114,17 +114,31 @@ function linesAround(reading, marked, lineCount, width) {
   return lines.slice(first, first + lineCount);
 }
 
-/** Tokens [lo, hi) as lines of {i, text, x, w} within `width` (a "\n" in a token starts a line). */
+/**
+ * Tokens [lo, hi) as lines of {i, text, x, w} within `width` (a "\n" in a token starts a line).
+ * A line breaks between words, as the live view's does (a browser breaks at spaces, not between
+ * two tokens of one word): a word's tokens that would run past the line go to the next together
+ * ("spoon" "ful" were split over two lines); a word wider than a line breaks where it must.
+ */
 function blockLines(reading, lo, hi, width) {
   const lines = [[]];
   let x = 0;
+  let word = 0; // where the current word starts in the last line
   for (let i = lo; i < hi; i++) {
     const token = reading[i];
     if (token === "") continue; // a part of the character before it: nothing of its own to show
     String(token).split("\n").forEach((part, p) => {
-      if (p > 0) { lines.push([]); x = 0; }
+      if (p > 0) { lines.push([]); x = 0; word = 0; }
+      const line = lines.at(-1);
       const w = Math.max(4, textWidth(part, 12));
-      if (x + w > width - 16 && x > 0) { lines.push([]); x = 0; }
+      if (!line.length || /^\s/.test(part) || /\s$/.test(line.at(-1).text)) word = line.length;
+      if (x + w > width - 16 && x > 0) {
+        const moved = word > 0 ? line.splice(word) : []; // the word's tokens so far go with it
+        lines.push([]);
+        x = 0;
+        word = 0;
+        for (const t of moved) { lines.at(-1).push({ ...t, x }); x += t.w; }
+      }
       lines.at(-1).push({ i, text: part, x, w });
       x += w;
     });
