@@ -334,3 +334,15 @@ it("draws a signed measure's heatmap about 0, blue below and orange above, its b
   const title = scene.items.find((i) => i.type === "text" && i.role === "title").text;
   expect(title).toContain("(−0.75 to 0.75)");
 });
+
+it("greys only a category named none: the patterns' first class, heterogeneous, has a colour of its own", () => {
+  const patterns = ["heterogeneous", "vertical", "diagonal", "vertical + diagonal", "block"];
+  const colours = patterns.map((_, i) => categoryColor(i, patterns));
+  expect(new Set(colours).size).toBe(patterns.length);
+  expect(colours).not.toContain("#e4e4e4");
+  expect(categoryColor(0, ["none", "positional"])).toBe("#e4e4e4");
+  const measure = { key: "pattern", label: "Pattern", categories: patterns, values: Float32Array.from([0, 1, 4, 0]) };
+  const cells = heatmapScene({ nLayers: 2, nHeads: 2 }, measure, 4, { title: "" }).items
+    .filter((item) => item.type === "rect" && item.width === HEATMAP_CELL - 1).map((item) => item.fill);
+  expect(cells).toEqual([colours[0], colours[1], colours[4], colours[0]]);
+});

@@ -40,16 +40,20 @@ export function heatmapImage(state, options) {
   return heatmapScene(state, measure, Math.max(maxOf(measure), 1e-9), options);
 }
 
-// A measure of categories (a head's role): values are indices into measure.categories, the first
-// ("none") light grey, the others Tableau's ten colours.
+// A measure of categories (a head's role): values are indices into measure.categories, a first
+// category named "none" light grey, the others Tableau's ten colours. Only "none" is grey: the
+// patterns' first class, "heterogeneous", is a class, and grey it read as no pattern.
 const NONE_COLOR = "#e4e4e4";
-/** The colour of category `index` of a categorical measure. */
-export const categoryColor = (index) => (index === 0 ? NONE_COLOR : schemeTableau10[(index - 1) % schemeTableau10.length]);
+/** The colour of category `index` of a categorical measure whose categories are `categories`. */
+export function categoryColor(index, categories = ["none"]) {
+  const grey = categories[0] === "none";
+  return grey && index === 0 ? NONE_COLOR : schemeTableau10[(index - (grey ? 1 : 0)) % schemeTableau10.length];
+}
 /** A categorical measure's legend: [[name, colour]] of the categories its heads have. */
 export function categoryLegend(measure) {
   // includes, not a Set of the values: in the kernel's QuickJS a Set of 4 or more numbers read
   // from a Float32Array finds none but 0 (has(1) is false), and the picture kept one entry.
-  return measure.categories.flatMap((name, i) => (measure.values.includes(i) ? [[name, categoryColor(i)]] : []));
+  return measure.categories.flatMap((name, i) => (measure.values.includes(i) ? [[name, categoryColor(i, measure.categories)]] : []));
 }
 // Decimals a measure's numbers are written with: none for one of integers (a step, a count).
 const digitsOf = (measure, digits) => (measure.integer ? 0 : digits);
@@ -66,7 +70,7 @@ export function heatmapBar(measure, max) {
 
 /** A cell's colour: its category's, viridis from 0 to `max`, or about 0 for a signed measure. */
 function cellColor(measure, value, max, signed) {
-  if (measure.categories) return categoryColor(value);
+  if (measure.categories) return categoryColor(value, measure.categories);
   return signed ? divergingColor(value, max) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
 }
 
