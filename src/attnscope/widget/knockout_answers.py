@@ -103,9 +103,7 @@ def answer_generation_knockout(widget: Any, request: dict) -> dict:
     key = checks.integer("key", request.get("key", -1), minimum=-1, maximum=at)
     said = {}
     if getattr(engine, "is_encoder_decoder", False):
-        text, decoder, edges, heads = _encoder_decoder_knockout(run, token, layer, head, key)
-        said = {"part": "cross-attention" if edges and edges[0][0] == "cross" else "self-attention" if edges
-                else "its cross- and self-attention"}
+        text, decoder, edges, heads, said["part"] = _encoder_decoder_knockout(run, token, layer, head, key)
     else:
         text, decoder = run.ids[:token], None
         edges, heads = ([], [(layer, head)]) if key == -1 else ([(layer, head, at, key)], [])
@@ -117,13 +115,16 @@ def answer_generation_knockout(widget: Any, request: dict) -> dict:
 
 def _encoder_decoder_knockout(run: Any, token: int, layer: int, head: int, key: int) -> tuple:
     """An encoder-decoder's generation, whose page reads the source's tokens then the decoder's:
-    (source ids, decoder ids before `token`, edges, heads) for attnscope.knockout. The row of the
-    token that predicted `token` is its cross-attention over the source, then its self-attention
-    over the decoder: a key before the source's end is a cross-attention line, a later one the
-    decoder's; the whole head is that layer's head in both (what the view draws as the head)."""
+    (source ids, decoder ids before `token`, edges, heads) for attnscope.knockout, and what the
+    answer names as knocked out. The row of the token that predicted `token` is its
+    cross-attention over the source, then its self-attention over the decoder: a key before the
+    source's end is a cross-attention line, a later one the decoder's; the whole head is that
+    layer's head in both (what the view draws as the head)."""
     n_source = len(run.prompt_ids)
+    source, decoder = run.prompt_ids, run.ids[n_source:token]
     query = token - 1 - n_source  # the decoder position that predicted it
     if key == -1:
-        return run.prompt_ids, run.ids[n_source:token], [], [("cross", layer, head), ("decoder", layer, head)]
-    part, at = ("cross", key) if key < n_source else ("decoder", key - n_source)
-    return run.prompt_ids, run.ids[n_source:token], [(part, layer, head, query, at)], []
+        return source, decoder, [], [("cross", layer, head), ("decoder", layer, head)], "its cross- and self-attention"
+    if key < n_source:
+        return source, decoder, [("cross", layer, head, query, key)], [], "cross-attention"
+    return source, decoder, [("decoder", layer, head, query, key - n_source)], [], "self-attention"
