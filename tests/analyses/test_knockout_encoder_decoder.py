@@ -3,7 +3,7 @@ what it has read, with edges blocked part by part (encoder, decoder, cross: deco
 source keys) or heads disabled, checked against an independent eager implementation written here
 (the scores of the blocked edges −inf before the softmax, in float64), on BART and on T5 (whose
 relative-position bias is added to the scores); nothing blocked is the plain forward. The sweeps
-read one part's layers and refuse an encoder-decoder, saying what to call instead."""
+read one part's layers: the windows of cross-attention (or the decoder's), each head of a part."""
 
 from __future__ import annotations
 
@@ -170,9 +170,10 @@ def test_what_an_encoder_decoders_knockout_refuses(seq2seq, default_model):
             (lambda: attnscope.knockout(engine, SOURCE, decoder=DECODER, heads=[(0, 1)]),
              r"an encoder-decoder's head is \(part, layer, head\)"),
             (lambda: attnscope.knockout(engine, SOURCE, decoder=[10**9]), r"decoder's token id at 0"),
-            (lambda: attnscope.knockout_sweep(engine, SOURCE, keys=[1, 2], window=1, progress=False),
-             r"knockout_sweep sweeps a decoder's or an encoder's layers, and .* is an encoder-decoder.*knockout\(model, source, decoder="),
-            (lambda: attnscope.knockout_heads(engine, SOURCE, progress=False), r"knockout_heads sweeps"),
+            (lambda: attnscope.knockout_sweep(engine, SOURCE, keys=[1, 2], window=1, part="encoder", progress=False),
+             r"part must be one of \('cross', 'decoder'\) for knockout_sweep, not 'encoder'"),
+            (lambda: attnscope.knockout_sweep(engine, SOURCE, keys=[99], window=1, progress=False), r"keys"),
+            (lambda: attnscope.knockout_heads(engine, SOURCE, part="both", progress=False), r"part must be one of"),
         ]:
             with pytest.raises(InputError, match=message):
                 call()
@@ -185,3 +186,30 @@ def test_what_an_encoder_decoders_knockout_refuses(seq2seq, default_model):
         attnscope.knockout(engine, SOURCE, decoder=DECODER, edges=[("cross", 0, None, -1, list(range(source.shape[1])))])
     with pytest.raises(InputError, match="decoder= is what an encoder-decoder's decoder has read"):
         attnscope.knockout(default_model, SOURCE, decoder=DECODER)
+    with pytest.raises(InputError, match="part= names an encoder-decoder's attention"):
+        attnscope.knockout_heads(default_model, SOURCE, part="cross", progress=False)
+
+
+def test_the_sweeps_read_one_part_each_window_and_head_as_knockout_does(seq2seq):
+    """Geva et al.'s windows over the cross-attention's layers (the default) or the decoder's, and
+    each head of a part disabled in turn: every row is knockout's with those edges or that head."""
+    engine, _ = seq2seq
+    source, decoder = _ids(engine)
+    last, span = decoder.shape[1] - 1, [1, 2, 3]
+    sweep = attnscope.knockout_sweep(engine, SOURCE, span, window=1, decoder=DECODER, progress=False)
+    assert sweep.attrs["part"] == "cross" and sweep.first_layer.tolist() == [0, 1]
+    for row in sweep.itertuples():
+        alone = attnscope.knockout(engine, SOURCE, decoder=DECODER, edges=[("cross", row.first_layer, None, last, span)])
+        assert row.delta == alone.delta.iloc[0]
+    assert sweep.delta.abs().max() > 1e-4
+    own = attnscope.knockout_sweep(engine, SOURCE, [1, 2], window=2, decoder=DECODER, part="decoder", progress=False)
+    both = attnscope.knockout(engine, SOURCE, decoder=DECODER, edges=[("decoder", layer, None, last, [1, 2]) for layer in (0, 1)])
+    assert len(own) == 1 and own.delta.iloc[0] == both.delta.iloc[0]
+    for part in ("cross", "decoder", "encoder"):
+        heads = attnscope.knockout_heads(engine, SOURCE, decoder=DECODER, part=part, progress=False)
+        assert heads.attrs["part"] == part
+        grid = heads[heads.measure == "delta"].set_index(["layer", "head"]).value
+        for layer, head in [(0, 1), (1, 3)]:
+            alone = attnscope.knockout(engine, SOURCE, decoder=DECODER, heads=[(part, layer, head)]).delta.iloc[0]
+            assert grid[(layer, head)] == alone, (part, layer, head)
+        assert grid.abs().max() > 1e-5, part

@@ -208,10 +208,9 @@ BASES = {
         "a decoder": {},
         "an encoder-decoder": {"model": lambda kit: kit.writer},
     },
-    "knockout": {  # a decoder's next token, and an encoder-decoder's output token after its decoder's ids
-        "a decoder": {},
-        "an encoder-decoder": {"model": lambda kit: kit.writer},
-    },
+    # A decoder's next token, and an encoder-decoder's output token after its decoder's ids.
+    **{name: {"a decoder": {}, "an encoder-decoder": {"model": lambda kit: kit.writer}}
+       for name in ("knockout", "knockout_sweep", "knockout_heads")},
     "from_generate": {
         "a decoder's output": {},
         "an encoder-decoder's output": {"model": lambda kit: kit.writer, "output": lambda kit: kit.writer_output,

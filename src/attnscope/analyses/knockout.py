@@ -289,13 +289,20 @@ def reading(model: Any, text: str | Sequence[int], position: Any, target: Any, w
                     decoder_ids, source_length)
 
 
-def _one_part(model: Any, what: str) -> None:
-    """InputError for an encoder-decoder, before anything runs: `what` sweeps one part's layers."""
+def _part_of(model: Any, what: str, part: Any, parts: tuple[str, ...]) -> str | None:
+    """The part of an encoder-decoder `what` sweeps ("cross" unless one of `parts` is named);
+    None for a decoder or an encoder, which has one (part= then refused). Checked before any run."""
     engine = model_of(model, what)
-    if engine.is_encoder_decoder:
-        raise InputError(f"{what} sweeps a decoder's or an encoder's layers, and {engine.name} is an encoder-decoder, whose "
-                         "output token reads three parts: knock out its edges or heads part by part with "
-                         "knockout(model, source, decoder=..., edges=[('cross', layer, None, query, keys)]).")
+    if not engine.is_encoder_decoder:
+        if part is not None:
+            raise InputError(f"part={checks.short_repr(part)}: part= names an encoder-decoder's attention, and {engine.name} "
+                             "has one kind: leave it out.")
+        return None
+    if part is None:
+        return "cross"
+    if not checks.one_of(part, parts):
+        raise InputError(f"part must be one of {parts} for {what}, not {checks.short_repr(part)}.")
+    return part
 
 
 def _edges(read: _Reading, edges: Any) -> dict:
@@ -335,54 +342,62 @@ def knockout(model: Any, text: str | Sequence[int], *, edges: Iterable[Sequence]
 
 
 def knockout_sweep(model: Any, text: str | Sequence[int], keys: Any, *, window: int = 9, position: Any = None, target: Any = None,
-                   progress: bool = True):
+                   progress: bool = True, decoder: Any = None, part: str | None = None):
     """Geva et al.'s figure: the edges from the token at `position` (as knockout's) to `keys` (a
     position or several, e.g. the subject's span) blocked in every head of a window of `window`
-    layers, for each window in turn; Δ log p of the predicted token. A DataFrame: first_layer,
-    last_layer, log_p, log_p_knocked, delta; widget.show_analysis shows it per window."""
+    layers, for each window in turn; Δ log p of the predicted token. An encoder-decoder (text:
+    its source, decoder: as knockout's) sweeps one part's layers: `part` "cross" (the default:
+    keys are source positions) or "decoder" (keys are decoder positions). A DataFrame:
+    first_layer, last_layer, log_p, log_p_knocked, delta; widget.show_analysis shows it per window."""
     checks.flag("progress", progress)  # before the model runs
     import pandas as pd
 
-    _one_part(model, "knockout_sweep")
-    read = reading(model, text, position, target, "knockout_sweep")
-    window = checks.integer("window", window, minimum=1, maximum=read.model.n_layers)
+    part = _part_of(model, "knockout_sweep", part, ("cross", "decoder"))
+    read = reading(model, text, position, target, "knockout_sweep", decoder)
+    n_layers = read.model.n_layers if part is None else len(read.model.groups[part])
+    window = checks.integer("window", window, minimum=1, maximum=n_layers)
     n = len(read.tokens)
-    spans = _positions("keys", keys, n)
+    spans = _positions("keys", keys, read.source_length if part == "cross" else n)
     rows = []
-    starts = range(read.model.n_layers - window + 1)
+    starts = range(n_layers - window + 1)
     for first in progress_bar(starts, len(starts), "knockout windows", progress, unit="window"):
-        layers = range(first, first + window)
-        knocked = read.knocked(edge_blocks(read.model, n, [(layer, None, read.at, spans) for layer in layers]))
+        edges = [(*(() if part is None else (part,)), layer, None, read.at, spans) for layer in range(first, first + window)]
+        knocked = read.knocked(_edges(read, edges))
         rows.append({"first_layer": first, "last_layer": first + window - 1, "log_p": read.log_p,
                      "log_p_knocked": knocked, "delta": knocked - read.log_p})
-    return read.tag(pd.DataFrame(rows), "knockout_sweep", keys=spans, window=window, n_layers=read.model.n_layers)
+    extra = {} if part is None else {"part": part}
+    return read.tag(pd.DataFrame(rows), "knockout_sweep", keys=spans, window=window, n_layers=n_layers, **extra)
 
 
 def knockout_heads(model: Any, text: str | Sequence[int], *, mode: str = "zero", position: Any = None, target: Any = None,
-                   progress: bool = True):
+                   progress: bool = True, decoder: Any = None, part: str | None = None):
     """Each head disabled in turn (mode "zero": its output zeroed, Michel et al.; "uniform": even
     attention, Kovaleva et al.), Δ log p of the token predicted at `position` (as knockout's):
-    one forward per head. A tidy DataFrame: layer, head, label, measure ("delta"), value;
-    widget.show_analysis shows it as a layer × head heatmap."""
+    one forward per head. An encoder-decoder (text: its source, decoder: as knockout's) takes one
+    part's heads: `part` "cross" (the default), "decoder" or "encoder". A tidy DataFrame: layer,
+    head, label, measure ("delta"), value; widget.show_analysis shows it as a layer × head heatmap."""
     checks.flag("progress", progress)  # before the model runs
-    _one_part(model, "knockout_heads")
-    read = reading(model, text, position, target, "knockout_heads")
+    part = _part_of(model, "knockout_heads", part, engine_knockout.PARTS)
+    read = reading(model, text, position, target, "knockout_heads", decoder)
     _head_grids(read.model, [], mode)  # the mode checked before the runs
-    n_layers, n_heads = read.model.n_layers, read.model.n_heads
+    n_layers, n_heads = (read.model.n_layers if part is None else len(read.model.groups[part])), read.model.n_heads
     delta = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     pairs = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     for layer, head in progress_bar(pairs, len(pairs), "knockout heads", progress, unit="head"):
-        head_mask, uniform = _head_grids(read.model, [(layer, head)], mode)
+        head_mask, uniform = _head_grids(read.model, [(*(() if part is None else (part,)), layer, head)], mode)
         delta[layer, head] = read.knocked(None, head_mask, uniform) - read.log_p
-    return read.tag(heads_frame({"delta": delta}), "knockout_heads", mode=mode)
+    extra = {} if part is None else {"part": part}
+    return read.tag(heads_frame({"delta": delta}), "knockout_heads", mode=mode, **extra)
 
 
 def _drop_note(data: Any, what: str) -> str:
     attrs = data.attrs
-    where = ("the next token" if attrs.get("output") == "next token" else "the masked token")
-    return (f"{what}: the drop in log p of {attrs.get('target', '?')!r}, {where} at position "
+    where = {"next token": "the next token", "output token": "the next output token"}.get(attrs.get("output"), "the masked token")
+    part = {"cross": " (cross-attention)", "decoder": " (the decoder's self-attention)", "encoder": " (the encoder)"}.get(
+        attrs.get("part"), "")
+    return (f"{what}{part}: the drop in log p of {attrs.get('target', '?')!r}, {where} at position "
             f"{attrs.get('position', '?')} (log p {attrs.get('log_p', float('nan')):.3f} with nothing knocked out), "
-            "−Δ log p: bright where knocking out hurts the prediction most; a rise (Δ > 0) is at the scale's bottom.")
+            "−Δ log p: the larger, the more knocking out hurts the prediction; a rise (Δ > 0) is below 0.")
 
 
 @analysis_view("knockout_heads")
