@@ -43,7 +43,7 @@ export function chosenTokenControl(control, focus, outputStart) {
   if (!(focus >= outputStart && outputStart >= 0)) {
     return { unavailable: `Select an output token (from token ${outputStart} on): knockout scores the token the model chose there.`, actionable: true };
   }
-  return { ...control, position: focus - 1, token: focus, step: focus - outputStart };
+  return { ...control, position: focus - 1, token: focus, step: focus - outputStart + 1 }; // 1: the first written, as the text view counts
 }
 
 /** What the control reads of the widget's traits (`get`), on a saved page or live. */
@@ -145,7 +145,8 @@ export function createKnockoutControl(parent, { ask = unanswered } = {}) {
           option.value = String(k);
           option.textContent = `its line ${from} → ${tokenCaption(next.tokens[k], next.notes?.[k])} (token ${k})`;
         }
-        key.value = keys.includes(Number(kept)) ? kept : String(WHOLE);
+        // An empty choice (no option yet) is no key: Number("") is 0, token 0's line, which Run then knocked out.
+        key.value = kept !== "" && keys.includes(Number(kept)) ? kept : String(WHOLE);
         keysFor = signature;
       }
       const now = `${next.resultId}:${next.layer}:${next.control.position}`;

@@ -120,8 +120,10 @@ it("on a generation scores the selected output token, as the model chose it, and
   const key = parent.querySelector(".attnscope-knockout-key");
   // The lines run from the position that predicted token 4 (token 3) to the tokens up to it.
   expect([...key.options].map((o) => o.value)).toEqual(["-1", "0", "1", "2", "3"]);
+  expect(key.value).toBe("-1"); // the whole head, never an empty choice that Run read as token 0's line
   expect(key.options[2].textContent).toBe("its line “of” → “the” (token 1)");
-  expect(parent.querySelector(".attnscope-knockout").title).toBe("Δ log p of the token the model chose at step 1, in layer 2");
+  // Token 4 is the second written (output from token 3): step 2, as the text view counts.
+  expect(parent.querySelector(".attnscope-knockout").title).toBe("Δ log p of the token the model chose at step 2, in layer 2");
   parent.querySelector(".attnscope-knockout-head").value = "0";
   key.value = "1";
   parent.querySelector(".attnscope-knockout-run").click();

@@ -47,7 +47,7 @@ def test_a_line_knocked_out_on_an_output_token_says_the_chosen_tokens_change(ope
     line.filter(has_text="Δ").wait_for()
     text = line.text_content()
     assert text.startswith(f"line “{widget.tokens[token - 1]}” → “{widget.tokens[3]}” blocked in layer 2, head 1")
-    assert f"“{expected.target}” (chosen at step 2)" in text and text.endswith(f"Δ {delta}")
+    assert f"“{widget.tokens[token]}” (chosen at step 3)" in text and text.endswith(f"Δ {delta}")  # the text view's step
     assert not page.problems, page.problems
 
 

@@ -51,8 +51,8 @@ def test_the_chosen_token_of_a_step_is_scored_on_the_ids_the_model_read_exactly(
         zeroed = _ask(widget, monkeypatch, layer=1, head=2, key=-1, token=token, result_id=widget.result_id)
         reference = _independent(writer.model, torch.tensor([ids]), {}, -1, zeroed={1: [2]})
         plain = plains[token]
-        assert zeroed["target"] == writer.tokenizer.convert_ids_to_tokens(chosen)
-        assert (zeroed["token"], zeroed["step"], zeroed["position"]) == (token, token - first, at)
+        assert zeroed["target"] == widget.tokens[token]  # as the page shows it, not the tokenizer's own form
+        assert (zeroed["token"], zeroed["step"], zeroed["position"]) == (token, token - first + 1, at)  # step 1: the first written
         assert abs(zeroed["log_p"] - float(plain[chosen])) <= 1e-5
         assert abs(zeroed["delta"] - float(reference[chosen] - plain[chosen])) <= 1e-5 and abs(zeroed["delta"]) > 1e-3
 
@@ -115,7 +115,7 @@ def test_an_encoder_decoders_chosen_token_is_scored_by_part(make, bert_tokenizer
             answer = _ask(widget, monkeypatch, layer=1, head=3, key=key, token=token, result_id=widget.result_id)
             expected = attnscope.knockout(engine, source, decoder=read, edges=edges, heads=heads, target=chosen).iloc[0]
             assert answer["part"] == part and answer["position"] == token - 1 and answer["key"] == key
-            assert answer["target"] == engine.tokenizer.convert_ids_to_tokens(chosen)
+            assert answer["target"] == widget.tokens[token]
             assert answer["delta"] == expected.delta and answer["log_p"] == expected.log_p, part
             assert answer["delta"] != 0, part
         prompt = _ask(widget, monkeypatch, layer=0, head=0, token=n_source, result_id=widget.result_id)

@@ -109,7 +109,9 @@ def answer_generation_knockout(widget: Any, request: dict) -> dict:
         edges, heads = ([], [(layer, head)]) if key == -1 else ([(layer, head, at, key)], [])
     row = action("knockout")(engine, text, edges=edges, heads=heads, target=run.ids[token], decoder=decoder).iloc[0]
     return {**said, "result_id": widget.result_id, "layer": layer, "head": head, "key": key, "position": at,
-            "token": token, "step": token - first, "target": str(row.target), "log_p": float(row.log_p),
+            # The step as the page counts it (1: the first token written), the target as it shows it
+            # (widget.tokens: " cat", where the tokenizer's own form is "Ġcat").
+            "token": token, "step": token - first + 1, "target": widget.tokens[token], "log_p": float(row.log_p),
             "log_p_knocked": float(row.log_p_knocked), "delta": float(row.delta), "masked": bool(widget.masked_heads)}
 
 
