@@ -93,7 +93,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true, c
     const range = measure.categories ? "" : signed ? ` (−${highest} to ${highest})` : ` (0 to ${highest})`;
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
-      left, top, cell: cell, columnY: 36,
+      left, top, cell, columnY: 36,
       columnTexts: columnTexts(state),
       rowTexts: Array.from({ length: nLayers }, (_, l) => layerText(l)),
     });

@@ -3,6 +3,7 @@
 // tokens j; row 0, the query's, holds q in the key column and, past the softmax, the head's
 // output o = Σ_j α_j v_j in the α·v column (at the top: in view with any number of keys). Blue is negative, orange positive,
 // intensity the magnitude relative to the column's largest (as BertViz's neuron view).
+// Signed values (q, k, q × k, scores, v, α·v) on colors.js's diverging scale.
 import { divergingColor, maxAbs, signedPixel } from "../drawing/colors.js";
 import { BAR_HEIGHT, BAR_WIDTH, colorBar, colorBarScene } from "../drawing/legend.js";
 import { createScene } from "../drawing/scene.js";
@@ -11,8 +12,6 @@ import { textWidth } from "../drawing/svg.js";
 export const ROW_HEIGHT = 20;
 const NUMBER_WIDTH = 70; // a column of numbers (scores)
 const BAR_COLUMN = 60; // the longest bar of the softmax, ‖f‖ and α‖f‖ columns
-// Signed values (q, k, q × k, scores, v, α·v) on colors.js's diverging scale.
-export { divergingColor, maxAbs, signedPixel };
 const GAP = 16;
 // What key j passes (Kobayashi et al. 2020): value, then the head's slice of the output projection.
 // Its formula is said in the view's hint under the table: in the title it took 180 px, and the

@@ -6,12 +6,14 @@
 // which draws the same layout as an image.
 import { el, sizeCanvas, tokenText } from "../drawing/dom.js";
 import { renderColorBar } from "../drawing/legend.js";
-import { barNumber, divergingColor, hasValues, maxAbs, neuronBars, neuronColumns, neuronScene, ROW_HEIGHT, signedPixel } from "./neuron_scene.js";
+import { divergingColor, maxAbs, signedPixel } from "../drawing/colors.js";
+import { barNumber, hasValues, neuronBars, neuronColumns, neuronScene, ROW_HEIGHT } from "./neuron_scene.js";
 import { textWidth } from "../drawing/svg.js";
 import { imageMethods } from "../drawing/scene.js";
 import { declared, imaged, keyTokens, layerTitle, shown } from "./view_adapter.js";
 
-export { cellWidth, divergingColor, maxAbs, neuronScene, ROW_HEIGHT } from "./neuron_scene.js";
+export { divergingColor, maxAbs } from "../drawing/colors.js";
+export { cellWidth, neuronScene, ROW_HEIGHT } from "./neuron_scene.js";
 
 // One pixel per value in an offscreen image, scaled up without smoothing: a 512 × 64 matrix is
 // one drawImage instead of 32k fillRect calls with as many colour strings.

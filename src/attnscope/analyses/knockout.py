@@ -141,13 +141,20 @@ def part_edge_blocks(model: AttentionModel, lengths: dict[str, int], edges: Iter
         if not isinstance(edge, (tuple, list)) or len(edge) != 5 or edge[0] not in engine_knockout.PARTS:
             raise InputError(f"edges: an encoder-decoder's edge is (part, layer, head or None, queries, keys), part one of "
                              f"{engine_knockout.PARTS}, not {checks.short_repr(edge)}.")
-        part, layer, head, queries, keys = edge
-        layer = checks.integer("an edge's layer", layer, minimum=0, maximum=len(model.groups[part]) - 1)
-        heads = None if head is None else (checks.integer("an edge's head", head, minimum=0, maximum=model.n_heads - 1),)
-        n_queries, n_keys = lengths[part]
-        rows, cols = _positions("an edge's queries", queries, n_queries), _positions("an edge's keys", keys, n_keys)
-        blocked.setdefault((part, layer), []).append(EdgeBlock(heads, tuple(rows), tuple(cols)))
+        part, *rest = edge
+        layer, block = _edge_block(model, len(model.groups[part]), *lengths[part], *rest)
+        blocked.setdefault((part, layer), []).append(block)
     return {key: tuple(blocks) for key, blocks in blocked.items()}
+
+
+def _edge_block(model: AttentionModel, n_layers: int, n_queries: int, n_keys: int, layer: Any, head: Any, queries: Any,
+                keys: Any) -> tuple[int, EdgeBlock]:
+    """One edge's (layer, head or None, queries, keys), checked against `n_layers` layers and the
+    part's query and key counts: (its layer, its EdgeBlock)."""
+    layer = checks.integer("an edge's layer", layer, minimum=0, maximum=n_layers - 1)
+    heads = None if head is None else (checks.integer("an edge's head", head, minimum=0, maximum=model.n_heads - 1),)
+    rows, cols = _positions("an edge's queries", queries, n_queries), _positions("an edge's keys", keys, n_keys)
+    return layer, EdgeBlock(heads, tuple(rows), tuple(cols))
 
 
 def edge_blocks(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dict[int, tuple[EdgeBlock, ...]]:
@@ -160,11 +167,8 @@ def edge_blocks(model: AttentionModel, n: int, edges: Iterable[Sequence]) -> dic
     for edge in edges:
         if not isinstance(edge, (tuple, list)) or len(edge) != 4:
             raise InputError(f"edges: an edge is (layer, head or None, queries, keys), not {checks.short_repr(edge)}.")
-        layer, head, queries, keys = edge
-        layer = checks.integer("an edge's layer", layer, minimum=0, maximum=model.n_layers - 1)
-        heads = None if head is None else (checks.integer("an edge's head", head, minimum=0, maximum=model.n_heads - 1),)
-        rows, cols = _positions("an edge's queries", queries, n), _positions("an edge's keys", keys, n)
-        blocked.setdefault(layer, []).append(EdgeBlock(heads, tuple(rows), tuple(cols)))
+        layer, block = _edge_block(model, model.n_layers, n, n, *edge)
+        blocked.setdefault(layer, []).append(block)
     return {layer: tuple(blocks) for layer, blocks in blocked.items()}
 
 
@@ -305,6 +309,11 @@ def _part_of(model: Any, what: str, part: Any, parts: tuple[str, ...]) -> str | 
     return part
 
 
+def _in_part(part: str | None, *item: Any) -> tuple:
+    """An edge or a head as knockout takes it: with its part first in an encoder-decoder."""
+    return item if part is None else (part, *item)
+
+
 def _edges(read: _Reading, edges: Any) -> dict:
     """`edges` as the run's edge blocks: by layer, or by (part, layer) in an encoder-decoder."""
     if read.decoder is None:
@@ -361,7 +370,7 @@ def knockout_sweep(model: Any, text: str | Sequence[int], keys: Any, *, window: 
     rows = []
     starts = range(n_layers - window + 1)
     for first in progress_bar(starts, len(starts), "knockout windows", progress, unit="window"):
-        edges = [(*(() if part is None else (part,)), layer, None, read.at, spans) for layer in range(first, first + window)]
+        edges = [_in_part(part, layer, None, read.at, spans) for layer in range(first, first + window)]
         knocked = read.knocked(_edges(read, edges))
         rows.append({"first_layer": first, "last_layer": first + window - 1, "log_p": read.log_p,
                      "log_p_knocked": knocked, "delta": knocked - read.log_p})
@@ -384,7 +393,7 @@ def knockout_heads(model: Any, text: str | Sequence[int], *, mode: str = "zero",
     delta = torch.zeros(n_layers, n_heads, dtype=torch.float64)
     pairs = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     for layer, head in progress_bar(pairs, len(pairs), "knockout heads", progress, unit="head"):
-        head_mask, uniform = _head_grids(read.model, [(*(() if part is None else (part,)), layer, head)], mode)
+        head_mask, uniform = _head_grids(read.model, [_in_part(part, layer, head)], mode)
         delta[layer, head] = read.knocked(None, head_mask, uniform) - read.log_p
     extra = {} if part is None else {"part": part}
     return read.tag(heads_frame({"delta": delta}), "knockout_heads", mode=mode, **extra)

@@ -481,9 +481,9 @@ def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | 
             raise InputError("This model is loaded already (an AttentionModel): load(model) keeps its tokenizer and "
                              "device; to change them, load its Hugging Face model: attnscope.load(model.model, tokenizer, device=...).")
         return model
-    if not isinstance(model, (str, os.PathLike)):  # the embedded default or a ready model: seconds at most
-        return AttentionModel(load_model(model, tokenizer, device))
-    # A name or a folder: tens of seconds for a decoder, said in a notebook while it loads (progress.status).
-    named = os.fspath(model)
-    with status(f"attnscope: loading {named}…", f"attnscope: loaded {named}"):
+    # A name or a folder: tens of seconds for a decoder, said in a notebook while it loads
+    # (progress.status); the embedded default or a ready model: seconds at most, said nothing.
+    named = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    saying = status(f"attnscope: loading {named}…", f"attnscope: loaded {named}") if named else contextlib.nullcontext()
+    with saying:
         return AttentionModel(load_model(model, tokenizer, device))

@@ -165,14 +165,15 @@ def _stacked_grams(weights: list[torch.Tensor], n_heads: int, head_dim: int) -> 
 
 def norms_of_layers(values: list[torch.Tensor], weights: list[torch.Tensor]) -> list[torch.Tensor]:
     """norms() of several layers (values: key-value heads × T × d each; weights: each layer's
-    output projection), in one batched product where their shapes agree: a generation step has
-    one token a layer, and five small products a layer were a third of its time on a loaded
-    2-core machine (each waits on torch's threads)."""
+    output projection), in one batched product where their shapes agree and their products fit
+    NORMS_AT_ONCE_BYTES: a generation step has one token a layer, and five small products a layer
+    were a third of its time on a loaded 2-core machine (each waits on torch's threads); a head
+    finder's batch, six a batch, a quarter of what its norm metrics added on MiniLM."""
     shapes = {(tuple(v.shape), v.device, tuple(w.shape), w.device) for v, w in zip(values, weights)}
-    if len(shapes) != 1:
-        return [norms(v, w) for v, w in zip(values, weights)]
-    n_kv, _, head_dim = values[0].shape
+    n_kv, n_tokens, head_dim = values[0].shape
     n_heads = weights[0].shape[1] // head_dim
+    if len(shapes) != 1 or 4 * len(values) * n_heads * n_tokens * head_dim > NORMS_AT_ONCE_BYTES:
+        return [norms(v, w) for v, w in zip(values, weights)]
     grams = _stacked_grams(weights, n_heads, head_dim).view(len(values), n_kv, n_heads // n_kv, head_dim, head_dim)
     return list(_norms_at_once(torch.stack(values), grams).unbind(0))
 
@@ -249,8 +250,5 @@ def batch_norms(model: torch.nn.Module, modules, projected: list[torch.Tensor], 
         head_dim = weight.shape[1] // n_heads
         values.append(output.reshape(batch * n_tokens, width // head_dim, head_dim).transpose(0, 1))  # key heads × B·T × d
         weights.append(weight.to(output.device))
-    # Every layer in one batched product where they fit at once (norms_of_layers): six small
-    # products a batch were a quarter of what the norm metrics add to the head finder on MiniLM.
-    at_once = 4 * n_heads * sum(v.shape[1] * v.shape[2] for v in values) <= NORMS_AT_ONCE_BYTES
-    layers = norms_of_layers(values, weights) if at_once else [norms(v, w) for v, w in zip(values, weights)]
+    layers = norms_of_layers(values, weights)  # every layer in one product where they fit
     return torch.stack([n.view(n_heads, batch, n_tokens) for n in layers]).permute(2, 0, 1, 3)
