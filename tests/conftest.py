@@ -68,6 +68,13 @@ def pytest_runtest_makereport(item, call):
 ARTIFACTS = Path(__file__).resolve().parent / "browser" / "artifacts"
 
 
+def console_problem(msg) -> str:
+    """A console error as a problem, with where it came from: "Failed to load resource" names no
+    resource in its text, only in its location."""
+    where = (msg.location or {}).get("url") or ""
+    return f"console: {msg.text}" + (f" (at {where})" if where else "")
+
+
 @pytest.fixture
 def watched_page(chromium_browser, request):
     """make(**context_options) → a fresh page whose `problems` lists page errors and console errors.
@@ -81,7 +88,7 @@ def watched_page(chromium_browser, request):
         page = context.new_page()
         page.problems = []
         page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc} {exc.stack}"))
-        page.on("console", lambda msg: page.problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+        page.on("console", lambda msg: page.problems.append(console_problem(msg)) if msg.type == "error" else None)
         made.append((context, page))
         return page
 

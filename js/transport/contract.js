@@ -9,6 +9,7 @@
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
+ * @property {number} causal_from [kernel] The first token whose row is causal (an encoder-decoder's generation: the decoder's start token; the source's rows before it are the encoder's, which read the whole source); 0: every row.
  * @property {"first" | "second" | "difference"} compare_shown [both] With a second model (compare=): what the views draw, the first model's attention, the second's, or |A_second − A_first| on one scale for every layer and head (one_scale).
  * @property {string} compared_model [kernel] The second model's name when the widget compares two (compare=), else "".
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
@@ -69,6 +70,7 @@ export const TRAITS = [
   "attention",
   "attention_part",
   "causal",
+  "causal_from",
   "compare_shown",
   "compared_model",
   "direction",

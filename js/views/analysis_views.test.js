@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { expect, it, vi } from "vitest";
-import { categoryColor, cellAt, createHeadMapView, HEATMAP_CELL, heatmapBar, heatmapScene, isSigned } from "./head_map_view.js";
+import { categoryColor, cellAt, createHeadMapView, HEATMAP_CELL, heatmapBar, heatmapImage, heatmapScene, isSigned } from "./head_map_view.js";
 import { axisExtent, BEHAVIOUR_COLORS, createHeadScatterView, nearestPoint, scatterLayout } from "./head_scatter_view.js";
 import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { BEHAVIOURS } from "../transport/contract.js";
@@ -333,6 +333,27 @@ it("draws a signed measure's heatmap about 0, blue below and orange above, its b
   expect(cells[0]).toBe("rgba(255,127,14,1.000)");
   const title = scene.items.find((i) => i.type === "text" && i.role === "title").text;
   expect(title).toContain("(−0.75 to 0.75)");
+});
+
+it("scales a signed measure by its largest magnitude, though the kernel's max is its largest value", () => {
+  // The kernel writes max = the largest value (0.3): a fall of 0.9 was cut to the bar's end.
+  const measure = { key: "delta", label: "Δ log p", values: Float32Array.from([0.3, -0.9, 0, 0.1]), max: 0.3 };
+  const title = heatmapImage({ nLayers: 2, nHeads: 2, measures: [measure], measure: "delta" }).items
+    .find((i) => i.type === "text" && i.role === "title").text;
+  expect(title).toContain("(−0.90 to 0.90)");
+});
+
+it("starts a measure's scale at its declared min: pruning steps count from 1, not 0", () => {
+  const measure = { key: "step", label: "Removed at step (1 = first)", values: Float32Array.from([1, 2, 3, 72]), integer: true, min: 1, max: 72 };
+  expect(heatmapBar(measure, 72).ticks.map((t) => t.text)[0]).toBe("1");
+  const scene = heatmapImage({ nLayers: 2, nHeads: 2, measures: [measure], measure: "step" });
+  expect(scene.items.find((i) => i.type === "text" && i.role === "title").text).toContain("(1 to 72)");
+  const cells = scene.items.filter((i) => i.type === "rect" && i.width === HEATMAP_CELL - 1).map((i) => i.fill);
+  // The first head removed is the scale's first colour, the last its last.
+  const ends = heatmapScene({ nLayers: 1, nHeads: 2 }, { ...measure, values: Float32Array.from([0, 72]), min: 0 }, 72, { title: "" })
+    .items.filter((i) => i.type === "rect" && i.width === HEATMAP_CELL - 1).map((i) => i.fill);
+  expect(cells[0]).toBe(ends[0]);
+  expect(cells[3]).toBe(ends[1]);
 });
 
 it("greys only a category named none: the patterns' first class, heterogeneous, has a colour of its own", () => {

@@ -139,7 +139,11 @@ describe("what an image's caption says", () => {
     expect(say("model", { include_layers: [4, 5] })).toEqual(["Only layers 4 and 5 of 0–5."]);
     expect(say("neuron", { parts: ["encoder", "decoder", "cross"], attention_part: "cross" })).toEqual(["Cross (decoder → encoder) attention."]);
     expect(say("head", { word_level: true })[0]).toMatch(/^Word level/);
-    expect(say("head", { causal: true })[0]).toMatch(/^Causal attention/);
+    expect(say("head", { causal: true })[0]).toMatch(/^Causal attention: each token sees only itself/);
+    // An encoder-decoder's generation: the source's rows (the encoder's) read the whole source.
+    const encoderDecoder = say("head", { causal: true, causal_from: 12 })[0];
+    expect(encoderDecoder).toMatch(/^Causal attention from token 12 on \(the decoder's\)/);
+    expect(encoderDecoder).toMatch(/The source's tokens before it \(the encoder's\) see the whole source\./);
     expect(say("model", { notice: "Input truncated: 600 tokens → 512. The rest of the text is not shown." }))
       .toEqual(["Input truncated: 600 tokens → 512. The rest of the text is not shown."]);
     // A long run's notice says how it keeps its attention, not what is drawn: only truncation is said.

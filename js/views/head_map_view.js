@@ -31,8 +31,12 @@ export function cellAt(x, y, cellSize, nLayers, nHeads) {
 /** Whether a measure holds a value below 0 (a loss change, a Δ log p): drawn on a scale about 0,
  * blue below and orange above (colors.js), where viridis from 0 drew every negative as 0. */
 export const isSigned = (m) => !m.categories && Array.from(m.values).some((v) => Number.isFinite(v) && v < 0);
-/** A measure's top of scale: its declared max, or its largest finite value (a signed one's largest magnitude). */
-const maxOf = (m) => m.max ?? (isSigned(m) ? Math.max(1e-9, maxAbs(m.values)) : Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite)));
+/** A measure's top of scale: its declared max, or its largest finite value; a signed one's is its
+ * largest magnitude (a kernel's max is the largest value, and a larger fall would be cut). */
+const maxOf = (m) => (isSigned(m) ? Math.max(1e-9, m.max ?? 0, maxAbs(m.values))
+  : m.max ?? Math.max(1e-9, ...Array.from(m.values).filter(Number.isFinite)));
+/** An unsigned measure's bottom of scale: its declared min (steps count from 1), else 0. */
+const lowOf = (m) => m.min ?? 0;
 
 /** The heatmap as an image from its state alone, on the measure the state names. */
 export function heatmapImage(state, options) {
@@ -59,19 +63,20 @@ export function categoryLegend(measure) {
 const digitsOf = (measure, digits) => (measure.integer ? 0 : digits);
 const cellValueText = (measure, value) => (measure.categories ? measure.categories[value] ?? "missing" : formatValue(value, digitsOf(measure, 3)));
 
-/** The heatmap's colour bar: viridis from 0 to the measure's largest value; a signed measure's
- * from −max to max about 0. */
+/** The heatmap's colour bar: viridis from the measure's min (0 unless declared) to its largest
+ * value; a signed measure's from −max to max about 0. */
 export function heatmapBar(measure, max) {
   if (isSigned(measure)) {
     return colorBar(measure.label, -max, max, (t) => divergingColor((2 * t - 1) * max, max), { digits: digitsOf(measure, 2) });
   }
-  return colorBar(measure.label, 0, max, interpolateViridis, { digits: digitsOf(measure, 2) });
+  return colorBar(measure.label, lowOf(measure), max, interpolateViridis, { digits: digitsOf(measure, 2) });
 }
 
-/** A cell's colour: its category's, viridis from 0 to `max`, or about 0 for a signed measure. */
+/** A cell's colour: its category's, viridis from min to `max`, or about 0 for a signed measure. */
 function cellColor(measure, value, max, signed) {
   if (measure.categories) return categoryColor(value, measure.categories);
-  return signed ? divergingColor(value, max) : interpolateViridis(Math.min(1, Math.max(0, value / max)));
+  const low = lowOf(measure);
+  return signed ? divergingColor(value, max) : interpolateViridis(Math.min(1, Math.max(0, (value - low) / Math.max(max - low, 1e-9))));
 }
 
 /**
@@ -90,7 +95,8 @@ export function heatmapScene(state, measure, max, { title = "", labels = true, c
   const signed = isSigned(measure);
   if (labels) {
     const highest = formatValue(max, digitsOf(measure, 2));
-    const range = measure.categories ? "" : signed ? ` (−${highest} to ${highest})` : ` (0 to ${highest})`;
+    const lowest = lowOf(measure) === 0 ? "0" : formatValue(lowOf(measure), digitsOf(measure, 2));
+    const range = measure.categories ? "" : signed ? ` (−${highest} to ${highest})` : ` (${lowest} to ${highest})`;
     s.text(6, 12, `${title}${title ? " · " : ""}${measure.label}${range}`, { role: "title" });
     gridSceneLabels(s, {
       left, top, cell, columnY: 36,
@@ -113,7 +119,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true, c
 
 /**
  * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
- * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, categories?, integer?}], measure,
+ * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, min?, categories?, integer?}], measure,
  *         columns?: [{label, name}] (the columns are these, not heads: nHeads of them, none opens)}
  * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none";
  * integer: its values are whole numbers, written without decimals)

@@ -44,6 +44,18 @@ const THINNED_HINT = "Hover a token to see all of its lines.";
 export const CAUSAL_NOTE = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
 
 /**
+ * What the causal note says of a run whose rows are causal from token `from` on: an
+ * encoder-decoder's generation puts the source first, whose rows (the encoder's) read the whole
+ * source, so the note says which rows it is true of.
+ * @param {number} from  the `causal_from` trait
+ */
+export function causalNote(from = 0) {
+  if (!(from > 0)) return CAUSAL_NOTE;
+  return `Causal attention from token ${from.toLocaleString("en")} on (the decoder's): each sees the source, itself and `
+    + "earlier output tokens; later ones are masked (no lines). The source's tokens before it (the encoder's) see the whole source.";
+}
+
+/**
  * The head view as an image: title, caption, head swatches, the two token columns and every line
  * the view draws without hover. Token rows sit at the screen's pitch (ROW_HEIGHT) beside the lines' ends.
  */
@@ -92,7 +104,8 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
 /**
  * createHeadView(container, {onToggleHead, onSoloHead, onSelectToken}) → {update(state), lastLines(), scrollToToken(i), scene, toSvg, toPng, destroy()}
  * state: {tokens, tokenNotes?, keyTokens?, keyNotes?, sentenceBStart, attention: {values, shape}, visibleHeads, sentenceFilter,
- *   caption?, hint?, selected?, weightScale?, measure?, lineMeasure?}
+ *   caption?, hint?, selected?, weightScale?, measure?, lineMeasure?, causal?, causalFrom?}
+ * causal: the causal note shows, saying which rows it is true of from causalFrom (causalNote).
  * keyTokens: the right column when the keys are other tokens (cross-attention); default tokens.
  * caption: a line above the plot (a long text's window says which tokens it shows), which images
  * show too; hint: what the screen adds to it (how to interact; images leave it out); selected: the
@@ -108,9 +121,8 @@ export function createHeadView(container, callbacks = {}) {
   // opens scrolled to its last token, 1,600 px below them).
   const legend = el("div", "attnscope-head-legend", root);
   const swatchRow = el("div", "attnscope-heads", legend);
-  const causalNote = el("div", "attnscope-hint attnscope-causal-note", legend);
-  causalNote.textContent = CAUSAL_NOTE;
-  causalNote.hidden = true;
+  const causalLine = el("div", "attnscope-hint attnscope-causal-note", legend);
+  causalLine.hidden = true;
   const caption = el("div", "attnscope-hint attnscope-window-note", legend);
   caption.hidden = true;
   const note = el("div", "attnscope-hint attnscope-lines-note", legend);
@@ -312,7 +324,8 @@ export function createHeadView(container, callbacks = {}) {
       const sameLines = !layoutChanged && state.attention === next.attention && state.weightScale === next.weightScale
         && String(state.visibleHeads) === String(next.visibleHeads);
       state = next;
-      causalNote.hidden = !next.causal;
+      causalLine.hidden = !next.causal;
+      causalLine.textContent = causalNote(next.causalFrom);
       caption.hidden = !next.caption;
       caption.textContent = [next.caption, next.hint].filter(Boolean).join(" ");
       if (layoutChanged) {
@@ -377,6 +390,7 @@ function headState({ get, decoded, layerData }) {
     keyTokens: keys,
     keyNotes: get("key_token_notes"),
     causal: Boolean(get("causal")),
+    causalFrom: get("causal_from") ?? 0,
     sentenceBStart,
     attention,
     visibleHeads: get("heads"),

@@ -79,6 +79,21 @@ describe("createHeadView", () => {
     expect(container.querySelector(".attnscope-lines").dataset.lineCount).toBe("11");
   });
 
+  it("says which rows are causal: every row, or an encoder-decoder generation's from the decoder's start token", () => {
+    const container = document.createElement("div");
+    const view = createHeadView(container);
+    const note = () => container.querySelector(".attnscope-causal-note");
+    view.update(state());
+    expect(note().hidden).toBe(true);
+    view.update(state({ causal: true }));
+    expect(note().hidden).toBe(false);
+    expect(note().textContent).toMatch(/^Causal attention: each token sees only itself and earlier tokens/);
+    // BART's generation: the source's rows are the encoder's, which see later source tokens too.
+    view.update(state({ causal: true, causalFrom: 2 }));
+    expect(note().textContent).toMatch(/^Causal attention from token 2 on \(the decoder's\)/);
+    expect(note().textContent).toContain("The source's tokens before it (the encoder's) see the whole source.");
+  });
+
   it("names on hover the bytes a continuation token holds, on each side (keys have their own notes)", () => {
     const container = document.createElement("div");
     const view = createHeadView(container);

@@ -54,6 +54,7 @@ export function windowState({ get, long }, memo = {}) {
     tokenNotes: notes,
     keyTokens: null,
     causal: Boolean(get("causal")),
+    causalFrom: get("causal_from") ?? 0,
     sentenceBStart: null,
     attention: { values, shape: win.shape },
     weightScale: largest,

@@ -2,7 +2,7 @@
 // view's module exports its adapter), and the sentences under an image's title that say what
 // state it shows.
 import { PARTS } from "../controls/controls.js";
-import { CAUSAL_NOTE } from "./head_view.js";
+import { causalNote } from "./head_view.js";
 import { headName } from "../drawing/labels.js";
 import { generationSays } from "./output_tokens.js";
 import { ADAPTERS } from "./view_modules.js";
@@ -46,7 +46,7 @@ const SAYS = {
     const n = get("n_heads");
     return shown.length < n ? `${shown.length === 1 ? "Head" : "Heads"} ${listed(shown.map(String))} of ${n} (0–${n - 1}) drawn.` : "";
   },
-  causal: ({ get }) => (get("causal") ? CAUSAL_NOTE : ""),
+  causal: ({ get }) => (get("causal") ? causalNote(get("causal_from") ?? 0) : ""),
   included({ get }) {
     const some = (name, total, what) => {
       const chosen = get(name);

@@ -55,6 +55,7 @@ def test_by_default_heads_go_least_important_first(default_model):
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model).show_analysis(frame)
     step, loss = widget.analysis["measures"]
     assert step["key"] == "step" and loss["key"] == "loss"
+    assert step["min"] == 1  # the key starts at the first step (it read 0, a step no head goes at)
     # Every head at its own step (measured every 24, the rows name only the last of each 24: those
     # alone left 69 of the 72 heads blank), and the loss measured once it had gone.
     measured = dict(zip(frame.removed, frame.loss, strict=True))

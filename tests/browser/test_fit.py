@@ -390,6 +390,11 @@ def test_the_models_name_keeps_the_controls_on_one_line(open_saved, default_mode
     bottoms = {part: page.evaluate(BOX, part)[3] for part in tops}
     assert max(tops.values()) < min(bottoms.values()), (tops, bottoms)  # all on one line
     assert page.get_attribute(".attnscope-title", "title") == name
+    # The embedded model's name is read whole, on two lines where it must: cut to one, it read
+    # "all-MiniLM-L6-v2 (em…" beside free room (issue 45 §6). Only a path too long for two is cut.
+    shown = page.evaluate("() => { const t = document.querySelector('.attnscope-title'); "
+                          "return t.scrollHeight <= t.clientHeight + 1 && t.scrollWidth <= t.clientWidth + 1; }")
+    assert shown == (not name.startswith("/")), name
 
 
 @pytest.mark.parametrize("width", [964, 1400])

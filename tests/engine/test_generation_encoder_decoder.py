@@ -290,6 +290,9 @@ def test_the_widget_shows_the_source_then_the_output_and_says_which_attention_is
         assert widget.tokens == long.labels and len(widget.tokens) == n + 1 + STEPS
         assert widget.token_reading[n].startswith("\n")  # the output starts a line of its own
         assert widget.output_start == n + 1  # the marker: after the source and the decoder's start token
+        # Causal from the decoder's start token: the source's rows (the encoder's) read the whole
+        # source, and the head view's causal note says so (it said every row was causal).
+        assert widget.causal and widget.causal_from == n
         assert widget.focus_token == len(run.ids) - 1  # the newest token selected
         notice = widget.notice.splitlines()
         assert notice[0] == f"Generated greedily: {STEPS} new tokens."

@@ -128,6 +128,20 @@ def classic_rise_server(tmp_path_factory):
         yield base
 
 
+# The console errors classic RISE's page logs of its own, never attnscope's: any other fails the test.
+CLASSIC_HOST_NOISE = (
+    # RISE asks for a notebook's optional rise.css and deck.css; the server's 404 page is HTML.
+    "rise.css' because its MIME type ('text/html')",
+    "deck.css' because its MIME type ('text/html')",
+    # reveal.js's theme imports Google Fonts, offline here.
+    "net::ERR_NAME_NOT_RESOLVED (at https://fonts.googleapis.com/",
+    # MathJax 2 falls back to its MathJax_Blank font, src url('about:blank'), when its web fonts are
+    # slow to come (a loaded machine: a fresh clone's suite failed on it); chromium refuses that.
+    "Access to font at 'about:blank'",
+    "net::ERR_FAILED (at about:blank)",
+)
+
+
 # What shows once a view has its data from the kernel.
 VIEW_DRAWN = {
     "head": ".attnscope-lines canvas",
@@ -230,7 +244,7 @@ def test_classic_rise_keeps_the_widget_live_and_every_view_fits_the_slide(watche
             page.keyboard.press("ArrowRight")
             page.locator(f"{present} .attnscope-root .attnscope-text-flow").wait_for(timeout=30_000)
             page.wait_for_timeout(1000)
-    assert page.problems == [] or all("rise.css" in p or "deck.css" in p or "ERR_NAME_NOT_RESOLVED" in p for p in page.problems), page.problems
+    assert [p for p in page.problems if not any(noise in p for noise in CLASSIC_HOST_NOISE)] == [], page.problems
 
 
 def test_a_notebook_saved_in_the_classic_notebook_reopens_with_its_picture_and_no_widget_error(watched_page, classic_rise_server):

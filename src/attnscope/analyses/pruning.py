@@ -141,8 +141,8 @@ def pruning_curve_view(data: Any, grid: Grid) -> dict:
     every = "after each head" if len(measured) >= len(heads) else \
         f"after {', '.join(str(int(k)) for k in measured.removed[:6])}{'…' if len(measured) > 6 else ''} heads removed"
     return {"measures": [
-        # integer: a count of steps, labelled 0–72, not 0.00–72.00
-        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(heads, "step"), "integer": True},
+        # integer: a count of steps, labelled 1–72, not 0.00–72.00 (min: no head goes at step 0)
+        {"key": "step", "label": "Removed at step (1 = first)", "values": grid(heads, "step"), "integer": True, "min": 1},
         {"key": "loss", "label": "Loss once removed (the next measure)", "values": grid(heads, "loss")},
     ], "note": (f"Heads removed least important first (Michel et al. 2019; Voita et al. 2019 §6), one a step, loss: "
                 f"{data.attrs.get('loss', '?')}, measured {every}; with every head {float(data.loss.iloc[0]):.4g}, after "

@@ -114,7 +114,8 @@ class AnalysisView:
     convert: (data, grid) → {"measures": [{key, label, values}], "note": ..., and what its layout
     reads besides (a scatter's "points" and "behaviours", the finder's "finder", a layout of its
     own's own keys)}. A measure may say what its values are: "categories" (their names, values
-    index them) or "integer": True (counts, steps: no decimals).
+    index them), "integer": True (counts, steps: no decimals) and "min" (where its scale starts, when
+    not at 0: steps count from 1).
     layout: the JS module that draws it, js/views/<layout>_layout.js (`make contract` lists the layouts
     in js/views/layout_modules.js).
     needs: what it needs beside its payload (NEEDS: "thumbnails", every head's, shown on hover).

@@ -102,6 +102,12 @@ class EncoderDecoderLongResult(LongAttentionResult):
         return self.n_source + int(self.decoder.queries[0].shape[1])
 
     @property
+    def causal_from(self) -> int:
+        """The decoder's start token: the source's rows before it are the encoder's, which read
+        the whole source."""
+        return self.n_source
+
+    @property
     def n_decoder_tokens(self) -> int:
         return int(self.decoder.queries[0].shape[1])
 

@@ -77,6 +77,11 @@ class LongAttentionResult:
         return len(self.queries)
 
     @property
+    def causal_from(self) -> int:
+        """The first token whose row is masked past itself when the run is causal: every row's."""
+        return 0
+
+    @property
     def n_heads(self) -> int:
         return int(self.queries[0].shape[0])
 

@@ -89,6 +89,9 @@ class WidgetTraits(anywidget.AnyWidget):
     n_heads = synced(Int(0), "Heads per layer of the shown attention.")
     model_name = synced(Unicode(""), "The model's name, as titles show it.")
     causal = synced(Bool(False), "The shown attention is causal: later tokens are masked.")
+    causal_from = synced(Int(0), "The first token whose row is causal (an encoder-decoder's generation: the decoder's "
+                                 "start token; the source's rows before it are the encoder's, which read the whole "
+                                 "source); 0: every row.")
     neuron_unavailable = synced(Unicode(""), "Why the neuron view cannot show this run (it needs the queries and keys), "
                                 "shown in its tab; \"\" when it can.")
     parts = synced(Strings(), 'Encoder-decoder models: ["encoder", "decoder", "cross"]; otherwise empty.')
