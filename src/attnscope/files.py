@@ -74,8 +74,16 @@ def writable_path(name: str, path: Any, file_format: str) -> Path:
     except InputError as error:
         raise InputError(f"{name}: {error}") from None
     folder = target.expanduser().parent
-    if not folder.is_dir():
-        raise MissingFolderError(f"{name}={str(path)!r}: cannot write the file there, the folder {folder} does not exist.")
+    try:
+        target.expanduser().exists()
+        there = folder.is_dir()
+    except OSError as error:  # a name longer than the file system takes (ENAMETOOLONG): said now, not after the work
+        longest = max(len(part) for part in target.parts)
+        raise InputError(f"{name}: cannot write a file at {str(path)[:80]!r}…: {error.strerror} (a name of {longest} "
+                         "characters, where file systems take 255 at most). Give a shorter name.") from None
+    if not there:
+        raise MissingFolderError(f"{name}={str(path)!r}: cannot write the file there, the folder {folder} does not exist: "
+                                 "make it first, or give a path in a folder that exists.")
     return target
 
 

@@ -283,7 +283,7 @@ def test_the_command_line_refuses_a_notebook_and_says_it_replaced_a_page(tmp_pat
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [
-        f"attnscope: error: Not writing HTML to '{notebook}': an HTML file's name ends in .html or .htm, and .ipynb "
+        f"attnscope: error: -o: Not writing HTML to '{notebook}': an HTML file's name ends in .html or .htm, and .ipynb "
         f"names another kind of file, which this would replace. Name it e.g. '{tmp_path / 'analysis.html'}'."]
     assert notebook.read_bytes() == NOTEBOOK
     page = tmp_path / "page"
@@ -294,3 +294,16 @@ def test_the_command_line_refuses_a_notebook_and_says_it_replaced_a_page(tmp_pat
         last = out.stderr.strip().splitlines()[-1]
         assert last.startswith(f"attnscope: {said} {tmp_path / 'page.html'} ("), last
     assert listing(tmp_path) == ["analysis.ipynb", "page.html"]
+
+
+def test_a_name_longer_than_the_file_system_takes_is_refused_before_any_work(tmp_path):
+    """A 300-character file name ended in the OS's "[Errno 36] File name too long" once the page
+    was made (the command line loaded the model first): now refused at once, saying what to do."""
+    with pytest.raises(attnscope.InputError, match=r"path: cannot write a file at .*a name of 305 characters, where file "
+                                                    r"systems take 255 at most\)\. Give a shorter name\.") as info:
+        files.writable_path("path", tmp_path / ("x" * 300), "html")
+    assert "Errno" not in str(info.value)
+    out = subprocess.run([sys.executable, "-m", "attnscope.edges.cli", "render", "Hi.", "-o", str(tmp_path / ("x" * 300))],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].startswith("attnscope: error: -o: cannot write a file")
+    assert list(tmp_path.iterdir()) == []

@@ -55,6 +55,7 @@ from wrong_kinds_catalogue import (
     instance_for,
     keyword_settings,
     says_what_it_got,
+    says_what_it_wants,
     settable_traits,
     short,
     widget_classes,
@@ -221,6 +222,8 @@ def verdict(call, parameter: str, subject: str | None = None, arguments=(), mode
         if why is None and wrong is not _NOT_GIVEN and not says_what_it_got(message, wrong) \
                 and not any(reason in message for reason in REFUSED_WHATEVER_GIVEN):
             why = f"{type(error).__name__} not saying what it got: {message[:200]}"
+        if why is None and not says_what_it_wants(message):
+            why = f"{type(error).__name__} not saying what it wants: {message[:200]}"
     except TooSlow:
         why = f"still running after {CALL_SECONDS} s (a wrong value taken as work to do?)"
     except Exception as error:
@@ -375,6 +378,8 @@ def _run_cli(argv, capsys) -> str | None:
         if any(f"error: {kind}" in errors[0] for kind in ("AttributeError", "IndexError", "KeyError", "TypeError", "Exception:")) \
                 or "Error: " in errors[0].removeprefix("attnscope: error: "):
             return "an error that is not attnscope's: " + errors[0]
+        if not says_what_it_wants(errors[0]):
+            return "an error not saying what it wants: " + errors[0]
     return None
 
 

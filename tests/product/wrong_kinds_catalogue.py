@@ -148,6 +148,24 @@ def says_what_it_got(message: str, wrong) -> bool:
     return any(word in said for word in said_of(wrong))
 
 
+# Phrases, any of which in a refusal says what would be taken instead: a kind ("is not a", "a
+# list of", "maps each"), a range ("outside [", "at most", "0.."), a choice ("one of", "either"),
+# or what to do ("give ", "pass ", "leave it out", "generate with", "attnscope.load(").
+WANTS = (
+    "must", "should", "expected", "expects", "one of", "choose", "give ", "pass ", "use ", "needs", "need ", "wants",
+    "takes", "reads", "runs a ", "maps ", "at least", "at most", "range", "between", "outside [", "0..", "from 0",
+    "count from", "e.g.", "such as", "accepts", "is not a", "not an ", "are not", "only", "either", " or ", "instead",
+    "supported", "has layers", "has heads", "a str", "an int", "list of", "whole number", "is a ", "are ", "makes one",
+    "returns", "is required", "known", "set ", "asks for", "holds", "not in", "leave it out", "type a", "longer than",
+    "but ", "no such", "run ", "see ", "generate with", "attnscope.load(", "make it", "is for ",
+)
+
+
+def says_what_it_wants(message: str) -> bool:
+    said = message.lower()
+    return any(phrase in said for phrase in WANTS)
+
+
 # Valid values by parameter name, for the parameters that have no default (the others keep theirs).
 VALID = {
     "model": lambda kit: kit.model,

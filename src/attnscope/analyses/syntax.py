@@ -69,7 +69,8 @@ def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
             continue
         fields = line.split("\t")
         if len(fields) != 10:
-            raise InputError(f"CoNLL-U line {line_number} has {len(fields)} tab-separated fields, not 10: {line[:60]!r}")
+            raise InputError(f"CoNLL-U line {line_number} has {len(fields)} tab-separated fields, where a word's line needs "
+                             f"10 (ID, FORM, LEMMA, UPOS, XPOS, FEATS, HEAD, DEPREL, DEPS, MISC): {line[:60]!r}")
         if "-" in fields[0] or "." in fields[0]:
             continue
         try:
@@ -81,7 +82,8 @@ def read_conllu(text_or_path: str | Path) -> list[ParsedSentence]:
         relations.append(fields[7])
     if not sentences:
         said = f"{'a file' if path is not None else 'text'} of {len(text)} characters" if text.strip() else "empty"
-        raise InputError(f"No sentences found in the CoNLL-U input ({said}).")
+        raise InputError(f"No sentences found in the CoNLL-U input ({said}): give CoNLL-U text (a word a line, 10 "
+                         "tab-separated fields, a blank line after each sentence) or the path of a .conllu file.")
     return sentences
 
 

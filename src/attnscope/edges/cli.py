@@ -12,7 +12,7 @@ from .. import checks
 from ..checks import first_surrogate, texts_given
 from ..engine import hub
 from ..errors import AttnscopeError, InputError
-from ..files import describe_size, output_path, write_atomic
+from ..files import describe_size, write_atomic, writable_path
 from ..widget.views import VIEW_NAMES
 
 
@@ -91,12 +91,10 @@ def _render(args: argparse.Namespace) -> int:
     for name, text in (("the text", args.text), ("--text-b", args.text_b)):
         _check_utf8(name, text)
     texts_given(args.text, args.text_b)
-    output = args.output.expanduser()
-    if output.is_dir():
+    # -o analysis.ipynb is refused; -o page writes page.html; a missing folder or too long a name is said now.
+    output = writable_path("-o", args.output.expanduser(), "html")
+    if args.output.expanduser().is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")
-    output = output_path(output, "html")  # -o analysis.ipynb is refused; -o page writes page.html
-    if not output.parent.is_dir():
-        raise InputError(f"-o {args.output}: the folder {output.parent} does not exist.")
     # --layers against the model's config.json where it is at hand (the embedded default, a folder,
     # the hub cache); otherwise the page checks them once the model has loaded.
     checks.indices("--layers", args.layers, hub.config_layers(args.model), "layers")
