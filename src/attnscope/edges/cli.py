@@ -12,7 +12,7 @@ from .. import checks
 from ..checks import first_surrogate, texts_given
 from ..engine import hub
 from ..errors import AttnscopeError, InputError
-from ..files import describe_size, write_atomic, writable_path
+from ..files import describe_size, writable_path, write_atomic
 from ..widget.views import VIEW_NAMES
 
 
