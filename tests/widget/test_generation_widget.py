@@ -221,13 +221,72 @@ def test_each_step_sends_what_it_changed_of_the_lists_and_the_end_sends_them_who
             lists = grown_by(lists, state["grown"])
             assert lists == kernel_lists
         assert lists == {name: getattr(widget, name) for name in GROWING}
-        # The run's end: `grown` emptied, then the lists whole (what a page opened now reads).
+        # The run's end: `grown` emptied, then the lists whole (what a page opened now reads), and
+        # the Analysis tab's table, which steps leave behind while that tab is closed.
         assert sent[-2][0].get("grown") == {} and not widget.generating
-        assert sent[-1][0] == {name: getattr(widget, name) for name in GROWING}
+        assert sent[-1][0] == {**{name: getattr(widget, name) for name in GROWING}, "analysis": widget.analysis}
         # A view that missed steps asks for the lists: the kernel's, with their run's id.
         content, _ = ask(widget, "growing_lists")
         assert content == {**lists, "result_id": widget.result_id, "kind": "reply", "type": "growing_lists", "id": 7}
     finally:
+        widget.close()
+
+
+def test_steps_send_the_analysis_tabs_table_only_while_that_tab_is_open(engine, monkeypatch):
+    """The sinks table grows each step, and was most of a step's message (14.6 kB of 8,160
+    tokens'): sent by a step only while the Analysis tab is open, else when it opens or at the end."""
+    sent = []
+
+    def send(widget, msg, buffers=None):
+        if msg.get("method") == "update":
+            sent.append((msg["state"], widget.analysis, widget.generation.steps))
+        return original_send(widget, msg, buffers)
+
+    original_send = attnscope.GenerationWidget._send
+    monkeypatch.setattr(attnscope.GenerationWidget, "_send", send)
+    for view in ("text", "analysis"):
+        sent.clear()
+        widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False, view=view)
+        try:
+            widget.wait(timeout=120)
+            steps = [(state, table) for state, table, _ in sent if state.get("grown")]
+            assert len(steps) == STEPS and widget.analysis["kind"] == "attention_sinks"
+            if view == "analysis":  # open: each step's table, as the kernel has it
+                assert all(state["analysis"] == table for state, table in steps)
+                assert "analysis" not in sent[-1][0]  # nothing behind at the end
+            else:
+                assert not any("analysis" in state for state, _ in steps)
+                assert sent[-1][0]["analysis"] == widget.analysis  # the end catches the page up
+        finally:
+            widget.close()
+    # Opened mid-run (the run held after its second step): the table as it is then, at once.
+    sent.clear()
+    at_two, go_on = threading.Event(), threading.Event()
+    original_start = attnscope.GenerationWidget.start
+
+    def start(widget):
+        steps = widget._steps
+
+        def held():
+            for run in steps:
+                if run.steps == 3:  # the second step shown: hold the third
+                    at_two.set()
+                    go_on.wait(60)
+                yield run
+        widget._steps = held()
+        return original_start(widget)
+
+    monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
+    try:
+        assert at_two.wait(60) and widget.generating
+        widget.view = "analysis"
+        opened = [(state, table) for state, table, _ in sent if set(state) == {"analysis"}]
+        assert len(opened) == 1 and opened[0][0]["analysis"] == opened[0][1] and widget.generating
+        go_on.set()
+        widget.wait(timeout=120)
+    finally:
+        go_on.set()
         widget.close()
 
 

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import traitlets
+
 from .. import checks
 from ..analyses.tables import growing_run_analysis
 from ..engine.attention_model import AttentionModel
@@ -107,6 +109,10 @@ class GenerationWidget(AttentionWidget):
         # what changed); a whole list of 8,192 tokens sent at every step was most of a step's
         # message (~190 kB) and of its cost in the kernel (ipywidgets walking it for buffers).
         self._unsent: frozenset[str] = frozenset()
+        # The Analysis tab's table (the sinks, grown each step) is sent by a step only while that
+        # tab is open: it was most of a step's message elsewhere (14.6 kB of a step at 8,160
+        # tokens). True: the page's copy is behind the kernel's, sent when the tab opens or the run ends.
+        self._analysis_behind = False
         super().__init__(result=first.attention, **kwargs)
         self._pictures.held = True  # drawn once the run ends (picture.PictureOutputs)
 
@@ -147,7 +153,9 @@ class GenerationWidget(AttentionWidget):
                     if self._closed:
                         break
                     self._generation = run
-                    self._unsent = frozenset(GROWING)
+                    behind = self.view != "analysis"
+                    self._unsent = frozenset(GROWING) | ({"analysis"} if behind else set())
+                    self._analysis_behind |= behind
                     try:
                         self._apply(run.attention, self.result_id + 1)
                     finally:
@@ -163,7 +171,9 @@ class GenerationWidget(AttentionWidget):
             with self._state_lock:
                 if not self._closed:
                     self._quietly(generating=False, knockout_control=self._knockout_control(False), grown={})
-                    self.send_state(list(GROWING))  # the lists, whole again: a page saved or opened now needs no steps
+                    # The lists, whole again (a page saved or opened now needs no step), and the table.
+                    self.send_state([*GROWING, *(["analysis"] if self._analysis_behind else [])])
+                    self._analysis_behind = False
             self._done.set()
             self._pictures.held = False
             if self._loop is not None and not self._loop.is_closed():
@@ -197,6 +207,14 @@ class GenerationWidget(AttentionWidget):
 
     def _should_send_property(self, key: str, value: Any) -> bool:
         return key not in self._unsent and super()._should_send_property(key, value)
+
+    @traitlets.observe("view")
+    def _on_analysis_opened(self, change: dict) -> None:
+        """The Analysis tab opened while steps left the page's table behind: sent now (the page's
+        write holds the step lock: one step's table)."""
+        if change["new"] == "analysis" and self._analysis_behind and not self._closed:
+            self.send_state(["analysis"])
+            self._analysis_behind = False
 
     def _answer_growing_lists(self) -> dict:
         with self._state_lock:  # the lists of one step
