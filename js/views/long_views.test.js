@@ -94,6 +94,27 @@ describe("text view", () => {
     expect(body.querySelectorAll(".attnscope-output-mark")).toHaveLength(0);
   });
 
+  it("makes the flow again from the first block whose end a step moved, keeping those before it", () => {
+    const body = document.createElement("div");
+    const view = createTextView(body, {});
+    const state = (tokens, selected) => ({ tokens, reading: tokens, notes: [], selected, values: null, message: "", head: -1,
+      nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m", outputStart: 600 });
+    const prompt = Array.from({ length: 600 }, (_, i) => (i % 10 === 9 ? " end." : ` w${i}`)); // sentences, no line's end
+    const spansOf = () => [...body.querySelectorAll(".attnscope-text-token")];
+    const blockStarts = () => [...body.querySelectorAll(".attnscope-text-chunk")].map((b) => Number(b.querySelector("[data-index]").dataset.index));
+    view.update(state([...prompt, " The"], 600));
+    const first = spansOf();
+    expect(blockStarts()).toEqual([0, 260, 520]);
+    // The output's first line ends: the paragraph (260…) runs to it, not to the full stop at 520.
+    view.update(state([...prompt, " The", " end.\n"], 601));
+    const spans = spansOf();
+    expect(blockStarts()).toEqual([0, 260]);
+    expect(spans[0]).toBe(first[0]); // the first block is kept
+    expect(spans[259]).toBe(first[259]);
+    expect(spans[300]).not.toBe(first[300]); // the moved block is made again
+    expect(spans.map((s) => Number(s.dataset.index))).toEqual([...Array(602).keys()]);
+  });
+
   it("dims only the text flow while a selection's numbers are asked for", () => {
     // A class on an ancestor of every token span makes the browser visit them all on each click.
     const body = document.createElement("div");
@@ -189,6 +210,10 @@ describe("text view blocks", () => {
     const prose = Array.from({ length: 700 }, (_, i) => (i % 10 === 9 ? " end." : ` w${i}`));
     expect(chunkBoundaries(prose)).toEqual([0, 260, 520, 700]);
     expect(chunkBoundaries([...words(300), " said.”", ...words(10)])).toEqual([0, 301, 311]);
+    // A paragraph's sentences: its line's end, 140 tokens on, ends the block, not its first full
+    // stop past the size (which read as a paragraph's end where the text has none).
+    const paragraphs = prose.map((token, i) => (i === 399 ? " end.\n" : token));
+    expect(chunkBoundaries(paragraphs)).toEqual([0, 400, 660, 700]);
     expect(chunkBoundaries([...words(300), " 3.14", ...words(10)])).toEqual([0, 311]); // a number is no sentence's end
     // No word starts and no line ends: a block at four times the size, but not before a "" (a split character's byte).
     const bytes = Array.from({ length: 1100 }, (_, i) => (i === 1024 ? "" : "x"));

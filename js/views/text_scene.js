@@ -59,20 +59,27 @@ const SENTENCE_END = /[.!?…。！？]["'”’)\]]*\s*$/u;
 /**
  * Where the flow's blocks start: [0, ..., n]. Each block starts a line (a block of its own for
  * content-visibility), so a block ends after about CHUNK_TOKENS tokens where a break is in the text
- * or does least harm: at a line's end, else at a sentence's end (a break mid-sentence read as one
- * in the text: "had chewed / half of them"), else, past twice the size (text without sentences),
- * before a token that starts a word, and past four times anywhere; never inside a split character.
+ * or does least harm: at a line's end; else at a sentence's end (a break mid-sentence read as one
+ * in the text: "had chewed / half of them"), unless a line's end comes before the block reaches
+ * twice the size (a break between two sentences of a paragraph still reads as a paragraph's end);
+ * else, past twice the size (text without sentences), before a token that starts a word, and past
+ * four times anywhere; never inside a split character.
  */
 export function chunkBoundaries(reading) {
   const starts = [0];
   const n = reading.length;
+  // The first break at or after i that is a line's end (NO_LINE_END: none; the text's own end is
+  // none, so that a growing text's earlier blocks keep their ends).
+  const NO_LINE_END = 2 ** 30;
+  const nextLineEnd = new Int32Array(n + 1).fill(NO_LINE_END);
+  for (let i = n; i >= 1; i--) nextLineEnd[i] = String(reading[i - 1]).endsWith("\n") ? i : (nextLineEnd[i + 1] ?? NO_LINE_END);
   for (let i = 1; i < n; i++) {
     const size = i - starts.at(-1);
     if (size < CHUNK_TOKENS || reading[i] === "") continue;
     const previous = String(reading[i - 1]);
     const lineEnd = previous.endsWith("\n");
     const wordStart = /^\s/.test(String(reading[i]));
-    const sentenceEnd = wordStart && SENTENCE_END.test(previous);
+    const sentenceEnd = wordStart && SENTENCE_END.test(previous) && nextLineEnd[i] - starts.at(-1) > 2 * CHUNK_TOKENS;
     if (lineEnd || sentenceEnd || (size >= 2 * CHUNK_TOKENS && wordStart) || size >= 4 * CHUNK_TOKENS) starts.push(i);
   }
   starts.push(n);

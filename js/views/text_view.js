@@ -119,8 +119,12 @@ export function createTextView(container, callbacks = {}) {
     const starts = chunkBoundaries(reading);
     let from = keptUpTo(tokens, notes, reading, outputStart);
     let kept = chunkStarts.indexOf(from);
-    // Blocks are found left to right: those before `from` are the same, or the flow is made whole.
-    if (from > 0 && (kept < 0 || starts.slice(0, kept + 1).join() !== chunkStarts.slice(0, kept + 1).join())) from = kept = 0;
+    // A block is kept where it starts and ends as before: new text can move an earlier block's end
+    // (a line's end that came is preferred to a sentence's), and the flow is made again from there.
+    let same = 0;
+    while (same <= kept && starts[same] === chunkStarts[same]) same++;
+    kept = Math.max(0, Math.min(kept, same - 1));
+    from = chunkStarts[kept] ?? 0;
     if (from === 0) {
       flow.replaceChildren();
       kept = 0;
