@@ -5,6 +5,7 @@ one, whole."""
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -77,10 +78,12 @@ def writable_path(name: str, path: Any, file_format: str) -> Path:
     try:
         target.expanduser().exists()
         there = folder.is_dir()
-    except OSError as error:  # a name longer than the file system takes (ENAMETOOLONG): said now, not after the work
+    except OSError as error:  # said now, not after the work: a name too long (ENAMETOOLONG), a folder not readable
+        shown = repr(str(path)) if len(str(path)) <= 80 else f"{str(path)[:80]!r}…"
         longest = max(len(part) for part in target.parts)
-        raise InputError(f"{name}: cannot write a file at {str(path)[:80]!r}…: {error.strerror} (a name of {longest} "
-                         "characters, where file systems take 255 at most). Give a shorter name.") from None
+        why = (f" (a name of {longest} characters, where file systems take 255 at most). Give a shorter name."
+               if error.errno == errno.ENAMETOOLONG and longest > 255 else ": give a path this user can write to.")
+        raise InputError(f"{name}: cannot write a file at {shown}: {error.strerror}{why}") from None
     if not there:
         raise MissingFolderError(f"{name}={str(path)!r}: cannot write the file there, the folder {folder} does not exist: "
                                  "make it first, or give a path in a folder that exists.")
