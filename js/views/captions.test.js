@@ -122,6 +122,13 @@ describe("what an image's caption says", () => {
     for (const { name } of VIEWS.filter((v) => v.draws || v.asks)) expect(say(name, {})).toEqual([]);
   });
 
+  it("says what a generation wrote and how it ended: a stopped run said nothing of its stop", () => {
+    const run = { long_context: true, output_start: 2, tokens: ["Hi", ",", " the", " sea"], token_reading: ["Hi", ",", " the", " sea"],
+      notice: "Generated greedily: 2 new tokens of at most 80, stopped.\n4 tokens: kept as q, k." };
+    expect(say("text", run)[0]).toBe("The model wrote 2 tokens after a prompt of 2: “the sea”. Generated greedily: 2 new tokens of at most 80, stopped.");
+    expect(say("text", { ...run, notice: "" })[0]).toBe("The model wrote 2 tokens after a prompt of 2: “the sea”");
+  });
+
   it("names the masked heads, counted from 0, and what Show change draws", () => {
     const masked = { masked_heads: [[3, 5], [4, 0]], show_change: true, mask_summary: "Masked 3-5, 4-0: attention changes from layer 4 on." };
     const model = say("model", masked);

@@ -7,7 +7,7 @@ import { keyHeadOf, topK } from "../controls/long_controls.js";
 import { mapSubtitle, wholeMap } from "./map_view.js";
 import { sceneToSvg } from "../drawing/scene.js";
 import { savedAnswer } from "../standalone.js";
-import { shadeOf, textScale } from "../drawing/text_scale.js";
+import { isDeepShade, shadeOf, textScale } from "../drawing/text_scale.js";
 import { createTextView } from "./text_view.js";
 import { chunkBoundaries, shadingTitle, textScene } from "./text_scene.js";
 
@@ -21,6 +21,19 @@ describe("text view", () => {
     expect(a).toBe("rgba(33,113,181,0.50)");
     expect(topK(values, 2)).toEqual([0, 2]);
     expect(topK(Float32Array.from([0, 0.2, 0.1, 0.3, 0.25]), 3)).toEqual([3, 4, 1]);
+  });
+
+  it("writes a deeply shaded token's text light, live and in the picture (dark on the full blue read at 3:1)", () => {
+    expect(["rgba(33,113,181,1.00)", "rgba(33,113,181,0.80)", "rgba(128,128,128,0.95)"].map(isDeepShade)).toEqual([true, true, true]);
+    expect(["rgba(33,113,181,0.79)", "rgba(33,113,181,0.00)", ""].map(isDeepShade)).toEqual([false, false, false]);
+    const state = { tokens: ["The", " cat", "."], notes: [], selected: 0, values: Float32Array.from([0, 0.2, 1]), message: "", head: -1,
+      nHeads: 2, nKeyHeads: 2, direction: "from", aside: 0, layer: 0, model: "m" };
+    const body = document.createElement("div");
+    createTextView(body).update(state);
+    const spans = [...body.querySelectorAll(".attnscope-text-token")];
+    expect(spans.map((span) => span.classList.contains("attnscope-deep"))).toEqual([false, false, true]);
+    const texts = textScene(state).items.filter((item) => item.type === "text" && item.role === "token");
+    expect(texts.map((item) => item.color ?? null)).toEqual([null, null, "#fff"]);
   });
 
   it("groups query heads by key head", () => {

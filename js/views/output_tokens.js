@@ -54,8 +54,9 @@ export const outputLegend = (outputStart, nTokens) => (outputStart >= 0
 
 /**
  * What an image of a generation says under its title, for a reader with no widget: how long the
- * prompt is and the text the model wrote (its tokens as the text reads, at most GENERATED_CHARS
- * characters). "" when the run is not a generation.
+ * prompt is, the text the model wrote (its tokens as the text reads, at most GENERATED_CHARS
+ * characters), and how it chose them and ended (the notice's "Generated …" line: a stopped run
+ * said nothing of its stop). "" when the run is not a generation.
  * @param {(name: string) => any} get  a synced trait
  */
 export function generationSays(get) {
@@ -67,5 +68,8 @@ export function generationSays(get) {
   let text = pieces.join("").trim();
   if (text.length > GENERATED_CHARS) text = `${text.slice(0, GENERATED_CHARS)}…`;
   const steps = tokens.length - start;
-  return `The model wrote ${steps} token${steps === 1 ? "" : "s"} after a prompt of ${start}: “${text}”`;
+  // How it chose them and how it ended ("…, stopped."): the kernel's notice's first line says it.
+  const how = String(get("notice") ?? "").split("\n")[0];
+  return `The model wrote ${steps} token${steps === 1 ? "" : "s"} after a prompt of ${start}: “${text}”`
+    + (how.startsWith("Generated ") ? `. ${how}` : "");
 }

@@ -7,7 +7,7 @@ import { focusHeadName, topK } from "../controls/long_controls.js";
 import { outputLegend, outputTokenMarks, stepOf } from "./output_tokens.js";
 import { createScene } from "../drawing/scene.js";
 import { textWidth, wrapText } from "../drawing/svg.js";
-import { shadeOf, textBars, textScale, textScaleNote } from "../drawing/text_scale.js";
+import { isDeepShade, shadeOf, textBars, textScale, textScaleNote } from "../drawing/text_scale.js";
 
 export const TOP_K = 12;
 const LINE = 20; // px between lines of text in images
@@ -184,7 +184,7 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
       if (t.i === marked) s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       // Drawn to the width it was laid out by (its spaces kept): the estimate is per character,
       // and a word split into tokens ("Ow" + "ls") must read as one word, not with a gap inside.
-      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w });
+      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w, color: isDeepShade(shade(t.i)) ? "#fff" : null });
     }
   });
   s.text(8, listTop, `Top ${best.length}:`, { size: 11, role: "list-title" });

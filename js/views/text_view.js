@@ -8,7 +8,7 @@ import { renderColorBar } from "../drawing/legend.js";
 import { createAsidePicker, createHeadPicker, topK } from "../controls/long_controls.js";
 import { markOutput } from "./output_tokens.js";
 import { imageMethods } from "../drawing/scene.js";
-import { shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
+import { isDeepShade, shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
 import { chunkBoundaries, format, partsEnd, readingOf, shadingTitle, shownAt, TOP_K, textScene } from "./text_scene.js";
 import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 
@@ -191,6 +191,7 @@ export function createTextView(container, callbacks = {}) {
       const color = colors ? colors(i) : "";
       if (painted[i] !== color) {
         spans[i].style.background = color;
+        spans[i].classList.toggle("attnscope-deep", isDeepShade(color));
         painted[i] = color;
       }
     }

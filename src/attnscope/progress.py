@@ -88,7 +88,8 @@ def status(doing: str, done: str) -> Iterator[None]:
     tens of seconds, and an empty output reads as a hang), in a notebook's kernel only (a script's
     user sees their own prints). It ends as `done` and the time taken ("attnscope: loaded smollm2
     in 12.3 s"), as a bar ends as its text: emptied, it left a blank output in the cell. A block
-    that fails says so, above the error."""
+    that fails says so, above the error ("did not finish" read as a hang beside a misspelt name's
+    refusal at once)."""
     handle = None
     try:
         from IPython import get_ipython
@@ -105,5 +106,5 @@ def status(doing: str, done: str) -> Iterator[None]:
         finished = True
     finally:
         if handle is not None:
-            line = f"{done} in {time.perf_counter() - start:.1f} s" if finished else f"{doing.rstrip('…')} did not finish"
+            line = f"{done} in {time.perf_counter() - start:.1f} s" if finished else f"{doing.rstrip('…')} stopped on the error below"
             handle.update({"text/plain": line}, raw=True)

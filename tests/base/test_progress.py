@@ -199,7 +199,7 @@ def test_a_loading_line_ends_as_what_was_done_and_its_time_never_blank(kernel_ou
     assert re.fullmatch(r"attnscope: loaded smollm2 in \d+\.\d s", last["text/plain"]), last
     with pytest.raises(OSError), status("attnscope: loading x…", "attnscope: loaded x"):
         raise OSError("no such model")
-    assert kernel_outputs[-1][0]["text/plain"] == "attnscope: loading x did not finish"
+    assert kernel_outputs[-1][0]["text/plain"] == "attnscope: loading x stopped on the error below"
 
 
 def test_loading_a_model_by_folder_says_so_while_it_loads(kernel_outputs, tmp_path, default_model):

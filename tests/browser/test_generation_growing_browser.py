@@ -84,10 +84,11 @@ def test_each_step_grows_the_pages_lists_and_a_view_opened_mid_way_catches_up(pa
                 page.wait_for_function(f"document.querySelectorAll('#host-1 .attnscope-text-flow [data-index]').length === {len(expected)}")
                 assert shown(page, "#host-1") == expected
         widget.wait(timeout=60)
-        # The end: `grown` emptied, then the lists whole; both views keep every token.
+        # The end: `grown` emptied, then the lists whole with the Analysis tab's table (steps leave
+        # it behind while the tab is closed); both views keep every token.
         for message in sent[-2:]:
             page.evaluate("m => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(m))", wire(message))
-        assert sent[-1] == {name: getattr(widget, name) for name in GROWING}
+        assert sent[-1] == {**{name: getattr(widget, name) for name in GROWING}, "analysis": widget.analysis}
         for box in ("#host", "#host-1"):
             assert shown(page, box) == list(widget.token_reading)
         requests = page.evaluate("window.attnscopeHarness.model.sentMessages.filter((m) => m.kind === 'request')")

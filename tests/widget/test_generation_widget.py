@@ -89,8 +89,12 @@ def test_stop_keeps_the_text_so_far_and_leaves_nothing_running(engine):
         while widget.generation.steps < 2:
             assert widget.generating
             widget._done.wait(0.01)
+        at = widget.generation.steps
         run = widget.stop(timeout=60)
         assert run.finish == "stopped" and run.stopped and 2 <= run.steps < 200
+        # Within one step of the stop: the step under way when it came (and one that ended while
+        # `at` was read) is kept, no other.
+        assert run.steps <= at + 2, (at, run.steps)
         assert not widget.generating and not widget._thread.is_alive() and threading.active_count() == threads
         assert widget.tokens == run.attention.labels and len(widget.tokens) == len(run.ids)
         assert widget.notice.splitlines()[0] == f"Generated greedily: {run.steps} new tokens of at most 200, stopped."
@@ -140,11 +144,16 @@ def test_bad_arguments_raise_naming_the_parameter_before_anything_is_shown(engin
         (dict(chat=True), "chat=True, but .* no chat template"),
         (dict(model=None), "model=None: generate needs a causal language model or an encoder-decoder"),
         (dict(view="nope"), "Unknown view 'nope'"),
+        # A short run's view: named as not a generation's, with those it has (it was listed as
+        # available, then refused as "would take 1.0 MB ... a shorter text").
+        (dict(view="neuron"), r"A generation has no view 'neuron'; available: head, model, text, map, analysis\.$"),
     ]:
         with pytest.raises(InputError, match=match):
             attnscope.generate(PROMPT, **{"model": engine, "chat": False, **kwargs})
     with pytest.raises(InputError, match="prompt=.* is empty"):
         attnscope.generate("  ", model=engine, chat=False)
+    with pytest.raises(InputError, match=r"^prompt=None: give the text the model continues, as a str\.$"):  # not "is empty"
+        attnscope.generate(None, model=engine, chat=False)
     assert shown == [] and threading.active_count() == threads
 
 

@@ -157,7 +157,9 @@ def generation_steps(
     """
     engine = _generating_model(model)
     prompt = single_text(prompt, "prompt")
-    if prompt is None or not prompt.strip():
+    if prompt is None:
+        raise InputError("prompt=None: give the text the model continues, as a str.")
+    if not prompt.strip():
         raise InputError(f"prompt={checks.short_repr(prompt)} is empty: give the text the model continues.")
     has_template = bool(getattr(engine.tokenizer, "chat_template", None))
     chat = None if chat is None else checks.flag("chat", chat)

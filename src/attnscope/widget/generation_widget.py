@@ -36,7 +36,7 @@ from .contract import GROWING
 from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
 from .picture import behind_the_page, shown
-from .views import VIEW_NAMES
+from .views import LONG_VIEWS, VIEW_NAMES
 from .widget_state import run_state
 
 
@@ -317,8 +317,11 @@ def generate(
     if model is None:
         raise InputError("model=None: generate needs a causal language model or an encoder-decoder, e.g. "
                          "attnscope.generate(prompt, model=\"smollm2\").")
-    if view is not None and not checks.one_of(view, VIEW_NAMES):
-        raise InputError(f"Unknown view {checks.short_repr(view)}; available: {', '.join(VIEW_NAMES)}.")
+    # A generation is shown as a long run (rows on demand): its views are those a long run has.
+    if view is not None and not checks.one_of(view, LONG_VIEWS):
+        known = checks.one_of(view, VIEW_NAMES)
+        raise InputError(f"{'A generation has no' if known else 'Unknown'} view {checks.short_repr(view)}; "
+                         f"available: {', '.join(LONG_VIEWS)}.")
     if isinstance(prompt, str) and not prompt.strip():  # said before a model loads (tens of seconds)
         raise InputError(f"prompt={prompt!r} is empty: give the text the model continues.")
     engine = resolve_engine(model, tokenizer, device)
