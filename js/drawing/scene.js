@@ -5,10 +5,10 @@
 import { groupWeightedLines } from "./draw_lines.js";
 import { base64Encode } from "./base64.js";
 import { encodePng } from "./png.js";
-import { svgSafeText, textWidth, wrapText } from "./svg.js";
+import { PICTURE_FONT, svgSafeText, textWidth, wrapText } from "./svg.js";
 
 const NS = "http://www.w3.org/2000/svg";
-const FONT = "sans-serif";
+const FONT = PICTURE_FONT;
 
 /**
  * @typedef {{type: "text", x: number, y: number, text: string, anchor: string,

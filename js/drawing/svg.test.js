@@ -4,7 +4,7 @@ import { createMatrixView } from "../views/matrix_view.js";
 import { createHeadView } from "../views/head_view.js";
 import { createModelView } from "../views/model_view.js";
 import { createNeuronView } from "../views/neuron_view.js";
-import { svgSafeText, textWidth } from "./svg.js";
+import { PICTURE_FONT, svgSafeText, textAdvance, textWidth } from "./svg.js";
 
 HTMLCanvasElement.prototype.getContext = () => null;
 
@@ -57,4 +57,15 @@ it("exports well-formed SVG from views whose tokens hold control characters and 
   const model = createModelView(document.createElement("div"), {});
   model.update({ thumbnails: { shape: [1, 1, 2, 2], values: new Float32Array(4).fill(0.5) }, layers: [0], heads: [0], nHeads: 1 });
   expect(texts(parse(model.toSvg({ title: "\udc00name\u001f" })))[0]).toBe("\ufffdname␟");
+});
+
+it("lays text drawn to a width out at the picture font's own advances, and reserves room never less", () => {
+  // Arial's advances (Liberation Sans): "i" is narrow, "m" and "W" wide. At 0.6 em a character,
+  // "named SmolLM" was drawn squeezed and "is the capital" stretched.
+  expect(textAdvance("i", 10)).toBeCloseTo(2.222, 2);
+  expect(textAdvance("m", 10)).toBeCloseTo(8.33, 2);
+  expect(textAdvance(" is the capital", 12)).toBeLessThan(" is the capital".length * 12 * 0.6 * 0.8);
+  expect(textAdvance("東京🙂", 12)).toBe(36); // wide characters and emoji: a full em
+  for (const text of ["WWW", "東京🙂", "capital", "\u0085"]) expect(textWidth(text, 12)).toBeGreaterThanOrEqual(textAdvance(text, 12));
+  expect(PICTURE_FONT.startsWith("Arial, 'Liberation Sans'")).toBe(true);
 });

@@ -6,7 +6,7 @@ import { BAR_HEIGHT, BAR_WIDTH, colorBarScene } from "../drawing/legend.js";
 import { focusHeadName, topK } from "../controls/long_controls.js";
 import { outputLegend, outputTokenMarks, stepOf } from "./output_tokens.js";
 import { createScene } from "../drawing/scene.js";
-import { textWidth, wrapText } from "../drawing/svg.js";
+import { textAdvance, wrapText } from "../drawing/svg.js";
 import { isDeepShade, shadeOf, textBars, textScale, textScaleNote } from "../drawing/text_scale.js";
 
 export const TOP_K = 12;
@@ -137,7 +137,7 @@ function blockLines(reading, lo, hi, width) {
     String(token).split("\n").forEach((part, p) => {
       if (p > 0) { lines.push([]); x = 0; word = 0; }
       const line = lines.at(-1);
-      const w = Math.max(4, textWidth(part, 12));
+      const w = Math.max(4, textAdvance(part, 12)); // drawn to it (fit): the font's own widths
       if (!line.length || /^\s/.test(part) || /\s$/.test(line.at(-1).text)) word = line.length;
       if (x + w > width - 16 && x > 0) {
         const moved = word > 0 ? line.splice(word) : []; // the word's tokens so far go with it
