@@ -18,6 +18,12 @@ const unit = (t) => Math.max(0, Math.min(1, t)).toFixed(2);
 export const attentionShade = (t) => `rgba(33,113,181,${unit(t)})`;
 // Tokens set aside from the colour scale (attention sinks): grey on their own scale.
 export const asideShade = (t) => `rgba(128,128,128,${unit(t)})`;
+/**
+ * Whether a shade made above (its alpha written by `unit`, two decimals) is deep enough that the
+ * text on it is drawn light: dark text on the full blue read at about 3:1 (a "." was lost), white
+ * on it reads at 5:1; below 0.8 the dark text reads better.
+ */
+export const isDeepShade = (color) => color.length > 5 && color.slice(-5, -1) >= "0.80";
 /** The same blue as [r, g, b, a] bytes over a canvas pixel (the map's raster). */
 export const ATTENTION_RGB = [33, 113, 181];
 export const ASIDE_RGB = [128, 128, 128];

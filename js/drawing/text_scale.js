@@ -41,15 +41,6 @@ export function textScale(values, { aside = 0, selected = -1, lo = 0, hi = value
     ownShown: selected >= Math.max(aside, lo) && selected < hi, largest, largestAt };
 }
 
-/**
- * Whether a token's shade (shadeOf's rgba string, its alpha written with two decimals) is deep
- * enough that its text is drawn light: dark text on the full blue read at about 3:1 (a "." was
- * lost), white on it reads at 5:1; below 0.8 the dark text reads better.
- */
-export function isDeepShade(color) {
-  return color.length > 5 && color.slice(-5, -1) >= "0.80";
-}
-
 /** Token i's colour, (i) → CSS colour: blue on the scale of the tokens not set aside, grey on
  * their own. Made when asked for: a long text writes those in view first, and 131,072 colour
  * strings made up front took longer than the frame. */

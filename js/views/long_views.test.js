@@ -7,7 +7,8 @@ import { keyHeadOf, topK } from "../controls/long_controls.js";
 import { mapSubtitle, wholeMap } from "./map_view.js";
 import { sceneToSvg } from "../drawing/scene.js";
 import { savedAnswer } from "../standalone.js";
-import { isDeepShade, shadeOf, textScale } from "../drawing/text_scale.js";
+import { isDeepShade } from "../drawing/colors.js";
+import { shadeOf, textScale } from "../drawing/text_scale.js";
 import { createTextView } from "./text_view.js";
 import { chunkBoundaries, shadingTitle, textScene } from "./text_scene.js";
 

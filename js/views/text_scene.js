@@ -7,7 +7,8 @@ import { focusHeadName, topK } from "../controls/long_controls.js";
 import { outputLegend, outputTokenMarks, stepOf } from "./output_tokens.js";
 import { createScene } from "../drawing/scene.js";
 import { textAdvance, wrapText } from "../drawing/svg.js";
-import { isDeepShade, shadeOf, textBars, textScale, textScaleNote } from "../drawing/text_scale.js";
+import { isDeepShade } from "../drawing/colors.js";
+import { shadeOf, textBars, textScale, textScaleNote } from "../drawing/text_scale.js";
 
 export const TOP_K = 12;
 const LINE = 20; // px between lines of text in images
@@ -179,12 +180,13 @@ export function textScene(state, { title = "", width = IMAGE_WIDTH, lines: lineC
   shown.forEach((line, row) => {
     const y = top + row * LINE;
     for (const t of line) {
-      s.rect(8 + t.x, y, t.w, LINE - 2, shade(t.i), t.i === marked ? "selected" : "token");
+      const fill = shade(t.i);
+      s.rect(8 + t.x, y, t.w, LINE - 2, fill, t.i === marked ? "selected" : "token");
       outputTokenMarks(s, t, { outputStart: state.outputStart, marked, x0: 8, y, height: LINE - 2 });
       if (t.i === marked) s.segment(8 + t.x, y + LINE - 2, 8 + t.x + t.w, y + LINE - 2, "#d62728", 2);
       // Drawn to the width it was laid out by (its spaces kept): the estimate is per character,
       // and a word split into tokens ("Ow" + "ls") must read as one word, not with a gap inside.
-      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w, color: isDeepShade(shade(t.i)) ? "#fff" : null });
+      s.text(8 + t.x, y + (LINE - 2) / 2, t.text, { role: "token", fit: t.w, color: isDeepShade(fill) ? "#fff" : null });
     }
   });
   s.text(8, listTop, `Top ${best.length}:`, { size: 11, role: "list-title" });

@@ -8,7 +8,8 @@ import { renderColorBar } from "../drawing/legend.js";
 import { createAsidePicker, createHeadPicker, topK } from "../controls/long_controls.js";
 import { markOutput } from "./output_tokens.js";
 import { imageMethods } from "../drawing/scene.js";
-import { isDeepShade, shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
+import { isDeepShade } from "../drawing/colors.js";
+import { shadeOf, textBars, textScale, textScaleNote, tokensInView } from "../drawing/text_scale.js";
 import { chunkBoundaries, format, partsEnd, readingOf, shadingTitle, shownAt, TOP_K, textScene } from "./text_scene.js";
 import { answered, declared, layerTitle, longCallbacks, longParams } from "./view_adapter.js";
 

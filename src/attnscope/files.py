@@ -74,9 +74,10 @@ def writable_path(name: str, path: Any, file_format: str) -> Path:
         target = output_path(path, file_format)
     except InputError as error:
         raise InputError(f"{name}: {error}") from None
-    folder = target.expanduser().parent
+    expanded = target.expanduser()
+    folder = expanded.parent
     try:
-        target.expanduser().exists()
+        expanded.exists()  # raises where the name cannot be one (ENAMETOOLONG)
         there = folder.is_dir()
     except OSError as error:  # said now, not after the work: a name too long (ENAMETOOLONG), a folder not readable
         shown = repr(str(path)) if len(str(path)) <= 80 else f"{str(path)[:80]!r}…"

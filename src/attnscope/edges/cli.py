@@ -92,8 +92,9 @@ def _render(args: argparse.Namespace) -> int:
         _check_utf8(name, text)
     texts_given(args.text, args.text_b)
     # -o analysis.ipynb is refused; -o page writes page.html; a missing folder or too long a name is said now.
-    output = writable_path("-o", args.output.expanduser(), "html")
-    if args.output.expanduser().is_dir():
+    given = args.output.expanduser()
+    output = writable_path("-o", given, "html")
+    if given.is_dir():
         raise InputError(f"-o {args.output} is a folder; give the HTML file to write, e.g. {args.output / 'attention.html'}.")
     # --layers against the model's config.json where it is at hand (the embedded default, a folder,
     # the hub cache); otherwise the page checks them once the model has loaded.
