@@ -54,7 +54,8 @@ docs: install
 test-kinds: install
 	ATTNSCOPE_WRONG_KINDS=all $(PY) -m pytest -q -p no:cacheprovider tests/product/test_wrong_kinds.py -rA
 
-# Unit tests only (Python and JS, about 80 s: vitest 23 s, pytest on two workers 59 s): no browser, Jupyter server, notebook or build.
+# Unit tests only (Python and JS, about 48 s: vitest 6 s, pytest on two workers 41 s): no browser, Jupyter server, notebook or build;
+# the slow files are not even imported (tests/conftest.py: pytest_ignore_collect).
 # Under a minute: vitest reuses one environment across files (--no-isolate: 6 s against 20; `make
 # test` keeps each file isolated, so a test that leans on another's leftovers still fails there).
 test-fast: install node_modules/.package-lock.json

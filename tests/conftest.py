@@ -115,6 +115,17 @@ SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_note
 LONGEST_FIRST = ("test_corpus_ray.py", "test_notebooks.py", "test_jupyterlab.py", "test_rise.py", "test_packaging.py")
 
 
+def pytest_ignore_collect(collection_path, config):
+    """Under "-m 'not slow'" (`make test-fast`) a slow file is not even imported: every one of its
+    tests would be deselected, and its imports cost each worker seconds (nbformat's schema checks
+    build a grammar at import, 4.4 s; playwright)."""
+    if config.option.markexpr.replace(" ", "") != "notslow":
+        return None
+    if collection_path.name in SLOW_FILES or collection_path.name == "browser":
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: each file's order kept

@@ -13,7 +13,6 @@ import warnings
 import weakref
 import xml.etree.ElementTree as ET
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -309,6 +308,8 @@ def test_a_cell_sent_by_a_notebook_page_ends_before_its_picture_is_drawn(default
 def executed(tmp_path_factory):
     """A notebook run by nbclient (as `jupyter nbconvert --execute` runs it): two widgets, the
     first switched to the model view by a later cell."""
+    import nbformat  # here: its import costs each test-fast worker 4.4 s, and these tests are slow
+
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell("import attnscope\nw = attnscope.AttentionWidget('The café in Zürich is naïve.')\nw"),
@@ -321,6 +322,8 @@ def executed(tmp_path_factory):
 
 
 def test_a_notebook_run_by_nbclient_keeps_a_current_picture_beside_each_widget(executed):
+    import nbformat
+
     notebook = executed
     nbformat.validate(notebook)
     widget_state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
