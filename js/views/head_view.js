@@ -41,6 +41,13 @@ function thinnedNote(budget, weightScale = 1, name = "weight") {
 }
 const THINNED_HINT = "Hover a token to see all of its lines.";
 
+/** The row a state draws alone (a generation's selected output token: what it looked at when the
+ * model wrote it), as a hover on its query draws it; null where every row is drawn. */
+export function rowFocus(state) {
+  const { selected = -1, rowOnly = false } = state;
+  return rowOnly && selected >= 0 && selected < state.attention.shape[1] ? { side: "left", index: selected } : null;
+}
+
 export const CAUSAL_NOTE = "Causal attention: each token sees only itself and earlier tokens; later ones are masked (no lines).";
 
 /**
@@ -63,8 +70,9 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
   const state = firstTokens(fullState, maxTokens);
   const { attention, visibleHeads, sentenceFilter, sentenceBStart, tokens, keyTokens } = state;
   const shown = { visibleHeads, sentenceFilter, sentenceBStart };
-  const budget = strongestLines(attention, shown, lineBudget);
-  const all = budget.lines;
+  const focus = rowFocus(state);
+  const budget = focus ? null : strongestLines(attention, shown, lineBudget);
+  const all = budget ? budget.lines : computeLines(attention, { ...shown, hover: focus });
   const ranges = rangesFor(attention.shape, sentenceBStart, sentenceFilter);
   const leftTokens = tokens.slice(...ranges.from);
   const rightTokens = (keyTokens ?? tokens).slice(...ranges.to);
@@ -73,7 +81,7 @@ export function headScene(fullState, { title = "", lineBudget = LINE_BUDGET, max
   const width = leftWidth + LINES_WIDTH + rightWidth;
   const cut = state.tokens.length < fullState.tokens.length
     ? `The first ${state.tokens.length} of ${fullState.tokens.length.toLocaleString("en")} tokens.` : "";
-  const notes = [state.caption, cut, budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale, state.lineMeasure) : ""].filter(Boolean);
+  const notes = [state.caption, cut, budget && budget.minWeight > DEFAULT_MIN_WEIGHT ? thinnedNote(budget, state.weightScale, state.lineMeasure) : ""].filter(Boolean);
   const captionLines = notes.flatMap((note) => wrapText(note, width - 12, 11));
   const swatchTop = 24 + captionLines.length * 15;
   const swatches = headSwatches([...visibleHeads].sort((a, b) => a - b), width - 8);
@@ -219,6 +227,7 @@ export function createHeadView(container, callbacks = {}) {
       row.title = "";
     }
     written = [];
+    const hover = focused();
     if (!hover) return;
     const own = hover.side === "left" ? left : right;
     const other = hover.side === "left" ? right : left;
@@ -291,10 +300,14 @@ export function createHeadView(container, callbacks = {}) {
     }
   }
 
+  // The row whose lines are drawn alone: the hovered token's, else a generation's selected one.
+  const focused = () => hover ?? rowFocus(state);
+
   function paint() {
     if (!state) return;
     const { attention, visibleHeads, sentenceFilter, sentenceBStart } = state;
     const shown = { visibleHeads, sentenceFilter, sentenceBStart };
+    const hover = focused();
     const budget = hover ? null : strongestLinesOf(attention, shown);
     lines = budget ? budget.lines : computeLines(attention, { ...shown, hover });
     const thinned = budget && budget.minWeight > DEFAULT_MIN_WEIGHT;
@@ -322,7 +335,7 @@ export function createHeadView(container, callbacks = {}) {
       // The same lines as drawn (a trait that changed elsewhere, the kernel's copy of a layer the
       // page held): nothing is drawn again, and a hover stays.
       const sameLines = !layoutChanged && state.attention === next.attention && state.weightScale === next.weightScale
-        && String(state.visibleHeads) === String(next.visibleHeads);
+        && String(state.visibleHeads) === String(next.visibleHeads) && rowFocus(state)?.index === rowFocus(next)?.index;
       state = next;
       causalLine.hidden = !next.causal;
       causalLine.textContent = causalNote(next.causalFrom);

@@ -61,9 +61,10 @@ export function windowState({ get, long }, memo = {}) {
     visibleHeads: get("heads"),
     sentenceFilter: "all",
     selected: selected - start,
+    rowOnly: Boolean(step), // a generation's output token: its row alone, what it looked at when written
     caption: `Tokens ${count(start)}–${count(end - 1)} of ${count(tokens.length)}, around token ${count(selected)} `
       + `${tokenCaption(tokens[selected], get("token_notes")?.[selected])}${step ? ` (step ${step.step} of ${step.steps})` : ""}, `
-      + `layer ${get("layer")}: each line is as opaque as its exact ${weighedWord(get)} relative to the window's largest, `
+      + `layer ${get("layer")}${step ? ": only its row is drawn, what it looked at when the model wrote it" : ""}: each line is as opaque as its exact ${weighedWord(get)} relative to the window's largest, `
       + `${largest.toPrecision(2)}; what a token gives to tokens outside this window is not drawn.${win.note ? ` ${win.note}` : ""}`,
   };
 }

@@ -343,6 +343,49 @@ describe("head view on a long run", () => {
     view.destroy();
   });
 
+  it("draws a generation's selected output token's row alone, live and in the image; a hover still shows another's", async () => {
+    const { VIEWS } = await import("./views.js");
+    const head = VIEWS.find((v) => v.name === "head");
+    // A prompt of 3 tokens and 3 written ones; the window is the whole run.
+    const tokens = ["<s>", "a", "b", " c", " d", " e"];
+    const traits = { long_context: true, tokens, token_notes: [], focus_token: 4, layer: 0, n_heads: 1, heads: [0],
+      result_id: 1, causal: true, output_start: 3 };
+    const get = (name) => traits[name];
+    const body = document.createElement("div");
+    const view = head.create(body, { setTraits: () => {}, redraw: () => {} }, get);
+    const values = new Float32Array(36);
+    for (let i = 0; i < 6; i++) for (let j = 0; j <= i; j++) values[i * 6 + j] = 1 / (i + 1); // every row spread evenly
+    const long = { window: () => ({ rows: [0, 6], n_tokens: 6, shape: [1, 6, 6], values }) };
+    expect(head.draw(view, { get, long })).toBe("");
+    const rowsOf = (lines) => [...new Set(lines.map((l) => l.from))];
+    expect(rowsOf(view.lastLines())).toEqual([4]); // step 2's row: what it looked at when written
+    expect(view.lastLines()).toHaveLength(5);
+    const caption = body.querySelector(".attnscope-window-note").textContent;
+    expect(caption).toContain("(step 2 of 3), layer 0: only its row is drawn, what it looked at when the model wrote it:");
+    // Its weights are shown beside the keys, as a hover shows them.
+    const right = [...body.querySelectorAll(".attnscope-right .attnscope-token")];
+    expect(right[0].title).toMatch(/^Attention from “ d” to “<s>”/);
+    const left = [...body.querySelectorAll(".attnscope-left .attnscope-token")];
+    left[1].dispatchEvent(new MouseEvent("mouseenter"));
+    expect(rowsOf(view.lastLines())).toEqual([1]);
+    left[1].dispatchEvent(new MouseEvent("mouseleave"));
+    expect(rowsOf(view.lastLines())).toEqual([4]);
+    // The image draws the same 5 lines, all from one row's height.
+    const segments = view.scene({ title: "t" }).items.filter((i) => i.type === "lines").flatMap((i) => i.groups.flatMap((g) => g.segments));
+    expect(segments).toHaveLength(5);
+    expect(new Set(segments.map((segment) => segment[1])).size).toBe(1);
+    expect(head.picture({ get, long }, { title: "t" }).items.some((i) => i.role === "subtitle" && /only its row is drawn/.test(i.text))).toBe(true);
+    // Another output token: its row; a prompt token: every row, as on any long run.
+    traits.focus_token = 5;
+    head.draw(view, { get, long });
+    expect(rowsOf(view.lastLines())).toEqual([5]);
+    traits.focus_token = 2;
+    head.draw(view, { get, long });
+    expect(rowsOf(view.lastLines())).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(body.querySelector(".attnscope-window-note").textContent).not.toContain("only its row");
+    view.destroy();
+  });
+
   it("scales the lines without the columns of tokens set aside", async () => {
     const { VIEWS } = await import("./views.js");
     const head = VIEWS.find((v) => v.name === "head");
