@@ -194,18 +194,19 @@ def bench_knockout(repeats: int = 3) -> dict:
 
 
 def bench_contributions(repeats: int = 5) -> dict:
-    """ALTI contributions (attnscope.contributions) of a 512-token text on the embedded MiniLM
-    against its plain run (engine.run), alternately: medians and their ratio."""
+    """Contributions (attnscope.contributions: ALTI, and the norms of method="norm") of a 512-token
+    text on the embedded MiniLM against its plain run (engine.run), in turns: medians and ratios."""
     from run import text_of_length
 
     import attnscope
 
     engine = attnscope.load(device="cpu")
     text = text_of_length(engine.tokenizer, 512)
-    run_s, contributions_s = _alternating(lambda: engine.run(text), lambda: attnscope.contributions(engine, text), repeats)
+    run_s, contributions_s, norm_s = _alternating(lambda: engine.run(text), lambda: attnscope.contributions(engine, text),
+                                                  lambda: attnscope.contributions(engine, text, method="norm"), repeats=repeats)
     return {"model": "all-MiniLM-L6-v2 (embedded)", "tokens": 512, "repeats": repeats, "run_s": round(run_s, 3),
             "contributions_s": round(contributions_s, 3), "ratio": round(contributions_s / run_s, 1),
-            "load": round(os.getloadavg()[0], 1)}
+            "norm_s": round(norm_s, 3), "norm_ratio": round(norm_s / run_s, 2), "load": round(os.getloadavg()[0], 1)}
 
 
 @contextmanager
@@ -240,21 +241,23 @@ def bench_finder(repeats: int = 9) -> dict:
         with finder_without_norms():
             run()
 
-    with_s, without_s = _alternating(run, run_without_norms, repeats)
+    with_s, without_s = _alternating(run, run_without_norms, repeats=repeats)
     return {"model": "all-MiniLM-L6-v2 (embedded)", "documents": len(sentences), "repeats": repeats,
             "finder_s": round(with_s, 3), "finder_without_norms_s": round(without_s, 3),
             "norms_overhead": round(with_s / without_s - 1, 3), "load": round(os.getloadavg()[0], 1)}
 
 
-def _alternating(first, second, repeats: int) -> tuple[float, float]:
-    first(), second()
-    a, b = [], []
+def _alternating(*calls, repeats: int) -> tuple[float, ...]:
+    """Each call's median time, the calls taken in turns (after one of each to warm up)."""
+    for call in calls:
+        call()
+    times = [[] for _ in calls]
     for _ in range(repeats):
-        for fn, into in ((first, a), (second, b)):
+        for call, into in zip(calls, times):
             start = time.perf_counter()
-            fn()
+            call()
             into.append(time.perf_counter() - start)
-    return statistics.median(a), statistics.median(b)
+    return tuple(statistics.median(t) for t in times)
 
 
 def bench_flow(long_tokens=(8192,)) -> dict:
@@ -328,6 +331,11 @@ def table(flow: dict) -> list[str]:
                   "(512 × 512 × 384), each a sum over the H heads (1.2 G multiply-adds a layer, a batched product that "
                   "runs near this CPU's peak), and reads them once more for the L1 norm, a few keys of every row at a "
                   "time (3 MiB), exactly; the run is one forward, which contributions make too."]
+        if "norm_s" in c:
+            lines += ["", f"Contributions by their norms (`method=\"norm\"`, Kobayashi et al. 2021, the Rollout tab's Norm "
+                      f"contributions), the same text in the same turns: {c['norm_s']} s, {c['norm_ratio']} × the run "
+                      f"(target ≤ 2 ×: {met(c['norm_ratio'], 2)}). The L2 norm factors through each key's H × H Gram "
+                      "matrix (T × H² × W and T² × H² multiply-adds a layer, no T × T × W terms)."]
     lines += ["", "The switch is the kernel's part (the state remade from the kept run); the page's redraw comes on top.", END]
     return lines
 

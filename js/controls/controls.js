@@ -26,13 +26,16 @@ export const WEIGH_TITLE = "Weigh by: attention α, or ‖αf(x)‖ = α·‖f(x
 export const PARTS = [["encoder", "Encoder"], ["decoder", "Decoder"], ["cross", "Cross (decoder → encoder)"]];
 
 // What the Rollout tab rolls out through the layers (the rollout_mode trait; analyses/contributions.py).
-export const ROLLOUT_MODES = [["rollout", "Rollout"], ["contributions", "ALTI contributions"]];
+export const ROLLOUT_MODES = [["rollout", "Rollout"], ["contributions", "ALTI contributions"],
+  ["norm_contributions", "Norm contributions"]];
 export const ROLLOUT_MODE_TITLE = "Rollout (Abnar & Zuidema 2020) mixes each layer's mean attention with a fixed half for "
   + "the residual; ALTI contributions (Ferrando et al. 2022) measure each token's share of the layer's output through "
-  + "attention, residual and LayerNorm (the kernel reruns the model), both rolled out across layers.";
+  + "attention, residual and LayerNorm by the L1 proximity of what it passes to the output, norm contributions "
+  + "(Kobayashi et al. 2021) by that vector's length (the kernel reruns the model for either); all are rolled out "
+  + "across layers.";
 
 /**
- * The Rollout tab's mode: a select "Rollout | ALTI contributions" in `parent` (the view's own
+ * The Rollout tab's mode: a select "Rollout | ALTI contributions | Norm contributions" in `parent` (the view's own
  * options row), written as rollout_mode; a saved copy answers a change as for any setting it keeps.
  * → {control, update(get)}.
  */

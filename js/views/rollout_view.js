@@ -1,33 +1,48 @@
 // The rollout view: the rollout trait's token × token matrices, one per layer, drawn by the matrix
-// view, in the mode rollout_mode chooses: attention rollout (Abnar & Zuidema 2020) or ALTI
-// contributions (Ferrando et al. 2022), each rolled out through the layers.
+// view, in the mode rollout_mode chooses: attention rollout (Abnar & Zuidema 2020), ALTI
+// contributions (Ferrando et al. 2022) or norm contributions (Kobayashi et al. 2021), each rolled
+// out through the layers.
 import { createRolloutMode } from "../controls/controls.js";
 import { createMatrixView, matrixImage } from "./matrix_view.js";
 import { declared, imaged } from "./view_adapter.js";
 
-/** What each mode shows: the view's title (one sentence: what it is, and how it differs from the
- * other), the image title's name, the colour bar's value. */
+const BESIDE_ROLLOUT = "attention rollout instead mixes the mean attention with a fixed half for the residual.";
+
+/** What each mode (rollout_mode) shows: the view's title (one sentence: what it is, and how it
+ * differs from rollout), the image title's name, the colour bar's value, and the image caption's
+ * sentence ("" for rollout itself: the title says it). */
 export const ROLLOUT_SHOWN = {
   rollout: {
     title: "Attention rollout (Abnar & Zuidema 2020): how much each input token (column) flows into each position (row) after the chosen layer",
-    name: "attention rollout", value: "rollout",
+    name: "attention rollout", value: "rollout", caption: "",
   },
   contributions: {
     title: "ALTI contributions (Ferrando et al. 2022): each input token's (column) share of each position's (row) output "
       + "through attention, residual and LayerNorm, rolled out to the chosen layer (rollout instead counts the mean "
       + "attention and a fixed half for the residual)",
     name: "ALTI contributions", value: "contribution",
+    caption: "ALTI contributions (Ferrando et al. 2022): each token's share of the layer's output through attention, "
+      + `residual and LayerNorm (the L1 proximity of what it passes to the output), rolled out across layers; ${BESIDE_ROLLOUT}`,
+  },
+  norm_contributions: {
+    title: "Norm contributions (Kobayashi et al. 2021): each input token's (column) share of each position's (row) output, "
+      + "as the length of what it passes through attention, residual and LayerNorm, rolled out to the chosen layer "
+      + "(rollout instead counts the mean attention and a fixed half for the residual)",
+    name: "norm contributions", value: "contribution",
+    caption: "Norm contributions (Kobayashi et al. 2021): each token's share of the layer's output as the length of what "
+      + `it passes through attention, residual and LayerNorm, rolled out across layers as GlobEnc does; ${BESIDE_ROLLOUT}`,
   },
 };
 
-const modeOf = (get) => (get("rollout_mode") === "contributions" ? "contributions" : "rollout");
+/** The mode rollout_mode names, rollout for any other value. */
+export const rolloutModeOf = (get) => (Object.keys(ROLLOUT_SHOWN).includes(get("rollout_mode")) ? get("rollout_mode") : "rollout");
 
 // → the matrix view's state, or {message} (why there is none: shown in the tab), or a status line.
 function rolloutState({ get, decoded }) {
   const payload = get("rollout");
   const tokens = get("tokens");
   if (payload?.error) return { message: payload.error };
-  const mode = modeOf(get);
+  const mode = rolloutModeOf(get);
   // A payload of the other mode (before the kernel's answer to a switch) is not drawn as this one.
   if (!payload?.data || payload.n_tokens !== tokens.length || (payload.mode ?? "rollout") !== mode) {
     return `loading ${ROLLOUT_SHOWN[mode].name}…`;
@@ -64,6 +79,6 @@ export const adapter = {
     // Why there is no matrix is the picture's line, as it is the tab's.
     return typeof state !== "string" && state.message ? state.message : imaged(state, matrixImage, options);
   },
-  title: ({ get }) => `${get("model_name")} · ${ROLLOUT_SHOWN[modeOf(get)].name}`,
+  title: ({ get }) => `${get("model_name")} · ${ROLLOUT_SHOWN[rolloutModeOf(get)].name}`,
   shows: ["rollout mode", "notice", "masked", "words"],
 };

@@ -24,14 +24,14 @@ function mount(traits) {
 
 const payload = (mode) => ({ mode, n_tokens: 4, special: [0, 3], data: new Uint8Array(32), shape: [2, 4, 4] });
 
-it("the control: a select 'Rollout | ALTI contributions' in the view's options row, titled with how they differ", () => {
+it("the control: a select 'Rollout | ALTI contributions | Norm contributions' in the view's options row, titled with how they differ", () => {
   const { body, draw, setTraits, values } = mount({ rollout: payload("rollout") });
   expect(draw()).toBe("");
   const select = body.querySelector(".attnscope-matrix-options select.attnscope-rollout-mode");
-  expect([...select.options].map((o) => o.textContent)).toEqual(["Rollout", "ALTI contributions"]);
-  expect(ROLLOUT_MODES.map(([value]) => value)).toEqual(["rollout", "contributions"]);
+  expect([...select.options].map((o) => o.textContent)).toEqual(["Rollout", "ALTI contributions", "Norm contributions"]);
+  expect(ROLLOUT_MODES.map(([value]) => value)).toEqual(["rollout", "contributions", "norm_contributions"]);
   expect(select.closest("label").title).toBe(ROLLOUT_MODE_TITLE);
-  expect(ROLLOUT_MODE_TITLE).toMatch(/fixed half.*residual.*ALTI.*LayerNorm/);
+  expect(ROLLOUT_MODE_TITLE).toMatch(/fixed half.*residual.*ALTI.*LayerNorm.*L1.*Kobayashi.*length/);
   expect(select.value).toBe("rollout");
   select.value = "contributions";
   select.dispatchEvent(new Event("change"));
@@ -41,6 +41,15 @@ it("the control: a select 'Rollout | ALTI contributions' in the view's options r
   values.rollout = payload("contributions");
   expect(draw()).toBe("");
   expect(body.querySelector(".attnscope-matrix-title").textContent).toBe(ROLLOUT_SHOWN.contributions.title);
+  // ALTI's matrix is not passed off as the norms' either.
+  select.value = "norm_contributions";
+  select.dispatchEvent(new Event("change"));
+  expect(setTraits).toHaveBeenLastCalledWith({ rollout_mode: "norm_contributions" });
+  values.rollout_mode = "norm_contributions";
+  expect(draw()).toBe("loading norm contributions…");
+  values.rollout = payload("norm_contributions");
+  expect(draw()).toBe("");
+  expect(body.querySelector(".attnscope-matrix-title").textContent).toBe(ROLLOUT_SHOWN.norm_contributions.title);
   values.rollout_mode = "rollout"; // the kernel's (or a saved page's) value is what the select shows
   draw();
   expect(select.value).toBe("rollout");
@@ -80,6 +89,9 @@ it("images and pictures say the mode: the title names it, the caption says how i
   expect(imageCaption(context, "rollout").join(" ")).toMatch(/^ALTI contributions \(Ferrando et al\. 2022\).*fixed half/);
   const picture = adapter.picture(context, { title: adapter.title(context) });
   expect(picture.items.find((i) => i.role === "title").text).toBe("m · ALTI contributions");
+  Object.assign(values, { rollout_mode: "norm_contributions", rollout: payload("norm_contributions") });
+  expect(adapter.title(context)).toBe("m · norm contributions");
+  expect(imageCaption(context, "rollout").join(" ")).toMatch(/^Norm contributions \(Kobayashi et al\. 2021\).*length.*fixed half/);
   values.rollout_mode = "rollout";
   values.rollout = payload("rollout");
   expect(adapter.title(context)).toBe("m · attention rollout");

@@ -5,6 +5,7 @@ import { PARTS } from "../controls/controls.js";
 import { causalNote } from "./head_view.js";
 import { headName } from "../drawing/labels.js";
 import { generationSays } from "./output_tokens.js";
+import { ROLLOUT_SHOWN, rolloutModeOf } from "./rollout_view.js";
 import { ADAPTERS } from "./view_modules.js";
 
 /** A setting's name as its control shows it ([[value, label], ...]). */
@@ -63,11 +64,8 @@ const SAYS = {
       : "";
   },
   analysis: ({ get }) => get("analysis")?.note ?? "",
-  // The Rollout tab in ALTI's mode: what it shows, and how it differs from rollout (the title names it).
-  "rollout mode": ({ get }) => (get("rollout_mode") === "contributions"
-    ? "ALTI contributions (Ferrando et al. 2022): each token's share of the layer's output through attention, residual "
-      + "and LayerNorm, rolled out across layers; attention rollout instead mixes the mean attention with a fixed half "
-      + "for the residual." : ""),
+  // The Rollout tab in a contributions mode: what it shows, and how it differs from rollout (the title names it).
+  "rollout mode": ({ get }) => ROLLOUT_SHOWN[rolloutModeOf(get)].caption,
   weigh: ({ get }) => (get("weigh_by") === "value_norm"
     ? "Weighed by value norm (Kobayashi et al. 2020): each weight is ‖αf(x)‖ = α·‖f(x)‖, the attention times the size "
       + "of what the key's value vector passes through the head; it is not bounded by 1." : ""),

@@ -88,10 +88,11 @@ def test_the_terms_sum_to_the_blocks_own_output(family, default_model, bert_toke
         torch.testing.assert_close(exact.output(), layer_norm, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["alti", "norm"])
 @pytest.mark.parametrize("family", ["bert (the embedded MiniLM)", "llama (grouped-query)", "qwen2 (value biases, grouped-query)"])
-def test_each_row_is_a_share_of_the_output(family, default_model, bert_tokenizer):
+def test_each_row_is_a_share_of_the_output(family, method, default_model, bert_tokenizer):
     engine = _engine(family, default_model, bert_tokenizer)
-    found = attnscope.contributions(engine, TEXT)
+    found = attnscope.contributions(engine, TEXT, method=method)
     for matrices in (found.layers, found.rolled):
         assert (matrices >= 0).all()
         torch.testing.assert_close(matrices.sum(-1), torch.ones(matrices.shape[:-1]), rtol=0, atol=1e-5)
@@ -113,16 +114,22 @@ def test_blocks_of_rows_give_the_whole_computation(default_model):
         uneven = [(0, 5, attention[:, :5]), (5, 6, attention[:, 5:6]), (6, n, attention[:, 6:])]
         torch.testing.assert_close(one_row, whole, rtol=0, atol=1e-6)
         torch.testing.assert_close(alti.layer_contributions(parts, uneven, budget=4 * n * 64 * 3), whole, rtol=0, atol=1e-6)
+        norms = alti.norm_layer_contributions(parts, [(0, n, attention)])
+        torch.testing.assert_close(alti.norm_layer_contributions(parts, uneven), norms, rtol=0, atol=1e-6)
+        # The factored form is the terms' own L2 norms, made shares.
+        lengths = alti.normalised_terms(parts, attention, 0).double().norm(dim=-1)
+        torch.testing.assert_close(norms.double(), lengths / lengths.sum(-1, keepdim=True), rtol=0, atol=1e-6)
 
 
 def test_a_long_run_streams_its_rows_to_the_same_contributions(bert_tokenizer):
     """On demand (q, k and log-sum-exps; rows made a block at a time) as with the full attention."""
     torch.manual_seed(0)
     engine = attnscope.load(sharpened(FAMILIES["llama (grouped-query)"]()), bert_tokenizer, device="cpu")
-    full = attnscope.contributions(engine, TEXT, attention="full")
-    long = attnscope.contributions(engine, TEXT, attention="on_demand")
-    torch.testing.assert_close(long.layers, full.layers, rtol=0, atol=1e-5)
-    torch.testing.assert_close(long.rolled, full.rolled, rtol=0, atol=1e-5)
+    for method in ("alti", "norm"):
+        full = attnscope.contributions(engine, TEXT, attention="full", method=method)
+        long = attnscope.contributions(engine, TEXT, attention="on_demand", method=method)
+        torch.testing.assert_close(long.layers, full.layers, rtol=0, atol=1e-5)
+        torch.testing.assert_close(long.rolled, full.rolled, rtol=0, atol=1e-5)
 
 
 def test_the_rollout_of_identity_layers_is_identity_and_of_others_their_product():
@@ -163,10 +170,10 @@ def test_a_family_without_a_known_layout_is_refused_by_name(bert_tokenizer):
 # ---- a reference straight from the paper, float64, no streaming ------------------------------
 
 
-def _reference(hf, input_ids) -> torch.Tensor:
+def _reference(hf, input_ids, method: str = "alti") -> torch.Tensor:
     """ALTI of a BertModel or LlamaModel from its weights, in float64: T_i(x_j) whole (T × T × W),
     the LayerNorm's linear part applied to each, c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) over the
-    sum, rolled out by products."""
+    sum (method "norm": c_ij = ‖T_i(x_j)‖₂, Kobayashi et al. 2021), rolled out by products."""
     hf = copy.deepcopy(hf).double().eval()
     hf.set_attn_implementation("eager")
     with torch.no_grad():
@@ -197,23 +204,38 @@ def _reference(hf, input_ids) -> torch.Tensor:
             y = torch.nn.functional.layer_norm(z, z.shape[-1:], ln.weight, ln.bias, ln.eps)
         else:
             y = z
-        c = (y.abs().sum(-1)[:, None] - (y[:, None] - terms).abs().sum(-1)).clamp_min(0)
+        if method == "alti":
+            c = (y.abs().sum(-1)[:, None] - (y[:, None] - terms).abs().sum(-1)).clamp_min(0)
+        else:
+            c = terms.norm(dim=-1)
         c = c / c.sum(-1, keepdim=True)
         rolled = c if rolled is None else c @ rolled
     return rolled
 
 
+@pytest.mark.parametrize("method", ["alti", "norm"])
 @pytest.mark.parametrize("family", ["bert", "llama"])
-def test_the_engine_matches_the_papers_formula_in_float64(family, bert_tokenizer):
+def test_the_engine_matches_the_papers_formula_in_float64(family, method, bert_tokenizer):
     torch.manual_seed(0)
     hf = sharpened(transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL)) if family == "bert"
                    else FAMILIES["llama (grouped-query)"]())
     engine = attnscope.load(hf, bert_tokenizer, device="cpu")
-    found = attnscope.contributions(engine, TEXT)
+    found = attnscope.contributions(engine, TEXT, method=method)
     input_ids = bert_tokenizer(TEXT, return_tensors="pt")["input_ids"]
-    expected = _reference(hf, input_ids)
+    expected = _reference(hf, input_ids, method)
     assert found.rolled.shape[-1] == input_ids.shape[1]
     torch.testing.assert_close(found.rolled[-1].double(), expected, rtol=0, atol=2e-5)
+
+
+def test_the_method_is_named_in_the_frame_and_a_wrong_one_is_refused_saying_the_two(default_model):
+    alti_found = attnscope.contributions(default_model, TEXT)
+    norm_found = attnscope.contributions(default_model, TEXT, method="norm")
+    assert alti_found.frame.attrs["method"].startswith("ALTI")
+    assert "Kobayashi et al. 2021" in norm_found.frame.attrs["method"]
+    assert (alti_found.layers - norm_found.layers).abs().max() > 0.05  # two measures, not one named twice
+    for wrong in ("ALTI", "globenc", None, ["norm"]):
+        with pytest.raises(attnscope.InputError, match=r"method is 'alti' .* or 'norm' .*, not"):
+            attnscope.contributions(default_model, TEXT, method=wrong)
 
 
 def test_the_frame_is_tidy_and_reads_the_matrices(default_model):
@@ -248,6 +270,19 @@ def test_the_widget_in_contributions_mode_carries_the_rolled_matrix_and_switches
     assert (rollout - found.rolled).abs().max() > 10 * step  # the two differ: the test could tell them apart
     widget.rollout_mode = "rollout"
     assert widget.rollout["mode"] == "rollout" and torch.equal(_rolled(widget), rollout)
+
+
+def test_the_norm_contributions_mode_carries_the_norms_rolled_and_says_its_name_in_errors(default_model):
+    widget = attnscope.AttentionWidget(TEXT, model=default_model, view="rollout", rollout_mode="norm_contributions")
+    found = attnscope.contributions(default_model, TEXT, method="norm")
+    assert widget.rollout["mode"] == "norm_contributions"
+    assert (_rolled(widget) - found.rolled).abs().max() <= widget.rollout["scale"] / 2 + 1e-6
+    widget.rollout_mode = "contributions"  # ALTI's, a different matrix under its own mode
+    alti_rolled = attnscope.contributions(default_model, TEXT).rolled
+    assert widget.rollout["mode"] == "contributions" and (_rolled(widget) - alti_rolled).abs().max() <= widget.rollout["scale"] / 2 + 1e-6
+    masked = attnscope.AttentionWidget(TEXT, model=default_model, masked_heads=[[0, 1]], view="rollout",
+                                       rollout_mode="norm_contributions")
+    assert masked.rollout["error"].startswith("Norm contributions follow the whole model")
 
 
 def test_contributions_mode_merges_words_before_the_rollout(default_model):

@@ -172,6 +172,8 @@ def test_what_flows_reproduces_the_norm_comparison_a_knockout_and_contributions(
     rollout_cls = float(re.search(r"rollout\s+\[CLS\] (\d\.\d+)", text).group(1))
     alti_cls = float(re.search(r"ALTI\s+\[CLS\] (\d\.\d+)", text).group(1))
     assert alti_cls < rollout_cls / 4, text
+    norms_cls = float(re.search(r"norms\s+\[CLS\] (\d\.\d+)", text).group(1))
+    assert alti_cls < norms_cls < rollout_cls / 2, text  # "the norms sit between"
     assert sum(WIDGET_MIME in o.get("data", {}) for o in outputs) == 2
 
 

@@ -435,8 +435,13 @@ STATES = {
     "words, rollout": ("rollout", dict(word_level=True), [r"Word level"]),
     "contributions, rollout": ("rollout", dict(rollout_mode="contributions"),
                                [r"^ALTI contributions \(Ferrando et al\. 2022\): each token's share of the layer's output "
-                                r"through attention, residual and LayerNorm, rolled out across layers; attention rollout "
-                                r"instead mixes the mean attention with a fixed half"]),
+                                r"through attention, residual and LayerNorm \(the L1 proximity of what it passes to the "
+                                r"output\), rolled out across layers; attention rollout instead mixes the mean attention "
+                                r"with a fixed half"]),
+    "norm contributions, rollout": ("rollout", dict(rollout_mode="norm_contributions"),
+                                    [r"^Norm contributions \(Kobayashi et al\. 2021\): each token's share of the layer's "
+                                     r"output as the length of what it passes through attention, residual and LayerNorm, "
+                                     r"rolled out across layers as GlobEnc does; attention rollout instead mixes"]),
     "sentence filter": ("head", dict(text_b="It fell asleep.", sentence_filter="ba"),
                         [r"Only sentence B → sentence A attention is drawn \(sentence B's tokens attending to sentence A's\)\."]),
     "some heads": ("head", dict(heads=[2, 7]), [r"Heads 2 and 7 of 12 \(0–11\) drawn\."]),

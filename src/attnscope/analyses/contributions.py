@@ -1,6 +1,8 @@
 """Contributions through whole layers (issue 47): ALTI (Ferrando et al. 2022, "Measuring the Mixing
 of Contextual Information in the Transformer"), the residual and the normalisation included, rolled
 out through the layers. The formula, and what it leaves out, are in engine/contributions.py.
+method="norm" measures the same terms by their length instead (Kobayashi et al. 2021, rolled out as
+GlobEnc rolls them): it factors, and costs a fraction of ALTI's time.
 
 Unlike attention rollout (Abnar & Zuidema, analyses/rollout.py), which mixes the mean attention
 with a fixed half of identity for the residual, ALTI weighs each token by how close what it passes,
@@ -21,7 +23,9 @@ from ..engine.attention_model import model_of
 from ..engine.contributions import run_contributions
 from ..errors import InputError
 
-METHOD = "ALTI (Ferrando et al. 2022)"
+# contributions' `method`: what each names, as the frame's attrs and the docs say it.
+METHODS = {"alti": "ALTI (Ferrando et al. 2022)",
+           "norm": "norms of attention, residual and LayerNorm (Kobayashi et al. 2021), rolled out as GlobEnc (Modarressi et al. 2022)"}
 MEASURES = {
     "contribution": "what the token gives the layer's outputs: the mean over queries of C_ij",
     "rolled": "what the token gives the layer's outputs from the input on: the mean over queries of R_ij",
@@ -42,6 +46,7 @@ class Contributions(NamedTuple):
 
 
 def _frame(layers: torch.Tensor, rolled: torch.Tensor, tokens: list[str], causal: bool):
+    import numpy as np
     import pandas as pd
 
     n_layers, n, _ = layers.shape
@@ -49,31 +54,35 @@ def _frame(layers: torch.Tensor, rolled: torch.Tensor, tokens: list[str], causal
     seen = torch.arange(n, 0, -1, dtype=torch.float64) if causal else torch.full((n,), float(n), dtype=torch.float64)
     per_measure = {"contribution": layers.double().sum(-2) / seen, "rolled": rolled.double().sum(-2) / seen,
                    "self": torch.diagonal(layers.double(), dim1=-2, dim2=-1)}  # each layers × T
-    columns = {"layer": [], "position": [], "token": [], "measure": [], "value": []}
-    for measure, values in per_measure.items():
-        for layer in range(n_layers):
-            columns["layer"] += [layer] * n
-            columns["position"] += list(range(n))
-            columns["token"] += list(tokens)
-            columns["measure"] += [measure] * n
-            columns["value"] += values[layer].tolist()
-    return pd.DataFrame(columns)
+    blocks = len(per_measure) * n_layers  # one block of T rows per (measure, layer), measures outermost
+    return pd.DataFrame({
+        "layer": np.tile(np.repeat(np.arange(n_layers), n), len(per_measure)),
+        "position": np.tile(np.arange(n), blocks),
+        "token": np.tile(np.array(tokens, dtype=object), blocks),
+        "measure": np.repeat(np.array(list(per_measure), dtype=object), n_layers * n),
+        "value": torch.cat([values.flatten() for values in per_measure.values()]).numpy(),
+    })
 
 
 def contributions(model: Any, text: str, text_b: str | None = None, *, max_length: int | None = None,
-                  attention: str = "auto") -> Contributions:
+                  attention: str = "auto", method: str = "alti") -> Contributions:
     """ALTI contributions of one text (module docstring): each layer's token-to-token mixing C
     (T × T, the residual and the LayerNorm counted) and its rollout R (R_0 = C_0, R_l = C_l R_{l−1}).
     A long input is read a block of query rows at a time (attention="on_demand", or "auto" past
     the full-attention limit): never T × T × width. model: an AttentionModel (attnscope.load) of
     a supported family (BERT, RoBERTa; Llama, Mistral, Qwen2); others are refused by name.
-    Returns Contributions(frame, rolled, layers, tokens); frame: layer, position, token,
-    measure ("contribution", "rolled", "self": MEASURES), value."""
+    method: "alti" (C_ij: the L1 proximity of token j's term to output i), or "norm" (C_ij: the
+    term's L2 norm, Kobayashi et al. 2021, a row's norms made shares; a fraction of ALTI's time).
+    Returns Contributions(frame, rolled, layers, tokens); frame: layer, position, token, measure
+    ("contribution", "rolled", "self": MEASURES), value."""
     model = model_of(model, "contributions")
+    if not checks.one_of(method, METHODS):
+        raise InputError(f"method is 'alti' (Ferrando et al. 2022's L1 proximity) or 'norm' (Kobayashi et al. 2021's "
+                         f"norms), not {checks.short_repr(method)}.")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"text must be a non-empty str, not {checks.kind_of(text)}.")
-    result, layers = run_contributions(model, text, text_b, max_length=max_length, attention=attention)
+    result, layers = run_contributions(model, text, text_b, max_length=max_length, attention=attention, method=method)
     rolled = an.rolled_out(layers)
     frame = _frame(layers, rolled, list(result.tokens), bool(result.causal))
-    frame.attrs.update({"attnscope": "contributions", "model": model.name, "text": text, "method": METHOD})
+    frame.attrs.update({"attnscope": "contributions", "model": model.name, "text": text, "method": METHODS[method]})
     return Contributions(frame, rolled, layers, list(result.tokens))

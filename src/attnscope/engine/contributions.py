@@ -37,6 +37,7 @@ block of query rows at a time, under terms_block_bytes. σ(z_i) multiplies row i
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,24 @@ _VALUE_NAMES = ("value", "v_proj")
 # product) and reduced in a second pass while it is still in the cache. Measured on MiniLM at 512
 # tokens (4 keys a block), 2-core CPU, its six layers: 3, 6 and 12 MiB alike (0.26-0.35 s), 24 MiB 0.53 s.
 TERMS_BLOCK_BYTES = 3 * 2**20
+
+
+class Scratch:
+    """Flat buffers kept from one block (and layer) to the next: a fresh tensor of megabytes is a
+    fresh mapping of pages, and on this CPU faulting them in cost the products 2 to 4 times their
+    time (a norm layer of MiniLM at 512 tokens: 14 to 33 ms with fresh tensors)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """A tensor of `shape` with `like`'s dtype and device, over memory kept under `name`
+        (its values whatever they were)."""
+        numel = math.prod(shape)
+        kept = self._buffers.get(name)
+        if kept is None or kept.numel() < numel or kept.dtype != like.dtype or kept.device != like.device:
+            kept = self._buffers[name] = torch.empty(numel, dtype=like.dtype, device=like.device)
+        return kept[:numel].view(shape)
 
 
 @dataclass
@@ -110,19 +129,27 @@ class _Scaled:
     sigma: torch.Tensor  # T × 1 (ones pre-norm)
 
 
-def _scaled(parts: BlockParts) -> _Scaled:
+def _key_major_vectors(parts: BlockParts) -> tuple[torch.Tensor, torch.Tensor]:
+    """σ_i · L_i of each f_h(x_j), key-major (T × H × W), and of each x_i (T × W): the vectors
+    themselves pre-norm."""
     if parts.norm is None:
-        ones = torch.ones(parts.summed.shape[0], 1, dtype=parts.summed.dtype, device=parts.summed.device)
-        return _Scaled(parts.head_vectors.transpose(0, 1).contiguous(), parts.inputs, parts.summed, ones)
-    norm = parts.norm
-    sigma = norm.sigma(parts.summed)
+        return parts.head_vectors.transpose(0, 1).contiguous(), parts.inputs
     # Centred straight into the key-major layout: three fresh H × T × W tensors (centred, scaled,
     # then transposed) were 10 ms of each MiniLM layer's 48 at 512 tokens.
     n_heads, n_tokens, width = parts.head_vectors.shape
     key_major = torch.empty(n_tokens, n_heads, width, dtype=parts.head_vectors.dtype, device=parts.head_vectors.device)
-    norm.centred(parts.head_vectors, out=key_major.transpose(0, 1))
-    return _Scaled(key_major, norm.centred(parts.inputs),
-                   norm.centred(parts.summed) + sigma * norm.bias, sigma)
+    parts.norm.centred(parts.head_vectors, out=key_major.transpose(0, 1))
+    return key_major, parts.norm.centred(parts.inputs)
+
+
+def _scaled(parts: BlockParts) -> _Scaled:
+    vectors, residual = _key_major_vectors(parts)
+    if parts.norm is None:
+        ones = torch.ones(parts.summed.shape[0], 1, dtype=parts.summed.dtype, device=parts.summed.device)
+        return _Scaled(vectors, residual, parts.summed, ones)
+    norm = parts.norm
+    sigma = norm.sigma(parts.summed)
+    return _Scaled(vectors, residual, norm.centred(parts.summed) + sigma * norm.bias, sigma)
 
 
 def _scaled_terms(scaled: _Scaled, key_major: torch.Tensor, start: int) -> torch.Tensor:
@@ -137,13 +164,16 @@ def _scaled_terms(scaled: _Scaled, key_major: torch.Tensor, start: int) -> torch
     return terms
 
 
-def _key_major(attention_rows: torch.Tensor) -> torch.Tensor:
+def _key_major(attention_rows: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
     """H × r × K attention rows as K × H × r, contiguous, whose transpose (1, 2) is each key's
     r × H operand (BLAS reads it transposed): bmm on the unpermuted view was 3 to 4 times slower on
     the CPU, and this layout is one 2-D transpose, half the time of a K × r × H copy. Made once for
     a block of rows as given (a run's whole layer), and sliced."""
     heads, n_rows, n_keys = attention_rows.shape
-    return attention_rows.reshape(heads * n_rows, n_keys).t().contiguous().view(n_keys, heads, n_rows)
+    flat = attention_rows.reshape(heads * n_rows, n_keys).t()
+    if scratch is None:
+        return flat.contiguous().view(n_keys, heads, n_rows)
+    return scratch.get("key_major", (n_keys, heads * n_rows), attention_rows).copy_(flat).view(n_keys, heads, n_rows)
 
 
 def normalised_terms(parts: BlockParts, attention_rows: torch.Tensor, start: int) -> torch.Tensor:
@@ -191,7 +221,7 @@ def _block_proximity(scaled: _Scaled, key_major: torch.Tensor, rows: tuple[int, 
 
 
 def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int, int, torch.Tensor]], *,
-                        causal: bool = False, budget: int | None = None) -> torch.Tensor:
+                        causal: bool = False, budget: int | None = None, scratch: Scratch | None = None) -> torch.Tensor:
     """ALTI's C for one block: T × T (row i: how much each input token j makes output i; rows
     sum to 1), float32 on the parts' device. attention_blocks: (start, end, H × (end − start) × T)
     for every row, in any block sizes (a run's rows, or a long run's row_blocks); each is read a
@@ -204,13 +234,12 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
     target_norms = torch.linalg.vector_norm(scaled.target, 1, -1)  # T: ‖σy_i‖₁
     shifts = scaled.target.neg()
     out = torch.zeros(n_tokens, n_tokens, dtype=torch.float32, device=parts.summed.device)
-    buffer = None
+    scratch = Scratch() if scratch is None else scratch
     for start, end, block in attention_blocks:
-        key_major = _key_major(block)  # T × H × rows
+        key_major = _key_major(block, scratch)  # T × H × rows
         n_keys = end if causal else n_tokens
         step = min(n_keys, keys_per_block(end - start, width, budget))
-        if buffer is None or buffer.numel() < step * (end - start) * width:
-            buffer = torch.empty(step * (end - start) * width, dtype=scaled.vectors.dtype, device=out.device)
+        buffer = scratch.get("terms", (step * (end - start) * width,), scaled.vectors)
         for k0 in range(0, n_keys, step):
             k1 = min(n_keys, k0 + step)
             a = max(start, k0) if causal else start  # causal: rows before key k0 take none of keys k0…
@@ -223,6 +252,48 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
             rows.masked_fill_(later, 0)
         rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
     return out
+
+
+def norm_layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int, int, torch.Tensor]], *,
+                             causal: bool = False, budget: int | None = None, scratch: Scratch | None = None) -> torch.Tensor:
+    """Kobayashi et al. 2021's norms ("Incorporating Residual and Normalization Layers into Analysis of
+    Masked Language Models", ATTN-RES-LN) as one block's C, T × T like layer_contributions: n_ij =
+    ‖L_i(T_i(x_j))‖₂, the same terms as ALTI's measured by their own length, and C_ij = n_ij / Σ_k n_ik
+    (rolled out by products as GlobEnc, Modarressi et al. 2022, rolls them). Unlike the L1 distance,
+    the L2 norm factors: with g_hj = σ_i L_i(f_h(x_j)) (σ-free: σ_i cancels in the row's shares) and
+    r_i likewise of x_i,
+
+        σ_i² n_ij² = α_ijᵀ G_j α_ij + δ_ij (2 α_ij · (g_·j r_j) + ‖r_j‖²),    G_j = [g_hj · g_h'j]  (H × H),
+
+    so a layer costs T × H × H × W for the Gram matrices and T × T × H² for the forms: no T × T × W
+    terms. `budget` is unused (nothing of width W per pair is made); kept for one call shape."""
+    del budget
+    scratch = Scratch() if scratch is None else scratch
+    vectors, residual = _key_major_vectors(parts)  # g_hj and r_j without σ, which cancels in the shares
+    n_tokens = parts.summed.shape[0]
+    gram = torch.bmm(vectors, vectors.transpose(1, 2))  # T × H × H: G_j
+    cross = torch.bmm(vectors, residual[:, :, None])[..., 0]  # T × H: g_hj · r_j
+    own = residual.pow(2).sum(-1)  # T: ‖r_j‖²
+    out = torch.zeros(n_tokens, n_tokens, dtype=torch.float32, device=parts.summed.device)
+    for start, end, block in attention_blocks:
+        n_keys = end if causal else n_tokens
+        key_major = _key_major(block, scratch)[:n_keys].to(vectors.dtype)  # K × H × rows
+        forms = torch.bmm(gram[:n_keys], key_major, out=scratch.get("forms", key_major.shape, key_major))
+        squared = forms.mul_(key_major).sum(1)  # K × rows: α_ijᵀ G_j α_ij
+        lo, hi = start, min(end, n_keys)  # the residual, x_i, where key j is row i
+        diagonal = squared.diagonal(-start)  # (j = start + r, r): rows lo…hi − 1
+        diagonal += 2 * (key_major.diagonal(-start, 0, 2).t() * cross[lo:hi]).sum(-1) + own[lo:hi]
+        rows = out[start:end, :n_keys]
+        rows.copy_(squared.clamp_min_(0).sqrt_().t())
+        if causal:  # a later key's α is 0: its norm 0 but for rounding, made exact
+            later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
+            rows.masked_fill_(later, 0)
+        rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
+    return out
+
+
+# How a block's C is measured: contributions' `method` (analyses/contributions.py).
+LAYER_METHODS = {"alti": layer_contributions, "norm": norm_layer_contributions}
 
 
 def _parent(model: torch.nn.Module, child: torch.nn.Module) -> torch.nn.Module:
@@ -241,7 +312,7 @@ def family(model) -> str:
     if model_type in PRE_NORM_TYPES:
         return "pre"
     raise InputError(
-        f"Contributions (ALTI) follow the residual and the normalisation of a known layer layout, and {model.name} "
+        f"Contributions (ALTI, norms) follow the residual and the normalisation of a known layer layout, and {model.name} "
         f"({model_type or type(model.model).__name__}) is not one of them: supported are the post-LN encoders "
         f"{', '.join(POST_NORM_TYPES)} and the pre-norm decoders {', '.join(PRE_NORM_TYPES)}.")
 
@@ -315,18 +386,20 @@ def attention_row_blocks(result, layer: int) -> Iterator[tuple[int, int, torch.T
 
 
 def run_contributions(model, text: str, text_b: str | None = None, *, max_length: int | None = None,
-                      attention: str = "auto", budget: int | None = None):
+                      attention: str = "auto", budget: int | None = None, method: str = "alti"):
     """Run `model` (an AttentionModel) on the text with the blocks recorded and return (the run,
-    layers × T × T per-layer C, float32 on the CPU). The model leaves as it came (hooks removed)."""
+    layers × T × T per-layer C, float32 on the CPU), C measured by `method` (LAYER_METHODS: "alti",
+    "norm"). The model leaves as it came (hooks removed)."""
+    measure = LAYER_METHODS[method]
     with model._lock, capturing_blocks(model) as capture:  # the lock: no other run's layers in this capture
         result = model.run(text, text_b, max_length=max_length, attention=attention)
     if not (len(capture.inputs) == len(capture.values) == len(capture.projected) == result.n_layers):
         raise InputError(f"{model.name} ran its attention blocks other than once per layer: contributions cannot be read.")
-    layers = []
+    layers, scratch = [], Scratch()  # one set of buffers for every layer
     with torch.inference_mode():
         for layer in range(result.n_layers):
             parts = block_parts(model, capture, layer)
-            layers.append(layer_contributions(parts, attention_row_blocks(result, layer), causal=result.causal,
-                                              budget=budget).cpu())
+            layers.append(measure(parts, attention_row_blocks(result, layer), causal=result.causal, budget=budget,
+                                  scratch=scratch).cpu())
             capture.values[layer] = capture.inputs[layer] = capture.projected[layer] = None  # freed as read
     return result, torch.stack(layers)

@@ -136,11 +136,13 @@ def thumbnails_payload(
             **quantize_uint8(pooled)}
 
 
-def rollout_payload(token_result: AttentionResult, word_level: bool, mixing: torch.Tensor | None = None) -> dict:
+def rollout_payload(token_result: AttentionResult, word_level: bool, mixing: torch.Tensor | None = None,
+                    mode: str = "contributions") -> dict:
     """The Rollout tab's matrices, L × T × T, each layer's rolled out through the layers before it
     (mode: which). "rollout": Abnar & Zuidema's rollout of the attention itself (even while the views
-    show a masking's change). "contributions": given `mixing`, a run's per-layer ALTI C (L × T × T,
-    engine/contributions.py), those rolled out by products as analyses.contributions does. Word level:
+    show a masking's change). Given `mixing`, a run's per-layer C (L × T × T, engine/contributions.py:
+    ALTI's for mode "contributions", the norms' for "norm_contributions"), those rolled out by
+    products as analyses.contributions does. Word level:
     the attention, or each layer's C, merged into words first (summed over a word's pieces as keys,
     averaged as queries: rows still sum to 1)."""
     if key_tokens_of(token_result) is not None:
@@ -150,7 +152,7 @@ def rollout_payload(token_result: AttentionResult, word_level: bool, mixing: tor
         mode, rolled = "rollout", an.rollout(source.attention)
     else:
         merged = an.merge_words(mixing[:, None], token_result.word_groups)[:, 0] if word_level else mixing
-        mode, rolled = "contributions", an.rolled_out(merged)
+        rolled = an.rolled_out(merged)
     kinds = an.token_kinds(source.tokens)
     # [CLS] / [SEP] (and <s> / </s>) soak up rollout; the view can leave them out.
     special = (kinds.cls | kinds.sep).nonzero().flatten().tolist()

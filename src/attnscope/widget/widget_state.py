@@ -24,6 +24,10 @@ from . import payloads as pl
 from .knockout_answers import knockout_control
 from .views import LONG_VIEWS, SHORT_VIEWS, VIEW, spoken
 
+# The Rollout tab's contribution modes (rollout_mode): the method each runs
+# (analyses/contributions.py), and its name in what the tab says.
+CONTRIBUTION_MODES = {"contributions": ("alti", "ALTI contributions"),
+                      "norm_contributions": ("norm", "Norm contributions")}
 NEEDS_A_MODEL = (
     "{what} needs a model, and this view was made from precomputed attention. "
     "Use attnscope.show(text, model=...) to run a model live."
@@ -310,19 +314,19 @@ def rollout_for(token_result: AttentionResult, settings: Settings) -> dict:
     if settings.rollout_mode == "rollout" or key_tokens_of(token_result) is not None:
         return pl.rollout_payload(token_result, settings.word_level)
     model = settings.models[1 if settings.compare_shown == "second" else 0]
+    method, name = CONTRIBUTION_MODES[settings.rollout_mode]
     if model is None:
-        return {"error": NEEDS_A_MODEL.format(what="The ALTI contributions mode (it reruns the model with hooks on its attention blocks)")}
+        return {"error": NEEDS_A_MODEL.format(what=f"The {name} mode (it reruns the model with hooks on its attention blocks)")}
     if token_result.masked_heads:
-        return {"error": "ALTI contributions follow the whole model: unmask the heads to see them (or choose Rollout, "
+        return {"error": f"{name} follow the whole model: unmask the heads to see them (or choose Rollout, "
                          "which follows the masked run)."}
     try:
         with warnings.catch_warnings():  # truncation and NaN heads: the widget's notice says them already
             warnings.simplefilter("ignore", UserWarning)
             run, mixing = run_contributions(model, token_result.text, token_result.text_b,
-                                            max_length=settings.max_length, attention="full")
-    except InputError as exc:  # a family ALTI does not follow: the tab says so
+                                            max_length=settings.max_length, attention="full", method=method)
+    except InputError as exc:  # a family the contributions do not follow: the tab says so
         return {"error": str(exc)}
     if list(run.tokens) != list(token_result.tokens):
-        return {"error": "ALTI contributions rerun the model, and that run read the text into other tokens than the "
-                         "one shown."}
-    return pl.rollout_payload(token_result, settings.word_level, mixing)
+        return {"error": f"{name} rerun the model, and that run read the text into other tokens than the one shown."}
+    return pl.rollout_payload(token_result, settings.word_level, mixing, settings.rollout_mode)

@@ -155,11 +155,12 @@ class WidgetTraits(anywidget.AnyWidget):
     rollout = synced(Dict(), "The Rollout tab's matrices through every layer, made while it is open, in rollout_mode: "
                      "{mode, n_tokens, special, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, "
                      "or {error}.")
-    rollout_mode = synced(Enum(("rollout", "contributions"), default_value="rollout"),
+    rollout_mode = synced(Enum(("rollout", "contributions", "norm_contributions"), default_value="rollout"),
                           "What the Rollout tab rolls out through the layers: Abnar & Zuidema's attention rollout (the "
-                          "mean attention, the residual a fixed half), or ALTI contributions (Ferrando et al. 2022: each "
-                          "token's share of a layer's output through attention, residual and LayerNorm; the kernel reruns "
-                          "the model with hooks, analyses/contributions.py).",
+                          "mean attention, the residual a fixed half), ALTI contributions (Ferrando et al. 2022: each "
+                          "token's share of a layer's output through attention, residual and LayerNorm), or norm "
+                          "contributions (Kobayashi et al. 2021: the same share measured by length); for either the "
+                          "kernel reruns the model with hooks (analyses/contributions.py).",
                           writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
     finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (the analysis view's finder layout): "
