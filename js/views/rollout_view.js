@@ -20,15 +20,15 @@ export const ROLLOUT_SHOWN = {
     title: "ALTI contributions (Ferrando et al. 2022): each input token's (column) share of each position's (row) output "
       + "through attention, residual and LayerNorm, rolled out to the chosen layer (rollout instead counts the mean "
       + "attention and a fixed half for the residual)",
-    name: "ALTI contributions", value: "contribution",
+    name: "ALTI contributions", value: "ALTI contribution",
     caption: "ALTI contributions (Ferrando et al. 2022): each token's share of the layer's output through attention, "
       + `residual and LayerNorm (the L1 proximity of what it passes to the output), rolled out across layers; ${BESIDE_ROLLOUT}`,
   },
   norm_contributions: {
     title: "Norm contributions (Kobayashi et al. 2021): each input token's (column) share of each position's (row) output, "
-      + "as the length of what it passes through attention, residual and LayerNorm, rolled out to the chosen layer "
-      + "(rollout instead counts the mean attention and a fixed half for the residual)",
-    name: "norm contributions", value: "contribution",
+      + "as the length of what it passes through attention, residual and LayerNorm, rolled out to the chosen layer as "
+      + "GlobEnc does (rollout instead counts the mean attention and a fixed half for the residual)",
+    name: "norm contributions", value: "norm contribution",
     caption: "Norm contributions (Kobayashi et al. 2021): each token's share of the layer's output as the length of what "
       + `it passes through attention, residual and LayerNorm, rolled out across layers as GlobEnc does; ${BESIDE_ROLLOUT}`,
   },

@@ -50,6 +50,9 @@ it("the control: a select 'Rollout | ALTI contributions | Norm contributions' in
   values.rollout = payload("norm_contributions");
   expect(draw()).toBe("");
   expect(body.querySelector(".attnscope-matrix-title").textContent).toBe(ROLLOUT_SHOWN.norm_contributions.title);
+  // Each measure names its own colour bar: the two run on different scales (ALTI's to 0.7, the norms' to 0.2).
+  expect(new Set(Object.values(ROLLOUT_SHOWN).map((mode) => mode.value)).size).toBe(3);
+  expect(body.textContent).toContain("norm contribution (colour");
   values.rollout_mode = "rollout"; // the kernel's (or a saved page's) value is what the select shows
   draw();
   expect(select.value).toBe("rollout");

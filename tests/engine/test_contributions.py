@@ -230,8 +230,11 @@ def test_the_engine_matches_the_papers_formula_in_float64(family, method, bert_t
 def test_the_method_is_named_in_the_frame_and_a_wrong_one_is_refused_saying_the_two(default_model):
     alti_found = attnscope.contributions(default_model, TEXT)
     norm_found = attnscope.contributions(default_model, TEXT, method="norm")
-    assert alti_found.frame.attrs["method"].startswith("ALTI")
-    assert "Kobayashi et al. 2021" in norm_found.frame.attrs["method"]
+    assert alti_found.frame.attrs["method"].startswith("ALTI") and alti_found.method == alti_found.frame.attrs["method"]
+    assert "Kobayashi et al. 2021" in norm_found.method
+    # Printed, it says what measured it and what it holds, not every matrix.
+    assert repr(norm_found).startswith("Contributions(norms of attention, residual and LayerNorm (Kobayashi et al. 2021)")
+    assert f"6 layers × {len(norm_found.tokens)} tokens" in repr(norm_found) and len(repr(norm_found)) < 400
     assert (alti_found.layers - norm_found.layers).abs().max() > 0.05  # two measures, not one named twice
     for wrong in ("ALTI", "globenc", None, ["norm"]):
         with pytest.raises(attnscope.InputError, match=r"method is 'alti' .* or 'norm' .*, not"):
@@ -276,6 +279,7 @@ def test_the_norm_contributions_mode_carries_the_norms_rolled_and_says_its_name_
     widget = attnscope.AttentionWidget(TEXT, model=default_model, view="rollout", rollout_mode="norm_contributions")
     found = attnscope.contributions(default_model, TEXT, method="norm")
     assert widget.rollout["mode"] == "norm_contributions"
+    assert repr(widget).endswith("tokens, rollout view (Norm contributions))")  # the text that stands in for it
     assert (_rolled(widget) - found.rolled).abs().max() <= widget.rollout["scale"] / 2 + 1e-6
     widget.rollout_mode = "contributions"  # ALTI's, a different matrix under its own mode
     alti_rolled = attnscope.contributions(default_model, TEXT).rolled

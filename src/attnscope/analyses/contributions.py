@@ -44,6 +44,17 @@ class Contributions(NamedTuple):
     layers: torch.Tensor
     tokens: list[str]
 
+    @property
+    def method(self) -> str:
+        """What measured C: METHODS' sentence for the call's `method` (the frame's attrs too)."""
+        return self.frame.attrs.get("method", "")
+
+    def __repr__(self) -> str:
+        # Short: the tuple's own repr printed every matrix (12,769 characters for 9 tokens).
+        n_layers, n = self.layers.shape[:2]
+        return (f"Contributions({self.method}: {n_layers} layers × {n} tokens; .frame (layer, position, token, "
+                f"measure, value), .rolled and .layers ({n_layers} × {n} × {n}), .tokens)")
+
 
 def _frame(layers: torch.Tensor, rolled: torch.Tensor, tokens: list[str], causal: bool):
     import numpy as np

@@ -36,7 +36,7 @@ from .picture import PictureOutputs, display_with_picture, shown
 from .views import VIEW_NAMES
 from .widget_checks import CheckedTraits, constructor_settings
 from .widget_outputs import WidgetOutputs
-from .widget_state import NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
+from .widget_state import CONTRIBUTION_MODES, NEEDS_A_MODEL, RunState, Settings, long_only, run_state, short_only, source, view_payloads
 
 THUMBNAIL_SIZE = 48
 
@@ -474,7 +474,10 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
     def __repr__(self) -> str:
         if "_drawn_run" not in self.__dict__:
             return "AttentionWidget(closed)"
-        return f"AttentionWidget({self.model_name}, {len(self.tokens)} tokens, {self.view} view)"
+        # The Rollout tab's contribution mode is what it draws: said where the text stands in for it.
+        contribution = CONTRIBUTION_MODES.get(self.rollout_mode) if self.view == "rollout" else None
+        mode = f" ({contribution[1]})" if contribution else ""
+        return f"AttentionWidget({self.model_name}, {len(self.tokens)} tokens, {self.view} view{mode})"
 
 
 def show(
