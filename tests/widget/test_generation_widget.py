@@ -45,9 +45,9 @@ def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monke
         seen.append(list(change["new"]))
         niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
-    def start(widget, page=False):
+    def start(widget):
         widget.observe(observed, names="tokens")
-        return original(widget, page)
+        return original(widget)
 
     monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
     widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
@@ -101,43 +101,6 @@ def test_stop_keeps_the_text_so_far_and_leaves_nothing_running(engine):
         assert widget.wait() is run
     finally:
         widget.close()
-
-
-def test_in_a_kernel_the_steps_start_once_a_page_drew_the_widget_or_after_a_wait_without_one(engine, monkeypatch):
-    """The first step's message came while the page was still setting the widget up (drawn 80 to
-    120 ms after the kernel had it, against 25 to 65 ms for the others): a displayed generation
-    starts on the page's "rendered", else after PAGE_WAIT_S; a caller that waits, stops or closes
-    starts it at once."""
-    from attnscope.widget import generation_widget
-
-    monkeypatch.setattr(generation_widget, "in_a_kernel", lambda: True)
-    monkeypatch.setattr(generation_widget, "PAGE_WAIT_S", 30.0)
-    drawn = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
-    waiting = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
-    closed = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
-    try:
-        for widget in (drawn, waiting, closed):  # shown as running (Stop, "Generating…"), no step made yet
-            assert widget._thread is None and widget.generating and widget.generation.steps == 0
-        drawn._channel._receive(drawn, {"kind": "event", "type": "rendered"}, [])
-        assert drawn._thread is not None
-        drawn._channel._receive(drawn, {"kind": "event", "type": "rendered"}, [])  # a second view: one thread
-        assert drawn.wait(timeout=120).steps == STEPS
-        assert waiting.wait(timeout=120).steps == STEPS  # no page came: wait() started it
-        closed.close()  # its thread ran to its end at once: nothing the engine held stays
-        assert closed._done.is_set() and not closed._thread.is_alive()
-    finally:
-        for widget in (drawn, waiting, closed):
-            widget.close()
-    monkeypatch.setattr(generation_widget, "PAGE_WAIT_S", 0.05)
-    timed = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)
-    try:  # nbclient, or a page that never draws it: it starts after the wait, no one waiting
-        for _ in range(200):
-            if timed._done.is_set():
-                break
-            threading.Event().wait(0.05)
-        assert timed._done.is_set() and timed.generation.steps == STEPS and not timed.generating
-    finally:
-        timed.close()
 
 
 def test_the_pages_stop_event_stops_it_and_closing_a_widget_stops_its_generation(engine):
@@ -244,9 +207,9 @@ def test_each_step_sends_what_it_changed_of_the_lists_and_the_end_sends_them_who
     held = {}  # the lists as the page had them when the generation started
     original_start, original_send = attnscope.GenerationWidget.start, attnscope.GenerationWidget._send
 
-    def start(widget, page=False):
+    def start(widget):
         held.update({name: getattr(widget, name) for name in GROWING})
-        return original_start(widget, page)
+        return original_start(widget)
 
     def send(widget, msg, buffers=None):
         if msg.get("method") == "update":
@@ -310,7 +273,7 @@ def test_steps_send_the_analysis_tabs_table_only_while_that_tab_is_open(engine, 
     at_two, go_on = threading.Event(), threading.Event()
     original_start = attnscope.GenerationWidget.start
 
-    def start(widget, page=False):
+    def start(widget):
         steps = widget._steps
 
         def held():
@@ -320,7 +283,7 @@ def test_steps_send_the_analysis_tabs_table_only_while_that_tab_is_open(engine, 
                     go_on.wait(60)
                 yield run
         widget._steps = held()
-        return original_start(widget, page)
+        return original_start(widget)
 
     monkeypatch.setattr(attnscope.GenerationWidget, "start", start)
     widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=STEPS, chat=False)

@@ -12,11 +12,6 @@ Two threads touch the widget: the generating one and the kernel's (the page's wr
 requests). A lock keeps them apart: a step is shown whole between two writes of the page.
 Stop (the page's "stop" event, or `stop()`) is checked between steps; the text so far stays,
 `generating` turns False and the thread ends. Closing the widget stops it too.
-
-In a kernel the steps start once a page says it drew the widget ("rendered"), or after
-PAGE_WAIT_S without one (nbclient; a cell still running): the first step's message otherwise came
-while the page was still setting the widget up, and was drawn 80 to 120 ms after the kernel had
-its token at an 8,160-token prompt, against 25 to 65 ms for every later one.
 """
 
 from __future__ import annotations
@@ -40,12 +35,9 @@ from .attention_widget import AttentionWidget
 from .contract import GROWING
 from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
-from .picture import behind_the_page, in_a_kernel, shown
+from .picture import behind_the_page, shown
 from .views import LONG_VIEWS, VIEW_NAMES
 from .widget_state import run_state
-
-# How long a displayed generation waits for a page's "rendered" before it starts anyway.
-PAGE_WAIT_S = 1.0
 
 
 def generation_notice(run: Generation) -> str:
@@ -108,9 +100,6 @@ class GenerationWidget(AttentionWidget):
         self._generation = first
         self._steps = steps
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-        self._wanted = False  # start() ran: the thread starts now, or when a page drew the widget
-        self._page_timer: threading.Timer | None = None  # the start without a page, while one may come
         self._loop: asyncio.AbstractEventLoop | None = None  # the kernel's: the picture is redrawn there at the end
         # The Analysis tab's opening analysis (the sinks) read a step at a time: each step adds
         # its token's rows, where reading the whole run again took 0.3-1.8 s a step at 2,048 tokens
@@ -141,39 +130,17 @@ class GenerationWidget(AttentionWidget):
         """The head view's knockout control on this run (knockout_answers.generation_knockout_control)."""
         return generation_knockout_control(self._generating_model, self._generation, generating)
 
-    def start(self, page: bool = False) -> GenerationWidget:
-        """Generate the rest in a background thread (generate() calls it once displayed). page: a
-        page may draw the widget (displayed in a kernel): the thread starts when it says it drew
-        it, or after PAGE_WAIT_S; else at once."""
-        if not self._wanted:
-            self._wanted = True
+    def start(self) -> GenerationWidget:
+        """Generate the rest in a background thread (generate() calls it once displayed)."""
+        if self._thread is None:
             try:
                 self._loop = asyncio.get_running_loop()
             except RuntimeError:  # plain Python: the next cell redraws the picture
                 self._loop = None
             self._quietly(generating=True, knockout_control=self._knockout_control(True))
-            if not page:
-                self._start_thread()
-            else:
-                self._page_timer = threading.Timer(PAGE_WAIT_S, self._start_thread)
-                self._page_timer.daemon = True
-                self._page_timer.start()
-        return self
-
-    def _start_thread(self) -> None:
-        """The generating thread, started once (the page's "rendered", the timer, or a caller
-        that waits, stops or closes)."""
-        with self._start_lock:
-            if self._thread is not None or not self._wanted:
-                return
-            if self._page_timer is not None:
-                self._page_timer.cancel()
             self._thread = threading.Thread(target=self._generate, name="attnscope-generate", daemon=True)
             self._thread.start()
-
-    def _on_rendered(self, content: dict) -> None:
-        super()._on_rendered(content)
-        self._start_thread()
+        return self
 
     def _generate(self) -> None:
         # The page draws each token while the next is computed: the browser and the Jupyter server
@@ -257,7 +224,6 @@ class GenerationWidget(AttentionWidget):
         """Wait for the generation's end (its last token, the end-of-text token or a stop) and
         return it; raises what ended it if it failed, or TimeoutError after `timeout` seconds."""
         timeout = checks.number("timeout", timeout, minimum=0, allow_none=True)
-        self._start_thread()  # a caller waits: no page's drawing to wait for
         if self._thread is not None and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -271,7 +237,6 @@ class GenerationWidget(AttentionWidget):
         thread ended (nothing keeps running)."""
         timeout = checks.number("timeout", timeout, minimum=0, allow_none=True)
         self._stop_event.set()
-        self._start_thread()  # it ends at its first step's check, and says so
         if self._thread is None:
             return self._generation
         if threading.current_thread() is not self._thread:
@@ -307,7 +272,6 @@ class GenerationWidget(AttentionWidget):
     def close(self) -> None:
         """Stop the generation and close the widget (AttentionWidget.close)."""
         self._stop_event.set()
-        self._start_thread()  # a thread that ends at once: what the engine holds is let go
         with self._state_lock:
             super().close()
         if self._thread is not None and threading.current_thread() is not self._thread:
@@ -371,4 +335,4 @@ def generate(
     except BaseException:
         steps.close()
         raise
-    return shown(widget).start(page=in_a_kernel())
+    return shown(widget).start()

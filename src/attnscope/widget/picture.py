@@ -401,16 +401,6 @@ def display_with_picture(widget: Any, **kwargs: Any) -> None:
     widget._pictures.display(shell)
 
 
-def in_a_kernel() -> bool:
-    """Whether this runs in a Jupyter kernel, where a page may draw what is displayed (a terminal
-    IPython has a shell and no page)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return getattr(get_ipython(), "kernel", None) is not None
-
-
 def shown(widget: Any) -> Any:
     """Display the widget now, wherever the call is (mid-cell, assigned, in a loop), and return it;
     when the call is also the cell's last line, the echo of the returned widget is not drawn a
