@@ -223,12 +223,17 @@ export function createTextView(container, callbacks = {}) {
     return [chunkStarts[first], chunkStarts[Math.max(end, first + 1)]];
   }
 
-  function writeRest(deadline) {
+  // One idle slice writes at most this long: a kernel's message (a generation's next token) that
+  // comes meanwhile waits for the slice to end, and an idle deadline runs to 50 ms.
+  const REST_SLICE_MS = 8;
+  function writeRest(deadline, started = performance.now()) {
     restTimer = null;
-    const end = Math.min(spans.length, rest + 1024);
+    const end = Math.min(spans.length, rest + 256);
     write(rest, end);
     rest = end < spans.length ? end : null;
-    if (rest !== null && deadline?.timeRemaining?.() > 4) return writeRest(deadline);
+    if (rest !== null && deadline?.timeRemaining?.() > 4 && performance.now() - started < REST_SLICE_MS) {
+      return writeRest(deadline, started);
+    }
     if (rest !== null) restTimer = idle(writeRest);
     flow.dataset.shading = rest === null ? "done" : "in view";
   }
