@@ -246,12 +246,18 @@ def layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int,
             proximity = _block_proximity(scaled, key_major[:, :, a - start :], (a, end), (k0, k1), shifts, target_norms,
                                          buffer)
             out[a:end, k0:k1] = proximity.t()
-        rows = out[start:end, :n_keys]
-        if causal:  # a later key's term is 0, and its proximity 0 but for rounding: made exact
-            later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
-            rows.masked_fill_(later, 0)
-        rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
+        _make_shares(out[start:end, :n_keys], start, causal)
     return out
+
+
+def _make_shares(rows: torch.Tensor, start: int, causal: bool) -> None:
+    """Rows start… of C (r × keys), in place: a causal run's later keys exactly 0 (their α is 0, and
+    their measure 0 but for rounding), then each row divided by its sum."""
+    if causal:
+        n_rows, n_keys = rows.shape
+        later = torch.arange(n_keys, device=rows.device)[None, :] > torch.arange(start, start + n_rows, device=rows.device)[:, None]
+        rows.masked_fill_(later, 0)
+    rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
 
 
 def norm_layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple[int, int, torch.Tensor]], *,
@@ -285,10 +291,7 @@ def norm_layer_contributions(parts: BlockParts, attention_blocks: Iterable[tuple
         diagonal += 2 * (key_major.diagonal(-start, 0, 2).t() * cross[lo:hi]).sum(-1) + own[lo:hi]
         rows = out[start:end, :n_keys]
         rows.copy_(squared.clamp_min_(0).sqrt_().t())
-        if causal:  # a later key's α is 0: its norm 0 but for rounding, made exact
-            later = torch.arange(n_keys, device=out.device)[None, :] > torch.arange(start, end, device=out.device)[:, None]
-            rows.masked_fill_(later, 0)
-        rows /= rows.sum(-1, keepdim=True).clamp_min(torch.finfo(rows.dtype).tiny)
+        _make_shares(rows, start, causal)
     return out
 
 
