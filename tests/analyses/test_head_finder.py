@@ -217,6 +217,11 @@ def test_an_example_reads_as_its_text_with_its_marks_shown_whole(default_model):
         page = frame._repr_html_()
         assert all(html.escape(text, quote=False) in page for text in frame.text)  # whole, marks and all
         assert type(frame[["doc", "text"]]).__name__ == "ExamplesFrame"  # a slice displays so too
+        if len(frame):  # plain text: 80 columns, no column hidden behind "...", every text whole once unwrapped
+            plain_text = repr(frame)
+            assert max(map(len, plain_text.splitlines())) <= 80 and "..." not in plain_text, plain_text
+            assert all(column in plain_text.splitlines()[0] for column in ("doc", "query_token", "score", "keys"))
+            assert all(text in " ".join(plain_text.split()) for text in (" ".join(t.split()) for t in frame.text))
     assert shown
     pieces = [row.text for key in finder.top for row in finder.examples(*key).itertuples() if row.doc == 0]
     assert any("hikers" in re.sub(r"\[\[|\]\]|<<|>>", "", text) for text in pieces)
