@@ -13,6 +13,7 @@ import { el } from "./drawing/dom.js";
 import { createLayerRequests, createLongRequests, createNeuronRequests, createWeighingRequests } from "./transport/requests.js";
 import { resolveTheme, watchJupyterTheme } from "./drawing/theme.js";
 import { imageCaption, VIEWS } from "./views/views.js";
+import { outputShown } from "./views/output_tokens.js";
 
 // After the head view draws, the next layer around it is asked for once the page has been
 // quiet this long (a burst of redraws, as while hovering, asks once).
@@ -83,7 +84,8 @@ function render({ model, el: host, page = false, fit = false }) {
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
     redraw: schedule,
-    stop: () => channel.notify("stop"), // the kernel's generation (attnscope.generate)
+    // The kernel's generation (attnscope.generate): it keeps the tokens shown when Stop was pressed.
+    stop: () => channel.notify("stop", { shown: outputShown(get) }),
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);

@@ -131,7 +131,7 @@ export function createControls(root, views, actions, { page = false } = {}) {
   });
   // attnscope.generate: while the kernel writes new tokens, Stop ends it between two steps.
   const stopButton = button("attnscope-stop", group, "Stop");
-  stopButton.title = "Stop generating: the text so far stays";
+  stopButton.title = "Stop generating: the text on screen stays (tokens made while the click travels are dropped)";
   stopButton.hidden = true;
   stopButton.addEventListener("click", () => {
     stopButton.disabled = true; // until the kernel says it stopped (generating false)

@@ -149,7 +149,7 @@ export const MESSAGES = {
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */
   rendered: { kind: "event", sender: "view" },
-  /** The Stop button while `generating`: the kernel ends the generation between two steps, keeping the text so far (generation_widget.py). */
+  /** {shown: the new tokens the page shows} The Stop button while `generating`: the kernel ends the generation between two steps and keeps the first `shown` new tokens, what the reader saw (every token made where `shown` is not a count of them; generation_widget.py). */
   stop: { kind: "event", sender: "view" },
 };
 

@@ -13,6 +13,14 @@ export function stepOf(outputStart, nTokens, i) {
   return { step: i - outputStart + 1, steps: nTokens - outputStart };
 }
 
+/** How many new tokens the page shows (what its Stop keeps: the kernel drops those made while the
+ * click travelled); 0 where the run is not a generation. @param {(name: string) => any} get */
+export function outputShown(get) {
+  const start = get("output_start") ?? -1;
+  const n = (get("tokens") ?? []).length;
+  return start >= 0 && n >= start ? n - start : 0;
+}
+
 /**
  * Marks the output in the text view's flow: each output token's span from `from` on gets the
  * output class and its step in its title, and a marker (not a token: it has no index, so a click

@@ -138,6 +138,39 @@ def test_a_stopped_run_keeps_its_text_and_leaves_nothing_running(tokenizer):
     assert torch.isfinite(logits).all() and getattr(fast_capture._local, "capture", None) is None
 
 
+def assert_cut_back_as_a_shorter_run(run, shorter, keep: int) -> None:
+    """A stopped run cut back to `keep` new tokens (Generation.keep_first) is the run that wrote
+    only those: its ids, text, tokens and every layer's rows (each query's, head 0 and the last)."""
+    assert (run.steps, run.finish, run.new_ids, run.text) == (keep, "stopped", shorter.new_ids, shorter.text)
+    cut, whole = run.attention, shorter.attention
+    assert (cut.n_tokens, list(cut.tokens), list(cut.labels), cut.token_reading) == \
+        (whole.n_tokens, list(whole.tokens), list(whole.labels), whole.token_reading)
+    queries = list(range(cut.n_tokens))
+    for layer in range(cut.n_layers):
+        for head in (0, cut.n_heads - 1):
+            assert torch.equal(cut.attention_rows(layer, head, queries), whole.attention_rows(layer, head, queries))
+
+
+@pytest.mark.parametrize("name", ["llama (GQA)", "qwen2 (GQA, sliding window)"])
+def test_a_stopped_run_cut_back_to_what_a_page_showed_is_the_shorter_run(name, tokenizer):
+    """Issue 48: Stop keeps what the reader saw. The page's Stop says how many new tokens it showed;
+    the steps made while the click travelled are dropped, rows and all."""
+    engine = attnscope.load(causal_lm(name), tokenizer, device="cpu")
+    stop = threading.Event()
+    run = generate(engine, PROMPT, 20, chat=False, stop=stop, on_step=lambda r: r.steps == 5 and stop.set())
+    assert run.steps == 5 and run.attention.n_tokens == len(run.prompt_ids) + 5  # read before the cut
+    for ignored in (5, 6, -1):  # not below what it has: nothing to drop
+        run.keep_first(ignored)
+        assert run.steps == 5
+    run.keep_first(2)
+    assert_cut_back_as_a_shorter_run(run, generate(engine, PROMPT, 2, chat=False), 2)
+    run.keep_first(0)  # the prompt alone
+    assert run.steps == 0 and run.text == "" and run.attention.n_tokens == len(run.prompt_ids)
+    finished = generate(engine, PROMPT, 3, chat=False)
+    finished.keep_first(1)  # only a stopped run: one that ended keeps all it wrote
+    assert finished.steps == 3
+
+
 def test_settings_are_recorded_and_the_seed_reproduces_the_run(tokenizer):
     engine = attnscope.load(causal_lm("qwen2 (GQA, sliding window)"), tokenizer, device="cpu")
     run = generate(engine, PROMPT, 8, do_sample=True, temperature=1.5, top_p=0.95, seed=7, chat=False)

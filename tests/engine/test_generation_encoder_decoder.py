@@ -150,6 +150,18 @@ def test_a_stopped_run_keeps_its_text_and_leaves_nothing_running(bert_tokenizer)
     assert torch.isfinite(logits).all() and getattr(encoder_decoder_capture._local, "capture", None) is None
 
 
+def test_a_stopped_run_cut_back_to_what_a_page_showed_is_the_shorter_run(bert_tokenizer):
+    """Issue 48: Stop keeps what the reader saw, an encoder-decoder's decoder positions too."""
+    from test_generation import assert_cut_back_as_a_shorter_run
+
+    engine = attnscope.load(writer("t5 (relative-position bias)"), bert_tokenizer, device="cpu")
+    stop = threading.Event()
+    run = generate(engine, PROMPT, 20, chat=False, stop=stop, on_step=lambda r: r.steps == 4 and stop.set())
+    run.keep_first(1)
+    assert_cut_back_as_a_shorter_run(run, generate(engine, PROMPT, 1, chat=False), 1)
+    assert run.decoder_ids == run.start_ids + run.new_ids and run.attention.n_tokens == len(run.prompt_ids) + 2
+
+
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_a_model_leaves_a_run_exactly_as_it_came(name, bert_tokenizer):
     model = writer(name)

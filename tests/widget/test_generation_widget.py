@@ -119,6 +119,37 @@ def test_the_pages_stop_event_stops_it_and_closing_a_widget_stops_its_generation
         second.close()
 
 
+def test_the_pages_stop_keeps_the_tokens_it_showed_and_a_wrong_count_keeps_all(engine):
+    """The page's Stop says how many new tokens it showed: the steps made while the click
+    travelled are dropped, rows and all, so the text stays as the reader saw it. A count that is
+    not one of the run's (text, a bool, a fraction, below 0, beyond what was made) keeps every token."""
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+    try:
+        while widget.generation.steps < 4:
+            widget._done.wait(0.01)
+        widget._channel._receive(widget, {"kind": "event", "type": "stop", "shown": 2}, [])
+        run = widget.wait(timeout=60)
+        assert (run.finish, run.steps) == ("stopped", 2) and not widget.generating
+        assert len(widget.tokens) == len(run.prompt_ids) + 2 == len(run.ids)
+        assert widget.notice.splitlines()[0] == "Generated greedily: 2 new tokens of at most 200, stopped."
+        shorter = engine_generate(engine, PROMPT, 2, chat=False)
+        assert run.new_ids == shorter.new_ids and widget.tokens == shorter.attention.labels
+        assert widget.focus_token == len(run.ids) - 1
+        content, buffers = ask(widget, "attention_rows", layer=1, head=2, token=len(run.ids) - 1, direction="from")
+        assert torch.allclose(values(content, buffers), shorter.attention.attention_rows(1, 2, [len(run.ids) - 1])[0], atol=1e-6)
+    finally:
+        widget.close()
+    for shown in ("2", True, 2.5, -1, 10**9, None):
+        widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
+        try:
+            while widget.generation.steps < 3:
+                widget._done.wait(0.01)
+            widget._channel._receive(widget, {"kind": "event", "type": "stop", "shown": shown}, [])
+            assert widget.wait(timeout=60).steps >= 3, shown
+        finally:
+            widget.close()
+
+
 def test_the_notice_names_the_sampling_settings(engine):
     widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, do_sample=True, temperature=0.7, top_p=0.9,
                                 seed=4, chat=False)

@@ -86,7 +86,7 @@ def encoder_decoder_steps(engine: Any, prompt: str, prompt_text: str, encoded: A
                           position=kept.length, check=checked(step))
         return output.logits[0, -1]
 
-    yield from token_loop(engine, run, logits, settings, stop, reading, feed)
+    yield from token_loop(engine, run, logits, settings, stop, reading, feed, kept)
 
 
 def _forward(engine: Any, kept: encoder_decoder_capture.EncoderDecoderCapture, inputs: dict, position: int, check: bool) -> Any:

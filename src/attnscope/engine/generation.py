@@ -213,7 +213,7 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
         kept.add(layers)
         return output.logits[0, -1]
 
-    yield from token_loop(engine, run, logits, settings, stop, reading, feed)
+    yield from token_loop(engine, run, logits, settings, stop, reading, feed, kept)
 
 
 def generate(model: Any, prompt: str, max_new_tokens: int = 32, *, do_sample: bool = False, temperature: float = 1.0,

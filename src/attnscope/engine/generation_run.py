@@ -54,6 +54,16 @@ class Generation:
     start_ids: list[int] = field(default_factory=list)
     _attention: Callable[[], Any] | None = field(default=None, repr=False)
     _shown: tuple[int, Any] | None = field(default=None, repr=False)
+    _forget: Callable[[int], None] | None = field(default=None, repr=False)  # token_loop's: drops a stopped run's last steps
+
+    def keep_first(self, steps: int) -> None:
+        """A stopped run cut back to its first `steps` new tokens, its rows with them: what a
+        page showed when its reader pressed Stop (the steps made while the click travelled are
+        dropped). Only a stopped run, never below 0 or above what it has."""
+        if self.finish != "stopped" or self._forget is None or not 0 <= steps < self.steps:
+            return
+        self._forget(steps)
+        self._shown = None
 
     @property
     def steps(self) -> int:
@@ -142,6 +152,12 @@ class Reading:
         self.raw = ""
         self._pending = 0
 
+    def redo(self, ids: list[int]) -> None:
+        """The spans of `ids` alone (a run cut back): measured again token by token, as they came."""
+        self.spans, self.raw, self._pending = [], "", 0
+        for n in range(1, len(ids) + 1):
+            self.add(ids[:n])
+
     def add(self, ids: list[int]) -> None:
         self.raw = self.tokenizer.decode(ids, skip_special_tokens=False)
         if self.raw.endswith("\ufffd"):  # a character not complete yet
@@ -157,12 +173,21 @@ class Reading:
 
 
 def token_loop(engine: Any, run: Generation, logits: torch.Tensor, settings: GenerationSettings, stop: Stop,
-               reading: Reading, feed: Callable[[int, int], torch.Tensor]) -> Iterator[Generation]:
+               reading: Reading, feed: Callable[[int, int], torch.Tensor], kept: Any) -> Iterator[Generation]:
     """The steps of a run whose prompt (or source) the model has read, `logits` its next token's:
     yields `run` as it is, then after each new token, and once more when `stop` ended it (finish
     "stopped"). feed(token, step) runs the model on the chosen token (step: 0 for the first new
     one) and returns the next token's logits: each token is read at once, so its row exists when
-    its step is shown."""
+    its step is shown. kept: the run's buffers, whose `length` counts the positions read (a
+    stopped run cut back forgets its last ones: Generation.keep_first)."""
+
+    def forget(steps: int) -> None:
+        kept.length -= run.steps - steps
+        del run.new_ids[steps:]
+        reading.redo(run.new_ids)
+        run.text = engine.tokenizer.decode(run.new_ids, skip_special_tokens=True)
+
+    run._forget = forget
     generator = sampler(settings, logits.device)
     eos = eos_ids(engine)
     yield run

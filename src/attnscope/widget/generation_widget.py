@@ -95,6 +95,7 @@ class GenerationWidget(AttentionWidget):
         self._generating_model = model
         self._state_lock = threading.RLock()
         self._stop_event = stop
+        self._stop_shown: int | None = None  # the new tokens the page showed when its Stop was pressed
         self._done = threading.Event()
         self._failure: BaseException | None = None
         self._generation = first
@@ -152,6 +153,8 @@ class GenerationWidget(AttentionWidget):
                 with self._state_lock:
                     if self._closed:
                         break
+                    if run.finish == "stopped" and self._stop_shown is not None:
+                        run.keep_first(self._stop_shown)  # what the reader saw when pressing Stop
                     self._generation = run
                     behind = self.view != "analysis"
                     self._unsent = frozenset(GROWING) | ({"analysis"} if behind else set())
@@ -250,8 +253,14 @@ class GenerationWidget(AttentionWidget):
         raise InputError("A generation's text and text_b are its prompt and what the model wrote, not set by hand: "
                          "attnscope.generate(prompt, model=...) starts another.")
 
-    def _on_stop(self, _content: dict) -> None:
-        self._stop_event.set()  # the page's Stop: the thread ends after the step it is in
+    def _on_stop(self, content: dict) -> None:
+        """The page's Stop: the thread ends after the step it is in, and the run keeps the new
+        tokens the page showed then (`shown`), not those made while the click travelled (2 to 6 at
+        short prompts). A `shown` that is not a count of them keeps every token made."""
+        shown = content.get("shown")
+        if type(shown) is int and 0 <= shown <= self._generation.steps:
+            self._stop_shown = shown
+        self._stop_event.set()
 
     def set_state(self, sync_data: dict) -> None:
         with self._state_lock:  # a page's write sees one step whole

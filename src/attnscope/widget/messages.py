@@ -92,8 +92,9 @@ MESSAGES = {
                 "while the model writes, whose lists are the prompt's), js/transport/growing.js."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
-        Message("stop", "event", "view", "The Stop button while `generating`: the kernel ends the generation between "
-                "two steps, keeping the text so far (generation_widget.py)."),
+        Message("stop", "event", "view", "{shown: the new tokens the page shows} The Stop button while `generating`: "
+                "the kernel ends the generation between two steps and keeps the first `shown` new tokens, what the "
+                "reader saw (every token made where `shown` is not a count of them; generation_widget.py)."),
     )
 }
 
