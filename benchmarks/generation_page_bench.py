@@ -9,6 +9,10 @@ through the kernel.
 - **Click an output token → shaded text within 100 ms** at a long prompt (SmolLM2's 8,192
   positions less the new tokens): after the generation ends, each of a few output tokens is
   clicked, a user's 300 ms apart, and timed until the flow's shading is done for it.
+- **Stop takes effect within one step, keeping what the reader saw.** A second generation, on a
+  short prompt (where steps are fastest, so the most are made while a click travels), is
+  stopped with its Stop button after a few tokens: the new tokens the page showed at the click,
+  those the kernel kept, and the time until the button goes (the kernel said it stopped).
 
 Run alone: `python benchmarks/generation_page_bench.py [--prompt-tokens 8160] [--new-tokens 24] [--write]`
 prints the rows (--write keeps them in results.json and benchmarks/README.md); `make bench` runs
@@ -149,6 +153,7 @@ def bench(browser, base: str, prompt_tokens: int, new_tokens: int, trace: Path |
           requestAnimationFrame(check);
         })""".replace("@FLOW@", FLOW), [box, token])
         clicks.append(None if ms is None else round(ms, 1))
+    stops = [stop_trial(page, k) for k in range(STOPS)]
     page.close()
     drawn = [d for d in delays if d is not None]
     return {
@@ -156,9 +161,50 @@ def bench(browser, base: str, prompt_tokens: int, new_tokens: int, trace: Path |
         "token_drawn_after_kernel_ms": {"each": delays, "median": round(statistics.median(drawn), 1) if drawn else None,
                                         "max": max(drawn) if drawn else None, "missed": len(delays) - len(drawn),
                                         "phases": phases},
+        "stop": stops,
         "click_to_shaded_ms": {"each": clicks, "first": clicks[0] if clicks else None,
                                "median": round(statistics.median([c for c in clicks if c is not None]), 1) if clicks else None},
     }
+
+
+STOPS = 3
+STOP_AFTER = (6, 10, 14)  # new tokens on the page when Stop is clicked, per trial
+# A cell added to the notebook and run (JupyterLab's own commands): a generation on a short prompt.
+RUN_CELL = """
+async (code) => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  const notebook = panel.content;
+  notebook.model.sharedModel.insertCell(notebook.model.cells.length, { cell_type: "code", source: code });
+  notebook.activeCellIndex = notebook.widgets.length - 1;
+  await app.commands.execute("notebook:run-cell");
+}
+"""
+
+
+def stop_trial(page, k: int) -> dict:
+    """A short prompt's generation, its Stop clicked once the page shows STOP_AFTER[k] new tokens."""
+    name = f"stopped_{k}"
+    page.evaluate(RUN_CELL, f"{name} = attnscope.generate('Write a long story about a lighthouse keeper.', model=engine, "
+                            f"max_new_tokens=200)\n{name}")
+    box = page.locator(".jp-OutputArea-output .attnscope-root").nth(1 + k)
+    box.wait_for(timeout=300_000)
+    start = kernel_value(page, f"{name}.output_start")
+    handle = box.element_handle()
+    page.wait_for_function(f"b => b.querySelectorAll('{FLOW} .attnscope-text-token').length >= {start + STOP_AFTER[k]}",
+                           arg=handle, timeout=120_000, polling="raf")
+    shown, ms = page.evaluate("""(b) => new Promise((resolve) => {
+      const shown = b.querySelectorAll('@FLOW@ .attnscope-text-token').length;
+      const button = b.querySelector('.attnscope-stop');
+      const t0 = performance.now();
+      button.click();
+      const check = () => button.hidden ? resolve([shown, performance.now() - t0]) : requestAnimationFrame(check);
+      requestAnimationFrame(check);
+    })""".replace("@FLOW@", FLOW), handle)
+    page.wait_for_timeout(500)
+    kept = kernel_value(page, f"{name}.generation.steps")
+    on_page = page.evaluate(f"b => b.querySelectorAll('{FLOW} .attnscope-text-token').length", handle)
+    return {"shown_at_click": shown - start, "kept": kept, "on_page_after": on_page - start, "ended_ms": round(ms, 1)}
 
 
 def table(results: dict) -> list[str]:
@@ -173,8 +219,8 @@ def table(results: dict) -> list[str]:
         f"{results['new_tokens']} new tokens",
         "",
         "Each step stamped when the kernel has its token, and again when the page's text view first shows it; "
-        f"then output tokens clicked {REACTION_MS} ms apart, timed until their row shades the text "
-        "(`benchmarks/generation_page_bench.py`).",
+        f"then output tokens clicked {REACTION_MS} ms apart, timed until their row shades the text; then {STOPS} "
+        "generations on a short prompt stopped with their Stop button (`benchmarks/generation_page_bench.py`).",
         "",
         "| measure | target | median | worst / first | met |",
         "|---|---|---|---|---|",
@@ -182,6 +228,12 @@ def table(results: dict) -> list[str]:
         f"{met(drawn['max'] is not None and drawn['max'] <= TARGET_MS and not drawn['missed'])} |",
         f"| click an output token → shaded text | ≤ {TARGET_MS} ms | {clicks['median']} ms | {clicks['first']} ms (first) | "
         f"{met(all(c is not None and c <= TARGET_MS for c in clicks['each']))} |",
+        f"| Stop: the kernel keeps what the page showed, and says it stopped | within one step | "
+        f"{_median(t['ended_ms'] for t in results.get('stop', []))} ms | {max((t['ended_ms'] for t in results.get('stop', [])), default='–')} ms (worst) | "
+        f"{met(bool(results.get('stop')) and all(t['kept'] == t['shown_at_click'] == t['on_page_after'] for t in results['stop']))} |",
+        "",
+        "Stop, on a short prompt (each trial: new tokens on the page at the click → kept by the kernel, ms until the button "
+        "went): " + "; ".join(f"{t['shown_at_click']} → {t['kept']}, {t['ended_ms']:.0f} ms" for t in results.get("stop", [])) + ".",
         "",
         "Each token's time, in order: " + ", ".join("–" if d is None else f"{d:.0f}" for d in drawn["each"]) + " ms. Where it "
         "goes (medians): the kernel's message "
