@@ -151,6 +151,27 @@ def assert_cut_back_as_a_shorter_run(run, shorter, keep: int) -> None:
             assert torch.equal(cut.attention_rows(layer, head, queries), whole.attention_rows(layer, head, queries))
 
 
+def test_a_reading_cut_back_is_the_reading_of_the_shorter_run_wherever_the_cut_falls(tokenizer):
+    """Generation.keep_first's reading: cut at every token, inside a character split over byte
+    tokens (emoji, CJK, accents) too, it equals the reading of those tokens alone."""
+    from attnscope.engine.generation_run import Reading
+
+    ids = tokenizer(" Zürich 東京 🙂🙂 naïve ok", add_special_tokens=False)["input_ids"]
+    assert len(ids) > len(" Zürich 東京 🙂🙂 naïve ok".split()) + 6  # characters split over tokens
+
+    def read(part: list[int]) -> Reading:
+        reading = Reading(tokenizer, 5)
+        for n in range(1, len(part) + 1):
+            reading.add(part[:n])
+        return reading
+
+    for n in range(len(ids)):
+        whole = read(ids)
+        whole.cut_to(ids[:n])
+        alone = read(ids[:n])
+        assert (whole.spans, whole.raw, whole._pending) == (alone.spans, alone.raw, alone._pending), n
+
+
 @pytest.mark.parametrize("name", ["llama (GQA)", "qwen2 (GQA, sliding window)"])
 def test_a_stopped_run_cut_back_to_what_a_page_showed_is_the_shorter_run(name, tokenizer):
     """Issue 48: Stop keeps what the reader saw. The page's Stop says how many new tokens it showed;

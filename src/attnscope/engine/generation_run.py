@@ -152,10 +152,16 @@ class Reading:
         self.raw = ""
         self._pending = 0
 
-    def redo(self, ids: list[int]) -> None:
-        """The spans of `ids` alone (a run cut back): measured again token by token, as they came."""
-        self.spans, self.raw, self._pending = [], "", 0
-        for n in range(1, len(ids) + 1):
+    def cut_to(self, ids: list[int]) -> None:
+        """The spans of `ids`, a first part of the tokens read (a run cut back): those before the
+        last character that ends where its own token does stand as measured; the tokens after it
+        are measured again as they came (a character split over tokens may end past the cut)."""
+        start = len(ids)
+        while start > 0 and (self.spans[start - 1] == (0, 0) or self.spans[start] == self.spans[start - 1]):
+            start -= 1
+        self.spans, self._pending = self.spans[:start], 0
+        self.raw = self.tokenizer.decode(ids[:start], skip_special_tokens=False)
+        for n in range(start + 1, len(ids) + 1):
             self.add(ids[:n])
 
     def add(self, ids: list[int]) -> None:
@@ -184,7 +190,7 @@ def token_loop(engine: Any, run: Generation, logits: torch.Tensor, settings: Gen
     def forget(steps: int) -> None:
         kept.length -= run.steps - steps
         del run.new_ids[steps:]
-        reading.redo(run.new_ids)
+        reading.cut_to(run.new_ids)
         run.text = engine.tokenizer.decode(run.new_ids, skip_special_tokens=True)
 
     run._forget = forget
