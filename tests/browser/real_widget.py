@@ -4,6 +4,9 @@ requests, for browser tests that drive the built bundle with what Python compute
 from __future__ import annotations
 
 import base64
+import threading
+from dataclasses import dataclass, field
+from typing import Any
 
 
 def wire(value):
@@ -46,3 +49,55 @@ def answer_neuron_request(page, widget) -> dict:
     request = answer_request(page, widget, "neuron")
     page.wait_for_selector(".attnscope-neuron-table:not([hidden])")
     return request
+
+
+def emit(page, state: dict) -> None:
+    """A kernel's update message (its state) delivered to the harness page's model."""
+    page.evaluate("m => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(m))", wire(state))
+
+
+@dataclass
+class GatedGeneration:
+    """attnscope.generate whose steps each wait for `gate.release()` once computed; the widget's
+    update messages are kept in `sent` (`arrived` set at each) for the test to deliver (emit)."""
+
+    widget: Any
+    gate: threading.Semaphore
+    sent: list = field(default_factory=list)
+    arrived: threading.Event = field(default_factory=threading.Event)
+
+    def step(self) -> dict:
+        """Lets one step out and returns its message."""
+        self.arrived.clear()
+        before = len(self.sent)
+        self.gate.release()
+        assert self.arrived.wait(60)
+        return self.sent[before]
+
+
+def gated_generate(monkeypatch, *args, **kwargs) -> GatedGeneration:
+    """attnscope.generate(*args, **kwargs) with its steps gated (GatedGeneration)."""
+    import attnscope
+    from attnscope.widget import generation_widget
+
+    gate = threading.Semaphore(0)
+    original = generation_widget.generation_steps
+
+    def gated(*step_args, **step_kwargs):
+        steps = original(*step_args, **step_kwargs)
+        yield next(steps)  # the prompt's pass, in generate() itself
+        for run in steps:
+            if not gate.acquire(timeout=60):
+                return
+            yield run
+
+    monkeypatch.setattr(generation_widget, "generation_steps", gated)
+    run = GatedGeneration(attnscope.generate(*args, **kwargs), gate)
+
+    def send(msg, buffers=None):
+        if msg.get("method") == "update":
+            run.sent.append(msg["state"])
+            run.arrived.set()
+
+    run.widget._send = send
+    return run

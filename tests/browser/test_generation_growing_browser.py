@@ -6,15 +6,12 @@ with the first; the run's end sends them whole."""
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from real_widget import answer_request, wire
+from real_widget import answer_request, emit, gated_generate, wire
 from test_head_view_browser import BUNDLE
 
-import attnscope
-from attnscope.widget import generation_widget
 from attnscope.widget.contract import GROWING, contract_traits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,41 +31,19 @@ def shown(page, box: str) -> list[str]:
 
 
 def test_each_step_grows_the_pages_lists_and_a_view_opened_mid_way_catches_up(page, monkeypatch):
-    gate = threading.Semaphore(0)  # a step is computed, then waits here until the test lets it out
-    original = generation_widget.generation_steps
-
-    def gated(*args, **kwargs):
-        steps = original(*args, **kwargs)
-        yield next(steps)  # the prompt's pass, in generate() itself
-        for run in steps:
-            if not gate.acquire(timeout=60):
-                return
-            yield run
-
-    monkeypatch.setattr(generation_widget, "generation_steps", gated)
-    widget = attnscope.generate(PROMPT, model=seeded_engine(), max_new_tokens=STEPS, chat=False)
-    sent, arrived = [], threading.Event()
-
-    def send(msg, buffers=None):
-        if msg.get("method") == "update":
-            sent.append(msg["state"])
-            arrived.set()
+    generation = gated_generate(monkeypatch, PROMPT, model=seeded_engine(), max_new_tokens=STEPS, chat=False)
+    widget, sent = generation.widget, generation.sent
 
     try:
-        widget._send = send
         state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
         assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
         prompt = list(widget.token_reading)
         page.wait_for_function(f"document.querySelectorAll('#host .attnscope-text-flow [data-index]').length === {len(prompt)}")
         for step in range(1, STEPS + 1):
-            arrived.clear()
-            before = len(sent)
-            gate.release()
-            assert arrived.wait(60)
-            message = sent[before]  # a step is one message (after the last, the run's end sends its own)
+            message = generation.step()  # a step is one message (after the last, the run's end sends its own)
             assert message["grown"]
             assert not set(GROWING) & set(message), "a step sends what it changed, not the lists"
-            page.evaluate("m => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(m))", wire(message))
+            emit(page, message)
             expected = list(widget.token_reading)
             assert len(expected) == len(prompt) + step
             page.wait_for_function(f"document.querySelectorAll('#host .attnscope-text-flow [data-index]').length === {len(expected)}")
@@ -87,7 +62,7 @@ def test_each_step_grows_the_pages_lists_and_a_view_opened_mid_way_catches_up(pa
         # The end: `grown` emptied, then the lists whole with the Analysis tab's table (steps leave
         # it behind while the tab is closed); both views keep every token.
         for message in sent[-2:]:
-            page.evaluate("m => window.attnscopeHarness.model.emit(window.attnscopeHarness.fromWire(m))", wire(message))
+            emit(page, message)
         assert sent[-1] == {**{name: getattr(widget, name) for name in GROWING}, "analysis": widget.analysis}
         for box in ("#host", "#host-1"):
             assert shown(page, box) == list(widget.token_reading)
@@ -97,5 +72,5 @@ def test_each_step_grows_the_pages_lists_and_a_view_opened_mid_way_catches_up(pa
         assert len({r["id"] for r in requests}) == len(requests)
     finally:
         for _ in range(STEPS):
-            gate.release()
+            generation.gate.release()
         widget.close()

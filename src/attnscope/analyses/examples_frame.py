@@ -30,7 +30,7 @@ class ExamplesFrame(pd.DataFrame):
         if "text" not in self.columns or not len(self) or len(self) > (pd.get_option("display.max_rows") or len(self)):
             with pd.option_context("display.max_colwidth", None):
                 return super().__repr__()
-        rest = pd.DataFrame(self.drop(columns="text"))
+        rest = self.drop(columns="text")
         keys = {"keys": _short_keys} if "keys" in rest.columns else {}
         table = rest.to_string(formatters=keys, float_format="{:.3f}".format) if len(rest.columns) else ""
         texts = [textwrap.fill(str(text), width=TEXT_WIDTH, initial_indent=f"{index}: ",
