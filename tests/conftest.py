@@ -104,9 +104,10 @@ def watched_page(chromium_browser, request):
 # The tiers: `make test-fast` runs what is left after "-m 'not slow'" (unit tests, in about a
 # minute); `make test` runs everything. Slow: a browser, a Jupyter server, an executed notebook, a
 # built wheel, or a CLI in a fresh interpreter (each pays the import of torch and transformers).
-# test_corpus_ray.py starts a Ray cluster (worker processes, seconds a test).
+# test_corpus_ray.py starts a Ray cluster (worker processes, seconds a test); test_demo_url.py runs
+# `make demo`'s recipe against fake servers (1.5 s a test).
 SLOW_FILES = {"test_jupyterlab.py", "test_rise.py", "test_marimo.py", "test_notebooks.py", "test_packaging.py", "test_docs.py",
-              "test_corpus_ray.py"}
+              "test_corpus_ray.py", "test_demo_url.py"}
 
 
 # The longest files (a Ray cluster's pipelines, the executed notebooks, the Jupyter servers: 2 to 6

@@ -428,6 +428,7 @@ def test_cli_help_and_refused_arguments_import_no_torch(args, code, said, tmp_pa
     assert not (tmp_path / "x.html").exists()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_attnscope_imports_its_names_on_first_use():
     """The package's names load on first use (PEP 562), each the same object its module holds."""
     out = subprocess.run([sys.executable, "-c", "import sys, attnscope; print('torch' in sys.modules); "
