@@ -6,6 +6,7 @@
  * The widget's synced state, as model.get(name) returns it.
  * @typedef {Object} WidgetState
  * @property {Object<string, any>} analysis [kernel] A per-head table from show_analysis() as plain lists (payloads.analysis_payload).
+ * @property {Object<string, any>} analysis_choice [both] The reader's choice in the Analysis tab, as saved and pictured, checked by the shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the head finder's plot {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}. A part left out, or {}, is the default: a heatmap's measure as show_analysis() gave it; the finder's entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
@@ -15,7 +16,6 @@
  * @property {"from" | "to"} direction [both] The text view shades the attention from the selected token (its row) or to it (its column).
  * @property {boolean} editable [kernel] False for precomputed attention: no model to rerun, no sentence editor.
  * @property {string} error [kernel] A visible message when an edit or setting failed; the previous view stays.
- * @property {Object<string, any>} finder_choice [both] The head finder's plot as the reader chose it (the analysis view's finder layout): {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}; a part left out, or {}, is the default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {number} focus_head [both] The text and map views' head; -1 for the mean of the layer's heads.
  * @property {number} focus_token [both] The selected token: the text view's on a long run, which opens on its last token when causal (token 0 attends only to itself) until a token is chosen; on a short run the one the head view marks (a head finder's example opens on its query), -1 for none, as a new run has.
  * @property {boolean} generating [kernel] attnscope.generate: the kernel is writing new tokens into this run (the page shows Stop, which sends a "stop" event); False once it ended, stopped or not.
@@ -67,6 +67,7 @@
 /** @type {Array<keyof WidgetState>} */
 export const TRAITS = [
   "analysis",
+  "analysis_choice",
   "attention",
   "attention_part",
   "causal",
@@ -76,7 +77,6 @@ export const TRAITS = [
   "direction",
   "editable",
   "error",
-  "finder_choice",
   "focus_head",
   "focus_token",
   "generating",

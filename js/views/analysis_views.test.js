@@ -55,7 +55,8 @@ const hexToRgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 
 it("heatmap: lists the measures, switches between them, shows values and opens heads", () => {
   const container = document.createElement("div");
   const onOpenHead = vi.fn();
-  const view = createHeadMapView(container, { onOpenHead });
+  const onMeasure = vi.fn();
+  const view = createHeadMapView(container, { onOpenHead, onMeasure });
   view.update({ nLayers: 2, nHeads: 3, measures, measure: "sep" });
   const select = container.querySelector("select.attnscope-measure");
   const canvas = container.querySelector("canvas.attnscope-headmap");
@@ -76,9 +77,17 @@ it("heatmap: lists the measures, switches between them, shows values and opens h
   expect(canvas.dataset.measure).toBe("cls");
   move(canvas, HEATMAP_CELL + 3, 3);
   expect(tooltip.textContent).toBe("0-1 · Attention to [CLS]: 0.800");
-  // A kernel update with the same measures keeps the user's choice.
-  view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "sep" });
+  // The reader's choice goes to the widget (analysis_choice), which draws it from then on; a
+  // measure the kernel names (show_analysis, a write from Python) is shown as it comes.
+  expect(onMeasure.mock.calls).toEqual([["cls"]]);
+  view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "cls" });
   expect(canvas.dataset.measure).toBe("cls");
+  expect(select.value).toBe("cls");
+  view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "sep" });
+  expect([canvas.dataset.measure, select.value]).toEqual(["sep", "sep"]);
+  view.update({ nLayers: 2, nHeads: 3, measures: [...measures], measure: "gone" }); // not one of its measures: the first
+  expect(canvas.dataset.measure).toBe("sep");
+  expect(onMeasure).toHaveBeenCalledTimes(1); // what the kernel sends is not written back
 
   move(canvas, 3, HEATMAP_CELL + 3, "click");
   expect(onOpenHead).toHaveBeenCalledWith(1, 0);
@@ -309,7 +318,7 @@ it("the analysis tab draws the layout its payload names, from the generated tabl
   expect(Object.keys(LAYOUTS)).toEqual(expect.arrayContaining(["heatmap", "scatter", "finder"]));
   const payload = { kind: "some_analysis", n_layers: 2, n_heads: 3, note: "A note.", measure: "sep",
     measures: [{ key: "sep", label: "Attention to [SEP]", max: 0.5, values: [0.1, 0.2, 0.3, 0.4, 0.5, null] }] };
-  const context = (analysis) => ({ get: (name) => ({ analysis, thumbnails: {}, finder_choice: {} })[name], decoded: () => null, width: 400 });
+  const context = (analysis) => ({ get: (name) => ({ analysis, thumbnails: {}, analysis_choice: {} })[name], decoded: () => null, width: 400 });
   const heatmap = adapter.picture(context({ ...payload, layout: "heatmap" }), { title: "t" });
   expect(heatmap.items.some((item) => item.type === "text" && item.text.includes("Attention to [SEP]"))).toBe(true);
   const scatter = adapter.picture(context({ ...payload, layout: "scatter", measures: [], points: [0, 0, 1, 1, 2, 0, 0, 2, 1, 0, 2, 2],
@@ -317,6 +326,19 @@ it("the analysis tab draws the layout its payload names, from the generated tabl
   expect(scatter.items.filter((item) => item.type === "circle").length).toBeGreaterThanOrEqual(6);
   // A layout this page was not built with is said, not thrown.
   expect(adapter.picture(context({ ...payload, layout: "bars" }), {})).toMatch(/no bars layout/);
+});
+
+it("a heatmap's picture draws the measure the widget's analysis_choice names, else the analysis's own", async () => {
+  const { adapter } = await import("./analysis_view.js");
+  const payload = { kind: "some_analysis", layout: "heatmap", n_layers: 2, n_heads: 3, note: "", measure: "sep", measures: [
+    { key: "sep", label: "Attention to [SEP]", max: 0.5, values: [0.1, 0.2, 0.3, 0.4, 0.5, null] },
+    { key: "cls", label: "Attention to [CLS]", max: 0.9, values: [0.9, 0.8, 0.7, 0.6, 0.5, 0.4] }] };
+  const titleOf = (choice) => adapter.picture({ get: (name) => ({ analysis: payload, analysis_choice: choice })[name] }, { title: "t" })
+    .items.find((item) => item.type === "text").text;
+  expect(titleOf({ measure: "cls" })).toBe("t · Attention to [CLS] (0 to 0.90)");
+  expect(titleOf({})).toBe("t · Attention to [SEP] (0 to 0.50)");
+  expect(titleOf(undefined)).toBe("t · Attention to [SEP] (0 to 0.50)"); // a page saved before the trait
+  expect(titleOf({ measure: "gone" })).toBe("t · Attention to [SEP] (0 to 0.50)");
 });
 
 it("draws a signed measure's heatmap about 0, blue below and orange above, its bar and title from −max to max", () => {

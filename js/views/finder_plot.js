@@ -1,4 +1,4 @@
-// The head finder's plot as data, no DOM: the reader's choice (finder_choice), the filter's grammar
+// The head finder's plot as data, no DOM: the reader's choice (analysis_choice), the filter's grammar
 // (the kernel's too: analyses/finder_filter.py), the heads it keeps, and the scatter's one scene
 // (finderPlot), drawn on the screen's canvas, in the SVG and PNG images and in the kernel's picture.
 // An image has no table beside it and nothing to hover: its scene names the strongest heads' dots
@@ -32,7 +32,7 @@ export const tableColumns = (choice) => ["label", choice.x, choice.y, choice.col
 
 /** A cell of the finder's table as both tables write it: the head's label, or the metric to 3 decimals. */
 export const cellText = (row, key) => (key === "label" ? row.label : Number.isFinite(row[key]) ? row[key].toFixed(3) : "–");
-// What the plot shows while nothing else is chosen (an empty finder_choice), each where the
+// What the plot shows while nothing else is chosen (an empty analysis_choice), each where the
 // finder has it.
 export const DEFAULT_CHOICE = { x: "entropy", y: "sink_rate", color: "prev_token" };
 
@@ -124,14 +124,14 @@ export function headRows(state) {
 }
 
 /**
- * finder_choice: what the reader chose of the plot, each part optional.
+ * analysis_choice: what the reader chose of the plot, each part optional.
  * @typedef {{x?: string, y?: string, color?: string, filter?: string, head?: string | null}} FinderChoice
  */
 
 /**
  * The plot's choice, each part where the finder has it: x, y and color name metrics (those of
  * `choice` that name one of `keys`, else DEFAULT_CHOICE's, else the first metrics), filter a
- * string ("": every head) and head a head's label ("2-5") or null. `choice` is finder_choice as
+ * string ("": every head) and head a head's label ("2-5") or null. `choice` is analysis_choice as
  * the widget holds it ({}: the defaults).
  * @param {string[]} keys
  * @param {FinderChoice | null} [choice]
@@ -380,7 +380,7 @@ export function finderPlot(state, choice, { title = "", labels = true, maxPoints
   return { scene: s.scene, xy, kept, problem, listed };
 }
 
-/** The finder's picture (analysis_view.js): finderPlot of the state's own choice (finder_choice). */
+/** The finder's picture (analysis_view.js): finderPlot of the state's own choice (analysis_choice). */
 export function finderScene(state, options = {}) {
   return finderPlot(state, finderChoice(state.measures.map((m) => m.key), state.choice), options).scene;
 }

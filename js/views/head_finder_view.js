@@ -4,7 +4,7 @@
 // examples, and a click on an example opens that document in the head view with that head alone.
 // The scatter is one scene (finder_plot.js finderPlot) for the screen's canvas and for the images and the
 // kernel's picture; the reader's choice (axes, colour, filter, head) is the widget's
-// `finder_choice`, written through a callback. The drawing takes data and callbacks, never the
+// `analysis_choice`, written through a callback. The drawing takes data and callbacks, never the
 // widget model.
 import { el, pointerIn, sizeCanvas } from "../drawing/dom.js";
 import { drawScene, imageMethods } from "../drawing/scene.js";
@@ -49,12 +49,12 @@ function exampleText(parent, doc, spans, query, strongest) {
 /**
  * createHeadFinderView(container, callbacks) → {update(state), filter(text), scene, toSvg, toPng, destroy}
  * state: {nLayers, nHeads, measures: [{key, values}], finder: {examples, docs}, choice}: choice is
- * finder_choice (finderChoice reads it); a state without one keeps the view's own.
+ * analysis_choice (finderChoice reads it); a state without one keeps the view's own.
  * @param {HTMLElement} container
  * @param {{onOpenHead?: (layer: number, head: number) => void,
  *          onOpenExample?: (doc: {text: string, text_b: string|null}, layer: number, head: number, query: number) => boolean,
  *          onChoice?: (choice: FinderChoice) => void}} callbacks
- *   onChoice: the reader changed the axes, the colour, the filter or the head (the widget keeps it as finder_choice)
+ *   onChoice: the reader changed the axes, the colour, the filter or the head (the widget keeps it as analysis_choice)
  */
 export function createHeadFinderView(container, callbacks = {}) {
   const root = el("div", "attnscope-finder", container);
@@ -83,7 +83,7 @@ export function createHeadFinderView(container, callbacks = {}) {
   let rows = [];
   let keys = [];
   /** @type {FinderChoice} */
-  let choice = {}; // finder_choice as last given, or as the reader made it since
+  let choice = {}; // analysis_choice as last given, or as the reader made it since
   let ui = finderChoice([], {}); // choice with its defaults
   let plot = null; // what the canvas shows: its points where the scene put them
   let kept = new Set(); // row indices the filter keeps

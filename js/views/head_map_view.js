@@ -118,7 +118,7 @@ export function heatmapScene(state, measure, max, { title = "", labels = true, c
 }
 
 /**
- * createHeadMapView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * createHeadMapView(container, {onOpenHead(layer, head), onMeasure(key)}) → {update(state), destroy()}
  * state: {nLayers, nHeads, measures: [{key, label, values: Float32Array(L·H), max?, min?, categories?, integer?}], measure,
  *         columns?: [{label, name}] (the columns are these, not heads: nHeads of them, none opens)}
  * (categories: the names of a categorical measure's values, 0, 1, ...; the first is "none";
@@ -136,7 +136,7 @@ export function createHeadMapView(container, callbacks = {}) {
   const tooltip = el("div", "attnscope-tooltip", root);
   tooltip.hidden = true;
   let state = null;
-  let chosen = null;
+  let chosen = null; // state.measure, or the reader's since (its onMeasure not yet come back)
   let cell = HEATMAP_CELL;
 
   const current = () => state.measures.find((m) => m.key === chosen) ?? state.measures[0];
@@ -173,7 +173,8 @@ export function createHeadMapView(container, callbacks = {}) {
     else renderColorBar(legend, heatmapBar(measure, max));
   }
 
-  select.addEventListener("change", () => { chosen = select.value; draw(); });
+  // Drawn at once; the widget keeps the choice (analysis_choice) for the picture and the saved page.
+  select.addEventListener("change", () => { chosen = select.value; draw(); callbacks.onMeasure?.(chosen); });
   canvas.addEventListener("mousemove", (event) => {
     if (!state) return;
     const [x, y] = pointerIn(canvas, event);
@@ -196,9 +197,7 @@ export function createHeadMapView(container, callbacks = {}) {
     update(next) {
       if (state === next) return;
       const keys = next.measures.map((m) => m.key);
-      const sameMeasures = state && state.measures.length === keys.length && state.measures.every((m, i) => m.key === keys[i]);
-      if (!sameMeasures || !keys.includes(chosen)) chosen = keys.includes(next.measure) ? next.measure : keys[0];
-      if (state?.measure !== next.measure && keys.includes(next.measure) && sameMeasures) chosen = next.measure;
+      chosen = keys.includes(next.measure) ? next.measure : keys[0]; // the widget's choice (analysis_choice)
       state = next;
       select.replaceChildren();
       for (const m of next.measures) {

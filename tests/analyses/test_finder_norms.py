@@ -138,7 +138,7 @@ def test_the_finders_picture_draws_a_norm_metric(default_model):
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
     try:
         widget.show_analysis(finder)
-        widget.finder_choice = {"x": "alpha_first", "y": "alpha_first_weighed", "color": "value_norm",
+        widget.analysis_choice = {"x": "alpha_first", "y": "alpha_first_weighed", "color": "value_norm",
                                 "filter": "first_weighed_ratio < 0.5"}
         svg, why = picture_svg(widget)
     finally:

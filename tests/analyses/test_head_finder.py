@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from test_page_input import page_writes
 
 import attnscope
 from attnscope.analyses.head_finder import TOP_EXAMPLES, TOP_KEYS, HeadFinder, induction_scores
@@ -347,15 +348,10 @@ def test_long_documents_are_measured_on_demand_a_block_of_rows_at_a_time_with_th
         assert all(4 * shape.numel() <= budget for shape in blocks) and any(shape[-2] < shape[-1] for shape in blocks)
 
 
-# The reader's choice of the finder's plot (finder_choice): checked by the kernel, drawn in the picture.
+# The reader's choice of the finder's plot (analysis_choice): checked by the kernel, drawn in the picture.
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHOICE = {"x": "cls", "y": "entropy", "color": "sink_rate", "filter": "layer >= 3", "head": "2-5"}
-
-
-def page_writes(widget, **state) -> None:
-    """An update as a view sends it, through ipywidgets' own message handler."""
-    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}}, "buffers": []})
 
 
 @pytest.fixture
@@ -374,8 +370,8 @@ def test_the_finders_picture_is_its_scatter_on_the_chosen_axes_with_the_filter(f
 
     if not (picture_module.STATIC / "picture.js").is_file():
         pytest.skip("JS bundle not built")
-    page_writes(finder_widget, finder_choice=CHOICE)
-    assert finder_widget.finder_choice == CHOICE and finder_widget.error == ""
+    page_writes(finder_widget, analysis_choice=CHOICE)
+    assert finder_widget.analysis_choice == CHOICE and finder_widget.error == ""
     svg, why = picture_svg(finder_widget)
     assert why == "" and len(svg) <= PICTURE_BYTES
     root = ET.fromstring(svg)
@@ -396,7 +392,7 @@ def test_the_finders_picture_is_its_scatter_on_the_chosen_axes_with_the_filter(f
     assert ring.get("fill") == "none" and ring.get("stroke")
     assert len(finder.find("head == 5 and layer == 2")) == 1 and "Head 2-5 is ringed." in shown
     # {}: the defaults, every head kept.
-    finder_widget.finder_choice = {}
+    finder_widget.analysis_choice = {}
     svg, _ = picture_svg(finder_widget)
     root = ET.fromstring(svg)
     shown = [node.text for node in root.iter(f"{SVG}text")]
@@ -416,49 +412,51 @@ BAD_CHOICES = [
     ({"head": "2-5 or 1"}, "head must be a head"),
     ({"head": 7}, "head must be a head"),
     ({"head": True}, "head must be a head"),
-    ({"heads": "2-5"}, "finder_choice holds x, y, color, filter, head, not ['heads']"),
+    ({"heads": "2-5"}, "analysis_choice holds the head finder's x, y, color, filter, head, not ['heads']"),
 ]
 
 
 @pytest.mark.parametrize("bad, says", BAD_CHOICES, ids=[str(bad)[:30] for bad, _ in BAD_CHOICES])
 def test_a_bad_finder_choice_from_the_page_is_refused_and_changes_nothing(finder_widget, bad, says):
-    page_writes(finder_widget, finder_choice=CHOICE)
+    page_writes(finder_widget, analysis_choice=CHOICE)
     sent = []
     finder_widget.send_state = lambda key=None: sent.append(key)
-    page_writes(finder_widget, finder_choice=bad, layer=3)
-    assert finder_widget.finder_choice == CHOICE and finder_widget.layer == 0, "the whole write is put back"
-    assert "finder_choice" in finder_widget.error and says in finder_widget.error
-    assert any("finder_choice" in keys for keys in sent), "the page's copy is set back to the kernel's"
+    page_writes(finder_widget, analysis_choice=bad, layer=3)
+    assert finder_widget.analysis_choice == CHOICE and finder_widget.layer == 0, "the whole write is put back"
+    assert "analysis_choice" in finder_widget.error and says in finder_widget.error
+    assert any("analysis_choice" in keys for keys in sent), "the page's copy is set back to the kernel's"
     finder_widget.error.encode("utf-8")  # sendable: no surrogate echoed
-    page_writes(finder_widget, finder_choice={**CHOICE, "x": "prev_token"})  # the next good write is taken
-    assert finder_widget.finder_choice["x"] == "prev_token" and finder_widget.error == ""
+    page_writes(finder_widget, analysis_choice={**CHOICE, "x": "prev_token"})  # the next good write is taken
+    assert finder_widget.analysis_choice["x"] == "prev_token" and finder_widget.error == ""
 
 
 @pytest.mark.parametrize("bad, says", BAD_CHOICES[:3] + BAD_CHOICES[6:7], ids=["x", "color", "y", "head"])
 def test_a_bad_finder_choice_from_python_raises_naming_the_problem(finder_widget, bad, says):
-    finder_widget.finder_choice = CHOICE
+    finder_widget.analysis_choice = CHOICE
     with pytest.raises(InputError, match=re.escape(says)):
-        finder_widget.finder_choice = bad
-    assert finder_widget.finder_choice == CHOICE
+        finder_widget.analysis_choice = bad
+    assert finder_widget.analysis_choice == CHOICE
 
 
 def test_a_finder_choice_needs_a_shown_finder_and_keeps_what_a_new_analysis_still_has(finder, default_model):
     widget = attnscope.AttentionWidget(TEXTS[0], model=default_model)
-    with pytest.raises(InputError, match="no head finder is shown"):
-        widget.finder_choice = {"x": "cls"}
-    page_writes(widget, finder_choice={"x": "cls"})
-    assert widget.finder_choice == {} and "no head finder is shown" in widget.error
-    widget.finder_choice = {}  # the defaults always hold
+    with pytest.raises(InputError, match="no analysis is shown"):
+        widget.analysis_choice = {"x": "cls"}
+    page_writes(widget, analysis_choice={"x": "cls"})
+    assert widget.analysis_choice == {} and "no analysis is shown" in widget.error
+    widget.analysis_choice = {}  # the defaults always hold
     widget.show_analysis(finder)
-    widget.finder_choice = CHOICE
+    widget.analysis_choice = CHOICE
     widget.show_analysis(finder)  # the same finder again (a cell run twice): the choice stays
-    assert widget.finder_choice == CHOICE
+    assert widget.analysis_choice == CHOICE
     fewer = HeadFinder(finder.metrics.drop(columns=["cls"]), finder.top, finder.tokens, finder.texts, finder.documents,
                        finder.model_name)
     widget.show_analysis(fewer)
-    assert widget.finder_choice == {key: value for key, value in CHOICE.items() if key != "x"}
-    widget.show_analysis(attnscope.head_stats(default_model, TEXTS[:2], progress=False))  # no finder: no choice
-    assert widget.finder_choice == {}
+    assert widget.analysis_choice == {key: value for key, value in CHOICE.items() if key != "x"}
+    widget.show_analysis(attnscope.head_stats(default_model, TEXTS[:2], progress=False))  # a heatmap: no finder's parts
+    assert widget.analysis_choice == {}
+    with pytest.raises(InputError, match=re.escape("analysis_choice holds a heatmap's measure, not ['x']")):
+        widget.analysis_choice = {"x": "cls"}
     widget.close()
 
 
@@ -482,7 +480,7 @@ def test_a_70b_shaped_finders_picture_fits_its_output_and_says_what_it_leaves_ou
     svg, why = picture_svg(widget)
     assert why == "" and len(svg) <= PICTURE_BYTES and svg.count('class="point"') == 1000
     assert "Of the 5,120 heads kept, the 1,000 of the largest prev_token are drawn." in " ".join(re.findall(r'subtitle">([^<]*)', svg))
-    widget.finder_choice = {"filter": "layer >= 70", "head": "1-1"}
+    widget.analysis_choice = {"filter": "layer >= 70", "head": "1-1"}
     svg, why = picture_svg(widget)
     assert (svg.count('class="point"'), svg.count('class="faded"'), svg.count('class="selected"')) == (640, 1, 1)
     assert "The 4,480 heads it drops are not drawn here." in " ".join(re.findall(r'subtitle">([^<]*)', svg))

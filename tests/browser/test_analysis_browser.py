@@ -44,6 +44,31 @@ def test_head_stats_heatmap_opens_a_head(open_widget, default_model):
     assert page.problems == []
 
 
+def test_the_heatmaps_measure_is_the_widgets_and_a_saved_page_opens_on_it(open_widget, watched_page, default_model, tmp_path):
+    """Issue 45: the measure the reader picks is written to analysis_choice, which the kernel takes
+    (its picture draws it) and a saved page opens on; it was the page's alone."""
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
+    widget.show_analysis(attnscope.head_stats(default_model, CORPUS, progress=False))
+    page = open_widget(widget)
+    page.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
+    first = widget.analysis["measure"]
+    assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == first
+    page.select_option("select.attnscope-measure", "cls")
+    assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == "cls"
+    assert saved(page)["analysis_choice"] == {"measure": "cls"}
+    widget.set_state({"analysis_choice": saved(page)["analysis_choice"]})  # as the kernel gets it: taken
+    assert widget.analysis_choice == {"measure": "cls"} and widget.error == ""
+    assert page.problems == []
+
+    path = widget.save_html(tmp_path / "stats.html")
+    reopened = watched_page()
+    reopened.goto(path.as_uri())
+    reopened.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
+    assert reopened.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == "cls"
+    assert reopened.input_value("select.attnscope-measure") == "cls"
+    assert reopened.problems == []
+
+
 def test_distance_scatter_hovers_with_a_map(open_widget, default_model):
     widget = attnscope.AttentionWidget("The cat sat.", model=default_model)
     widget.show_analysis(attnscope.head_distances(default_model, CORPUS, progress=False))
@@ -264,7 +289,7 @@ def finder_points(page) -> list[tuple[float, float]]:
 
 def test_the_finders_choice_is_the_widgets_and_a_click_picks_the_head_drawn_there(open_widget, watched_page, default_model,
                                                                                  tmp_path):
-    """Issue 35: the axes, filter and head the reader picks are written to finder_choice (which the
+    """Issue 35: the axes, filter and head the reader picks are written to analysis_choice (which the
     kernel takes), the canvas's clicks land on the heads where its scene drew them on the new axes,
     and a saved page reopens on the same plot."""
     import math
@@ -277,10 +302,10 @@ def test_the_finders_choice_is_the_widgets_and_a_click_picks_the_head_drawn_ther
     before = finder_points(page)
     selects = page.locator(".attnscope-finder-bar select")
     selects.nth(0).select_option("cls")
-    choice = saved(page)["finder_choice"]
+    choice = saved(page)["analysis_choice"]
     assert choice == {"x": "cls", "y": "sink_rate", "color": "prev_token", "filter": "", "head": None}
-    widget.set_state({"finder_choice": choice})  # as the kernel gets it: taken
-    assert widget.finder_choice == choice and widget.error == ""
+    widget.set_state({"analysis_choice": choice})  # as the kernel gets it: taken
+    assert widget.analysis_choice == choice and widget.error == ""
     assert page.get_attribute("canvas.attnscope-finder-scatter", "data-x") == "cls"
     points = finder_points(page)
     assert points != before  # redrawn on the new x axis
@@ -296,13 +321,13 @@ def test_the_finders_choice_is_the_widgets_and_a_click_picks_the_head_drawn_ther
     label = f"{target // 12}-{target % 12}"
     box = page.query_selector("canvas.attnscope-finder-scatter").bounding_box()
     page.mouse.click(box["x"] + points[target][0] + 1, box["y"] + points[target][1] - 1)
-    assert saved(page)["finder_choice"] == {**choice, "head": label}
+    assert saved(page)["analysis_choice"] == {**choice, "head": label}
     assert page.get_attribute(".attnscope-finder-table tr.attnscope-selected", "data-head") == label
     assert page.inner_text(".attnscope-finder-examples .attnscope-finder-title").startswith(f"Where head {label} fires")
     page.fill("input.attnscope-finder-filter", "layer >= 3")
-    assert saved(page)["finder_choice"]["filter"] == "layer >= 3"
+    assert saved(page)["analysis_choice"]["filter"] == "layer >= 3"
     assert page.get_attribute("canvas.attnscope-finder-scatter", "data-kept") == "36"
-    widget.set_state({"finder_choice": saved(page)["finder_choice"]})
+    widget.set_state({"analysis_choice": saved(page)["analysis_choice"]})
     assert widget.error == ""
     assert page.problems == []
 

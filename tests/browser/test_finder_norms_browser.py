@@ -37,9 +37,9 @@ def test_the_norm_metrics_are_choices_of_the_finder_view_live_and_saved(open_wid
     selects.nth(1).select_option("sink_rate_weighed")
     selects.nth(2).select_option("first_weighed_ratio")
     page.fill("input.attnscope-finder-filter", FILTER)
-    choice = saved(page)["finder_choice"]
+    choice = saved(page)["analysis_choice"]
     assert choice == {"x": "entropy", "y": "sink_rate_weighed", "color": "first_weighed_ratio", "filter": FILTER, "head": None}
-    widget.set_state({"finder_choice": choice})  # as the kernel gets it: taken
+    widget.set_state({"analysis_choice": choice})  # as the kernel gets it: taken
     assert widget.error == ""
     kept = str(len(finder.find(FILTER)))
     assert 0 < int(kept) < 72

@@ -8,6 +8,7 @@ import pytest
 import torch
 import transformers
 from test_engine import SMALL, VOCAB
+from test_page_input import page_writes
 
 import attnscope
 from attnscope import InputError
@@ -98,6 +99,48 @@ def test_show_analysis_head_stats_and_importance(widget):
         widget.show_analysis(stats, measure="nope")
     with pytest.raises(InputError, match="show_analysis takes"):
         widget.show_analysis(stats.to_dict())
+
+
+def test_the_readers_measure_is_the_widgets_and_is_pictured_and_saved(widget):
+    """Issue 45: the heatmap's measure the reader picks was the page's alone; the kernel's picture
+    and the saved page drew the first measure. It is the widget's analysis_choice now."""
+    import xml.etree.ElementTree as ET
+
+    from attnscope.widget.export import page_state
+    from attnscope.widget.picture import picture_svg
+
+    def title() -> str:
+        svg, why = picture_svg(widget)
+        assert why == ""
+        return next(node.text for node in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"))
+
+    stats = attnscope.head_stats(widget.engine, CORPUS, progress=False)
+    widget.show_analysis(stats)
+    first, other = [m["label"] for m in widget.analysis["measures"][:2]]
+    assert first in title()
+    page_writes(widget, analysis_choice={"measure": widget.analysis["measures"][1]["key"]})
+    assert widget.error == "" and widget.analysis_choice == {"measure": widget.analysis["measures"][1]["key"]}
+    assert other in title() and first not in title()
+    assert page_state(widget)["state"]["analysis_choice"] == widget.analysis_choice  # the saved page opens on it
+    # The same analysis shown again (a cell run twice) keeps it; a measure named in the call wins.
+    widget.show_analysis(stats)
+    assert other in title()
+    widget.show_analysis(stats, measure=widget.analysis["measures"][0]["key"])
+    assert widget.analysis_choice == {} and first in title()
+    # What the page may not choose: refused, naming it, and nothing changes.
+    for bad, says in [({"measure": "nope"}, "measure must be one of this analysis's measures"),
+                      ({"measure": 3}, "not 3"), ({"x": "sep"}, "holds a heatmap's measure, not ['x']")]:
+        page_writes(widget, analysis_choice=bad)
+        assert widget.analysis_choice == {} and says in widget.error, bad
+        with pytest.raises(InputError, match=re.escape(says)):
+            widget.analysis_choice = bad
+    # An analysis without that measure drops it; the MDS scatter takes no choice at all.
+    widget.analysis_choice = {"measure": "sep"}
+    widget.show_analysis(attnscope.head_importance(widget.engine, CORPUS, progress=False))
+    assert widget.analysis_choice == {}
+    widget.show_analysis(attnscope.head_distances(widget.engine, CORPUS, progress=False))
+    with pytest.raises(InputError, match="the scatter layout takes no choice"):
+        widget.analysis_choice = {"measure": "sep"}
 
 
 def test_show_analysis_refuses_another_models_table(widget, bert_tokenizer):

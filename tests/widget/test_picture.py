@@ -705,7 +705,7 @@ def test_a_finders_picture_names_its_strongest_points_and_lists_them(default_mod
             "The other 60 heads drawn are not named.") in shown
     # A chosen head outside them is named too, and listed after them in the ring's colour.
     chosen = metrics.sort_values("prev_token").label.iloc[0]
-    widget.finder_choice = {"head": chosen, "filter": "layer >= 1"}
+    widget.analysis_choice = {"head": chosen, "filter": "layer >= 1"}
     svg, why = picture_svg(widget)
     root = ET.fromstring(svg)
     listed = [node for node in root.iter(f"{SVG}text") if node.get("class") == "list-cell" and node.text == chosen]

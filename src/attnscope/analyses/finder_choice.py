@@ -1,4 +1,4 @@
-"""The reader's choice in the head finder's plot (the widget's finder_choice), checked against
+"""The reader's choice in the head finder's plot (the widget's analysis_choice), checked against
 the finder shown: the check its module declares (`@analysis_view(..., check_choice=finder_choice)`),
 which the widget asks the registry for (tables.check_choice)."""
 
@@ -10,7 +10,7 @@ from .. import checks
 from ..errors import InputError
 from ..labels import head_label
 
-FILTER_CHARACTERS = 2000  # the longest filter taken (HeadFinder.find, and the widget's finder_choice)
+FILTER_CHARACTERS = 2000  # the longest filter taken (HeadFinder.find, and the widget's analysis_choice)
 FINDER_PARTS = ("x", "y", "color", "filter", "head")
 _HEAD_LABEL = re.compile(r"([0-9]{1,6})-([0-9]{1,6})")
 
@@ -25,27 +25,24 @@ def finder_choice(choice: dict, analysis: dict) -> dict:
         return choice
     unknown = [key for key in choice if key not in FINDER_PARTS]
     if unknown:
-        raise InputError(f"finder_choice holds {', '.join(FINDER_PARTS)}, not {checks.short_repr(unknown)}.")
-    if not analysis.get("finder"):
-        raise InputError("finder_choice sets the head finder's plot, and no head finder is shown: show one first, "
-                         "widget.show_analysis(attnscope.head_finder(model, texts)).")
+        raise InputError(f"analysis_choice holds the head finder's {', '.join(FINDER_PARTS)}, not {checks.short_repr(unknown)}.")
     metrics = [m["key"] for m in analysis["measures"]]
     for part in ("x", "y", "color"):
         if part in choice and (not isinstance(choice[part], str) or choice[part] not in metrics):
-            raise InputError(f"finder_choice's {part} must name one of the finder's metrics ({', '.join(metrics)}), "
+            raise InputError(f"analysis_choice's {part} must name one of the finder's metrics ({', '.join(metrics)}), "
                              f"not {checks.short_repr(choice[part])}.")
     text = choice.get("filter", "")
     if not isinstance(text, str) or len(text) > FILTER_CHARACTERS:
-        raise InputError(f"finder_choice's filter is a condition as text of at most {FILTER_CHARACTERS:,} characters, "
+        raise InputError(f"analysis_choice's filter is a condition as text of at most {FILTER_CHARACTERS:,} characters, "
                          f"e.g. \"layer >= 6 and sink_rate > 0.5\", not {checks.short_repr(text, 40)}"
                          f"{f' ({len(text):,} characters)' if isinstance(text, str) else ''}.")
-    checks.text_of_characters("finder_choice's filter", text)
+    checks.text_of_characters("analysis_choice's filter", text)
     head = choice.get("head")
     if head is not None:
         n_layers, n_heads = analysis["n_layers"], analysis["n_heads"]
         found = _HEAD_LABEL.fullmatch(head) if isinstance(head, str) else None
         layer, number = (int(found[1]), int(found[2])) if found else (-1, -1)
         if not (0 <= layer < n_layers and 0 <= number < n_heads and head == head_label(layer, number)):
-            raise InputError(f"finder_choice's head must be a head of the finder's model as \"layer-head\" (0-0 to "
+            raise InputError(f"analysis_choice's head must be a head of the finder's model as \"layer-head\" (0-0 to "
                              f"{n_layers - 1}-{n_heads - 1}), or None, not {checks.short_repr(head)}.")
     return choice

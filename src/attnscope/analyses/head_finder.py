@@ -408,7 +408,7 @@ def _grid(rows, column: str, shape) -> torch.Tensor:
 @analysis_view("head_finder", layout="finder", check_choice=finder_choice)
 def head_finder_view(data: HeadFinder, grid: Grid) -> dict:
     """Every metric as a measure (the finder's scatter, its picture and its table read them, as the
-    widget's finder_choice picks them), and each head's top examples with the documents they point at."""
+    widget's analysis_choice picks them), and each head's top examples with the documents they point at."""
     tidy = data.tidy()
     measures = [{"key": name, "label": name, "values": grid(tidy[tidy.measure == name], "value")}
                 for name in data.metric_names]

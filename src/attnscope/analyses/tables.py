@@ -120,7 +120,7 @@ class AnalysisView:
     in js/views/layout_modules.js).
     needs: what it needs beside its payload (NEEDS: "thumbnails", every head's, shown on hover).
     check_choice: (choice, analysis payload) → choice, refusing (InputError) what the reader's
-    choice in it (the widget's finder_choice) cannot be.
+    choice in it (the widget's analysis_choice) cannot be; None: its layout's check (LAYOUT_CHOICES).
     of_a_long_run: result → its data: a long run's Analysis tab opens on this analysis of the run.
     of_a_growing_run: () → a function result → its data, for a run that grows by query rows (a
     generation's steps), which may keep what it read of the earlier rows: the same data as
@@ -170,15 +170,39 @@ def needs(analysis: dict, what: str) -> bool:
     return view is not None and what in view.needs
 
 
+def measure_choice(choice: dict, analysis: dict) -> dict:
+    """A heatmap's choice: {measure: the key of one of the shown analysis's measures}, or {}."""
+    keys = [m["key"] for m in analysis.get("measures", [])]
+    unknown = [key for key in choice if key != "measure"]
+    if unknown:
+        raise InputError(f"analysis_choice holds a heatmap's measure, not {checks.short_repr(unknown)}.")
+    if "measure" in choice and not checks.one_of(choice["measure"], keys):
+        raise InputError(f"analysis_choice's measure must be one of this analysis's measures ({', '.join(keys)}), "
+                         f"not {checks.short_repr(choice['measure'])}.")
+    return choice
+
+
+def no_choice(choice: dict, analysis: dict) -> dict:
+    """A layout that takes no choice of the reader's (the MDS scatter): only {} holds."""
+    raise InputError(f"analysis_choice: the {analysis.get('layout')} layout takes no choice, only {{}}, "
+                     f"not {checks.short_repr(choice)}.")
+
+
+# A layout's choice check where its analysis declares none (`check_choice=`).
+LAYOUT_CHOICES: dict[str, Callable[[dict, dict], dict]] = {"heatmap": measure_choice}
+
+
 def check_choice(choice: dict, analysis: dict) -> dict:
     """The reader's choice in the shown analysis (`analysis`, the widget's payload), checked by the
-    check its module declared; {} always holds. With no such analysis shown, a declared check
-    refuses it, saying what it sets."""
+    check its module declared, else its layout's (LAYOUT_CHOICES); {} always holds. With no analysis
+    shown, any other choice is refused, saying what it sets."""
     if not choice:
         return choice
     own = ANALYSIS_VIEWS.get(analysis.get("kind") or "")
-    declared = [own.check_choice] if own and own.check_choice else [v.check_choice for v in ANALYSIS_VIEWS.values() if v.check_choice]
-    return declared[0](choice, analysis)
+    if own is None:
+        raise InputError("analysis_choice holds the reader's choice in the Analysis tab, and no analysis is shown: "
+                         "it must be {} until one is, widget.show_analysis(attnscope.head_stats(model, texts)).")
+    return (own.check_choice or LAYOUT_CHOICES.get(own.layout, no_choice))(choice, analysis)
 
 
 def long_run_analysis(result: Any) -> Any:

@@ -350,16 +350,17 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
     def show_analysis(self, data: Any, measure: str | None = None) -> AttentionWidget:
         """Show an analysis result in the layout its module declares (analyses/tables.py
         `analysis_view`): per-head heatmaps, the heads' MDS scatter, the head finder's scatter and
-        table (its plot as `finder_choice` says), or a layout of its own. Clicking a head opens it
-        in the head view. The reader's choice keeps the parts the new analysis still takes."""
+        table, or a layout of its own, as `analysis_choice` says (a heatmap's measure, the finder's
+        plot). Clicking a head opens it in the head view. The choice keeps what the new one still takes."""
         analysis = pl.analysis_payload(data, self.n_layers, self.n_heads, measure)
         choice = {}
-        for part, value in self.finder_choice.items():
+        for part, value in self.analysis_choice.items():
             with contextlib.suppress(InputError):
-                choice[part] = check_choice({part: value}, analysis)[part]
+                if part != "measure" or measure is None:  # a measure given here is shown, whatever was chosen
+                    choice[part] = check_choice({part: value}, analysis)[part]
         with self.hold_sync():  # one message: the page never draws the new finder with the old choice
             self.analysis = analysis
-            self.finder_choice = choice
+            self.analysis_choice = choice
         self.view = "analysis"
         return self
 

@@ -124,8 +124,8 @@ class CheckedTraits(WidgetTraits):
         layer, n_layers = _whole(proposal), self._shown_count("n_layers")
         return _as_trait_error(layer_in_range, layer, n_layers) if n_layers else layer
 
-    @traitlets.validate("finder_choice")
-    def _check_finder_choice(self, proposal: dict) -> dict:
+    @traitlets.validate("analysis_choice")
+    def _check_analysis_choice(self, proposal: dict) -> dict:
         return _as_trait_error(check_choice, proposal["value"], self.analysis)
 
     @traitlets.validate("request")

@@ -163,11 +163,13 @@ class WidgetTraits(anywidget.AnyWidget):
                           "kernel reruns the model with hooks (analyses/contributions.py).",
                           writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
-    finder_choice = synced(Dict(), "The head finder's plot as the reader chose it (the analysis view's finder layout): "
-                           "{x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 "
-                           "characters), head: a head's label, \"2-5\", or null}; a part left out, or {}, is the "
-                           "default: entropy across, sink_rate up, prev_token as colour, every head, none chosen.",
-                           writer="both", page="view")
+    analysis_choice = synced(Dict(), "The reader's choice in the Analysis tab, as saved and pictured, checked by the "
+                             "shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the head "
+                             "finder's plot {x, y, color: metrics of the shown finder, filter: a condition as text (at "
+                             "most 2,000 characters), head: a head's label, \"2-5\", or null}. A part left out, or {}, "
+                             "is the default: a heatmap's measure as show_analysis() gave it; the finder's entropy "
+                             "across, sink_rate up, prev_token as colour, every head, none chosen.",
+                             writer="both", page="view")
 
     # Long inputs: attention on request ("attention_rows" and "attention_tile" messages)
     long_context = synced(Bool(False), "The run kept q, k and row log-sum-exps (a long input): the text and map views "
