@@ -6,7 +6,7 @@
  * The widget's synced state, as model.get(name) returns it.
  * @typedef {Object} WidgetState
  * @property {Object<string, any>} analysis [kernel] A per-head table from show_analysis() as plain lists (payloads.analysis_payload).
- * @property {Object<string, any>} analysis_choice [both] The reader's choice in the Analysis tab, as saved and pictured, checked by the shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the head finder's plot {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}. A part left out, or {}, is the default: a heatmap's measure as show_analysis() gave it; the finder's entropy across, sink_rate up, prev_token as colour, every head, none chosen.
+ * @property {Object<string, any>} analysis_choice [both] The reader's choice in the Analysis tab, as saved and pictured, checked by the shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the MDS scatter's {color: "behaviour" or "layer"}; the head finder's plot {x, y, color: metrics of the shown finder, filter: a condition as text (at most 2,000 characters), head: a head's label, "2-5", or null}. A part left out, or {}, is the default: a heatmap's measure as show_analysis() gave it; the scatter by behaviour; the finder's entropy across, sink_rate up, prev_token as colour, every head, none chosen.
  * @property {Object<string, any>} attention [kernel] The selected layer: {layer, data: uint8 bytes, dtype, shape: [heads, Tq, Tk], scale[, encoding]}; encoding "nonzero": data is a bitmap of the nonzero bytes (bit i % 8 of byte i // 8), then those bytes.
  * @property {"encoder" | "decoder" | "cross"} attention_part [both] The part of an encoder-decoder model the views show.
  * @property {boolean} causal [kernel] The shown attention is causal: later tokens are masked.
@@ -46,6 +46,7 @@
  * @property {Object<string, any>} request [view] An edit from the browser, {id, text, text_b}, with open: {layer, head, query} when it opens a head finder's example; the kernel reruns and answers with result_id = id, so the view ignores answers older than what is typed.
  * @property {number} result_id [kernel] The id of the edit the current run answers (0 for the first run).
  * @property {Object<string, any>} rollout [kernel] The Rollout tab's matrices through every layer, made while it is open, in rollout_mode: {mode, n_tokens, special, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, or {error}.
+ * @property {Object<string, any>} rollout_choice [both] The Rollout tab as the reader chose it, as saved and pictured: {layer: the layer rolled out through (the last by default), leave_out_special: true or false (true by default: [CLS] / [SEP] or <s> / </s> left out), rows_to_1: true or false (each row rescaled to sum to 1; false by default)}, each optional.
  * @property {"rollout" | "contributions" | "norm_contributions"} rollout_mode [both] What the Rollout tab rolls out through the layers: Abnar & Zuidema's attention rollout (the mean attention, the residual a fixed half), ALTI contributions (Ferrando et al. 2022: each token's share of a layer's output through attention, residual and LayerNorm), or norm contributions (Kobayashi et al. 2021: the same share measured by length); for either the kernel reruns the model with hooks (analyses/contributions.py).
  * @property {(number | null)} sentence_b_start [kernel] Index of sentence B's first token, or None.
  * @property {"all" | "aa" | "bb" | "ab" | "ba"} sentence_filter [both] Which sentence's tokens attend to which: all, aa, bb, ab or ba.
@@ -107,6 +108,7 @@ export const TRAITS = [
   "request",
   "result_id",
   "rollout",
+  "rollout_choice",
   "rollout_mode",
   "sentence_b_start",
   "sentence_filter",

@@ -126,7 +126,8 @@ it("leaves a head alone far out of the plot's extent and draws it on the edge, n
 it("scatter: colours by behaviour or layer, with the legend in its one scene; hovers and opens a head", () => {
   const container = document.createElement("div");
   const onOpenHead = vi.fn();
-  const view = createHeadScatterView(container, { onOpenHead });
+  const onColor = vi.fn();
+  const view = createHeadScatterView(container, { onOpenHead, onColor });
   // 1 layer × 2 heads, far apart; thumbnails 1 × 2 × 2 × 2.
   const thumbnails = { values: new Float32Array(8).fill(0.5), shape: [1, 2, 2, 2] };
   view.update({ nLayers: 1, nHeads: 2, points: Float32Array.from([0, 0, 1, 0]), behaviours: ["[SEP]", "broad"], colorBy: "behaviour", thumbnails });
@@ -148,14 +149,33 @@ it("scatter: colours by behaviour or layer, with the legend in its one scene; ho
   select.dispatchEvent(new Event("change"));
   expect(canvas.dataset.colorBy).toBe("layer");
   expect(legend(view.scene())).toEqual(["Layer 0"]);
+  // The choice is the widget's (analysis_choice.color): written out, and drawn as the widget sends it back.
+  expect(onColor.mock.calls).toEqual([["layer"]]);
+  const points = Float32Array.from([0, 0, 1, 0]);
+  view.update({ nLayers: 1, nHeads: 2, points, behaviours: ["[SEP]", "broad"], colorBy: "layer", thumbnails });
+  expect([canvas.dataset.colorBy, select.value]).toEqual(["layer", "layer"]);
+  view.update({ nLayers: 1, nHeads: 2, points, behaviours: ["[SEP]", "broad"], colorBy: "behaviour", thumbnails });
+  expect(canvas.dataset.colorBy).toBe("behaviour");
+  expect(onColor).toHaveBeenCalledTimes(1);
 });
 
-it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
+it("the scatter's picture colours as the widget's analysis_choice says", async () => {
+  const { adapter } = await import("./analysis_view.js");
+  const analysis = { kind: "head_distances", layout: "scatter", n_layers: 1, n_heads: 2, note: "", measures: [],
+    points: [0, 0, 1, 0], behaviours: ["[SEP]", "broad"] };
+  const legendOf = (choice) => adapter.picture({ get: (name) => ({ analysis, analysis_choice: choice, thumbnails: {} })[name],
+    decoded: () => null, width: 400 }, {}).items.filter((i) => i.role === "legend" && i.type === "text").map((i) => i.text);
+  expect(legendOf({ color: "layer" })).toEqual(["Layer 0"]);
+  expect(legendOf({})).toEqual(["broad", "[SEP]"]);
+});
+
+it("matrix: token labels are text, never HTML; the layer chosen is the widget's", () => {
   const container = document.createElement("div");
-  const view = createMatrixView(container);
+  const onChoice = vi.fn();
+  const view = createMatrixView(container, { onChoice });
   const tokens = ["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"];
   const values = new Float32Array(2 * 9).map((_, i) => (i % 4 === 0 ? 1 : 0.1));
-  view.update({ title: "Rollout", tokens, values, shape: [2, 3, 3], layer: 1 });
+  view.update({ title: "Rollout", tokens, values, shape: [2, 3, 3] }); // no choice: the last layer
   const canvas = container.querySelector("canvas.attnscope-matrix");
   expect(canvas.dataset.n).toBe("3");
   expect(canvas.dataset.layer).toBe("1");
@@ -164,18 +184,28 @@ it("matrix: token labels are text, never HTML; the layer choice sticks", () => {
   move(canvas, 28 + 2, 2); // row 0 ([CLS]) → column 1
   expect(container.querySelector(".attnscope-tooltip").textContent).toBe("“[CLS]” (row) ← “<img src=x onerror=alert(1)>” (column): 0.100");
   // A continuation token's hover card and label name the character whose bytes it holds.
-  view.update({ title: "Rollout", tokens: ["[CLS]", "日", "↑"], notes: ["", "", "bytes 97 of “日”"], values, shape: [2, 3, 3], layer: 1 });
+  view.update({ title: "Rollout", tokens: ["[CLS]", "日", "↑"], notes: ["", "", "bytes 97 of “日”"], values, shape: [2, 3, 3] });
   move(canvas, 2 * 28 + 2, 2);
   expect(container.querySelector(".attnscope-tooltip").textContent).toBe("“[CLS]” (row) ← “↑” (bytes 97 of “日”) (column): 0.100");
   expect(container.querySelectorAll(".attnscope-matrix-left span")[2].title).toBe("bytes 97 of “日”");
   const select = container.querySelector("select.attnscope-matrix-layer");
   select.value = "0";
   select.dispatchEvent(new Event("change"));
-  expect(canvas.dataset.layer).toBe("0");
-  view.update({ title: "Rollout", tokens, values: values.slice(), shape: [2, 3, 3], layer: 1, layerLabel: (i) => `through ${i + 1}` });
+  expect(canvas.dataset.layer).toBe("0"); // drawn at once
+  expect(onChoice.mock.calls).toEqual([[{ layer: 0, leave_out_special: true, rows_to_1: false }]]);
+  // The widget sends it back (rollout_choice) with each new run: drawn, and its picture too.
+  const chosen = { title: "Rollout", tokens, values: values.slice(), shape: [2, 3, 3], choice: { layer: 0 }, layerLabel: (i) => `through ${i + 1}` };
+  view.update(chosen);
   expect(canvas.dataset.layer).toBe("0");
   expect([...select.options].map((o) => o.textContent)).toEqual(["through 1", "through 2"]);
   expect(select.value).toBe("0");
+  const captionOf = (scene) => scene.items.filter((i) => i.role === "subtitle").map((i) => i.text).join(" ");
+  expect(captionOf(matrixImage(chosen, { title: "m" }))).toMatch(/^through 1/);
+  // A layer the run does not have (another part's) falls back to the last, on screen and in pictures.
+  view.update({ ...chosen, choice: { layer: 7 } });
+  expect(canvas.dataset.layer).toBe("1");
+  expect(captionOf(matrixImage({ ...chosen, choice: { layer: 7 } }, { title: "m" }))).toMatch(/^through 2/);
+  expect(onChoice).toHaveBeenCalledTimes(1); // what the widget sends is not written back
 });
 
 it("model view: masked heads are counted, and clicks toggle masks in mask mode", () => {
@@ -248,7 +278,7 @@ it("rollout without [CLS]/[SEP]: their rows and columns go, and rows can be resc
 it("rollout opens without its special tokens, on screen and in pictures, and says so; its box shows them again", () => {
   const container = document.createElement("div");
   const view = createMatrixView(container);
-  const state = { title: "Rollout", tokens: ["<s>", "a", "b", "</s>"], shape: [1, 4, 4], special: [0, 3], layer: 0,
+  const state = { title: "Rollout", tokens: ["<s>", "a", "b", "</s>"], shape: [1, 4, 4], special: [0, 3],
     values: Float32Array.from([1, 0, 0, 0, 0.5, 0.25, 0.05, 0.2, 0.6, 0.1, 0.1, 0.2, 0, 0, 0, 1]) };
   view.update(state);
   const canvas = container.querySelector("canvas.attnscope-matrix");
@@ -267,8 +297,15 @@ it("rollout opens without its special tokens, on screen and in pictures, and say
   box.dispatchEvent(new Event("change"));
   expect(canvas.dataset.n).toBe("4");
   expect(captionOf(view.scene({ title: "m" }))).toBe("Layer 0");
-  view.update({ ...state, values: state.values.slice() }); // the reader's choice stays through a new run
+  // The widget keeps the choice (rollout_choice) and sends it back with a new run: the box, the
+  // matrix and the picture follow it.
+  const choice = { layer: 0, leave_out_special: false, rows_to_1: false };
+  view.update({ ...state, values: state.values.slice(), choice });
   expect([box.checked, canvas.dataset.n]).toEqual([false, "4"]);
+  const kept = matrixImage({ ...state, choice }, { title: "m" });
+  expect(kept.items.filter((i) => i.role === "row-label").map((i) => i.text)).toEqual(["<s>", "a", "b", "</s>"]);
+  expect(captionOf(kept)).toBe("Layer 0");
+  expect(captionOf(matrixImage({ ...state, choice: { rows_to_1: true } }, { title: "m" }))).toBe("Layer 0 · without <s> / </s> · each row to 1");
 });
 
 it("heatmap: ±∞ is drawn at the end of the scale it lies beyond and said as ∞; NaN is missing", () => {

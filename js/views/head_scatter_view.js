@@ -169,7 +169,7 @@ function drawMap(canvas, values, shape, layer, head, size) {
 }
 
 /**
- * createHeadScatterView(container, {onOpenHead(layer, head)}) → {update(state), destroy()}
+ * createHeadScatterView(container, {onOpenHead(layer, head), onColor(colorBy)}) → {update(state), destroy()}
  * state: {nLayers, nHeads, points: Float32Array(L·H·2), behaviours: [string] | null,
  *         colorBy: "layer" | "behaviour", thumbnails: {values, shape: [L, H, S, S]} | null}
  */
@@ -210,7 +210,8 @@ export function createHeadScatterView(container, callbacks = {}) {
     return { index: nearestPoint(x, y, layout.xy, POINT_RADIUS + 3), x, y };
   }
 
-  select.addEventListener("change", () => { colorBy = select.value; draw(); });
+  // Drawn at once; the widget keeps the choice (analysis_choice) for the picture and the saved page.
+  select.addEventListener("change", () => { colorBy = select.value; draw(); callbacks.onColor?.(colorBy); });
   canvas.addEventListener("mousemove", (event) => {
     if (!state) return;
     const { index, x, y } = pointUnder(event);
@@ -235,7 +236,7 @@ export function createHeadScatterView(container, callbacks = {}) {
     update(next) {
       if (state === next) return;
       state = next;
-      if (colorBy === null || (colorBy === "behaviour" && !next.behaviours)) colorBy = next.behaviours ? next.colorBy ?? "behaviour" : "layer";
+      colorBy = next.behaviours ? next.colorBy ?? "behaviour" : "layer"; // the widget's choice (analysis_choice)
       select.options[0].disabled = !next.behaviours;
       draw();
     },

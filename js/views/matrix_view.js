@@ -19,8 +19,16 @@ export function matrixCell(n) {
 const defaultLayerLabel = layerText;
 
 // Rollout opens without [CLS] / [SEP]: they soak up most of it, and kept they leave one dark
-// column and the rest a pale wash. The view's box shows them again; pictures follow the default.
+// column and the rest a pale wash. The view's box shows them again (the widget's rollout_choice).
 export const LEAVE_OUT_SPECIAL = true;
+
+/** The reader's choice as the view and its picture draw it: {layer, dropSpecial, rowNorm} from
+ * `choice` (the widget's rollout_choice: {layer, leave_out_special, rows_to_1}, each optional), a
+ * layer outside the `nLayers` shown falling back to the last. */
+export function matrixChoice(choice = {}, nLayers = 1) {
+  const layer = Number.isInteger(choice.layer) && choice.layer >= 0 && choice.layer < nLayers ? choice.layer : nLayers - 1;
+  return { layer, dropSpecial: choice.leave_out_special ?? LEAVE_OUT_SPECIAL, rowNorm: choice.rows_to_1 ?? false };
+}
 
 /** The names of the special tokens a matrix may leave out, as its box and captions say them: "[CLS] / [SEP]". */
 export function specialNames(state) {
@@ -103,14 +111,15 @@ export function matrixScene(state, layer, { title = "", labels = true } = {}) {
 
 /**
  * createMatrixView(container) → {update(state), destroy()}: one token × token matrix per layer.
- * state: {title, tokens, values: Float32Array(L·n·n), shape: [L, n, n], layer, layerLabel?,
+ * state: {title, tokens, values: Float32Array(L·n·n), shape: [L, n, n], choice?: the widget's
+ *         rollout_choice (matrixChoice: the layer, last by default, and the boxes), layerLabel?,
  *         special?: [token indices the view may leave out], valueLabel?}
  * Colours are relative to the largest value of the shown layer, so each layer uses the full scale.
  * Hover says "row token ← column token: value" (row i takes that much from column j).
  */
-/** The matrix as an image from its state alone: the state's layer, the special tokens left out
- * as the view opens (LEAVE_OUT_SPECIAL), rows not rescaled; maxTokens: its first rows and columns
- * only (a picture of a long input keeps its size). */
+/** The matrix as an image from its state alone: the state's layer, special tokens and rows as its
+ * choice says (matrixChoice); maxTokens: its first rows and columns only (a picture of a long input
+ * keeps its size). */
 export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}) {
   const [nLayers, n] = fullState.shape;
   let state = fullState;
@@ -126,13 +135,14 @@ export function matrixImage(fullState, { maxTokens = Infinity, ...options } = {}
       notes: (fullState.notes ?? []).slice(0, maxTokens), special: (fullState.special ?? []).filter((i) => i < maxTokens),
       layerLabel: (l) => `${(fullState.layerLabel ?? defaultLayerLabel)(l)} (the first ${maxTokens} of ${n.toLocaleString("en")} tokens)` };
   }
-  const shown = { ...state, ...matrixShown(state, { dropSpecial: LEAVE_OUT_SPECIAL }) };
-  const layer = Math.min(Math.max(0, state.layer ?? shown.shape[0] - 1), shown.shape[0] - 1);
-  return matrixScene(shown, layer, options);
+  const { layer, dropSpecial, rowNorm } = matrixChoice(state.choice, nLayers);
+  return matrixScene({ ...state, ...matrixShown(state, { dropSpecial, rowNorm }) }, layer, options);
 }
 
-/** options.lead(bar): puts the view's own controls first in the options row (the rollout view's mode). */
-export function createMatrixView(container, { lead = undefined } = {}) {
+/** options.lead(bar): puts the view's own controls first in the options row (the rollout view's mode);
+ * options.onChoice(choice): the reader chose a layer or ticked a box (the widget keeps it as
+ * rollout_choice, {layer, leave_out_special, rows_to_1}, and sends it back as state.choice). */
+export function createMatrixView(container, { lead = undefined, onChoice = undefined } = {}) {
   const root = el("div", "attnscope-matrix-view", container);
   const title = el("div", "attnscope-matrix-title", root);
   const bar = el("div", "attnscope-matrix-options", root);
@@ -148,7 +158,7 @@ export function createMatrixView(container, { lead = undefined } = {}) {
     box.type = "checkbox";
     box.checked = checked;
     el("span", "", label).textContent = text;
-    box.addEventListener("change", draw);
+    box.addEventListener("change", chosen);
     return box;
   };
   const dropBox = option("attnscope-matrix-drop-special", "Leave out [CLS] / [SEP]", LEAVE_OUT_SPECIAL);
@@ -193,7 +203,13 @@ export function createMatrixView(container, { lead = undefined } = {}) {
     select.value = String(layer);
   }
 
-  select.addEventListener("change", () => { layer = Number(select.value); draw(); });
+  // Drawn at once; the widget keeps the choice for the picture and the saved page.
+  function chosen() {
+    layer = Number(select.value);
+    draw();
+    onChoice?.({ layer, leave_out_special: dropBox.checked, rows_to_1: normBox.checked });
+  }
+  select.addEventListener("change", chosen);
   canvas.addEventListener("mousemove", (event) => {
     if (!shown) return;
     const [x, y] = pointerIn(canvas, event);
@@ -232,8 +248,10 @@ export function createMatrixView(container, { lead = undefined } = {}) {
         choice.value = String(i);
         choice.textContent = label(i);
       }
-      // The view's own choice wins once made; a new shape falls back to the given layer.
-      if (layer === null || layer >= nLayers) layer = Math.min(Math.max(0, next.layer ?? nLayers - 1), nLayers - 1);
+      const choice = matrixChoice(next.choice, nLayers); // the widget's (rollout_choice)
+      layer = choice.layer;
+      dropBox.checked = choice.dropSpecial;
+      normBox.checked = choice.rowNorm;
       title.textContent = next.title;
       // The box keeps the reader's choice; it names the model's own special tokens (<s> / </s> too).
       dropBox.parentElement.hidden = !next.special?.length;

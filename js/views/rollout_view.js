@@ -50,7 +50,7 @@ function rolloutState({ get, decoded }) {
   const { values, shape } = decoded("rollout");
   return {
     title: ROLLOUT_SHOWN[mode].title,
-    tokens, notes: get("token_notes"), values, shape, layer: shape[0] - 1, special: payload.special ?? [],
+    tokens, notes: get("token_notes"), values, shape, choice: get("rollout_choice") ?? {}, special: payload.special ?? [],
     valueLabel: ROLLOUT_SHOWN[mode].value, layerLabel: (i) => `Rolled out through layer ${i}`,
   };
 }
@@ -60,7 +60,10 @@ export const adapter = {
   ...declared("rollout"),
   create(body, { setTraits }) {
     let mode = null;
-    const matrix = createMatrixView(body, { lead: (bar) => { mode = createRolloutMode(bar, setTraits); } });
+    const matrix = createMatrixView(body, {
+      lead: (bar) => { mode = createRolloutMode(bar, setTraits); },
+      onChoice: (choice) => setTraits({ rollout_choice: choice }),
+    });
     return { ...matrix, mode };
   },
   draw(view, context) {

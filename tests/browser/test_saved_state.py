@@ -54,6 +54,7 @@ SNAPSHOT = """() => {
     rolloutMode: q("select.attnscope-rollout-mode")?.value,
     rolloutTitle: texts(".attnscope-matrix-title").join(""),
     rolloutMessage: texts(".attnscope-matrix-message").join(""),
+    rolloutBoxes: [".attnscope-matrix-drop-special", ".attnscope-matrix-row-norm"].map((s) => q(`input${s}`)?.checked),
   };
 }"""
 
@@ -183,6 +184,24 @@ def test_rollout_tab_paints_offline(live_and_saved, default_model):
     # [CLS] and [SEP] left out, as the view opens (issue 30).
     assert shown["rollout"] == [str(len(widget.tokens) - 2), str(widget.n_layers - 1)]
     assert saved.evaluate(PAINTED, "canvas.attnscope-matrix") > 100
+
+
+def test_the_rollout_tabs_layer_and_boxes_are_the_widgets_and_the_saved_page_opens_on_them(live_and_saved, default_model):
+    """Issue 45: the layer and the boxes the reader picks in the Rollout tab are written to
+    rollout_choice; the saved page opened on the last layer with [CLS] / [SEP] left out, whatever
+    the reader had chosen."""
+    widget = attnscope.AttentionWidget("The keeper fed the lions.", model=default_model, view="rollout")
+    live, saved = live_and_saved(widget, ROLLOUT_READY)
+    live.select_option("select.attnscope-matrix-layer", "2")
+    live.uncheck("input.attnscope-matrix-drop-special")
+    written = live.evaluate("window.attnscopeHarness.model.saved.at(-1)")["rollout_choice"]
+    assert written == {"layer": 2, "leave_out_special": False, "rows_to_1": False}
+    widget.set_state({"rollout_choice": written})  # as the kernel gets it: taken
+    assert widget.rollout_choice == written and widget.error == ""
+    widget.rollout_choice = {**written, "rows_to_1": True}
+    live, saved = live_and_saved(widget, ROLLOUT_READY)
+    shown = same_view(live, saved)
+    assert shown["rollout"] == [str(len(widget.tokens)), "2"] and shown["rolloutBoxes"] == [False, True]
 
 
 def test_a_saved_page_shows_the_rollout_tab_in_the_mode_it_was_saved_with(live_and_saved, default_model):

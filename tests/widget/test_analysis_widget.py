@@ -50,6 +50,35 @@ def test_rollout_is_sent_only_for_its_view(widget):
     assert widget.rollout == {}
 
 
+@pytest.mark.parametrize("bad, says", [
+    ({"layer": 6}, "rollout_choice's layer=6 is too large: it must be at most 5"),
+    ({"layer": "2"}, "rollout_choice's layer must be a whole number, not '2'"),
+    ({"layer": True, "rows_to_1": True}, "rollout_choice's layer must be a whole number, not True"),
+    ({"rows_to_1": "no"}, "rollout_choice's rows_to_1 must be True or False, not 'no'"),
+    ({"rows": True}, "rollout_choice holds layer, leave_out_special, rows_to_1, not ['rows']"),
+])
+def test_a_rollout_choice_the_run_cannot_take_is_refused_and_changes_nothing(widget, bad, says):
+    page_writes(widget, rollout_choice={"layer": 1})
+    assert widget.rollout_choice == {"layer": 1} and widget.error == ""
+    page_writes(widget, rollout_choice=bad)
+    assert widget.rollout_choice == {"layer": 1} and says in widget.error
+    with pytest.raises(InputError, match=re.escape(says)):
+        widget.rollout_choice = bad
+
+
+def test_a_page_value_equal_to_the_kernels_in_python_only_is_refused_not_stored_unchecked(widget):
+    """{"layer": true} == {"layer": 1} in Python: traitlets stored it unchecked as no change, and
+    the page then drew the last layer (true is no layer) while the kernel held layer 1."""
+    page_writes(widget, rollout_choice={"layer": 1})
+    sent = []
+    widget.send_state = lambda key=None: sent.append(key)
+    page_writes(widget, rollout_choice={"layer": True})
+    assert repr(widget.rollout_choice) == "{'layer': 1}" and "true or false for a number in rollout_choice" in widget.error
+    assert any("rollout_choice" in keys for keys in sent), "the page's copy is set back to the kernel's"
+    page_writes(widget, rollout_choice={"layer": 1})  # the same value, of the same kinds: nothing to say
+    assert widget.error == ""
+
+
 def test_masking_reruns_summarises_and_shows_the_change(widget):
     plain = widget.result.attention.clone()
     widget.masked_heads = [[1, 3], [0, 0], [1, 3]]
@@ -102,17 +131,20 @@ def test_show_analysis_head_stats_and_importance(widget):
 
 
 def test_the_readers_measure_is_the_widgets_and_is_pictured_and_saved(widget):
-    """Issue 45: the heatmap's measure the reader picks was the page's alone; the kernel's picture
-    and the saved page drew the first measure. It is the widget's analysis_choice now."""
+    """Issue 45: the heatmap's measure (and the scatter's colouring) the reader picks was the page's
+    alone; the kernel's picture and the saved page drew the first. It is the widget's analysis_choice now."""
     import xml.etree.ElementTree as ET
 
     from attnscope.widget.export import page_state
     from attnscope.widget.picture import picture_svg
 
-    def title() -> str:
+    def texts() -> list[str]:
         svg, why = picture_svg(widget)
         assert why == ""
-        return next(node.text for node in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"))
+        return [node.text for node in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+
+    def title() -> str:
+        return texts()[0]
 
     stats = attnscope.head_stats(widget.engine, CORPUS, progress=False)
     widget.show_analysis(stats)
@@ -134,13 +166,18 @@ def test_the_readers_measure_is_the_widgets_and_is_pictured_and_saved(widget):
         assert widget.analysis_choice == {} and says in widget.error, bad
         with pytest.raises(InputError, match=re.escape(says)):
             widget.analysis_choice = bad
-    # An analysis without that measure drops it; the MDS scatter takes no choice at all.
+    # An analysis without that measure drops it. The MDS scatter's choice is its colouring.
     widget.analysis_choice = {"measure": "sep"}
     widget.show_analysis(attnscope.head_importance(widget.engine, CORPUS, progress=False))
     assert widget.analysis_choice == {}
     widget.show_analysis(attnscope.head_distances(widget.engine, CORPUS, progress=False))
-    with pytest.raises(InputError, match="the scatter layout takes no choice"):
-        widget.analysis_choice = {"measure": "sep"}
+    assert "Layer 5" not in texts() and "previous token" in texts()  # coloured by behaviour
+    page_writes(widget, analysis_choice={"color": "layer"})
+    assert widget.error == "" and "Layer 5" in texts() and "previous token" not in texts()
+    for bad, says in [({"measure": "sep"}, "holds the scatter's color, not ['measure']"),
+                      ({"color": "heads"}, "color must be one of behaviour, layer, not 'heads'")]:
+        with pytest.raises(InputError, match=re.escape(says)):
+            widget.analysis_choice = bad
 
 
 def test_show_analysis_refuses_another_models_table(widget, bert_tokenizer):

@@ -68,6 +68,17 @@ def test_every_short_view_is_pictured_with_its_tokens_as_text(default_model, vie
     widget.close()
 
 
+def test_the_rollout_picture_draws_the_layer_and_boxes_the_reader_chose(default_model):
+    """Issue 45: the picture drew the last layer without [CLS] / [SEP] whatever the reader chose."""
+    widget = attnscope.AttentionWidget("The cat sat.", model=default_model, view="rollout")
+    assert "Rolled out through layer 5 · without [CLS] / [SEP]" in " ".join(texts(picture_svg(widget)[0]))
+    widget.rollout_choice = {"layer": 2, "leave_out_special": False, "rows_to_1": True}
+    svg, why = picture_svg(widget)
+    shown = " ".join(texts(svg))
+    assert why == "" and "Rolled out through layer 2 · each row to 1" in shown and "[CLS]" in texts(svg)
+    widget.close()
+
+
 def test_an_analysis_and_a_missing_one_say_what_they_are(default_model):
     widget = attnscope.AttentionWidget("The cat sat.", model=default_model, view="analysis")
     svg, why = picture_svg(widget)

@@ -182,14 +182,28 @@ def measure_choice(choice: dict, analysis: dict) -> dict:
     return choice
 
 
+SCATTER_COLOURS = ("behaviour", "layer")
+
+
+def scatter_choice(choice: dict, analysis: dict) -> dict:
+    """The MDS scatter's choice: {color: "behaviour" or "layer"}, or {}."""
+    unknown = [key for key in choice if key != "color"]
+    if unknown:
+        raise InputError(f"analysis_choice holds the scatter's color, not {checks.short_repr(unknown)}.")
+    if "color" in choice and not checks.one_of(choice["color"], SCATTER_COLOURS):
+        raise InputError(f"analysis_choice's color must be one of {', '.join(SCATTER_COLOURS)}, "
+                         f"not {checks.short_repr(choice['color'])}.")
+    return choice
+
+
 def no_choice(choice: dict, analysis: dict) -> dict:
-    """A layout that takes no choice of the reader's (the MDS scatter): only {} holds."""
+    """A layout that takes no choice of the reader's: only {} holds."""
     raise InputError(f"analysis_choice: the {analysis.get('layout')} layout takes no choice, only {{}}, "
                      f"not {checks.short_repr(choice)}.")
 
 
 # A layout's choice check where its analysis declares none (`check_choice=`).
-LAYOUT_CHOICES: dict[str, Callable[[dict, dict], dict]] = {"heatmap": measure_choice}
+LAYOUT_CHOICES: dict[str, Callable[[dict, dict], dict]] = {"heatmap": measure_choice, "scatter": scatter_choice}
 
 
 def check_choice(choice: dict, analysis: dict) -> dict:

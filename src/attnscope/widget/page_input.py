@@ -40,6 +40,14 @@ def take_page_write(widget: Any, sync_data: dict, set_traits: Callable[[dict], N
         messages.append(f"The page sent true or false for {checks.page_names(booleans)}, which takes numbers; ignored.")
         refused += booleans
     state = {name: value for name, value in sync_data.items() if name in writable and name not in refused}
+    # A value Python takes as equal to the kernel's ({"layer": true} for {"layer": 1}) is stored
+    # unchecked, as above, for any trait: it changes nothing, so it is not taken, and the page's
+    # copy is set back to the kernel's own.
+    unchanged = [name for name, value in state.items() if value == getattr(widget, name)]
+    other_kinds = sorted(name for name in unchanged if not _same_kinds(state.pop(name), getattr(widget, name)))
+    if other_kinds:
+        messages.append(f"The page sent true or false for a number in {checks.page_names(other_kinds)}; ignored.")
+        refused += other_kinds
     snapshot = widget._snapshot()
     try:
         with interruptible():  # the kernel's interrupt stops a slow step, whenever the write came
@@ -62,3 +70,14 @@ def take_page_write(widget: Any, sync_data: dict, set_traits: Callable[[dict], N
         widget._quietly(error=said)
     widget._write_error = said
     widget._pictures.redraw_later()
+
+
+def _same_kinds(a: Any, b: Any) -> bool:
+    """Whether equal values `a` and `b` are also of the same kinds throughout (true is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return all(_same_kinds(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return all(_same_kinds(x, y) for x, y in zip(a, b, strict=True))
+    return True

@@ -24,6 +24,8 @@ from .views import LONG_VIEWS, SHORT_VIEWS
 from .widget_state import NEEDS_A_MODEL, layer_in_range, long_only, short_only
 from .widget_traits import WidgetTraits
 
+ROLLOUT_PARTS = ("layer", "leave_out_special", "rows_to_1")  # the Rollout tab's choice (rollout_choice)
+
 
 class SettingError(InputError, traitlets.TraitError):
     """A widget setting given a value it cannot take (`widget.layer = 99`): an InputError, shown from
@@ -123,6 +125,21 @@ class CheckedTraits(WidgetTraits):
     def _check_layer(self, proposal: dict) -> int:
         layer, n_layers = _whole(proposal), self._shown_count("n_layers")
         return _as_trait_error(layer_in_range, layer, n_layers) if n_layers else layer
+
+    @traitlets.validate("rollout_choice")
+    def _check_rollout_choice(self, proposal: dict) -> dict:
+        """{layer, leave_out_special, rows_to_1}, each optional: a layer of the shown run, two flags."""
+        choice = proposal["value"]
+        unknown = [key for key in choice if key not in ROLLOUT_PARTS]
+        if unknown:
+            raise SettingError(f"rollout_choice holds {', '.join(ROLLOUT_PARTS)}, not {checks.short_repr(unknown)}.")
+        taken = {part: _as_trait_error(checks.flag, f"rollout_choice's {part}", choice[part])
+                 for part in ROLLOUT_PARTS[1:] if part in choice}
+        if "layer" in choice:  # of the shown run (none before the first run: nothing to count against)
+            n_layers = self._shown_count("n_layers")
+            taken["layer"] = _as_trait_error(checks.integer, "rollout_choice's layer", choice["layer"], 0,
+                                             n_layers - 1 if n_layers else None)
+        return taken
 
     @traitlets.validate("analysis_choice")
     def _check_analysis_choice(self, proposal: dict) -> dict:

@@ -155,6 +155,10 @@ class WidgetTraits(anywidget.AnyWidget):
     rollout = synced(Dict(), "The Rollout tab's matrices through every layer, made while it is open, in rollout_mode: "
                      "{mode, n_tokens, special, data: uint8 bytes, dtype, shape: [L, T, T], scale[, encoding] (as attention's)}, "
                      "or {error}.")
+    rollout_choice = synced(Dict(), "The Rollout tab as the reader chose it, as saved and pictured: {layer: the layer "
+                            "rolled out through (the last by default), leave_out_special: true or false (true by "
+                            "default: [CLS] / [SEP] or <s> / </s> left out), rows_to_1: true or false (each row "
+                            "rescaled to sum to 1; false by default)}, each optional.", writer="both", page="view")
     rollout_mode = synced(Enum(("rollout", "contributions", "norm_contributions"), default_value="rollout"),
                           "What the Rollout tab rolls out through the layers: Abnar & Zuidema's attention rollout (the "
                           "mean attention, the residual a fixed half), ALTI contributions (Ferrando et al. 2022: each "
@@ -164,10 +168,11 @@ class WidgetTraits(anywidget.AnyWidget):
                           writer="both", page="fixed", label="the Rollout tab's mode")
     analysis = synced(Dict(), "A per-head table from show_analysis() as plain lists (payloads.analysis_payload).")
     analysis_choice = synced(Dict(), "The reader's choice in the Analysis tab, as saved and pictured, checked by the "
-                             "shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the head "
+                             "shown analysis's layout: a heatmap's {measure: one of its measures' keys}; the MDS "
+                             "scatter's {color: \"behaviour\" or \"layer\"}; the head "
                              "finder's plot {x, y, color: metrics of the shown finder, filter: a condition as text (at "
                              "most 2,000 characters), head: a head's label, \"2-5\", or null}. A part left out, or {}, "
-                             "is the default: a heatmap's measure as show_analysis() gave it; the finder's entropy "
+                             "is the default: a heatmap's measure as show_analysis() gave it; the scatter by behaviour; the finder's entropy "
                              "across, sink_rate up, prev_token as colour, every head, none chosen.",
                              writer="both", page="view")
 
