@@ -260,8 +260,10 @@ class PictureOutputs:
             loop = _page_loop()
             if loop is None:
                 self._publish(key, picture_bundle(widget, widget.picture_id))
-            elif not self._drawing:  # else the drawing under way redraws when it ends (`drawn`)
-                self._draw_in_background(loop)
+            else:
+                self._say_redrawing()
+                if not self._drawing:  # else the drawing under way redraws when it ends (`drawn`)
+                    self._draw_in_background(loop)
         except Exception as exc:  # a picture must never break the user's next cell
             warnings.warn(f"attnscope: the widget's picture was not redrawn: {exc}", stacklevel=1)
 
@@ -271,12 +273,22 @@ class PictureOutputs:
         if not self.display_ids:
             return
         self._changed_at = time.monotonic()
+        self._say_redrawing()
         if self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return
             self._timer = loop.call_later(self.QUIET_S, self._when_quiet, loop)
+
+    def _say_redrawing(self) -> None:
+        """The picture of what the view showed before a change, replaced at once by a line saying
+        it is being redrawn: a notebook saved in the second or two before the new one is published
+        showed the old tab or layer as if it were the saved view. (The live view hides the line.)"""
+        widget = self._widget()
+        if self._key is None or self.held or widget is None:  # a line is shown already, or the run's end redraws
+            return
+        self._publish(None, _bundle(None, REDRAWING, f"{widget!r}", widget.picture_id))
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -325,7 +337,7 @@ class PictureOutputs:
 
         threading.Thread(target=draw, name="attnscope-picture", daemon=True).start()
 
-    def _publish(self, key: str, bundle: dict) -> None:
+    def _publish(self, key: str | None, bundle: dict) -> None:
         from IPython.display import update_display
 
         self._key = key
@@ -338,6 +350,8 @@ class PictureOutputs:
 # later). The live view hides it: only a notebook saved within that second shows it, reopened.
 DRAWN_NEXT = "no picture yet: the notebook was saved while it was being drawn; run the cell again to keep one"
 DRAWN_AT_END = "no picture yet: the notebook was saved while the model was writing; it is drawn when the run ends"
+REDRAWING = ("no picture yet: the notebook was saved while the picture of the view's last change was being drawn "
+             "(a second or two); save again to keep it")
 
 
 def _page_loop() -> Any:
