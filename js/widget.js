@@ -227,6 +227,8 @@ function render({ model, el: host, page = false, fit = false }) {
   channel.notify("rendered"); // the kernel's save_image needs a view that can answer
   const stopHidingPictures = hidePictures(host, get("picture_id"));
   draw();
+  // Two frames on, the first drawing is laid out and painted: a generation makes its first token then.
+  requestAnimationFrame(() => requestAnimationFrame(() => { if (!closed) channel.notify("painted"); }));
 
   return () => {
     closed = true;

@@ -26,9 +26,10 @@ def answer_request(page, widget, type_: str, where: str | None = None) -> dict:
     request of that type that meets it, whatever the page sent after it."""
     replies = []
     widget.send = lambda content, buffers=None: replies.append((content, buffers))
-    if where is None:
-        page.wait_for_function(f"window.attnscopeHarness.model.sentMessages.at(-1)?.type === {type_!r}")
-        request = page.evaluate("window.attnscopeHarness.model.sentMessages.at(-1)")
+    if where is None:  # the page's last request (an event, such as "painted" after the first drawing, is none)
+        last = "window.attnscopeHarness.model.sentMessages.findLast((m) => m.kind !== 'event')"
+        page.wait_for_function(f"{last}?.type === {type_!r}")
+        request = page.evaluate(last)
     else:
         found = f"window.attnscopeHarness.model.sentMessages.findLast((m) => m.type === {type_!r} && ({where}))"
         page.wait_for_function(f"{found} !== undefined")

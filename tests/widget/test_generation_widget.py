@@ -103,6 +103,37 @@ def test_stop_keeps_the_text_so_far_and_leaves_nothing_running(engine):
         widget.close()
 
 
+def test_shown_by_a_notebook_page_the_first_step_waits_for_the_pages_first_drawing(engine, monkeypatch):
+    """At 8,160 tokens the first new token, made while the page was still drawing the prompt,
+    waited behind that drawing (105-128 ms against ~30): a page's widget starts writing once the
+    page says its first drawing is on screen ("painted"), or after PAINT_WAIT_S without it."""
+    from attnscope.widget import generation_widget
+
+    monkeypatch.setattr(generation_widget, "page_loop", lambda: object())  # a cell a notebook page sent
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
+    try:
+        assert not widget._done.wait(0.3) and widget.generation.steps == 0 and widget.generating
+        widget._channel._receive(widget, {"kind": "event", "type": "painted"}, [])
+        assert widget.wait(timeout=60).steps == 3
+    finally:
+        widget.close()
+    # No "painted" (a page that never draws, hidden): it starts PAINT_WAIT_S later all the same.
+    monkeypatch.setattr(generation_widget, "PAINT_WAIT_S", 0.2)
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
+    try:
+        assert widget.wait(timeout=60).steps == 3
+    finally:
+        widget.close()
+    # A cell no page sent (nbconvert, a console) does not wait: no page will say it drew.
+    monkeypatch.setattr(generation_widget, "page_loop", lambda: None)
+    monkeypatch.setattr(generation_widget, "PAINT_WAIT_S", 60)
+    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
+    try:
+        assert widget.wait(timeout=30).steps == 3
+    finally:
+        widget.close()
+
+
 def test_the_pages_stop_event_stops_it_and_closing_a_widget_stops_its_generation(engine):
     first = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, chat=False)
     second = attnscope.generate(PROMPT, model=engine, max_new_tokens=200, do_sample=True, temperature=0.7,

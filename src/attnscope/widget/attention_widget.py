@@ -145,12 +145,11 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
             {"neuron": self._answer_neuron, "layer": self._answer_layer, "knockout": lambda r, _: self._answer_knockout(r),
              "growing_lists": lambda _r, _b: self._answer_growing_lists(),
              **{type_: self._answer_long(type_) for type_ in LongAnswers.TYPES}},
-            {"rendered": self._on_rendered, "stop": self._on_stop},
+            {"rendered": self._on_rendered, "stop": self._on_stop, "painted": self._on_painted},
         )
 
     def set_state(self, sync_data: dict) -> None:
-        """A write from the page (ipywidgets calls this for each update a view sends), taken as
-        untrusted input (page_input.take_page_write)."""
+        """A view's write (ipywidgets' update), taken as untrusted input (page_input.take_page_write)."""
         take_page_write(self, sync_data, super().set_state)
 
     def _ipython_display_(self, **kwargs: Any) -> None:
@@ -159,9 +158,8 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
     @property
     def result(self) -> AttentionResult:
         """The AttentionResult behind the current view (tensors on the model's device): word-level
-        when `word_level` is on, with `masked_heads` switched off when any are. While the views draw
-        a difference (Show change, or compare_shown "difference") or weighs by value norm, its attention
-        is |difference| (or α·‖f‖) ÷ `one_scale["largest"]`, as they draw it."""
+        when `word_level` is on, with `masked_heads` switched off when any are. Where the views draw a
+        difference (Show change, compare_shown "difference") or α·‖f‖, its attention is that ÷ `one_scale["largest"]`."""
         return self._kept("_drawn_run")
 
     @property
@@ -369,6 +367,9 @@ class AttentionWidget(WidgetOutputs, CheckedTraits):
 
     def _on_stop(self, _content: dict) -> None:
         """The page's Stop: only a generating widget (generation_widget.py) has a run to stop."""
+
+    def _on_painted(self, _content: dict) -> None:
+        """The view's first drawing is on screen: only a generation's first step waits for it."""
 
     def _answer_neuron(self, request: dict, _buffers: list) -> tuple[dict, list]:
         """A "neuron" request: what the view computes any head's and query's numbers of one layer

@@ -196,7 +196,7 @@ class PictureOutputs:
     """A widget's picture outputs, and when they are redrawn.
 
     - At display, and after a cell that changed what the widget shows (IPython's post_run_cell):
-      - in a cell run from a notebook page (JupyterLab, Notebook 7: `_page_loop`), drawn at once
+      - in a cell run from a notebook page (JupyterLab, Notebook 7: `page_loop`), drawn at once
         in a thread, last in line for the CPU, and published when done (about a second). Drawn in
         the cell, it held the kernel busy ~0.5–0.8 s after the widget was painted, and the user's
         first click waited for it (issue 45: 844 ms for a first layer switch);
@@ -231,7 +231,7 @@ class PictureOutputs:
 
         widget = self._widget()
         display_id = f"attnscope-picture-{widget.picture_id}-{len(self.display_ids)}"
-        loop = _page_loop()
+        loop = page_loop()
         if loop is None:
             self._key = picture_key(widget)
             self._published += 1
@@ -257,7 +257,7 @@ class PictureOutputs:
             key = picture_key(widget)
             if key == self._key:
                 return
-            loop = _page_loop()
+            loop = page_loop()
             if loop is None:
                 self._publish(key, picture_bundle(widget, widget.picture_id))
             else:
@@ -354,7 +354,7 @@ REDRAWING = ("no picture yet: the notebook was saved while the picture of the vi
              "(a second or two); save again to keep it")
 
 
-def _page_loop() -> Any:
+def page_loop() -> Any:
     """The kernel's running event loop when the cell being run was sent by a notebook page that
     shows widgets itself (JupyterLab and Notebook 7 send the cell's id with it; nbconvert,
     papermill and consoles do not), else None."""
