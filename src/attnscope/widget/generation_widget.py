@@ -35,7 +35,7 @@ from .attention_widget import AttentionWidget
 from .contract import GROWING
 from .knockout_answers import answer_generation_knockout, generation_knockout_control
 from .long_answers import LongAnswers
-from .picture import page_loop, behind_the_page, shown
+from .picture import behind_the_page, page_loop, shown
 from .views import LONG_VIEWS, VIEW_NAMES
 from .widget_state import run_state
 
