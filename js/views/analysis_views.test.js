@@ -136,6 +136,8 @@ it("scatter: colours by behaviour or layer, with the legend in its one scene; ho
   expect(canvas.dataset.colorBy).toBe("behaviour");
   const legend = (scene) => scene.items.filter((i) => i.role === "legend" && i.type === "text").map((i) => i.text);
   expect(legend(view.scene())).toEqual(["broad", "[SEP]"]);
+  // Ringed: layer 0's dark purple vanished on the dark theme, and yellow is faint on white.
+  expect(view.scene().items.filter((i) => i.type === "circle").every((i) => i.stroke === "#8c8c8c")).toBe(true);
   expect(canvas.getAttribute("aria-label")).toMatch(/colours: broad, \[SEP\]$/);
   const screen = canvas.dataset.positions.split(",").map(Number);
   expect(screen).toHaveLength(4);

@@ -169,8 +169,11 @@ export function createHeadMapView(container, callbacks = {}) {
     canvas.dataset.cells = String(nLayers * nHeads);
     canvas.dataset.measure = measure.key;
     select.value = measure.key;
+    // The bar is a child of the key's row, not the row itself: as the row (a flex row, its items
+    // centred) the bar's column spread over the view's width and stood centred, far from the map.
+    legend.replaceChildren();
     if (measure.categories) renderKey(legend, categoryLegend(measure));
-    else renderColorBar(legend, heatmapBar(measure, max));
+    else renderColorBar(el("div", "", legend), heatmapBar(measure, max));
   }
 
   // Drawn at once; the widget keeps the choice (analysis_choice) for the picture and the saved page.

@@ -13,6 +13,9 @@ const SCATTER_MIN_SIDE = 160; // a flat layout still gets some height
 const SCATTER_PAD = 16;
 const POINT_RADIUS = 5;
 const LEGEND_PITCH = 18;
+// A mid-grey ring round each point: viridis's dark end (layer 0) was near invisible on the dark
+// theme's background, and its yellow end is faint on white.
+const POINT_RING = { stroke: "#8c8c8c", strokeWidth: 1 };
 const FAR_COLOR = "#888";
 const FAR_NOTE = "far out: drawn on the edge";
 // One colour per behaviour that formulas.BEHAVIOURS names (through js/transport/contract.js), in its order;
@@ -141,13 +144,13 @@ export function scatterScene(state, colorBy, { title = "", labels = true } = {})
   const { xy, off } = layout;
   for (let i = 0; i < xy.length / 2; i++) {
     const [x, y] = [xy[2 * i], top + xy[2 * i + 1]];
-    s.circle(x, y, POINT_RADIUS, scatterColor(state, colorBy, i), "point");
+    s.circle(x, y, POINT_RADIUS, scatterColor(state, colorBy, i), "point", POINT_RING);
     if (off[2 * i] || off[2 * i + 1]) farArrow(s, x, y, off[2 * i], off[2 * i + 1]);
   }
   const x = layout.width + 14;
   legend.forEach(([name, color], i) => {
     const y = top + 16 + i * LEGEND_PITCH;
-    if (color) s.circle(x, y, 5, color, "legend");
+    if (color) s.circle(x, y, 5, color, "legend", POINT_RING);
     else farArrow(s, x - POINT_RADIUS - 6, y, 1, 0);
     s.text(x + 10, y, name, { size: 11, role: "legend" });
   });

@@ -53,6 +53,10 @@ def test_the_heatmaps_measure_is_the_widgets_and_a_saved_page_opens_on_it(open_w
     page.wait_for_function("document.querySelector('canvas.attnscope-headmap')?.dataset.cells === '72'")
     first = widget.analysis["measure"]
     assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == first
+    # The colour bar stands under the map, from its left: it stood centred in the view, far right of it.
+    bar = page.query_selector(".attnscope-headmap-view .attnscope-colorbar-bar").bounding_box()
+    grid = page.query_selector(".attnscope-headmap-grid").bounding_box()
+    assert grid["x"] <= bar["x"] <= grid["x"] + 8, (bar, grid)
     page.select_option("select.attnscope-measure", "cls")
     assert page.eval_on_selector("canvas.attnscope-headmap", "c => c.dataset.measure") == "cls"
     assert saved(page)["analysis_choice"] == {"measure": "cls"}

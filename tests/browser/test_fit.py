@@ -170,6 +170,11 @@ def test_a_broad_head_is_visible_in_the_model_view(open_saved):
     assert min(inked) > 200, inked  # every head shows, none reads as "not loaded"
 
 
+def test_a_light_saved_page_keeps_its_own_background(open_saved, default_model):
+    page = open_saved(attnscope.AttentionWidget("The cat sat.", model=default_model), theme="light")
+    assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgba(0, 0, 0, 0)"
+
+
 def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, default_model):
     widget = attnscope.AttentionWidget("The cat sat on the mat.", model=default_model)
     page = open_saved(widget, view="rollout", theme="dark")
@@ -184,6 +189,8 @@ def test_legends_with_numbers_and_a_rollout_that_reads_in_the_dark(open_saved, d
         " for (let i = 0; i < d.length; i += 4) if (d[i] > 230 && d[i+1] > 230 && d[i+2] > 230 && d[i+3] > 200) n++; return n; }",
     )
     assert white == 0
+    # The page round a dark widget is dark too (it stayed white below the card: half a theme).
+    assert page.evaluate("getComputedStyle(document.documentElement).backgroundColor") == "rgb(22, 25, 29)"
     # It opens without [CLS] and [SEP] (issue 30: kept, they are one dark column); the box shows them.
     n = int(page.eval_on_selector("canvas.attnscope-matrix", "c => c.dataset.n"))
     assert n == len(widget.tokens) - 2 and page.is_checked("input.attnscope-matrix-drop-special")
