@@ -219,6 +219,19 @@ def test_bad_arguments_raise_naming_the_parameter_before_anything_is_shown(engin
     assert shown == [] and threading.active_count() == threads
 
 
+def test_the_settings_are_refused_before_a_model_loads_and_a_negative_temperature_even_when_greedy(monkeypatch):
+    """A newcomer's trial: max_new_tokens=0 waited 16 s for the model to load before its refusal,
+    and temperature=-1 with greedy decoding was taken silently."""
+    loads = []
+    monkeypatch.setattr("attnscope.widget.generation_widget.resolve_engine", lambda *a: loads.append(a))
+    for kwargs, match in [(dict(max_new_tokens=0), "max_new_tokens=0 is too small"),
+                          (dict(temperature=-1), "temperature=-1 is below 0"),
+                          (dict(top_p=2), r"top_p=2 is outside \(0, 1\]")]:
+        with pytest.raises(InputError, match=match):
+            attnscope.generate(PROMPT, model="smollm2", **kwargs)
+    assert loads == []
+
+
 def test_the_model_leaves_as_it_came(engine):
     model = engine.model
     model.train()

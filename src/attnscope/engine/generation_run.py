@@ -94,6 +94,9 @@ def settings_of(max_new_tokens, do_sample, temperature, top_p, seed, chat) -> Ge
     max_new_tokens = checks.integer("max_new_tokens", max_new_tokens, minimum=1)
     do_sample = checks.flag("do_sample", do_sample)
     checks.number("temperature", temperature), checks.number("top_p", top_p)  # the messages below say them as given
+    if temperature < 0:  # (0 with greedy is a common way to say greedy; below 0 is a slip either way)
+        raise InputError(f"temperature={temperature} is below 0: it must be above 0 when sampling "
+                         "(1.0 samples from the model's own distribution), and greedy runs (do_sample=False) do not use it.")
     if do_sample and not temperature > 0:
         raise InputError(f"temperature={temperature} with do_sample=True: sampling needs a temperature above 0 "
                          "(1.0 samples from the model's own distribution); do_sample=False is greedy.")

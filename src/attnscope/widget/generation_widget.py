@@ -30,6 +30,7 @@ from ..engine.attention_model import AttentionModel
 from ..engine.encoder_decoder_long import EncoderDecoderLongResult
 from ..engine.engines import resolve_engine
 from ..engine.generation import Generation, generation_steps
+from ..engine.generation_run import settings_of
 from ..errors import AttnscopeError, InputError
 from .attention_widget import AttentionWidget
 from .contract import GROWING
@@ -346,8 +347,8 @@ def generate(
                          f"available: {', '.join(LONG_VIEWS)}.")
     if isinstance(prompt, str) and not prompt.strip():  # said before a model loads (tens of seconds)
         raise InputError(f"prompt={prompt!r} is empty: give the text the model continues.")
+    settings_of(max_new_tokens, do_sample, temperature, top_p, seed, None)  # before a model loads (10-40 s); chat: with it
     engine = resolve_engine(model, tokenizer, device)
-    checks.integer("max_new_tokens", max_new_tokens, minimum=1)
     stop = threading.Event()
     steps = generation_steps(engine, prompt, max_new_tokens, do_sample=do_sample, temperature=temperature,
                              top_p=top_p, seed=seed, chat=chat, stop=stop)
