@@ -117,21 +117,20 @@ def test_shown_by_a_notebook_page_the_first_step_waits_for_the_pages_first_drawi
         assert widget.wait(timeout=60).steps == 3
     finally:
         widget.close()
+    def writes_all_three(timeout: float) -> None:
+        widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
+        try:
+            assert widget.wait(timeout=timeout).steps == 3
+        finally:
+            widget.close()
+
     # No "painted" (a page that never draws, hidden): it starts PAINT_WAIT_S later all the same.
     monkeypatch.setattr(generation_widget, "PAINT_WAIT_S", 0.2)
-    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
-    try:
-        assert widget.wait(timeout=60).steps == 3
-    finally:
-        widget.close()
+    writes_all_three(60)
     # A cell no page sent (nbconvert, a console) does not wait: no page will say it drew.
     monkeypatch.setattr(generation_widget, "page_loop", lambda: None)
     monkeypatch.setattr(generation_widget, "PAINT_WAIT_S", 60)
-    widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=3, chat=False)
-    try:
-        assert widget.wait(timeout=30).steps == 3
-    finally:
-        widget.close()
+    writes_all_three(30)
 
 
 def test_the_pages_stop_event_stops_it_and_closing_a_widget_stops_its_generation(engine):

@@ -170,30 +170,30 @@ def needs(analysis: dict, what: str) -> bool:
     return view is not None and what in view.needs
 
 
-def measure_choice(choice: dict, analysis: dict) -> dict:
-    """A heatmap's choice: {measure: the key of one of the shown analysis's measures}, or {}."""
+def _one_part_choice(part: str, holds: str, allowed: Callable[[dict], tuple[list[str], str]]) -> Callable[[dict, dict], dict]:
+    """A layout's check of a choice of one part (`part`, said as `holds`): {} or {part: one of
+    `allowed(analysis)`'s values, which its text says}."""
+    def check(choice: dict, analysis: dict) -> dict:
+        unknown = [key for key in choice if key != part]
+        if unknown:
+            raise InputError(f"analysis_choice holds {holds}, not {checks.short_repr(unknown)}.")
+        values, said = allowed(analysis)
+        if part in choice and not checks.one_of(choice[part], values):
+            raise InputError(f"analysis_choice's {part} must be one of {said}, not {checks.short_repr(choice[part])}.")
+        return choice
+    return check
+
+
+def _measures(analysis: dict) -> tuple[list[str], str]:
     keys = [m["key"] for m in analysis.get("measures", [])]
-    unknown = [key for key in choice if key != "measure"]
-    if unknown:
-        raise InputError(f"analysis_choice holds a heatmap's measure, not {checks.short_repr(unknown)}.")
-    if "measure" in choice and not checks.one_of(choice["measure"], keys):
-        raise InputError(f"analysis_choice's measure must be one of this analysis's measures ({', '.join(keys)}), "
-                         f"not {checks.short_repr(choice['measure'])}.")
-    return choice
+    return keys, f"this analysis's measures ({', '.join(keys)})"
 
 
 SCATTER_COLOURS = ("behaviour", "layer")
-
-
-def scatter_choice(choice: dict, analysis: dict) -> dict:
-    """The MDS scatter's choice: {color: "behaviour" or "layer"}, or {}."""
-    unknown = [key for key in choice if key != "color"]
-    if unknown:
-        raise InputError(f"analysis_choice holds the scatter's color, not {checks.short_repr(unknown)}.")
-    if "color" in choice and not checks.one_of(choice["color"], SCATTER_COLOURS):
-        raise InputError(f"analysis_choice's color must be one of {', '.join(SCATTER_COLOURS)}, "
-                         f"not {checks.short_repr(choice['color'])}.")
-    return choice
+# A heatmap's choice: {measure: one of the shown analysis's measures}; the MDS scatter's: {color}.
+measure_choice = _one_part_choice("measure", "a heatmap's measure", _measures)
+scatter_choice = _one_part_choice("color", "the scatter's color",
+                                  lambda _analysis: (list(SCATTER_COLOURS), ", ".join(SCATTER_COLOURS)))
 
 
 def no_choice(choice: dict, analysis: dict) -> dict:
