@@ -62,6 +62,7 @@ function render({ model, el: host, page = false, fit = false }) {
   let frame = null;
   let soon = false; // a draw is queued for the end of this task (drawSoon)
   let setting = false; // the page is writing traits itself (setTraits)
+  let stopping = false; // Stop was pressed and the kernel still generates (its steps in flight are not drawn)
 
   // now: draw in this event, not at the next frame (a selection asks the kernel for its row while
   // the click is handled: up to a frame sooner).
@@ -84,8 +85,12 @@ function render({ model, el: host, page = false, fit = false }) {
     sendRequest(request) { setTraits({ request }); },
     saveImage: downloadImage,
     redraw: schedule,
-    // The kernel's generation (attnscope.generate): it keeps the tokens shown when Stop was pressed.
-    stop: () => channel.notify("stop", { shown: outputShown(get) }),
+    // The kernel's generation (attnscope.generate): it keeps the tokens shown when Stop was pressed,
+    // and the page draws none of the steps already on their way (drawSoon).
+    stop: () => {
+      stopping = true;
+      channel.notify("stop", { shown: outputShown(get) });
+    },
   }, { page });
   const views = new Map(VIEWS.map((adapter) => {
     const body = el("div", "attnscope-body", root);
@@ -213,6 +218,10 @@ function render({ model, el: host, page = false, fit = false }) {
   // once, after all of it is in: the next frame then shows it, where a frame callback would wait
   // for that frame and show it in the one after (up to a frame later: an edit, a layer switch).
   function drawSoon() {
+    // After Stop, the steps the kernel made while the click travelled are not drawn: they showed
+    // for 100-250 ms, then went when the stopped run came back cut to what the page showed.
+    if (stopping && model.get("generating")) return;
+    stopping = false;
     if (soon || setting) return;
     soon = true;
     queueMicrotask(() => {

@@ -129,6 +129,22 @@ describe("what an image's caption says", () => {
     expect(say("text", { ...run, notice: "" })[0]).toBe("The model wrote 2 tokens after a prompt of 2: “the sea”");
   });
 
+  it("quotes what a generation wrote as its text reads: line breaks as ↵, a literal \\n kept, no end-of-text token", () => {
+    const prompt = ["<|im_start|>", "user", "\\n", "List", "<|im_end|>", "\\n"];
+    const output = ["1", ".", " Red", "\\n", "2", ".", " print", "(\"\\n\")", "<|im_end|>"];
+    const run = { long_context: true, output_start: prompt.length, tokens: [...prompt, ...output],
+      token_reading: [...prompt, ...output],
+      text: "<|im_start|>user\nList<|im_end|>\n1. Red\n2. print(\"\\n\")<|im_end|>",
+      notice: "Generated greedily: 9 new tokens of at most 40, ended by the end-of-text token." };
+    expect(say("text", run)[0]).toBe("The model wrote 9 tokens after a prompt of 6: “1. Red ↵ 2. print(\"\\n\")”. "
+      + "Generated greedily: 9 new tokens of at most 40, ended by the end-of-text token.");
+    // Ended otherwise, its last token is a word of the text; a text that does not end with the
+    // readings (none sent) quotes the readings.
+    const cut = { ...run, notice: "Generated greedily: 9 new tokens, as many as max_new_tokens=9 allows." };
+    expect(say("text", cut)[0]).toMatch(/“1\. Red ↵ 2\. print\("\\n"\)<\|im_end\|>”/);
+    expect(say("text", { ...cut, text: "" })[0]).toMatch(/“1\. Red\\n2\. print\("\\n"\)<\|im_end\|>”/);
+  });
+
   it("names the masked heads, counted from 0, and what Show change draws", () => {
     const masked = { masked_heads: [[3, 5], [4, 0]], show_change: true, mask_summary: "Masked 3-5, 4-0: attention changes from layer 4 on." };
     const model = say("model", masked);

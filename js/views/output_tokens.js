@@ -61,23 +61,50 @@ export const outputLegend = (outputStart, nTokens) => (outputStart >= 0
   ? `Underlined in orange after the bar: the ${nTokens - outputStart} tokens the model wrote (from token ${outputStart}).` : "");
 
 /**
+ * Where each of the output's pieces begins in `text`, which ends with them (the kernel's text is
+ * the prompt as read, then what the model wrote): matched from the end, a piece as it reads, or
+ * with the line breaks its reading shows as "\\n" as line breaks. null where the text does not end
+ * with them (a run without readings, a source before an encoder-decoder's output).
+ */
+function pieceStarts(text, pieces) {
+  const starts = [];
+  let end = text.length;
+  for (let k = pieces.length - 1; k >= 0; k--) {
+    const piece = String(pieces[k]);
+    const broken = piece.replaceAll("\\n", "\n").replaceAll("\\r", "\r");
+    if (text.endsWith(piece, end)) end -= piece.length;
+    else if (text.endsWith(broken, end)) end -= broken.length;
+    else return null;
+    starts[k] = end;
+  }
+  return starts;
+}
+
+/**
  * What an image of a generation says under its title, for a reader with no widget: how long the
- * prompt is, the text the model wrote (its tokens as the text reads, at most GENERATED_CHARS
- * characters), and how it chose them and ended (the notice's "Generated …" line: a stopped run
- * said nothing of its stop). "" when the run is not a generation.
+ * prompt is, the text the model wrote (as the text reads, its line breaks as ↵ and without the
+ * end-of-text token that ended it; at most GENERATED_CHARS characters), and how it chose them
+ * and ended (the notice's "Generated …" line: a stopped run said nothing of its stop). "" when
+ * the run is not a generation.
  * @param {(name: string) => any} get  a synced trait
  */
 export function generationSays(get) {
   const start = get("output_start") ?? -1;
   const tokens = get("tokens") ?? [];
   if (!(start >= 0) || start > tokens.length) return "";
-  const reading = get("token_reading") ?? [];
-  const pieces = (reading.length === tokens.length ? reading : tokens).slice(start);
-  let text = pieces.join("").trim();
-  if (text.length > GENERATED_CHARS) text = `${text.slice(0, GENERATED_CHARS)}…`;
-  const steps = tokens.length - start;
   // How it chose them and how it ended ("…, stopped."): the kernel's notice's first line says it.
   const how = String(get("notice") ?? "").split("\n")[0];
+  const reading = get("token_reading") ?? [];
+  const pieces = (reading.length === tokens.length ? reading : tokens).slice(start);
+  // The end-of-text token is how the run ended, which the notice says; not a word of the text.
+  const quoted = how.includes("ended by the end-of-text token") ? pieces.length - 1 : pieces.length;
+  const whole = String(get("text") ?? "");
+  const starts = pieceStarts(whole, pieces);
+  let text = starts === null ? pieces.slice(0, quoted).join("")
+    : whole.slice(starts[0] ?? whole.length, starts[quoted] ?? whole.length);
+  text = text.trim().replace(/\s*(?:\r\n|\n|\r)\s*/g, " ↵ ");
+  if (text.length > GENERATED_CHARS) text = `${text.slice(0, GENERATED_CHARS)}…`;
+  const steps = tokens.length - start;
   return `The model wrote ${steps} token${steps === 1 ? "" : "s"} after a prompt of ${start}: “${text}”`
     + (how.startsWith("Generated ") ? `. ${how}` : "");
 }

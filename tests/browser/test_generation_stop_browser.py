@@ -52,8 +52,15 @@ def test_stop_keeps_the_tokens_the_page_showed_not_those_made_while_the_click_tr
         assert (run.finish, run.steps) == ("stopped", SHOWN) and len(widget.tokens) == n_prompt + SHOWN
         # The page gets the rest in order: the steps in flight, then the stopped run cut back, and the
         # end's lists whole, as the reader saw them.
+        in_flight = 0
         for message in sent[forwarded:]:
             emit(page, message)
+            if page.evaluate("window.attnscopeHarness.model.get('generating')"):
+                in_flight += 1
+                # A step in flight is not drawn, even for a moment: the text stays as the reader saw it.
+                page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+                assert flow_count() == n_prompt + SHOWN
+        assert in_flight >= IN_FLIGHT
         page.wait_for_function("document.querySelector('#host .attnscope-stop').hidden")
         assert flow_count() == n_prompt + SHOWN
         assert page.eval_on_selector_all("#host .attnscope-text-flow [data-index]", "s => s.map((x) => x.textContent)") \

@@ -211,6 +211,31 @@ def test_settings_are_recorded_and_the_seed_reproduces_the_run(tokenizer):
         generate(engine, PROMPT, 8, chat=False).new_ids
 
 
+def test_a_long_prompts_pass_counts_its_layers_aloud_and_the_steps_add_no_bar(tokenizer, monkeypatch):
+    """A newcomer's 7,123-token prompt showed nothing for 30 s: the pass that reads it, before
+    the widget can show anything, says how far it is, as a long run's does (run_progress)."""
+    from test_progress import RecordedBar
+
+    from attnscope import progress
+    from attnscope.engine import run_progress
+
+    bars = []
+    monkeypatch.setattr(progress, "counter", lambda total, desc, unit: bars.append(RecordedBar(total, desc, unit)) or bars[-1])
+    engine = attnscope.load(causal_lm("llama (GQA)"), tokenizer, device="cpu")
+    n_prompt = len(tokenizer(PROMPT)["input_ids"])
+    monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", n_prompt)
+    hooks_before = [dict(m._forward_hooks) for m in engine.model.modules()]
+    run = generate(engine, PROMPT, 3, chat=False)
+    [bar] = bars  # the prompt's pass; a step reads one token
+    assert bar.desc == f"{engine.name} reading the prompt's {n_prompt:,} tokens"
+    assert (bar.total, bar.unit, bar.n, bar.closed) == (engine.n_layers, "layer", engine.n_layers, True)
+    assert run.steps == 3 and [dict(m._forward_hooks) for m in engine.model.modules()] == hooks_before
+    monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", n_prompt + 1)
+    bars.clear()
+    generate(engine, PROMPT, 2, chat=False)
+    assert bars == []  # a shorter prompt: no bar
+
+
 def test_a_model_leaves_a_run_exactly_as_it_came(tokenizer):
     model = causal_lm("gemma2 (soft-capping)")
     model.train()

@@ -307,7 +307,7 @@ def test_the_widget_shows_the_source_then_the_output_and_says_which_attention_is
         assert widget.causal and widget.causal_from == n
         assert widget.focus_token == len(run.ids) - 1  # the newest token selected
         notice = widget.notice.splitlines()
-        assert notice[0] == f"Generated greedily: {STEPS} new tokens."
+        assert notice[0] == f"Generated greedily: {STEPS} new tokens, as many as max_new_tokens={STEPS} allows."
         assert notice[1].startswith(f"Encoder-decoder: the source's {n} tokens, then the decoder's") and \
             "cross-attention over the source, then its self-attention over the output" in notice[1]
         # An output token's row: the source by cross-attention, the output before it by self-attention.

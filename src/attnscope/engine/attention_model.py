@@ -10,6 +10,7 @@ import itertools
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -465,6 +466,12 @@ def model_of(value: Any, what: str) -> AttentionModel:
     raise InputError(f"{what} runs a model from attnscope.load(...), not {checks.kind_of(value)}{hint}.")
 
 
+# The models loaded by a name, while their user holds them: a call that names one again
+# (attnscope.generate(p, model="smollm2") after attnscope.load("smollm2")) runs that one
+# (engines.resolve_engine), not a second copy loaded for 10-40 s.
+loaded_by_name: weakref.WeakValueDictionary[tuple[str, str], AttentionModel] = weakref.WeakValueDictionary()
+
+
 def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | None = None) -> AttentionModel:
     """Load a model for attention visualisation.
 
@@ -486,4 +493,7 @@ def load(model: Any = None, tokenizer: Any = None, device: str | torch.device | 
     named = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     saying = status(f"attnscope: loading {named}…", f"attnscope: loaded {named}") if named else contextlib.nullcontext()
     with saying:
-        return AttentionModel(load_model(model, tokenizer, device))
+        engine = AttentionModel(load_model(model, tokenizer, device))
+    if named is not None and tokenizer is None:
+        loaded_by_name[(named, str(engine.device))] = engine
+    return engine

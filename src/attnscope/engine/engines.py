@@ -1,6 +1,7 @@
 """The model a call names, as a loaded AttentionModel: the embedded MiniLM when none is named (loaded
-once), a hub name loaded once per process (the last two kept), a local folder or a model object
-loaded each time. Loading by name or folder says what loads while it does (attention_model.load).
+once), a hub name loaded once per process (the last two kept; or the model attnscope.load gave
+for that name, while its user holds it), a local folder or a model object loaded each time.
+Loading by name or folder says what loads while it does (attention_model.load).
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .. import checks
-from .attention_model import AttentionModel, load
+from .attention_model import AttentionModel, load, loaded_by_name
+from .models import default_device
 
 
 @functools.lru_cache(maxsize=4)
@@ -21,9 +25,23 @@ def _default_engine(device: str | None) -> AttentionModel:
 
 @functools.lru_cache(maxsize=2)
 def _named_engine(name: str, device: str | None) -> AttentionModel:
-    # A second widget of the same hub name ("smollm2", "bert-base-uncased") reuses the first's model:
-    # loading one took 36-48 s in a newcomer's trial, each call.
-    return load(name, None, device)  # which says what loads while it does (progress.status)
+    # A second widget of the same hub name ("smollm2", "bert-base-uncased") reuses the first's model,
+    # and so does a call naming one the user loaded (attnscope.load("smollm2")): loading one took
+    # 36-48 s in a newcomer's trial, each call, and held a second copy.
+    held = loaded_by_name.get((name, _device_of(device)))
+    return held if held is not None else load(name, None, device)  # which says what loads while it does
+
+
+def _device_of(device: str | None) -> str:
+    """The device a model loaded with `device` is on, as its parameters name it ("cuda:0", "cpu");
+    "" for what is not a device (load says so)."""
+    try:
+        chosen = torch.device(device) if device is not None else default_device()
+    except (RuntimeError, TypeError):
+        return ""
+    if chosen.index is None and chosen.type != "cpu":
+        chosen = torch.device(chosen.type, torch.cuda.current_device() if chosen.type == "cuda" else 0)
+    return str(chosen)
 
 
 def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:

@@ -40,6 +40,7 @@ from .fast_capture import LayerCapture
 from .generation_run import Generation, GenerationSettings, Reading, Stop, eos_ids, given_rows, settings_of, token_loop
 from .models import forward_parameters, max_positions
 from .results import AttentionResult, LongAttentionResult
+from .run_progress import layer_progress
 from .texts import groups_from_tokens, single_text
 from .token_labels import labels_for_tokenizer
 
@@ -194,8 +195,12 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
     cache_name = "cache" if "cache" in parameters else "past_key_values"
     extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
     cache = DynamicCache(config=engine.model.config)
-    output, layers = engine.captured_forward({"input_ids": prompt_ids, cache_name: cache, "use_cache": True, **extra})
     n_prompt = prompt_ids.shape[1]
+    # A long prompt's pass takes tens of seconds on a CPU (SmolLM2: ~30 s at 7,123 tokens) before
+    # anything is shown: its layers are counted aloud, as a long run's are.
+    counting = layer_progress(engine.attention_modules, n_prompt, f"{engine.name} reading the prompt's {n_prompt:,} tokens")
+    output, layers = engine.captured_forward({"input_ids": prompt_ids, cache_name: cache, "use_cache": True, **extra},
+                                             counting=counting)
     kept = _Kept.of_prompt(layers, n_prompt + settings.max_new_tokens)
     fused_layers: dict[int, bool] = {}  # the layers whose steps one fused call serves (fast_capture._fused_step)
     logits, output, layers = output.logits[0, -1], None, None

@@ -47,14 +47,14 @@ def generation_notice(run: Generation) -> str:
     """How the run chose its tokens, and how far it got: the notice's first line."""
     settings = run.settings
     how = "greedily" if not settings.do_sample else \
-        f"sampled: temperature {settings.temperature:g}, top-p {settings.top_p:g}, seed {settings.seed}"
+        f"by sampling (temperature {settings.temperature:g}, top-p {settings.top_p:g}, seed {settings.seed})"
     chat = ", the prompt read through the chat template" if settings.chat else ""
+    limit = settings.max_new_tokens
     if run.finish is None:
-        return f"Generating {how}{chat}: {run.steps} of at most {settings.max_new_tokens} new tokens so far."
-    ending = {"stopped": "stopped", "eos": "ended by the end-of-text token"}.get(run.finish)
-    if ending is None:
-        return f"Generated {how}{chat}: {run.steps} new tokens."
-    return f"Generated {how}{chat}: {run.steps} new tokens of at most {settings.max_new_tokens}, {ending}."
+        return f"Generating {how}{chat}: {run.steps} of at most {limit} new tokens so far."
+    ending = {"stopped": f" of at most {limit}, stopped", "eos": f" of at most {limit}, ended by the end-of-text token",
+              "max_new_tokens": f", as many as max_new_tokens={limit} allows"}.get(run.finish, "")
+    return f"Generated {how}{chat}: {run.steps} new tokens{ending}."
 
 
 def parts_notice(result: Any) -> str:
