@@ -74,8 +74,7 @@ def _notebook_bar_class(tqdm_notebook: type, text_bar: type) -> type:
             super().close()
             if handle is None:
                 return
-            # tqdm's own text line ("desc: 100%|██████████| 12/12 [00:03<00:00, 3.5batch/s]").
-            handle.update({"text/plain": text_bar.format_meter(**{**self.format_dict, "ncols": 80})}, raw=True)
+            handle.update({"text/plain": _last_line(text_bar, self.format_dict)}, raw=True)
             for widget in (*self.container.children, self.container):
                 widget.close()
 
@@ -108,3 +107,12 @@ def status(doing: str, done: str) -> Iterator[None]:
         if handle is not None:
             line = f"{done} in {time.perf_counter() - start:.1f} s" if finished else f"{doing.rstrip('…')} stopped on the error below"
             handle.update({"text/plain": line}, raw=True)
+
+
+def _last_line(text_bar: type, meter: dict) -> str:
+    """tqdm's own text line ("desc: 100%|██████████| 12/12 [00:03<00:00, 3.5batch/s]"), in 80
+    columns where its counts and times fit beside the description; else whole, with a bar of 10
+    (80 columns cut a long description's line to "... 30/30 [00:24<00")."""
+    fitted = text_bar.format_meter(**{**meter, "ncols": 80})
+    whole = text_bar.format_meter(**{**meter, "ncols": None})
+    return fitted if fitted.rpartition("|")[2] == whole.rpartition("|")[2] else whole

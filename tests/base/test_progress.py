@@ -48,6 +48,14 @@ def test_a_finished_bar_ends_as_its_text_line(notebook_outputs):
     assert last["text/plain"].startswith("head stats: 100%") and "12/12" in last["text/plain"]
 
 
+def test_a_long_descriptions_line_keeps_its_counts_and_times_whole(notebook_outputs):
+    """80 columns cut "SmolLM2-135M-Instruct reading the prompt's 7,128 tokens: …" to "… 30/30 [00:24<00"."""
+    desc = "SmolLM2-135M-Instruct reading the prompt's 7,128 tokens"
+    list(progress(range(30), 30, desc, unit="layer"))
+    line = final_text(notebook_outputs)["text/plain"]
+    assert re.fullmatch(re.escape(desc) + r": 100%\|█+\| 30/30 \[00:0\d<00:00, +[\d.]+(?:k|M)?layer/s\]", line), line
+
+
 def test_a_loop_left_early_or_failing_still_ends_as_text_and_closes_the_widgets(notebook_outputs):
     def run():
         for i in progress(range(10), 10, "syntax heads"):

@@ -227,7 +227,7 @@ def test_a_long_prompts_pass_counts_its_layers_aloud_and_the_steps_add_no_bar(to
     hooks_before = [dict(m._forward_hooks) for m in engine.model.modules()]
     run = generate(engine, PROMPT, 3, chat=False)
     [bar] = bars  # the prompt's pass; a step reads one token
-    assert bar.desc == f"{engine.name} reading the prompt's {n_prompt:,} tokens"
+    assert bar.desc == f"reading the prompt's {n_prompt:,} tokens"  # short: a notebook's bar wraps a long one
     assert (bar.total, bar.unit, bar.n, bar.closed) == (engine.n_layers, "layer", engine.n_layers, True)
     assert run.steps == 3 and [dict(m._forward_hooks) for m in engine.model.modules()] == hooks_before
     monkeypatch.setattr(run_progress, "LONG_RUN_TOKENS", n_prompt + 1)

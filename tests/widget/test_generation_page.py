@@ -144,6 +144,34 @@ def svg_text(svg: str) -> str:
     return " ".join(html.unescape(text) for text in re.findall(r">([^<]*)</text>", svg))
 
 
+def test_the_pictures_quote_reads_as_the_text_line_breaks_as_arrows_not_escapes():
+    """A newcomer's saved list read “1. Red\\n2. Blue\\n3. Green”: the picture had no text to quote
+    from (picture._page_of emptied it), so it quoted the tokens' readings, escapes and all."""
+    engine = seeded_engine()
+    written = engine.tokenizer.convert_tokens_to_ids(["A", "Ċ"])  # "A", then a line break, in turn
+    steps = []
+
+    def choose(_module, _inputs, logits):  # the test's own model, its hook removed below
+        logits = torch.full_like(logits, -1e4)
+        logits[..., written[len(steps) % 2]] = 0
+        steps.append(1)
+        return logits
+
+    hook = engine.model.lm_head.register_forward_hook(choose)
+    try:
+        widget = attnscope.generate(PROMPT, model=engine, max_new_tokens=5, chat=False)
+        run = widget.wait(timeout=120)
+    finally:
+        hook.remove()
+    try:
+        assert run.text == "A\nA\nA" and widget.token_reading[widget.output_start:] == ["A", "\\n", "A", "\\n", "A"]
+        svg, why = picture_svg(widget)
+        assert svg is not None, why
+        assert "The model wrote 5 tokens after a prompt of" in svg_text(svg) and "“A ↵ A ↵ A”" in svg_text(svg)
+    finally:
+        widget.close()
+
+
 def test_the_notebooks_picture_shows_the_generated_text_and_the_selected_step(generated):
     first = generated.output_start
     generated.focus_token = first + 2

@@ -68,7 +68,7 @@ def test_a_long_run_opens_the_text_view_with_its_sink_table(widget, full):
     # The table's α is the full attention's mean over queries on the first token.
     expected = full.attention[:, :, :, 0].mean(-1).flatten().tolist()
     assert alpha["values"] == pytest.approx(expected, abs=1e-5)
-    assert "queries, keys and row log-sum-exps" in widget.notice
+    assert "kept as each token's query and key and each row's softmax total" in widget.notice
     assert repr(widget).startswith(f"AttentionWidget({widget.model_name}, {len(full.tokens)} tokens, text view")
 
 

@@ -198,7 +198,7 @@ def _run(engine: AttentionModel, prompt: str, prompt_text: str, encoded: Any, pr
     n_prompt = prompt_ids.shape[1]
     # A long prompt's pass takes tens of seconds on a CPU (SmolLM2: ~30 s at 7,123 tokens) before
     # anything is shown: its layers are counted aloud, as a long run's are.
-    counting = layer_progress(engine.attention_modules, n_prompt, f"{engine.name} reading the prompt's {n_prompt:,} tokens")
+    counting = layer_progress(engine.attention_modules, n_prompt, f"reading the prompt's {n_prompt:,} tokens")
     output, layers = engine.captured_forward({"input_ids": prompt_ids, cache_name: cache, "use_cache": True, **extra},
                                              counting=counting)
     kept = _Kept.of_prompt(layers, n_prompt + settings.max_new_tokens)

@@ -239,8 +239,8 @@ def long_notice(result: LongAttentionResult) -> str:
     # run kept so (a generation, attention="on_demand") would read as a loss.
     kept = (f" ({describe_bytes(result.nbytes)}, not {describe_bytes(full)})" if result.nbytes < full else "")
     lines.append(
-        f"{result.n_tokens:,} tokens: the attention is kept as queries, keys and row log-sum-exps{kept}; rows and tiles "
-        "are computed exactly as you look."
+        f"{result.n_tokens:,} tokens: kept as each token's query and key and each row's softmax total{kept}, not as "
+        "every weight; a row or tile is computed exactly when you look at it."
     )
     return "\n".join(lines)
 

@@ -66,7 +66,12 @@ def _page_of(widget: Any) -> tuple[dict, list[str]]:
     for name in ("attention", "thumbnails", "rollout"):
         if name != draws:
             page["state"][name] = {}
-    page["state"]["text"] = ""  # the input box's; no picture draws it (32,768 tokens: 0.4 MB to read)
+    # The input box's text, which no picture draws (32,768 tokens: 0.4 MB to read), but a
+    # generation's caption quotes what the model wrote from its end (output_tokens.generationSays):
+    # that end only, at most as long as the output's readings (a line break reads as two characters).
+    start, reading = getattr(widget, "output_start", -1), widget.token_reading
+    tail = sum(map(len, reading[start:])) if 0 <= start <= len(reading) == len(widget.tokens) else 0
+    page["state"]["text"] = widget.text[-tail:] if tail else ""
     page["served"] = {key: value for key, value in page["served"].items()
                       if (key == "neuron" and draws == "neuron") or key == "answers"
                       or (key == "steps" and draws == "thumbnails")}  # a generation's selected token's row
