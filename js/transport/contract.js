@@ -151,7 +151,7 @@ export const MESSAGES = {
   image: { kind: "request", sender: "kernel" },
   /** A view exists: save_image needs one to answer. */
   rendered: { kind: "event", sender: "view" },
-  /** The view's first drawing is on screen (two frames after it): a generation shown by a notebook page makes its first new token then, at most PAINT_WAIT_S after it starts, so that the token does not wait behind the page's drawing of a long prompt (generation_widget.py). */
+  /** The view's first whole drawing (nothing it asked for still computing: the text view's selected row shaded) is on screen, two frames after it: a generation shown by a notebook page makes its first new token then, at most PAINT_WAIT_S after it starts, so that the token does not wait behind the page's drawing of a long prompt (generation_widget.py). */
   painted: { kind: "event", sender: "view" },
   /** {shown: the new tokens the page shows} The Stop button while `generating`: the kernel ends the generation between two steps and keeps the first `shown` new tokens, what the reader saw (every token made where `shown` is not a count of them; generation_widget.py). */
   stop: { kind: "event", sender: "view" },

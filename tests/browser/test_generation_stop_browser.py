@@ -1,5 +1,6 @@
-"""A generation's Stop in chromium (issue 48): the page says how many new tokens it showed when
-Stop was pressed, and the kernel keeps those, dropping the steps it made while the click
+"""A generation's page in chromium (issue 48): it says when its first whole drawing is on screen
+("painted", the kernel's cue for the first new token); and its Stop says how many new tokens it
+showed when pressed, the kernel keeps those, dropping the steps it made while the click
 travelled, so the text stays as the reader saw it."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from real_widget import emit, gated_generate, wire
+from real_widget import answer_request, emit, gated_generate, wire
 from test_head_view_browser import BUNDLE
 
 from attnscope.widget.contract import contract_traits
@@ -67,6 +68,28 @@ def test_stop_keeps_the_tokens_the_page_showed_not_those_made_while_the_click_tr
             == list(widget.token_reading)
         notice = page.eval_on_selector("#host .attnscope-notice", "n => n.textContent")
         assert notice.startswith(f"Generated greedily: {SHOWN} new tokens of at most 40, stopped.")
+    finally:
+        for _ in range(8):
+            generation.gate.release()
+        widget.close()
+
+
+def test_painted_is_said_once_the_selected_row_is_shaded_not_at_the_first_drawing(page, monkeypatch):
+    """Said at the first drawing ("computing…"), the first new token came while the row's answer
+    was being shaded: at 8,160 tokens its trip and drawing took 51 + 52 ms, a step's 1 + 14 ms."""
+    generation = gated_generate(monkeypatch, PROMPT, model=seeded_engine(), max_new_tokens=4, chat=False)
+    widget = generation.widget
+    painted = "window.attnscopeHarness.model.sentMessages.filter((m) => m.type === 'painted').length"
+    try:
+        state = {name: wire(getattr(widget, name)) for name in contract_traits(type(widget))}
+        assert page.evaluate("s => window.attnscopeHarness.start(window.attnscopeHarness.fromWire(s))", state) == "function"
+        page.wait_for_function("window.attnscopeHarness.model.sentMessages.some((m) => m.type === 'attention_rows')")
+        for _ in range(3):  # frames drawn while the row is on its way
+            page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        assert page.evaluate(painted) == 0
+        answer_request(page, widget, "attention_rows")
+        page.wait_for_function(f"{painted} === 1")
+        page.wait_for_function("!document.querySelector('#host .attnscope-text-flow').classList.contains('attnscope-stale')")
     finally:
         for _ in range(8):
             generation.gate.release()

@@ -92,10 +92,10 @@ MESSAGES = {
                 "while the model writes, whose lists are the prompt's), js/transport/growing.js."),
         Message("image", "request", "kernel", '{format: "svg" | "png"} → the view\'s image as one buffer (save_image).'),
         Message("rendered", "event", "view", "A view exists: save_image needs one to answer."),
-        Message("painted", "event", "view", "The view's first drawing is on screen (two frames after it): a "
-                "generation shown by a notebook page makes its first new token then, at most PAINT_WAIT_S after "
-                "it starts, so that the token does not wait behind the page's drawing of a long prompt "
-                "(generation_widget.py)."),
+        Message("painted", "event", "view", "The view's first whole drawing (nothing it asked for still computing: "
+                "the text view's selected row shaded) is on screen, two frames after it: a generation shown by a "
+                "notebook page makes its first new token then, at most PAINT_WAIT_S after it starts, so that the "
+                "token does not wait behind the page's drawing of a long prompt (generation_widget.py)."),
         Message("stop", "event", "view", "{shown: the new tokens the page shows} The Stop button while `generating`: "
                 "the kernel ends the generation between two steps and keeps the first `shown` new tokens, what the "
                 "reader saw (every token made where `shown` is not a count of them; generation_widget.py)."),
