@@ -226,6 +226,9 @@ export function createControls(root, views, actions, { page = false } = {}) {
       const generating = !page && Boolean(get("generating"));
       if (!generating) stopButton.disabled = false;
       stopButton.hidden = !generating;
+      // While the model writes, each step says "computing…" until its row comes: its room is kept,
+      // so the header does not reflow (the title wrapping and unwrapping) at every step.
+      header.classList.toggle("attnscope-generating", generating);
       notice.textContent = get("notice");
       notice.hidden = !get("notice");
       error.textContent = get("error");

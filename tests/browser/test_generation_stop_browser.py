@@ -90,6 +90,13 @@ def test_painted_is_said_once_the_selected_row_is_shaded_not_at_the_first_drawin
         answer_request(page, widget, "attention_rows")
         page.wait_for_function(f"{painted} === 1")
         page.wait_for_function("!document.querySelector('#host .attnscope-text-flow').classList.contains('attnscope-stale')")
+        # Each step says "computing…" until its row comes, in room kept for it: the header does not
+        # reflow at every step (a long title wrapped and unwrapped, the whole view jumping a line).
+        status = "(() => { const s = document.querySelector('#host .attnscope-status'); return [s.textContent, s.getBoundingClientRect().width]; })()"
+        idle_text, idle_width = page.evaluate(status)
+        emit(page, generation.step())
+        busy_text, busy_width = page.evaluate(status)
+        assert (idle_text, busy_text) == ("", "computing…") and idle_width == busy_width > 0
     finally:
         for _ in range(8):
             generation.gate.release()
