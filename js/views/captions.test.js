@@ -130,8 +130,8 @@ describe("what an image's caption says", () => {
   });
 
   it("quotes what a generation wrote as its text reads: line breaks as ↵, a literal \\n kept, no end-of-text token", () => {
-    const prompt = ["<|im_start|>", "user", "\\n", "List", "<|im_end|>", "\\n"];
-    const output = ["1", ".", " Red", "\\n", "2", ".", " print", "(\"\\n\")", "<|im_end|>"];
+    const prompt = ["<|im_start|>", "user", "↵\n", "List", "<|im_end|>", "↵\n"];
+    const output = ["1", ".", " Red", "↵\n", "2", ".", " print", "(\"\\n\")", "<|im_end|>"];
     const run = { long_context: true, output_start: prompt.length, tokens: [...prompt, ...output],
       token_reading: [...prompt, ...output],
       text: "<|im_start|>user\nList<|im_end|>\n1. Red\n2. print(\"\\n\")<|im_end|>",
@@ -142,7 +142,10 @@ describe("what an image's caption says", () => {
     // readings (none sent) quotes the readings.
     const cut = { ...run, notice: "Generated greedily: 9 new tokens, as many as max_new_tokens=9 allows." };
     expect(say("text", cut)[0]).toMatch(/“1\. Red ↵ 2\. print\("\\n"\)<\|im_end\|>”/);
-    expect(say("text", { ...cut, text: "" })[0]).toMatch(/“1\. Red\\n2\. print\("\\n"\)<\|im_end\|>”/);
+    expect(say("text", { ...cut, text: "" })[0]).toMatch(/“1\. Red ↵ 2\. print\("\\n"\)<\|im_end\|>”/);
+    // A label's escape, where no reading was sent, is a line break too.
+    const labelled = { ...run, token_reading: [], tokens: [...prompt, "1", ".", " Red", "\\n", "2", ".", " print", "(\"\\n\")", "<|im_end|>"] };
+    expect(say("text", labelled)[0]).toContain("“1. Red ↵ 2. print(\"\\n\")”");
   });
 
   it("names the masked heads, counted from 0, and what Show change draws", () => {

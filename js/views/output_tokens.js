@@ -63,15 +63,16 @@ export const outputLegend = (outputStart, nTokens) => (outputStart >= 0
 /**
  * Where each of the output's pieces begins in `text`, which ends with them (the kernel's text is
  * the prompt as read, then what the model wrote): matched from the end, a piece as it reads, or
- * with the line breaks its reading shows as "\\n" as line breaks. null where the text does not end
- * with them (a run without readings, a source before an encoder-decoder's output).
+ * with the line breaks it marks ("↵" before one in a reading, "\\n" in a label) as line breaks.
+ * null where the text does not end with them (a run without readings, a source before an
+ * encoder-decoder's output).
  */
 function pieceStarts(text, pieces) {
   const starts = [];
   let end = text.length;
   for (let k = pieces.length - 1; k >= 0; k--) {
     const piece = String(pieces[k]);
-    const broken = piece.replaceAll("\\n", "\n").replaceAll("\\r", "\r");
+    const broken = piece.replaceAll("↵\n", "\n").replaceAll("\\n", "\n").replaceAll("\\r", "\r");
     if (text.endsWith(piece, end)) end -= piece.length;
     else if (text.endsWith(broken, end)) end -= broken.length;
     else return null;
@@ -100,7 +101,7 @@ export function generationSays(get) {
   const quoted = how.includes("ended by the end-of-text token") ? pieces.length - 1 : pieces.length;
   const whole = String(get("text") ?? "");
   const starts = pieceStarts(whole, pieces);
-  let text = starts === null ? pieces.slice(0, quoted).join("")
+  let text = starts === null ? pieces.slice(0, quoted).join("").replaceAll("↵\n", "\n")
     : whole.slice(starts[0] ?? whole.length, starts[quoted] ?? whole.length);
   text = text.trim().replace(/\s*(?:\r\n|\n|\r)\s*/g, " ↵ ");
   if (text.length > GENERATED_CHARS) text = `${text.slice(0, GENERATED_CHARS)}…`;

@@ -137,6 +137,7 @@ function blockLines(reading, lo, hi, width) {
     if (token === "") continue; // a part of the character before it: nothing of its own to show
     String(token).split("\n").forEach((part, p) => {
       if (p > 0) { lines.push([]); x = 0; word = 0; }
+      if (part === "" && p > 0) return; // a token that ends its line ("↵\n") shows on that line only
       const line = lines.at(-1);
       const w = Math.max(4, textAdvance(part, 12)); // drawn to it (fit): the font's own widths
       if (!line.length || /^\s/.test(part) || /\s$/.test(line.at(-1).text)) word = line.length;
@@ -151,6 +152,8 @@ function blockLines(reading, lo, hi, width) {
       x += w;
     });
   }
+  // A block that ends with its line's end starts no empty line: the next block starts its own.
+  if (lines.length > 1 && !lines.at(-1).length) lines.pop();
   return lines;
 }
 

@@ -140,7 +140,8 @@ def test_word_merging_finds_the_texts_words(family):
 def test_a_long_runs_text_view_reads_as_the_text(family):
     """The text view flows the tokens as running text: each token adds the text since the one
     before, its spaces included, with no "##" (WordPiece labels leave spaces out), and a character
-    split over tokens reads once: "près", not "prè↑s" (issue 30)."""
+    split over tokens reads once: "près", not "prè↑s" (issue 30); a line break breaks the line,
+    marked ↵ (escaped as "\\n", a list or a poem read as one line)."""
     name, engine = family
     text = TEXT + "\nA second line,  two spaces."
     result = engine.run(text, attention="on_demand")
@@ -152,7 +153,7 @@ def test_a_long_runs_text_view_reads_as_the_text(family):
         assert (read == "") == (label == CONTINUATION), (label, read)
     specials = {"[CLS]", "[SEP]", "<s>", "</s>", "<|endoftext|>"}
     read = "".join(r for r, t in zip(reading, result.tokens) if t not in specials)
-    expected = text.replace("\n", "\\n")  # a newline shows as \n, as in the labels
+    expected = text.replace("\n", "↵\n")  # a line break shows as ↵ and breaks the line there (labels: \n)
     assert read.removeprefix(" ") == expected, list(zip(result.tokens, reading))
     widget = attnscope.show(text, model=engine, attention="on_demand")
     assert widget.token_reading == reading and widget.tokens == result.labels

@@ -164,7 +164,7 @@ def test_the_pictures_quote_reads_as_the_text_line_breaks_as_arrows_not_escapes(
     finally:
         hook.remove()
     try:
-        assert run.text == "A\nA\nA" and widget.token_reading[widget.output_start:] == ["A", "\\n", "A", "\\n", "A"]
+        assert run.text == "A\nA\nA" and widget.token_reading[widget.output_start:] == ["A", "↵\n", "A", "↵\n", "A"]
         svg, why = picture_svg(widget)
         assert svg is not None, why
         assert "The model wrote 5 tokens after a prompt of" in svg_text(svg) and "“A ↵ A ↵ A”" in svg_text(svg)

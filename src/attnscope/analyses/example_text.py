@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..engine.token_labels import TokenLabels
+from ..engine.token_labels import LINE_BREAK, TokenLabels
 
 EXAMPLE_CONTEXT = 20  # tokens shown either side of an example's query (and 3 either side of its strongest key)
 
@@ -36,7 +36,9 @@ def running_pieces(labels: TokenLabels, n_tokens: int) -> list[str] | None:
     if labels.reading is None or len(labels.reading) != n_tokens:
         return None
     covers = labels.covers_text or [True] * n_tokens
-    return [piece if covers[i] or piece == "" else f" {piece} " for i, piece in enumerate(labels.reading)]
+    # An example is a line: its text's line breaks read as ↵ in it.
+    pieces = [piece.replace(LINE_BREAK + "\n", LINE_BREAK + " ") for piece in labels.reading]
+    return [piece if covers[i] or piece == "" else f" {piece} " for i, piece in enumerate(pieces)]
 
 
 def example_text(tokens: Sequence[str], running: Sequence[str] | None, query: int, strongest: int | None) -> str:

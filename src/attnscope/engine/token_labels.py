@@ -158,6 +158,16 @@ def visible(label: str) -> str:
     return label
 
 
+LINE_BREAK = "↵"
+_LINE_END = re.compile(r"\r\n|\n")
+
+
+def readable(text: str) -> str:
+    """A reading's text (running text, the text view's flow): a line break shows as ↵ and breaks
+    the line there, as the text does (escaped as "\\n", a list or a poem read as one line)."""
+    return _LINE_END.sub(LINE_BREAK + "\n", text).replace("\r", _VISIBLE["\r"])
+
+
 def marker_label(token: str) -> str:
     """Today's fallback for a piece with no bytes and no offsets: space markers as spaces."""
     return visible(token.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\n"))
@@ -215,7 +225,7 @@ def label_tokens(
             # [UNK] keeps its name (it is what the model read) and names the text it stands for.
             notes.append(stands_for(covered) if covered.strip() and covered != token else "")
             if covered:  # [UNK] reads as the word it stands for
-                reading.append(visible(texts[seq][min(read_until.get(seq, 0), start):end]))
+                reading.append(readable(texts[seq][min(read_until.get(seq, 0), start):end]))
                 read_until[seq] = end
             else:
                 reading.append(token)
@@ -226,7 +236,7 @@ def label_tokens(
             # A piece of only spaces (SentencePiece's lone "▁", byte-level "Ġ"): its own label.
             labels.append(visible(data.decode("utf-8", "replace")) if data is not None else marker_label(token))
             notes.append("")
-            reading.append(labels[-1])
+            reading.append(readable(data.decode("utf-8", "replace")) if data is not None else labels[-1])
             read_until[seq] = max(read_until.get(seq, 0), end)
             continue
         first_new = max(start, shown_until.get(seq, 0))
@@ -240,7 +250,7 @@ def label_tokens(
             continue
         # Read as running text: whatever lies between the previous token and this one (spaces,
         # characters no token covers), then its own characters.
-        reading.append(visible(text[min(read_until.get(seq, 0), first_new):end]))
+        reading.append(readable(text[min(read_until.get(seq, 0), first_new):end]))
         read_until[seq] = end
         label = text[first_new:end]
         note = ""
