@@ -225,10 +225,11 @@ export function createControls(root, views, actions, { page = false } = {}) {
       maskSummary.textContent = get("mask_summary") ?? "";
       const generating = !page && Boolean(get("generating"));
       if (!generating) stopButton.disabled = false;
+      // A generation's header keeps the room of its Stop button and of its status ("computing…"
+      // at every step until the row comes), running or not: the header does not reflow as the
+      // run starts, steps and ends (a long title wrapped and unwrapped, the view jumping a line).
+      header.classList.toggle("attnscope-generation", !page && (get("output_start") ?? -1) >= 0);
       stopButton.hidden = !generating;
-      // While the model writes, each step says "computing…" until its row comes: its room is kept,
-      // so the header does not reflow (the title wrapping and unwrapping) at every step.
-      header.classList.toggle("attnscope-generating", generating);
       notice.textContent = get("notice");
       notice.hidden = !get("notice");
       error.textContent = get("error");

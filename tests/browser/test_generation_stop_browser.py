@@ -90,13 +90,24 @@ def test_painted_is_said_once_the_selected_row_is_shaded_not_at_the_first_drawin
         answer_request(page, widget, "attention_rows")
         page.wait_for_function(f"{painted} === 1")
         page.wait_for_function("!document.querySelector('#host .attnscope-text-flow').classList.contains('attnscope-stale')")
-        # Each step says "computing…" until its row comes, in room kept for it: the header does not
-        # reflow at every step (a long title wrapped and unwrapped, the whole view jumping a line).
-        status = "(() => { const s = document.querySelector('#host .attnscope-status'); return [s.textContent, s.getBoundingClientRect().width]; })()"
-        idle_text, idle_width = page.evaluate(status)
+        # Each step says "computing…" until its row comes, and Stop goes when the run ends, each in
+        # room kept for it: the header does not reflow as the run steps and ends (a long title
+        # wrapped and unwrapped, the whole view jumping a line).
+        header = """(() => { const q = (s) => document.querySelector('#host ' + s).getBoundingClientRect();
+            return [document.querySelector('#host .attnscope-status').textContent, q('.attnscope-status').width,
+                    q('.attnscope-stop').width, q('.attnscope-header').height]; })()"""
+        idle = page.evaluate(header)
+        sent = len(generation.sent)
         emit(page, generation.step())
-        busy_text, busy_width = page.evaluate(status)
-        assert (idle_text, busy_text) == ("", "computing…") and idle_width == busy_width > 0
+        busy = page.evaluate(header)
+        assert (idle[0], busy[0]) == ("", "computing…") and idle[1:] == busy[1:] and min(idle[1:]) > 0
+        for _ in range(8):
+            generation.gate.release()
+        widget.wait(timeout=60)
+        for message in generation.sent[sent + 1:]:
+            emit(page, message)
+        page.wait_for_function("document.querySelector('#host .attnscope-stop').hidden")
+        assert page.evaluate(header)[1:] == idle[1:]
     finally:
         for _ in range(8):
             generation.gate.release()
