@@ -77,6 +77,13 @@ def test_generate_shows_prompt_and_output_with_the_runs_exact_rows(engine, monke
             assert torch.allclose(torch.tensor(shown["values"], dtype=torch.float64),
                                   torch.tensor(expected["values"], dtype=torch.float64), atol=1e-6), shown["key"]
         assert repr(widget).endswith(f"text view, {STEPS} new tokens, max_new_tokens)")
+        # What a notebook keeps of the display for a reader without the widget: what the run is, not
+        # how far it was when shown (a saved notebook said "0 new tokens, generating").
+        data = widget._repr_mimebundle_()
+        data = data[0] if isinstance(data, tuple) else data
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert data["text/plain"] == (f"GenerationWidget({run.model_name}, a prompt of {len(run.prompt_ids)} tokens, at most "
+                                      f"{STEPS} new): the live view of attnscope.generate; its picture shows the run as it ended")
     finally:
         widget.close()
     assert not widget._thread.is_alive()

@@ -300,6 +300,18 @@ class GenerationWidget(AttentionWidget):
         if self._thread is not None and threading.current_thread() is not self._thread:
             self._thread.join()
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget's display: its plain text (what a notebook keeps, for a reader without the
+        widget) says what the run is, not how far it was when shown ("0 new tokens, generating")."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict) and "text/plain" in data:
+            run = self._generation
+            data["text/plain"] = (f"GenerationWidget({run.model_name}, a prompt of {len(run.prompt_ids)} tokens, at most "
+                                  f"{run.settings.max_new_tokens} new): the live view of attnscope.generate; its picture "
+                                  "shows the run as it ended")
+        return bundle
+
     def __repr__(self) -> str:
         run = self._generation
         state = "generating" if run.finish is None and not self._done.is_set() else run.finish
