@@ -10,11 +10,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .. import checks
+from ..errors import InputError
 from .attention_model import AttentionModel, load, loaded_by_name
-from .models import default_device
+from .models import default_device, parse_device
 
 
 @functools.lru_cache(maxsize=4)
@@ -33,15 +32,12 @@ def _named_engine(name: str, device: str | None) -> AttentionModel:
 
 
 def _device_of(device: str | None) -> str:
-    """The device a model loaded with `device` is on, as its parameters name it ("cuda:0", "cpu");
-    "" for what is not a device (load says so)."""
+    """The device load(name, device=device) puts a model on, named as it names it (its key in
+    loaded_by_name); "" for what is not a device (load says why)."""
     try:
-        chosen = torch.device(device) if device is not None else default_device()
-    except (RuntimeError, TypeError):
+        return str(default_device() if device is None else parse_device(device))
+    except InputError:
         return ""
-    if chosen.index is None and chosen.type != "cpu":
-        chosen = torch.device(chosen.type, torch.cuda.current_device() if chosen.type == "cuda" else 0)
-    return str(chosen)
 
 
 def resolve_engine(model: Any = None, tokenizer: Any = None, device: str | None = None) -> AttentionModel:
